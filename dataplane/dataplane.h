@@ -1,0 +1,93 @@
+/*
+ * dataplane — the TCP front end: per-core workers that own their connections,
+ * serve reads straight from the RCU tree and hand writes to the sequencer.
+ *
+ * Threading: dp_start spawns cfg.workers threads. Each worker runs its own
+ * epoll loop over a shared listening socket (EPOLLEXCLUSIVE), its connections,
+ * and its sequencer output eventfd. A worker never blocks on another thread on
+ * the read path: reads run under rcu_read_lock only. Two per-worker mutexes
+ * exist for administration and are never taken by a read that sets no watch:
+ * conns_lock (accept/close vs. the cons/stat dumps) and watch_lock (watch
+ * table changes vs. the wchc/wchp/wchs dumps).
+ *
+ * Ordering (DESIGN.md invariants 2 and 3): a connection with a write at the
+ * sequencer queues everything after it until the write's reply arrives; a read
+ * reply on a worker holding watches is sent only after the worker has
+ * delivered every watch event the read could have observed.
+ *
+ * dp_* functions other than dp_start/dp_stop/dp_free may be called from any
+ * thread (4lw handlers run on workers).
+ */
+#ifndef LARCH_DATAPLANE_H
+#define LARCH_DATAPLANE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/proto.h"
+#include "replication/replication.h"
+#include "tree/tree.h"
+
+struct dp;
+
+/* Four-letter-word handler: append the answer text to out. Runs on a worker. */
+typedef void (*dp_fourlw_fn)(void *arg, struct dp *dp, const char *word, struct zk_wbuf *out);
+
+struct dp_cfg {
+    const char *bind_addr;  /* IPv4 or IPv6 literal, or a host name */
+    int port;
+    int workers;
+    int32_t max_buffer_bytes;  /* jute.maxbuffer: larger frames close the connection */
+    int32_t max_client_cnxns;  /* per peer IP; 0 = unlimited */
+    int32_t max_outstanding;   /* queued requests per connection before reads pause */
+    const char *super_digest;  /* "user:base64" or "" */
+    dp_fourlw_fn fourlw;
+    void *fourlw_arg;
+    bool (*fourlw_allowed)(void *arg, const char *word);
+};
+
+/* Creates the dataplane and binds the listening socket (so a port in use is
+ * reported before anything starts). Returns NULL and writes a message naming
+ * the problem into err (errlen bytes) on failure. */
+struct dp *dp_new(const struct dp_cfg *cfg, struct tree *t, struct seq *s, char *err, size_t errlen);
+/* The bound port (useful when cfg.port was 0). */
+int dp_port(const struct dp *dp);
+/* Starts the workers: 0 or -errno. */
+int dp_start(struct dp *dp);
+/* Stops and joins the workers, closing every connection. */
+void dp_stop(struct dp *dp);
+void dp_free(struct dp *dp);
+
+struct dp_stats {
+    uint64_t packets_received;
+    uint64_t packets_sent;
+    uint64_t connections;      /* open now */
+    uint64_t outstanding;      /* requests queued or at the sequencer */
+    uint64_t watches;          /* watch table entries */
+    uint64_t watch_paths;      /* distinct watched paths (approximate: per worker) */
+    uint64_t latency_min_us, latency_max_us, latency_sum_us, latency_count;
+    uint64_t reads, writes;
+};
+void dp_get_stats(struct dp *dp, struct dp_stats *out);
+void dp_reset_stats(struct dp *dp);
+
+struct dp_conn_info {
+    char peer[80]; /* "ip:port" */
+    int64_t session_id;
+    int32_t timeout_ms;
+    uint64_t received, sent;
+    uint32_t queued;
+    int64_t established_ms; /* wall clock */
+    int64_t last_zxid;
+    int32_t last_op;
+    int64_t last_latency_us, min_latency_us, max_latency_us, avg_latency_us;
+};
+typedef void (*dp_conn_fn)(void *arg, const struct dp_conn_info *ci);
+void dp_each_conn(struct dp *dp, dp_conn_fn fn, void *arg);
+
+/* Visits every watch: the session of the watching connection, kind, path. */
+typedef void (*dp_watch_fn)(void *arg, int64_t session_id, enum watch_kind kind, const char *path);
+void dp_each_watch(struct dp *dp, dp_watch_fn fn, void *arg);
+
+#endif /* LARCH_DATAPLANE_H */

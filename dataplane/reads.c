@@ -1,0 +1,452 @@
+/*
+ * reads.c — requests a worker answers itself from the RCU tree: exists,
+ * getData, getChildren(2), getACL, getAllChildrenNumber, multiRead, whoAmI,
+ * ping, and the watch operations (addWatch, setWatches(2), check/removeWatches).
+ *
+ * Every handler runs between rcu_read_lock and rcu_read_unlock, builds its
+ * reply in the worker's scratch buffer, and registers any watch before it
+ * leaves the read-side section, with the zxid of the state it observed
+ * (DESIGN.md invariant 3). The reply is queued after worker_wait_events has
+ * delivered every event the lookup could have seen.
+ */
+#include "dataplane/dp_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <urcu.h>
+
+/* State of one read while it is being served. */
+struct rd {
+    struct conn *c;
+    struct zk_wbuf *out;
+    const struct tree *t;
+    int64_t before_zxid; /* tree_last_zxid before the lookup */
+    bool watch_added;
+};
+
+/* Paths arrive as jute strings; the tree wants (ptr, len). A NUL inside a
+ * path can never name a node: ZooKeeper answers BADARGUMENTS for it. */
+static bool path_ok(struct zk_str p)
+{
+    return p.len > 0 && memchr(p.ptr, '\0', (size_t)p.len) == NULL;
+}
+
+static void add_watch(struct rd *r, struct zk_str path, enum watch_kind kind, int64_t seen)
+{
+    struct worker *w = r->c->w;
+    pthread_mutex_lock(&w->watch_lock);
+    int rc = watch_add(w->wt, path.ptr, (size_t)path.len, kind, r->c->token, seen);
+    atomic_store_explicit(&w->nwatches, watch_count(w->wt), memory_order_relaxed);
+    pthread_mutex_unlock(&w->watch_lock);
+    if (rc == ZK_OK)
+        r->watch_added = true;
+}
+
+/* ---- single reads: each writes its response body, returns the error code ---- */
+
+static int read_exists(struct rd *r, struct zk_rbuf *in)
+{
+    struct zk_path_watch_req q;
+    if (!zk_get_path_watch_req(in, &q))
+        return ZK_EMARSHALLINGERROR;
+    if (q.path.len < 0 || (q.path.len > 0 && memchr(q.path.ptr, '\0', (size_t)q.path.len)))
+        return ZK_EBADARGUMENTS;
+    struct tree_view v;
+    int rc = path_ok(q.path) ? tree_get(r->t, q.path.ptr, (size_t)q.path.len, &v) : ZK_ENONODE;
+    if (rc == ZK_OK) {
+        if (q.watch)
+            add_watch(r, q.path, WATCH_DATA, v.stat.mzxid);
+        zk_put_stat(r->out, &v.stat);
+    } else if (q.watch && path_ok(q.path)) {
+        add_watch(r, q.path, WATCH_EXIST, r->before_zxid);
+    }
+    return rc;
+}
+
+static int lookup_readable(struct rd *r, struct zk_str path, struct tree_view *v)
+{
+    if (!path_ok(path))
+        return ZK_ENONODE;
+    int rc = tree_get(r->t, path.ptr, (size_t)path.len, v);
+    if (rc != ZK_OK)
+        return rc;
+    struct tree_auth a = conn_auth(r->c);
+    return tree_acl_permits(v->acl, ZK_PERM_READ, &a) ? ZK_OK : ZK_ENOAUTH;
+}
+
+static int get_data_body(struct rd *r, struct zk_path_watch_req *q)
+{
+    struct tree_view v;
+    int rc = lookup_readable(r, q->path, &v);
+    if (rc != ZK_OK)
+        return rc;
+    if (q->watch)
+        add_watch(r, q->path, WATCH_DATA, v.stat.mzxid);
+    zk_put_bytes(r->out, v.data, v.data_len);
+    zk_put_stat(r->out, &v.stat);
+    return ZK_OK;
+}
+
+static int read_get_data(struct rd *r, struct zk_rbuf *in)
+{
+    struct zk_path_watch_req q;
+    if (!zk_get_path_watch_req(in, &q))
+        return ZK_EMARSHALLINGERROR;
+    return get_data_body(r, &q);
+}
+
+struct child_list {
+    struct zk_wbuf *out;
+    int32_t count;
+};
+
+static void put_child(void *arg, const char *name, size_t len)
+{
+    struct child_list *l = arg;
+    zk_put_bytes(l->out, name, (int32_t)len);
+    l->count++;
+}
+
+static void patch_i32(struct zk_wbuf *w, size_t at, int32_t v)
+{
+    if (w->err)
+        return;
+    uint32_t be = __builtin_bswap32((uint32_t)v);
+    memcpy(w->p + at, &be, 4);
+}
+
+/* Writes the children vector (and the stat for getChildren2). The ACL check
+ * needs the node's version, so the listing is taken first and dropped again
+ * on NOAUTH: both come from one version of the node. */
+static int get_children_body(struct rd *r, struct zk_path_watch_req *q, bool with_stat)
+{
+    if (!path_ok(q->path))
+        return ZK_ENONODE;
+    size_t count_at = r->out->len;
+    zk_put_i32(r->out, 0);
+    struct child_list l = { .out = r->out, .count = 0 };
+    struct tree_view v;
+    int rc = tree_get_children(r->t, q->path.ptr, (size_t)q->path.len, &v, put_child, &l);
+    if (rc != ZK_OK) {
+        r->out->len = count_at;
+        return rc;
+    }
+    struct tree_auth a = conn_auth(r->c);
+    if (!tree_acl_permits(v.acl, ZK_PERM_READ, &a)) {
+        r->out->len = count_at;
+        return ZK_ENOAUTH;
+    }
+    patch_i32(r->out, count_at, l.count);
+    if (with_stat)
+        zk_put_stat(r->out, &v.stat);
+    if (q->watch)
+        add_watch(r, q->path, WATCH_CHILD, v.stat.pzxid);
+    return ZK_OK;
+}
+
+static int read_get_children(struct rd *r, struct zk_rbuf *in, bool with_stat)
+{
+    struct zk_path_watch_req q;
+    if (!zk_get_path_watch_req(in, &q))
+        return ZK_EMARSHALLINGERROR;
+    return get_children_body(r, &q, with_stat);
+}
+
+/* ZooKeeper's getACL: READ or ADMIN may read the ACL; without ADMIN the
+ * digest hashes are masked as "user:x" (ZOOKEEPER-1392). */
+static int read_get_acl(struct rd *r, struct zk_rbuf *in)
+{
+    struct zk_path_req q;
+    if (!zk_get_path_req(in, &q))
+        return ZK_EMARSHALLINGERROR;
+    if (!path_ok(q.path))
+        return ZK_ENONODE;
+    struct tree_view v;
+    int rc = tree_get(r->t, q.path.ptr, (size_t)q.path.len, &v);
+    if (rc != ZK_OK)
+        return rc;
+    struct tree_auth a = conn_auth(r->c);
+    if (!tree_acl_permits(v.acl, ZK_PERM_READ | ZK_PERM_ADMIN, &a))
+        return ZK_ENOAUTH;
+    if (tree_acl_permits(v.acl, ZK_PERM_ADMIN, &a) || !v.acl) {
+        tree_acl_put(r->out, v.acl);
+    } else {
+        zk_put_i32(r->out, v.acl->count);
+        for (int32_t i = 0; i < v.acl->count; i++) {
+            const struct tree_acl_entry *e = &v.acl->items[i];
+            zk_put_i32(r->out, e->perms);
+            zk_put_str(r->out, zk_str_c(e->scheme));
+            const char *colon = strchr(e->id, ':');
+            if (strcmp(e->scheme, "digest") == 0 && colon) {
+                char masked[512];
+                int n = snprintf(masked, sizeof(masked), "%.*s:x", (int)(colon - e->id), e->id);
+                zk_put_bytes(r->out, masked, n < (int)sizeof(masked) ? n : (int)sizeof(masked) - 1);
+            } else {
+                zk_put_str(r->out, zk_str_c(e->id));
+            }
+        }
+    }
+    zk_put_stat(r->out, &v.stat);
+    return ZK_OK;
+}
+
+static int read_all_children_number(struct rd *r, struct zk_rbuf *in)
+{
+    struct zk_path_req q;
+    if (!zk_get_path_req(in, &q))
+        return ZK_EMARSHALLINGERROR;
+    struct tree_view v;
+    int rc = lookup_readable(r, q.path, &v);
+    if (rc != ZK_OK)
+        return rc;
+    int64_t n = 0;
+    rc = tree_count_descendants(r->t, q.path.ptr, (size_t)q.path.len, &n);
+    if (rc != ZK_OK)
+        return rc;
+    zk_put_i32(r->out, n > INT32_MAX ? INT32_MAX : (int32_t)n);
+    return ZK_OK;
+}
+
+/* WhoAmIResponse: the connection's identities, the ip one first, as
+ * ZooKeeper lists its authInfo; digest ids show the user name only. */
+static int read_whoami(struct rd *r)
+{
+    struct conn *c = r->c;
+    zk_put_i32(r->out, 1 + c->nauth);
+    zk_put_str(r->out, zk_str_c("ip"));
+    zk_put_str(r->out, zk_str_c(c->peer_ip));
+    for (int32_t i = 0; i < c->nauth; i++) {
+        const char *id = c->auth[i].id;
+        const char *colon = strchr(id, ':');
+        zk_put_str(r->out, zk_str_c(c->auth[i].scheme));
+        zk_put_bytes(r->out, id, colon ? (int32_t)(colon - id) : (int32_t)strlen(id));
+    }
+    return ZK_OK;
+}
+
+static int read_add_watch(struct rd *r, struct zk_rbuf *in)
+{
+    struct zk_path_mode_req q;
+    if (!zk_get_path_mode_req(in, &q))
+        return ZK_EMARSHALLINGERROR;
+    if (q.path.len <= 0 || tree_path_validate(q.path.ptr, (size_t)q.path.len) != ZK_OK)
+        return ZK_EBADARGUMENTS;
+    if (q.mode != ZK_ADD_WATCH_PERSISTENT && q.mode != ZK_ADD_WATCH_PERSISTENT_RECURSIVE)
+        return ZK_EBADARGUMENTS;
+    add_watch(r, q.path, q.mode == ZK_ADD_WATCH_PERSISTENT ? WATCH_PERSISTENT : WATCH_PERSISTENT_RECURSIVE,
+              r->before_zxid);
+    zk_put_i32(r->out, 0); /* ErrorResponse(0), as ZooKeeper answers addWatch */
+    return ZK_OK;
+}
+
+static int read_remove_watches(struct rd *r, struct zk_rbuf *in, bool remove)
+{
+    struct zk_path_mode_req q;
+    if (!zk_get_path_mode_req(in, &q))
+        return ZK_EMARSHALLINGERROR;
+    if (q.path.len <= 0)
+        return ZK_EBADARGUMENTS;
+    if (q.mode != ZK_WATCHER_CHILDREN && q.mode != ZK_WATCHER_DATA && q.mode != ZK_WATCHER_ANY)
+        return ZK_EBADARGUMENTS;
+    struct worker *w = r->c->w;
+    pthread_mutex_lock(&w->watch_lock);
+    int rc = watch_remove(w->wt, q.path.ptr, (size_t)q.path.len, r->c->token, q.mode, remove, NULL, NULL);
+    atomic_store_explicit(&w->nwatches, watch_count(w->wt), memory_order_relaxed);
+    pthread_mutex_unlock(&w->watch_lock);
+    return rc;
+}
+
+/* ---- setWatches: re-arm after a reconnect (DataTree.setWatches) ---------- */
+
+static void setw_data(struct rd *r, const struct zk_strvec *v, int64_t rel)
+{
+    for (int32_t i = 0; i < v->count; i++) {
+        struct tree_view tv;
+        struct zk_str p = v->items[i];
+        int rc = path_ok(p) ? tree_get(r->t, p.ptr, (size_t)p.len, &tv) : ZK_ENONODE;
+        char path[TREE_PATH_MAX + 1];
+        snprintf(path, sizeof(path), "%.*s", p.len > 0 ? p.len : 0, p.ptr ? p.ptr : "");
+        if (rc != ZK_OK)
+            conn_send_event(r->c, ZK_EVENT_DELETED, path);
+        else if (tv.stat.mzxid > rel)
+            conn_send_event(r->c, ZK_EVENT_DATA_CHANGED, path);
+        else
+            add_watch(r, p, WATCH_DATA, tv.stat.mzxid);
+    }
+}
+
+static void setw_exist(struct rd *r, const struct zk_strvec *v)
+{
+    for (int32_t i = 0; i < v->count; i++) {
+        struct tree_view tv;
+        struct zk_str p = v->items[i];
+        int rc = path_ok(p) ? tree_get(r->t, p.ptr, (size_t)p.len, &tv) : ZK_ENONODE;
+        char path[TREE_PATH_MAX + 1];
+        snprintf(path, sizeof(path), "%.*s", p.len > 0 ? p.len : 0, p.ptr ? p.ptr : "");
+        if (rc == ZK_OK)
+            conn_send_event(r->c, ZK_EVENT_CREATED, path);
+        else if (path_ok(p))
+            add_watch(r, p, WATCH_EXIST, r->before_zxid);
+    }
+}
+
+static void setw_child(struct rd *r, const struct zk_strvec *v, int64_t rel)
+{
+    for (int32_t i = 0; i < v->count; i++) {
+        struct tree_view tv;
+        struct zk_str p = v->items[i];
+        int rc = path_ok(p) ? tree_get(r->t, p.ptr, (size_t)p.len, &tv) : ZK_ENONODE;
+        char path[TREE_PATH_MAX + 1];
+        snprintf(path, sizeof(path), "%.*s", p.len > 0 ? p.len : 0, p.ptr ? p.ptr : "");
+        if (rc != ZK_OK)
+            conn_send_event(r->c, ZK_EVENT_DELETED, path);
+        else if (tv.stat.pzxid > rel)
+            conn_send_event(r->c, ZK_EVENT_CHILD_CHANGED, path);
+        else
+            add_watch(r, p, WATCH_CHILD, tv.stat.pzxid);
+    }
+}
+
+static void setw_persistent(struct rd *r, const struct zk_strvec *v, enum watch_kind kind)
+{
+    for (int32_t i = 0; i < v->count; i++)
+        if (path_ok(v->items[i]))
+            add_watch(r, v->items[i], kind, r->before_zxid);
+}
+
+static int read_set_watches(struct rd *r, struct zk_rbuf *in, bool v2)
+{
+    struct zk_setwatches_req q;
+    if (!zk_get_setwatches_req(in, &q, v2))
+        return ZK_EMARSHALLINGERROR;
+    setw_data(r, &q.data, q.relative_zxid);
+    setw_exist(r, &q.exist);
+    setw_child(r, &q.child, q.relative_zxid);
+    setw_persistent(r, &q.persistent, WATCH_PERSISTENT);
+    setw_persistent(r, &q.persistent_recursive, WATCH_PERSISTENT_RECURSIVE);
+    zk_setwatches_req_free(&q);
+    return ZK_OK;
+}
+
+/* ---- multiRead: getData/getChildren sub-ops, each answered on its own ---- */
+
+static int read_multi(struct rd *r, struct zk_rbuf *in)
+{
+    for (int n = 0;; n++) {
+        struct zk_multi_header h;
+        if (!zk_get_multi_header(in, &h) || n > TREE_MULTI_OPS_MAX)
+            return ZK_EMARSHALLINGERROR;
+        if (h.done)
+            break;
+        struct zk_path_watch_req q;
+        if ((h.type != ZK_OP_GETDATA && h.type != ZK_OP_GETCHILDREN) || !zk_get_path_watch_req(in, &q))
+            return ZK_EMARSHALLINGERROR;
+        size_t hdr_at = r->out->len;
+        struct zk_multi_header oh = { .type = h.type, .done = false, .err = 0 };
+        zk_put_multi_header(r->out, &oh);
+        int rc = h.type == ZK_OP_GETDATA ? get_data_body(r, &q) : get_children_body(r, &q, false);
+        if (rc != ZK_OK) {
+            r->out->len = hdr_at;
+            struct zk_multi_header eh = { .type = ZK_OP_ERROR, .done = false, .err = rc };
+            zk_put_multi_header(r->out, &eh);
+            zk_put_i32(r->out, rc);
+        }
+    }
+    struct zk_multi_header end = { .type = -1, .done = true, .err = -1 };
+    zk_put_multi_header(r->out, &end);
+    return ZK_OK;
+}
+
+static int serve(struct rd *r, int32_t op, struct zk_rbuf *in)
+{
+    switch (op) {
+    case ZK_OP_PING:
+        return ZK_OK;
+    case ZK_OP_EXISTS:
+        return read_exists(r, in);
+    case ZK_OP_GETDATA:
+        return read_get_data(r, in);
+    case ZK_OP_GETCHILDREN:
+        return read_get_children(r, in, false);
+    case ZK_OP_GETCHILDREN2:
+        return read_get_children(r, in, true);
+    case ZK_OP_GETACL:
+        return read_get_acl(r, in);
+    case ZK_OP_GETALLCHILDRENNUMBER:
+        return read_all_children_number(r, in);
+    case ZK_OP_WHOAMI:
+        return read_whoami(r);
+    case ZK_OP_ADDWATCH:
+        return read_add_watch(r, in);
+    case ZK_OP_CHECKWATCHES:
+        return read_remove_watches(r, in, false);
+    case ZK_OP_REMOVEWATCHES:
+        return read_remove_watches(r, in, true);
+    case ZK_OP_SETWATCHES:
+        return read_set_watches(r, in, false);
+    case ZK_OP_SETWATCHES2:
+        return read_set_watches(r, in, true);
+    case ZK_OP_MULTIREAD:
+        return read_multi(r, in);
+    default:
+        return -1;
+    }
+}
+
+static void patch_reply_header(struct zk_wbuf *w, size_t at, int32_t xid, int64_t zxid, int32_t err)
+{
+    if (w->err)
+        return;
+    uint32_t x = __builtin_bswap32((uint32_t)xid);
+    uint64_t z = __builtin_bswap64((uint64_t)zxid);
+    uint32_t e = __builtin_bswap32((uint32_t)err);
+    memcpy(w->p + at, &x, 4);
+    memcpy(w->p + at + 4, &z, 8);
+    memcpy(w->p + at + 12, &e, 4);
+}
+
+bool dp_serve_read(struct conn *c, int32_t xid, int32_t op, const uint8_t *body, size_t len,
+                   int64_t arrived_us)
+{
+    struct worker *w = c->w;
+    struct zk_wbuf *out = &w->scratch;
+    zk_wbuf_reset(out);
+    size_t mark = zk_frame_begin(out);
+    size_t hdr_at = out->len;
+    struct zk_reply_header ph = { 0 };
+    zk_put_reply_header(out, &ph);
+    size_t body_at = out->len;
+    struct zk_rbuf in;
+    zk_rbuf_init(&in, body, len);
+    struct rd r = { .c = c, .out = out, .t = w->dp->tree };
+
+    rcu_read_lock();
+    r.before_zxid = tree_last_zxid(r.t);
+    int rc = serve(&r, op, &in);
+    int64_t zxid = tree_last_zxid(r.t);
+    rcu_read_unlock();
+    if (rc == -1)
+        return false;
+    if (rc != ZK_OK)
+        out->len = body_at; /* an error reply carries the header only */
+    if (op == ZK_OP_PING)
+        xid = ZK_XID_PING;
+    else if (op == ZK_OP_SETWATCHES || op == ZK_OP_SETWATCHES2)
+        xid = ZK_XID_SETWATCHES;
+    patch_reply_header(out, hdr_at, xid, zxid, rc);
+    zk_frame_end(out, mark);
+
+    /* Invariant 3: events the lookup may have observed go out first. The
+     * applying zxid is read after the lookup (seq_cst), so it bounds what the
+     * lookup saw. Workers without watches have nobody to notify. */
+    if (atomic_load_explicit(&w->nwatches, memory_order_relaxed) > 0 || r.watch_added)
+        worker_wait_events(w, seq_applying_zxid(w->dp->seq));
+    conn_queue_reply(c, out);
+    zk_wbuf_reset(out);
+    atomic_store_explicit(&c->last_zxid, zxid, memory_order_relaxed);
+    if (op != ZK_OP_PING)
+        conn_note_latency(c, arrived_us);
+    return true;
+}

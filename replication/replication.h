@@ -1,0 +1,149 @@
+/*
+ * replication — the sequencer: the one thread that orders, validates, (later:
+ * logs and replicates) and applies every write, and owns sessions.
+ *
+ * Threading: seq_submit may be called from any worker thread (wait-free
+ * enqueue on a liburcu wfcqueue, then an eventfd kick). Each worker drains its
+ * own outbound queue with seq_worker_drain from its own thread; the queue
+ * delivers, in order, watch-event batches, write replies, connect results and
+ * close orders. Everything else runs on the sequencer thread.
+ *
+ * Write path per round (DESIGN.md, STYLE.md "persist before reply"): drain the
+ * inbound queue -> tree_prep every request (pending-change overlay) -> make the
+ * round durable (standalone, not yet durable: quorum of one, nothing to wait
+ * for) -> tree_apply each txn -> push one event batch to every worker -> push
+ * replies. Because a worker sees the events of a round before any reply of that
+ * round, a client is notified of a watched change before it sees a reply that
+ * reflects it (invariant 3).
+ */
+#ifndef LARCH_REPLICATION_H
+#define LARCH_REPLICATION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <urcu/wfcqueue.h>
+
+#include "tree/tree.h"
+
+#define SEQ_WORKERS_MAX 64
+#define SEQ_ROUND_MAX 512 /* requests prepared and applied per round */
+
+struct seq;
+
+struct seq_cfg {
+    int32_t min_session_timeout_ms;
+    int32_t max_session_timeout_ms;
+    int64_t container_check_ms; /* reaper period for containers and TTL nodes */
+    bool ttl_enabled;
+    int32_t tick_ms; /* expiry scan period */
+};
+
+/* What a worker sends. Owned by the sequencer once submitted (it frees it). */
+enum seq_req_kind {
+    SEQ_REQ_WRITE = 1,      /* a client request the sequencer answers (writes, sync, getEphemerals, closeSession) */
+    SEQ_REQ_CONNECT = 2,    /* ConnectRequest: new session or reattach */
+    SEQ_REQ_DISCONNECT = 3, /* the connection holding session_id went away */
+};
+struct seq_req {
+    struct cds_wfcq_node node;
+    int32_t kind;
+    int32_t worker;
+    uint64_t conn;
+    int64_t session_id;
+    /* WRITE */
+    int32_t xid;
+    int32_t op;
+    /* CONNECT */
+    int32_t timeout_ms;
+    uint8_t passwd[16];
+    int32_t passwd_len;
+    int64_t last_zxid_seen;
+    /* caller's identity (WRITE): owned copies */
+    struct tree_authid *auth_ids;
+    int32_t auth_count;
+    char peer_ip[64];
+    bool super;
+    /* WRITE: the request body after the RequestHeader, owned */
+    uint8_t *body;
+    size_t body_len;
+};
+/* Allocates a request with room for body_len bytes of body (copied from body
+ * when not NULL) and auth_count ids (copied). NULL on allocation failure. */
+struct seq_req *seq_req_new(int32_t kind, const void *body, size_t body_len,
+                            const struct tree_authid *ids, int32_t auth_count);
+void seq_req_free(struct seq_req *r);
+
+/* What a worker receives, in order. */
+enum seq_out_kind {
+    SEQ_OUT_EVENTS = 1,  /* watch events of one round, through_zxid */
+    SEQ_OUT_REPLY = 2,   /* a ready frame for conn; pending_done says a queued write finished */
+    SEQ_OUT_CONNECT = 3, /* connect result: frame is the ConnectResponse */
+    SEQ_OUT_CLOSE = 4,   /* close conn (expired, moved or closed session) after flushing frame */
+};
+struct seq_event {
+    int32_t type;
+    int64_t zxid;
+    char *path;
+};
+struct seq_events {
+    unsigned long refs; /* shared by all workers; the last drain frees it */
+    int64_t through_zxid;
+    uint32_t count;
+    struct seq_event *items;
+};
+struct seq_out {
+    struct cds_wfcq_node node;
+    int32_t kind;
+    uint64_t conn;
+    int64_t session_id;
+    int32_t timeout_ms;     /* CONNECT: negotiated, 0 = session expired/invalid */
+    uint8_t passwd[16];     /* CONNECT: the session password */
+    bool pending_done;      /* REPLY: answers a request counted as pending */
+    struct seq_events *events; /* EVENTS */
+    uint8_t *frame;         /* REPLY/CONNECT/CLOSE: a complete length-prefixed frame, or NULL */
+    size_t frame_len;
+};
+void seq_out_free(struct seq_out *o);
+
+/* Creates the sequencer over tree t (which it will mutate) for nworkers
+ * workers. Does not start the thread. NULL on failure. */
+struct seq *seq_new(struct tree *t, const struct seq_cfg *cfg, int nworkers);
+/* Starts the sequencer thread. 0 or -errno. */
+int seq_start(struct seq *s);
+/* Stops and joins the thread; pending requests are dropped. */
+void seq_stop(struct seq *s);
+void seq_free(struct seq *s);
+
+/* Any thread: hands r to the sequencer (ownership moves). */
+void seq_submit(struct seq *s, struct seq_req *r);
+/* eventfd that becomes readable when worker w has output. */
+int seq_worker_fd(const struct seq *s, int w);
+/* Worker w's thread: takes every queued output in order and calls fn for
+ * each; fn takes ownership of o (free with seq_out_free). Returns the count. */
+typedef void (*seq_out_fn)(void *arg, struct seq_out *o);
+size_t seq_worker_drain(struct seq *s, int w, seq_out_fn fn, void *arg);
+/* The zxid of the txn the sequencer is applying or last applied (seq_cst).
+ * A reader that observed tree state and then reads this value knows every
+ * txn it could have seen is <= it (DESIGN.md invariant 3). */
+int64_t seq_applying_zxid(const struct seq *s);
+
+/* Counters for mntr/srvr (relaxed reads, any thread). */
+struct seq_stats {
+    uint64_t writes;          /* requests answered */
+    uint64_t rounds;
+    uint64_t sessions_expired;
+    uint64_t max_round;
+    uint64_t outstanding;     /* submitted, not yet answered */
+};
+void seq_get_stats(const struct seq *s, struct seq_stats *out);
+
+/* ---- pure core (also used by tests without the thread) ----------------- */
+/* Runs one round over reqs (taking ownership) at now_ms (monotonic) and
+ * wall_ms (for ctime/mtime), pushing outputs to the worker queues. */
+void seq_run_round(struct seq *s, struct seq_req **reqs, size_t n, int64_t now_ms, int64_t wall_ms);
+/* Expires idle sessions and reaps containers/TTL nodes due at now_ms. */
+void seq_tick(struct seq *s, int64_t now_ms, int64_t wall_ms);
+
+#endif /* LARCH_REPLICATION_H */

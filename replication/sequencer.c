@@ -1,0 +1,990 @@
+/*
+ * sequencer.c — orders, validates and applies every write; owns sessions.
+ *
+ * One round (seq_run_round) is the unit of work: prep every request against
+ * the tree plus the pending changes of earlier requests in the round, make
+ * the round durable (standalone without a log: nothing to wait for; the log
+ * issue inserts the fdatasync here), apply, then hand outputs to workers:
+ * first one event batch per worker, then the replies in request order. That
+ * order is what keeps per-session FIFO and "notification before the reply
+ * that shows the change" (DESIGN.md invariants 2 and 3).
+ */
+#include "replication/replication.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <urcu.h>
+
+struct seq_outq {
+    struct cds_wfcq_head head;
+    struct cds_wfcq_tail tail;
+    int efd;
+};
+
+struct seq {
+    struct tree *tree;
+    struct seq_cfg cfg;
+    int nworkers;
+
+    struct cds_wfcq_head in_head;
+    struct cds_wfcq_tail in_tail;
+    int in_efd;
+    struct seq_outq out[SEQ_WORKERS_MAX];
+
+    pthread_t thread;
+    bool running;
+    atomic_bool stop;
+
+    _Atomic int64_t applying_zxid;
+    int64_t next_zxid_counter;
+    uint64_t next_session_id;
+    uint64_t passwd_secret;
+    int64_t last_expiry_scan_ms;
+    int64_t last_reap_ms;
+
+    _Atomic uint64_t st_writes, st_rounds, st_expired, st_max_round, st_outstanding;
+};
+
+/* One request of a round and what it turned into. */
+struct seq_entry {
+    struct seq_req *req;
+    struct txn txn;
+    struct tree_req treq;
+    struct tree_req *subs; /* multi sub-requests (decoded views into req->body) */
+    int32_t err;           /* prep or decode error to reply with */
+    bool has_txn;          /* txn.ops must be applied */
+    bool marshalling_error;
+    struct tree_op_result *results;
+    int64_t reply_zxid;
+};
+
+/* Events of the round being applied (tree_apply callback target). */
+struct seq_evbuf {
+    struct seq_event *items;
+    uint32_t count;
+    uint32_t cap;
+    bool oom;
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static int64_t clock_ms(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* splitmix64: a fast, well-mixed 64-bit permutation (Steele et al. 2014). */
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ULL;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+}
+
+/* The session password is a keyed hash of the id, so it need not be stored:
+ * ZooKeeper derives it from the id too (Random(sessionId ^ secret)). */
+static void session_passwd(const struct seq *s, int64_t id, uint8_t out[16])
+{
+    uint64_t a = mix64((uint64_t)id ^ s->passwd_secret);
+    uint64_t b = mix64(a ^ s->passwd_secret);
+    memcpy(out, &a, 8);
+    memcpy(out + 8, &b, 8);
+}
+
+static void kick(int efd)
+{
+    uint64_t one = 1;
+    ssize_t n = write(efd, &one, sizeof(one));
+    (void)n; /* EAGAIN means the counter is already non-zero: the reader will wake */
+}
+
+static int32_t clamp_timeout(const struct seq *s, int32_t want)
+{
+    if (want < s->cfg.min_session_timeout_ms)
+        return s->cfg.min_session_timeout_ms;
+    if (want > s->cfg.max_session_timeout_ms)
+        return s->cfg.max_session_timeout_ms;
+    return want;
+}
+
+/* ---- requests and outputs ------------------------------------------------ */
+
+struct seq_req *seq_req_new(int32_t kind, const void *body, size_t body_len,
+                            const struct tree_authid *ids, int32_t auth_count)
+{
+    struct seq_req *r = calloc(1, sizeof(*r));
+    if (!r)
+        return NULL;
+    cds_wfcq_node_init(&r->node);
+    r->kind = kind;
+    r->worker = -1;
+    if (body_len) {
+        r->body = malloc(body_len);
+        if (!r->body)
+            goto fail;
+        if (body)
+            memcpy(r->body, body, body_len);
+        r->body_len = body_len;
+    }
+    if (auth_count > 0) {
+        r->auth_ids = calloc((size_t)auth_count, sizeof(*r->auth_ids));
+        if (!r->auth_ids)
+            goto fail;
+        for (int32_t i = 0; i < auth_count; i++) {
+            r->auth_ids[i].scheme = strdup(ids[i].scheme);
+            r->auth_ids[i].id = strdup(ids[i].id);
+            r->auth_count = i + 1;
+            if (!r->auth_ids[i].scheme || !r->auth_ids[i].id)
+                goto fail;
+        }
+    }
+    return r;
+fail:
+    seq_req_free(r);
+    return NULL;
+}
+
+void seq_req_free(struct seq_req *r)
+{
+    if (!r)
+        return;
+    for (int32_t i = 0; i < r->auth_count; i++) {
+        free((char *)r->auth_ids[i].scheme);
+        free((char *)r->auth_ids[i].id);
+    }
+    free(r->auth_ids);
+    free(r->body);
+    free(r);
+}
+
+static void events_unref(struct seq_events *ev)
+{
+    if (!ev || __atomic_sub_fetch(&ev->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    for (uint32_t i = 0; i < ev->count; i++)
+        free(ev->items[i].path);
+    free(ev->items);
+    free(ev);
+}
+
+void seq_out_free(struct seq_out *o)
+{
+    if (!o)
+        return;
+    events_unref(o->events);
+    free(o->frame);
+    free(o);
+}
+
+static struct seq_out *out_new(int32_t kind, uint64_t conn)
+{
+    struct seq_out *o = calloc(1, sizeof(*o));
+    if (!o)
+        return NULL;
+    cds_wfcq_node_init(&o->node);
+    o->kind = kind;
+    o->conn = conn;
+    return o;
+}
+
+/* Queues o for worker w. A worker of -1 (internal requests) drops it. */
+static void out_push(struct seq *s, int w, struct seq_out *o)
+{
+    if (w < 0 || w >= s->nworkers) {
+        seq_out_free(o);
+        return;
+    }
+    cds_wfcq_enqueue(&s->out[w].head, &s->out[w].tail, &o->node);
+}
+
+/* Takes ownership of w's frame buffer (the zk_wbuf is left empty). */
+static struct seq_out *out_with_frame(int32_t kind, uint64_t conn, struct zk_wbuf *w)
+{
+    if (w->err)
+        return NULL;
+    struct seq_out *o = out_new(kind, conn);
+    if (!o)
+        return NULL;
+    o->frame = w->p;
+    o->frame_len = w->len;
+    zk_wbuf_init(w);
+    return o;
+}
+
+/* ---- decoding a write request into a tree_req --------------------------- */
+
+static bool decode_one(struct zk_rbuf *r, int32_t op, struct tree_req *q)
+{
+    memset(q, 0, sizeof(*q));
+    q->type = op;
+    switch (op) {
+    case ZK_OP_CREATE:
+    case ZK_OP_CREATE2:
+    case ZK_OP_CREATECONTAINER:
+        return zk_get_create_req(r, &q->u.create, false);
+    case ZK_OP_CREATETTL:
+        return zk_get_create_req(r, &q->u.create, true);
+    case ZK_OP_DELETE:
+    case ZK_OP_CHECK:
+        return zk_get_path_version_req(r, &q->u.del);
+    case ZK_OP_SETDATA:
+        return zk_get_setdata_req(r, &q->u.setdata);
+    case ZK_OP_SETACL:
+        return zk_get_setacl_req(r, &q->u.setacl);
+    case ZK_OP_DELETECONTAINER:
+        return zk_get_path_req(r, &q->u.path);
+    default:
+        return false;
+    }
+}
+
+static void tree_req_release(struct tree_req *q)
+{
+    if (q->type == ZK_OP_CREATE || q->type == ZK_OP_CREATE2 || q->type == ZK_OP_CREATECONTAINER ||
+        q->type == ZK_OP_CREATETTL)
+        zk_create_req_free(&q->u.create);
+    else if (q->type == ZK_OP_SETACL)
+        zk_setacl_req_free(&q->u.setacl);
+}
+
+/* MultiRequest: (MultiHeader, op body)* terminated by a header with done set. */
+static bool decode_multi(struct zk_rbuf *r, struct seq_entry *e)
+{
+    uint32_t cap = 0;
+    for (;;) {
+        struct zk_multi_header h;
+        if (!zk_get_multi_header(r, &h))
+            return false;
+        if (h.done)
+            return true;
+        if (e->treq.nops == TREE_MULTI_OPS_MAX)
+            return false;
+        if (e->treq.nops == cap) {
+            uint32_t ncap = cap ? cap * 2 : 8;
+            struct tree_req *n = realloc(e->subs, ncap * sizeof(*n));
+            if (!n)
+                return false;
+            e->subs = n;
+            cap = ncap;
+        }
+        if (!decode_one(r, h.type, &e->subs[e->treq.nops]))
+            return false;
+        e->treq.nops++;
+        e->treq.ops = e->subs;
+    }
+}
+
+static void entry_release(struct seq_entry *e)
+{
+    for (uint32_t i = 0; i < e->treq.nops; i++)
+        tree_req_release(&e->subs[i]);
+    free(e->subs);
+    if (e->treq.type != ZK_OP_MULTI)
+        tree_req_release(&e->treq);
+    if (e->results) {
+        tree_results_free(e->results, e->txn.nops);
+        free(e->results);
+    }
+    txn_free(&e->txn);
+    seq_req_free(e->req);
+}
+
+/* ---- phase 1: prep ------------------------------------------------------- */
+
+static struct tree_auth entry_auth(const struct seq_req *r)
+{
+    return (struct tree_auth){ .ids = r->auth_ids,
+                               .count = r->auth_count,
+                               .peer_ip = r->peer_ip,
+                               .super = r->super };
+}
+
+static void prep_txn(struct seq *s, struct seq_entry *e, int64_t wall_ms)
+{
+    struct tree_prep_cfg pcfg = { .ttl_enabled = s->cfg.ttl_enabled };
+    struct tree_auth auth = entry_auth(e->req);
+    e->txn.zxid = s->next_zxid_counter;
+    e->txn.session_id = e->req->session_id;
+    e->txn.cxid = e->req->xid;
+    e->txn.time_ms = wall_ms;
+    e->err = tree_prep(s->tree, &pcfg, &e->treq, &auth, &e->txn);
+    /* A failed multi still yields error ops the reply needs, but nothing that
+     * changes the tree; only successful txns consume a zxid. */
+    e->has_txn = e->err == ZK_OK && e->txn.nops > 0;
+    if (e->has_txn)
+        s->next_zxid_counter++;
+}
+
+static void prep_write(struct seq *s, struct seq_entry *e, int64_t wall_ms)
+{
+    struct seq_req *r = e->req;
+    struct zk_rbuf rb;
+    zk_rbuf_init(&rb, r->body, r->body_len);
+    switch (r->op) {
+    case ZK_OP_SYNC:
+    case ZK_OP_GETEPHEMERALS:
+        if (!zk_get_path_req(&rb, &e->treq.u.path))
+            e->marshalling_error = true;
+        e->treq.type = r->op;
+        return;
+    case ZK_OP_RECONFIG:
+        e->err = ZK_ERECONFIGDISABLED; /* standalone: reconfigEnabled=false */
+        return;
+    case ZK_OP_CLOSESESSION:
+        e->treq.type = ZK_OP_CLOSESESSION;
+        break;
+    case ZK_OP_MULTI:
+        e->treq.type = ZK_OP_MULTI;
+        if (!decode_multi(&rb, e)) {
+            e->marshalling_error = true;
+            return;
+        }
+        break;
+    default:
+        if (!decode_one(&rb, r->op, &e->treq)) {
+            e->marshalling_error = true;
+            return;
+        }
+        break;
+    }
+    prep_txn(s, e, wall_ms);
+}
+
+static void prep_connect(struct seq *s, struct seq_entry *e, int64_t wall_ms)
+{
+    struct seq_req *r = e->req;
+    if (r->last_zxid_seen > s->next_zxid_counter - 1) {
+        /* ZooKeeper refuses a client that has seen a newer state than ours. */
+        e->err = ZK_ESESSIONMOVED;
+        return;
+    }
+    if (r->session_id != 0)
+        return; /* reattach: decided after apply, against the current session table */
+    r->session_id = (int64_t)(s->next_session_id++);
+    r->timeout_ms = clamp_timeout(s, r->timeout_ms);
+    e->treq.type = ZK_OP_CREATESESSION;
+    e->treq.u.session_timeout_ms = r->timeout_ms;
+    prep_txn(s, e, wall_ms);
+}
+
+/* ---- phase 3: apply -------------------------------------------------------- */
+
+static void collect_event(void *arg, const struct tree_event *ev)
+{
+    struct seq_evbuf *b = arg;
+    if (b->oom)
+        return;
+    if (b->count == b->cap) {
+        uint32_t ncap = b->cap ? b->cap * 2 : 16;
+        struct seq_event *n = realloc(b->items, ncap * sizeof(*n));
+        if (!n) {
+            b->oom = true;
+            return;
+        }
+        b->items = n;
+        b->cap = ncap;
+    }
+    char *path = strdup(ev->path);
+    if (!path) {
+        b->oom = true;
+        return;
+    }
+    b->items[b->count++] = (struct seq_event){ .type = ev->type, .zxid = ev->zxid, .path = path };
+}
+
+static void apply_entry(struct seq *s, struct seq_entry *e, struct seq_evbuf *evb)
+{
+    if (!e->has_txn)
+        return;
+    e->results = calloc(e->txn.nops, sizeof(*e->results));
+    atomic_store(&s->applying_zxid, e->txn.zxid);
+    int rc = tree_apply(s->tree, &e->txn, collect_event, evb, e->results);
+    if (rc != ZK_OK) {
+        /* Prep accepted it against this very tree: a mismatch is a bug that
+         * would make replicas diverge. Stop rather than serve a wrong tree. */
+        fprintf(stderr, "larchd: sequencer: txn 0x%llx does not apply (%s); aborting\n",
+                (unsigned long long)e->txn.zxid, zk_err_name(rc));
+        abort();
+    }
+    e->reply_zxid = e->txn.zxid;
+}
+
+/* ---- phase 4: replies ------------------------------------------------------ */
+
+static void put_reply_header(struct zk_wbuf *w, int32_t xid, int64_t zxid, int32_t err)
+{
+    struct zk_reply_header h = { .xid = xid, .zxid = zxid, .err = err };
+    zk_put_reply_header(w, &h);
+}
+
+static void put_op_body(struct zk_wbuf *w, int32_t client_type, const struct tree_op_result *res)
+{
+    switch (client_type) {
+    case ZK_OP_CREATE:
+        zk_put_str(w, zk_str_c(res->path));
+        break;
+    case ZK_OP_CREATE2:
+    case ZK_OP_CREATECONTAINER:
+    case ZK_OP_CREATETTL:
+        zk_put_str(w, zk_str_c(res->path));
+        zk_put_stat(w, &res->stat);
+        break;
+    case ZK_OP_SETDATA:
+    case ZK_OP_SETACL:
+        zk_put_stat(w, &res->stat);
+        break;
+    default: /* delete, deleteContainer, check, closeSession: header only */
+        break;
+    }
+}
+
+static void put_multi_body(struct zk_wbuf *w, const struct seq_entry *e)
+{
+    for (uint32_t i = 0; i < e->txn.nops; i++) {
+        const struct txn_op *op = &e->txn.ops[i];
+        if (e->err != ZK_OK || op->type == TXN_ERROR) {
+            struct zk_multi_header h = { .type = ZK_OP_ERROR, .done = false, .err = op->err };
+            zk_put_multi_header(w, &h);
+            zk_put_i32(w, op->err); /* ErrorResponse */
+            continue;
+        }
+        struct zk_multi_header h = { .type = op->client_type, .done = false, .err = 0 };
+        zk_put_multi_header(w, &h);
+        put_op_body(w, op->client_type, &e->results[i]);
+    }
+    struct zk_multi_header end = { .type = -1, .done = true, .err = -1 };
+    zk_put_multi_header(w, &end);
+}
+
+static void collect_path(void *arg, const char *path)
+{
+    struct zk_wbuf *w = arg;
+    zk_put_str(w, zk_str_c(path));
+}
+
+/* GetEphemeralsResponse: a string vector; count patched after the walk. */
+static void put_ephemerals(struct seq *s, struct zk_wbuf *w, const struct seq_entry *e)
+{
+    char prefix[TREE_PATH_MAX + 1];
+    const struct zk_str *p = &e->treq.u.path.path;
+    size_t n = p->len > 0 ? (size_t)p->len : 0;
+    if (n > TREE_PATH_MAX)
+        n = TREE_PATH_MAX;
+    memcpy(prefix, p->ptr ? p->ptr : "", n);
+    prefix[n] = '\0';
+    size_t count_at = w->len;
+    zk_put_i32(w, 0);
+    size_t before = w->len;
+    int32_t count = 0;
+    tree_session_ephemerals(s->tree, e->req->session_id, n ? prefix : NULL, collect_path, w);
+    /* Count the strings written: walk the lengths back. */
+    struct zk_rbuf rb;
+    zk_rbuf_init(&rb, w->p + before, w->len - before);
+    struct zk_str tmp;
+    while (zk_rbuf_left(&rb) > 0 && zk_get_str(&rb, &tmp))
+        count++;
+    if (!w->err) {
+        uint32_t be = __builtin_bswap32((uint32_t)count);
+        memcpy(w->p + count_at, &be, 4);
+    }
+}
+
+static void reply_write(struct seq *s, struct seq_entry *e)
+{
+    struct seq_req *r = e->req;
+    struct zk_wbuf w;
+    zk_wbuf_init(&w);
+    size_t mark = zk_frame_begin(&w);
+    int64_t zxid = e->has_txn ? e->reply_zxid : tree_last_zxid(s->tree);
+    int32_t err = e->marshalling_error ? ZK_EMARSHALLINGERROR : e->err;
+    if (r->op == ZK_OP_MULTI && !e->marshalling_error && e->txn.nops > 0) {
+        put_reply_header(&w, r->xid, zxid, err);
+        put_multi_body(&w, e);
+    } else {
+        put_reply_header(&w, r->xid, zxid, err);
+        if (err == ZK_OK) {
+            if (r->op == ZK_OP_SYNC)
+                zk_put_str(&w, e->treq.u.path.path);
+            else if (r->op == ZK_OP_GETEPHEMERALS)
+                put_ephemerals(s, &w, e);
+            else if (e->has_txn)
+                put_op_body(&w, r->op, &e->results[0]);
+        }
+    }
+    zk_frame_end(&w, mark);
+    bool closing = r->op == ZK_OP_CLOSESESSION && err == ZK_OK;
+    struct seq_out *o = out_with_frame(closing ? SEQ_OUT_CLOSE : SEQ_OUT_REPLY, r->conn, &w);
+    zk_wbuf_free(&w);
+    if (!o) {
+        /* Out of memory for the reply: the client cannot be answered in
+         * order any more, so its connection must go (it will retry). */
+        o = out_new(SEQ_OUT_CLOSE, r->conn);
+        if (!o)
+            return;
+    }
+    o->pending_done = true;
+    o->session_id = r->session_id;
+    out_push(s, r->worker, o);
+    atomic_fetch_add_explicit(&s->st_writes, 1, memory_order_relaxed);
+}
+
+/* Points the session at (worker, conn) and tells the previous holder to close:
+ * ZooKeeper closes the old connection when a session moves. */
+static void take_ownership(struct seq *s, struct tree_session *ts, int worker, uint64_t conn,
+                           int64_t now_ms)
+{
+    int ow = atomic_load(&ts->owner_worker);
+    uint64_t oc = atomic_load(&ts->owner_conn);
+    if (ow >= 0 && !(ow == worker && oc == conn)) {
+        struct seq_out *o = out_new(SEQ_OUT_CLOSE, oc);
+        if (o) {
+            o->session_id = ts->id;
+            out_push(s, ow, o);
+        }
+    }
+    atomic_store(&ts->owner_conn, conn);
+    atomic_store(&ts->owner_worker, worker);
+    atomic_store_explicit(&ts->last_seen_ms, now_ms, memory_order_relaxed);
+}
+
+static void reply_connect(struct seq *s, struct seq_entry *e, int64_t now_ms)
+{
+    struct seq_req *r = e->req;
+    if (e->err == ZK_ESESSIONMOVED) {
+        out_push(s, r->worker, out_new(SEQ_OUT_CLOSE, r->conn));
+        return;
+    }
+    struct seq_out *o = out_new(SEQ_OUT_CONNECT, r->conn);
+    if (!o)
+        return;
+    o->session_id = r->session_id;
+    struct tree_session *ts = tree_session_find(s->tree, r->session_id);
+    uint8_t pw[16];
+    session_passwd(s, r->session_id, pw);
+    bool pw_ok = e->has_txn || (r->passwd_len == 16 && memcmp(pw, r->passwd, 16) == 0);
+    if (ts && !ts->closing && pw_ok) {
+        take_ownership(s, ts, r->worker, r->conn, now_ms);
+        o->timeout_ms = ts->timeout_ms;
+        memcpy(o->passwd, pw, 16);
+    } else {
+        /* Unknown, expired or wrong password: timeout 0 tells the client its
+         * session is gone, exactly as ZooKeeper answers. */
+        o->timeout_ms = 0;
+        o->session_id = 0;
+    }
+    out_push(s, r->worker, o);
+}
+
+static void handle_disconnect(struct seq *s, const struct seq_req *r)
+{
+    struct tree_session *ts = tree_session_find(s->tree, r->session_id);
+    if (ts && atomic_load(&ts->owner_worker) == r->worker && atomic_load(&ts->owner_conn) == r->conn)
+        atomic_store(&ts->owner_worker, -1);
+}
+
+/* One event batch per worker, shared by reference. Pushed even when empty so
+ * workers learn through_zxid and stop waiting (invariant 3 fast path). */
+static void push_events(struct seq *s, struct seq_evbuf *evb, int64_t through)
+{
+    struct seq_events *ev = calloc(1, sizeof(*ev));
+    if (!ev) {
+        for (uint32_t i = 0; i < evb->count; i++)
+            free(evb->items[i].path);
+        free(evb->items);
+        return;
+    }
+    ev->through_zxid = through;
+    ev->count = evb->count;
+    ev->items = evb->items;
+    ev->refs = (unsigned long)s->nworkers;
+    for (int w = 0; w < s->nworkers; w++) {
+        struct seq_out *o = out_new(SEQ_OUT_EVENTS, 0);
+        if (!o) {
+            events_unref(ev);
+            continue;
+        }
+        o->events = ev;
+        out_push(s, w, o);
+    }
+    if (s->nworkers == 0)
+        events_unref(ev);
+}
+
+void seq_run_round(struct seq *s, struct seq_req **reqs, size_t n, int64_t now_ms, int64_t wall_ms)
+{
+    struct seq_entry *es = calloc(n ? n : 1, sizeof(*es));
+    if (!es) {
+        for (size_t i = 0; i < n; i++)
+            seq_req_free(reqs[i]);
+        return;
+    }
+    int64_t before = tree_last_zxid(s->tree);
+    for (size_t i = 0; i < n; i++) {
+        es[i].req = reqs[i];
+        if (reqs[i]->kind == SEQ_REQ_WRITE)
+            prep_write(s, &es[i], wall_ms);
+        else if (reqs[i]->kind == SEQ_REQ_CONNECT)
+            prep_connect(s, &es[i], wall_ms);
+    }
+    /* Durability point: a standalone server without a log has nothing to
+     * wait for. The txn log makes the round durable here, before apply. */
+    struct seq_evbuf evb = { 0 };
+    for (size_t i = 0; i < n; i++)
+        apply_entry(s, &es[i], &evb);
+    tree_prep_reset(s->tree);
+    int64_t after = tree_last_zxid(s->tree);
+    if (after != before || evb.count)
+        push_events(s, &evb, after);
+    else
+        free(evb.items);
+    bool kicked[SEQ_WORKERS_MAX] = { false };
+    for (size_t i = 0; i < n; i++) {
+        struct seq_entry *e = &es[i];
+        switch (e->req->kind) {
+        case SEQ_REQ_WRITE:
+            reply_write(s, e);
+            break;
+        case SEQ_REQ_CONNECT:
+            reply_connect(s, e, now_ms);
+            break;
+        case SEQ_REQ_DISCONNECT:
+            handle_disconnect(s, e->req);
+            break;
+        }
+        if (e->req->worker >= 0 && e->req->worker < s->nworkers)
+            kicked[e->req->worker] = true;
+        entry_release(e);
+    }
+    free(es);
+    for (int w = 0; w < s->nworkers; w++)
+        if (kicked[w] || after != before)
+            kick(s->out[w].efd);
+    atomic_fetch_add_explicit(&s->st_rounds, 1, memory_order_relaxed);
+    if (n > atomic_load_explicit(&s->st_max_round, memory_order_relaxed))
+        atomic_store_explicit(&s->st_max_round, n, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&s->st_outstanding, n, memory_order_relaxed);
+}
+
+/* ---- ticks: session expiry and the container/TTL reaper ------------------ */
+
+struct expiry_scan {
+    int64_t now_ms;
+    struct seq_req **reqs;
+    size_t count;
+    size_t cap;
+    struct {
+        int worker;
+        uint64_t conn;
+        int64_t session;
+    } *owners;
+};
+
+static bool scan_push(struct expiry_scan *x, struct seq_req *r)
+{
+    if (x->count == x->cap) {
+        size_t ncap = x->cap ? x->cap * 2 : 16;
+        struct seq_req **n = realloc(x->reqs, ncap * sizeof(*n));
+        if (!n)
+            return false;
+        x->reqs = n;
+        void *o = realloc(x->owners, ncap * sizeof(*x->owners));
+        if (!o)
+            return false;
+        x->owners = o;
+        x->cap = ncap;
+    }
+    x->reqs[x->count++] = r;
+    return true;
+}
+
+/* ZooKeeper's SessionTracker: a session with no traffic for its timeout
+ * expires; its closeSession txn deletes its ephemerals. */
+static void scan_session(void *arg, struct tree_session *ts)
+{
+    struct expiry_scan *x = arg;
+    int64_t seen = atomic_load_explicit(&ts->last_seen_ms, memory_order_relaxed);
+    if (ts->closing || x->now_ms - seen <= ts->timeout_ms || x->count >= SEQ_ROUND_MAX)
+        return;
+    struct seq_req *r = seq_req_new(SEQ_REQ_WRITE, NULL, 0, NULL, 0);
+    if (!r)
+        return;
+    r->op = ZK_OP_CLOSESESSION;
+    r->session_id = ts->id;
+    r->super = true;
+    if (!scan_push(x, r)) {
+        seq_req_free(r);
+        return;
+    }
+    x->owners[x->count - 1].worker = atomic_load(&ts->owner_worker);
+    x->owners[x->count - 1].conn = atomic_load(&ts->owner_conn);
+    x->owners[x->count - 1].session = ts->id;
+}
+
+static void expire_sessions(struct seq *s, int64_t now_ms, int64_t wall_ms)
+{
+    struct expiry_scan x = { .now_ms = now_ms };
+    tree_session_each(s->tree, scan_session, &x);
+    if (x.count == 0)
+        goto out;
+    size_t n = x.count;
+    atomic_fetch_add_explicit(&s->st_outstanding, n, memory_order_relaxed);
+    seq_run_round(s, x.reqs, n, now_ms, wall_ms);
+    for (size_t i = 0; i < n; i++) {
+        struct seq_out *o = out_new(SEQ_OUT_CLOSE, x.owners[i].conn);
+        if (o) {
+            o->session_id = x.owners[i].session;
+            out_push(s, x.owners[i].worker, o);
+            if (x.owners[i].worker >= 0 && x.owners[i].worker < s->nworkers)
+                kick(s->out[x.owners[i].worker].efd);
+        }
+    }
+    atomic_fetch_add_explicit(&s->st_expired, n, memory_order_relaxed);
+out:
+    free(x.reqs);
+    free(x.owners);
+}
+
+
+static void collect_reapable(void *arg, const char *path)
+{
+    struct expiry_scan *x = arg;
+    if (x->count >= SEQ_ROUND_MAX)
+        return;
+    struct zk_wbuf w;
+    zk_wbuf_init(&w);
+    zk_put_str(&w, zk_str_c(path));
+    struct seq_req *r = w.err ? NULL : seq_req_new(SEQ_REQ_WRITE, w.p, w.len, NULL, 0);
+    zk_wbuf_free(&w);
+    if (!r)
+        return;
+    /* ZooKeeper's ContainerManager deletes both containers and expired TTL
+     * nodes with deleteContainer, as the server itself (no ACL applies). */
+    r->op = ZK_OP_DELETECONTAINER;
+    r->super = true;
+    if (!scan_push(x, r))
+        seq_req_free(r);
+}
+
+static void reap_nodes(struct seq *s, int64_t now_ms, int64_t wall_ms)
+{
+    struct expiry_scan x = { .now_ms = now_ms };
+    tree_reapable(s->tree, wall_ms, collect_reapable, &x);
+    if (x.count) {
+        atomic_fetch_add_explicit(&s->st_outstanding, x.count, memory_order_relaxed);
+        seq_run_round(s, x.reqs, x.count, now_ms, wall_ms);
+    }
+    free(x.reqs);
+    free(x.owners);
+}
+
+void seq_tick(struct seq *s, int64_t now_ms, int64_t wall_ms)
+{
+    if (now_ms - s->last_expiry_scan_ms >= s->cfg.tick_ms) {
+        s->last_expiry_scan_ms = now_ms;
+        expire_sessions(s, now_ms, wall_ms);
+    }
+    if (now_ms - s->last_reap_ms >= s->cfg.container_check_ms) {
+        s->last_reap_ms = now_ms;
+        reap_nodes(s, now_ms, wall_ms);
+    }
+}
+
+/* ---- the thread ------------------------------------------------------------ */
+
+static size_t take_round(struct seq *s, struct seq_req **reqs)
+{
+    size_t n = 0;
+    while (n < SEQ_ROUND_MAX) {
+        struct cds_wfcq_node *node = __cds_wfcq_dequeue_nonblocking(&s->in_head, &s->in_tail);
+        if (node == CDS_WFCQ_WOULDBLOCK) {
+            /* An enqueuer is between its two steps: its node is next. */
+            continue;
+        }
+        if (!node)
+            break;
+        reqs[n++] = caa_container_of(node, struct seq_req, node);
+    }
+    return n;
+}
+
+static void *seq_thread(void *arg)
+{
+    struct seq *s = arg;
+    struct seq_req **reqs = calloc(SEQ_ROUND_MAX, sizeof(*reqs));
+    if (!reqs) {
+        fprintf(stderr, "larchd: sequencer: out of memory at start\n");
+        abort();
+    }
+    rcu_register_thread();
+    while (!atomic_load(&s->stop)) {
+        struct pollfd pfd = { .fd = s->in_efd, .events = POLLIN };
+        int wait_ms = s->cfg.tick_ms < 100 ? s->cfg.tick_ms : 100;
+        if (cds_wfcq_empty(&s->in_head, &s->in_tail) && poll(&pfd, 1, wait_ms) > 0) {
+            uint64_t v;
+            ssize_t r = read(s->in_efd, &v, sizeof(v));
+            (void)r;
+        }
+        int64_t now_ms = clock_ms(CLOCK_MONOTONIC);
+        int64_t wall_ms = clock_ms(CLOCK_REALTIME);
+        size_t n = take_round(s, reqs);
+        rcu_read_lock(); /* tree_session_find in reply_connect/disconnect */
+        if (n)
+            seq_run_round(s, reqs, n, now_ms, wall_ms);
+        seq_tick(s, now_ms, wall_ms);
+        rcu_read_unlock();
+    }
+    rcu_unregister_thread();
+    free(reqs);
+    return NULL;
+}
+
+/* ---- lifecycle ----------------------------------------------------------- */
+
+struct seq *seq_new(struct tree *t, const struct seq_cfg *cfg, int nworkers)
+{
+    if (nworkers < 0 || nworkers > SEQ_WORKERS_MAX)
+        return NULL;
+    struct seq *s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    s->tree = t;
+    s->cfg = *cfg;
+    if (s->cfg.tick_ms <= 0)
+        s->cfg.tick_ms = 100;
+    if (s->cfg.container_check_ms <= 0)
+        s->cfg.container_check_ms = 60000;
+    s->nworkers = nworkers;
+    s->in_efd = -1;
+    for (int w = 0; w < SEQ_WORKERS_MAX; w++)
+        s->out[w].efd = -1;
+    cds_wfcq_init(&s->in_head, &s->in_tail);
+    s->in_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (s->in_efd < 0)
+        goto fail;
+    for (int w = 0; w < nworkers; w++) {
+        cds_wfcq_init(&s->out[w].head, &s->out[w].tail);
+        s->out[w].efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (s->out[w].efd < 0)
+            goto fail;
+    }
+    if (getrandom(&s->passwd_secret, sizeof(s->passwd_secret), 0) != sizeof(s->passwd_secret))
+        s->passwd_secret = mix64((uint64_t)clock_ms(CLOCK_REALTIME) ^ (uint64_t)getpid());
+    /* ZooKeeper's SessionTrackerImpl.initializeNextSessionId: time in the
+     * middle bits, server id (0 standalone) in the top byte. */
+    s->next_session_id = ((uint64_t)clock_ms(CLOCK_REALTIME) << 24) >> 8;
+    s->next_zxid_counter = tree_last_zxid(t) + 1;
+    atomic_store(&s->applying_zxid, tree_last_zxid(t));
+    int64_t now = clock_ms(CLOCK_MONOTONIC);
+    s->last_expiry_scan_ms = now;
+    s->last_reap_ms = now;
+    return s;
+fail:
+    seq_free(s);
+    return NULL;
+}
+
+int seq_start(struct seq *s)
+{
+    int rc = pthread_create(&s->thread, NULL, seq_thread, s);
+    if (rc != 0)
+        return -rc;
+    s->running = true;
+    return 0;
+}
+
+void seq_stop(struct seq *s)
+{
+    if (!s->running)
+        return;
+    atomic_store(&s->stop, true);
+    kick(s->in_efd);
+    pthread_join(s->thread, NULL);
+    s->running = false;
+}
+
+static void drain_free_in(struct seq *s)
+{
+    struct cds_wfcq_node *node;
+    while ((node = __cds_wfcq_dequeue_blocking(&s->in_head, &s->in_tail)) != NULL)
+        seq_req_free(caa_container_of(node, struct seq_req, node));
+}
+
+void seq_free(struct seq *s)
+{
+    if (!s)
+        return;
+    seq_stop(s);
+    drain_free_in(s);
+    for (int w = 0; w < s->nworkers; w++) {
+        struct cds_wfcq_node *node;
+        while ((node = __cds_wfcq_dequeue_blocking(&s->out[w].head, &s->out[w].tail)) != NULL)
+            seq_out_free(caa_container_of(node, struct seq_out, node));
+        if (s->out[w].efd >= 0)
+            close(s->out[w].efd);
+        cds_wfcq_destroy(&s->out[w].head, &s->out[w].tail);
+    }
+    if (s->in_efd >= 0)
+        close(s->in_efd);
+    cds_wfcq_destroy(&s->in_head, &s->in_tail);
+    free(s);
+}
+
+/* ---- worker-facing API ------------------------------------------------- */
+
+void seq_submit(struct seq *s, struct seq_req *r)
+{
+    atomic_fetch_add_explicit(&s->st_outstanding, 1, memory_order_relaxed);
+    cds_wfcq_enqueue(&s->in_head, &s->in_tail, &r->node);
+    kick(s->in_efd);
+}
+
+int seq_worker_fd(const struct seq *s, int w)
+{
+    return s->out[w].efd;
+}
+
+size_t seq_worker_drain(struct seq *s, int w, seq_out_fn fn, void *arg)
+{
+    uint64_t v;
+    ssize_t r = read(s->out[w].efd, &v, sizeof(v));
+    (void)r; /* EAGAIN when nothing was signalled: the queue is checked anyway */
+    size_t n = 0;
+    for (;;) {
+        struct cds_wfcq_node *node = __cds_wfcq_dequeue_nonblocking(&s->out[w].head, &s->out[w].tail);
+        if (node == CDS_WFCQ_WOULDBLOCK)
+            continue; /* the sequencer is mid-enqueue: its node is next */
+        if (!node)
+            break;
+        fn(arg, caa_container_of(node, struct seq_out, node));
+        n++;
+    }
+    return n;
+}
+
+int64_t seq_applying_zxid(const struct seq *s)
+{
+    return atomic_load((_Atomic int64_t *)&s->applying_zxid);
+}
+
+void seq_get_stats(const struct seq *s, struct seq_stats *out)
+{
+    struct seq *m = (struct seq *)s;
+    out->writes = atomic_load_explicit(&m->st_writes, memory_order_relaxed);
+    out->rounds = atomic_load_explicit(&m->st_rounds, memory_order_relaxed);
+    out->sessions_expired = atomic_load_explicit(&m->st_expired, memory_order_relaxed);
+    out->max_round = atomic_load_explicit(&m->st_max_round, memory_order_relaxed);
+    out->outstanding = atomic_load_explicit(&m->st_outstanding, memory_order_relaxed);
+}

@@ -1,0 +1,329 @@
+/*
+ * fourlw.c — ZooKeeper's four-letter words on the client port, with the
+ * output formats of ZooKeeper 3.8 (tools such as zkServer.sh status, kazoo's
+ * server_version and monitoring agents parse them).
+ */
+#include "server/server.h"
+
+#include <dirent.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <urcu.h>
+
+static void outf(struct zk_wbuf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void outf(struct zk_wbuf *out, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    zk_put_raw(out, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+}
+
+bool fourlw_allowed(void *arg, const char *word)
+{
+    struct server *srv = arg;
+    return config_4lw_allowed(&srv->cfg, word);
+}
+
+static void put_version(struct zk_wbuf *out)
+{
+    outf(out, "Zookeeper version: %s, built on %s %s\n", LARCH_ZK_VERSION, __DATE__, __TIME__);
+}
+
+struct tree_snapshot {
+    struct tree_stats ts;
+    struct dp_stats ds;
+};
+
+static void snapshot(struct server *srv, struct tree_snapshot *s)
+{
+    rcu_read_lock();
+    tree_stats(srv->tree, &s->ts);
+    rcu_read_unlock();
+    dp_get_stats(srv->dp, &s->ds);
+}
+
+static void put_server_stats(struct server *srv, struct zk_wbuf *out, const struct tree_snapshot *s)
+{
+    const struct dp_stats *d = &s->ds;
+    double avg = d->latency_count ? (double)d->latency_sum_us / 1000.0 / (double)d->latency_count : 0.0;
+    outf(out, "Latency min/avg/max: %" PRIu64 "/%.4f/%" PRIu64 "\n", d->latency_min_us / 1000, avg,
+         d->latency_max_us / 1000);
+    outf(out, "Received: %" PRIu64 "\n", d->packets_received);
+    outf(out, "Sent: %" PRIu64 "\n", d->packets_sent);
+    outf(out, "Connections: %" PRIu64 "\n", d->connections);
+    outf(out, "Outstanding: %" PRIu64 "\n", d->outstanding);
+    outf(out, "Zxid: 0x%" PRIx64 "\n", (uint64_t)s->ts.last_zxid);
+    outf(out, "Mode: standalone\n");
+    outf(out, "Node count: %" PRId64 "\n", s->ts.node_count);
+    (void)srv;
+}
+
+static void put_conn_brief(void *arg, const struct dp_conn_info *ci)
+{
+    struct zk_wbuf *out = arg;
+    outf(out, " /%s[1](queued=%u,recved=%" PRIu64 ",sent=%" PRIu64 ")\n", ci->peer, ci->queued, ci->received,
+         ci->sent);
+}
+
+static void put_conn_full(void *arg, const struct dp_conn_info *ci)
+{
+    struct zk_wbuf *out = arg;
+    outf(out,
+         " /%s[1](queued=%u,recved=%" PRIu64 ",sent=%" PRIu64 ",sid=0x%" PRIx64 ",lop=%s,est=%" PRId64
+         ",to=%d,lzxid=0x%" PRIx64 ",llat=%" PRId64 ",minlat=%" PRId64 ",avglat=%" PRId64 ",maxlat=%" PRId64 ")\n",
+         ci->peer, ci->queued, ci->received, ci->sent, (uint64_t)ci->session_id, zk_op_name(ci->last_op),
+         ci->established_ms, ci->timeout_ms, (uint64_t)ci->last_zxid, ci->last_latency_us / 1000,
+         ci->min_latency_us / 1000, ci->avg_latency_us / 1000, ci->max_latency_us / 1000);
+}
+
+static int count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n - 1; /* the directory handle itself */
+}
+
+/* mntr: "key\tvalue" lines, the names ZooKeeper's monitoring uses. */
+static void put_mntr(struct server *srv, struct zk_wbuf *out)
+{
+    struct tree_snapshot s;
+    snapshot(srv, &s);
+    struct seq_stats q;
+    seq_get_stats(srv->seq, &q);
+    const struct dp_stats *d = &s.ds;
+    struct rlimit rl = { 0 };
+    getrlimit(RLIMIT_NOFILE, &rl);
+    double avg = d->latency_count ? (double)d->latency_sum_us / 1000.0 / (double)d->latency_count : 0.0;
+    outf(out, "zk_version\t%s, built on %s %s\n", LARCH_ZK_VERSION, __DATE__, __TIME__);
+    outf(out, "zk_server_state\tstandalone\n");
+    outf(out, "zk_avg_latency\t%.4f\n", avg);
+    outf(out, "zk_max_latency\t%" PRIu64 "\n", d->latency_max_us / 1000);
+    outf(out, "zk_min_latency\t%" PRIu64 "\n", d->latency_min_us / 1000);
+    outf(out, "zk_packets_received\t%" PRIu64 "\n", d->packets_received);
+    outf(out, "zk_packets_sent\t%" PRIu64 "\n", d->packets_sent);
+    outf(out, "zk_num_alive_connections\t%" PRIu64 "\n", d->connections);
+    outf(out, "zk_outstanding_requests\t%" PRIu64 "\n", d->outstanding);
+    outf(out, "zk_znode_count\t%" PRId64 "\n", s.ts.node_count);
+    outf(out, "zk_watch_count\t%" PRIu64 "\n", d->watches);
+    outf(out, "zk_ephemerals_count\t%" PRId64 "\n", s.ts.ephemeral_count);
+    outf(out, "zk_approximate_data_size\t%" PRId64 "\n", s.ts.data_bytes);
+    outf(out, "zk_open_file_descriptor_count\t%d\n", count_fds());
+    outf(out, "zk_max_file_descriptor_count\t%llu\n", (unsigned long long)rl.rlim_cur);
+    outf(out, "zk_global_sessions\t%" PRId64 "\n", s.ts.session_count);
+    outf(out, "zk_last_proposal_size\t-1\n");
+    outf(out, "zk_larch_reads\t%" PRIu64 "\n", d->reads);
+    outf(out, "zk_larch_writes\t%" PRIu64 "\n", q.writes);
+    outf(out, "zk_larch_sequencer_rounds\t%" PRIu64 "\n", q.rounds);
+    outf(out, "zk_larch_sequencer_max_round\t%" PRIu64 "\n", q.max_round);
+    outf(out, "zk_larch_sessions_expired\t%" PRIu64 "\n", q.sessions_expired);
+    outf(out, "zk_larch_workers\t%d\n", srv->cfg.workers);
+    outf(out, "zk_larch_durable\tfalse\n");
+}
+
+static void put_envi(struct server *srv, struct zk_wbuf *out)
+{
+    struct utsname u;
+    char host[256] = "", cwd[1024] = "";
+    uname(&u);
+    gethostname(host, sizeof(host) - 1);
+    if (!getcwd(cwd, sizeof(cwd)))
+        cwd[0] = '\0';
+    struct passwd *pw = getpwuid(getuid());
+    outf(out, "Environment:\n");
+    outf(out, "zookeeper.version=%s, built on %s %s\n", LARCH_ZK_VERSION, __DATE__, __TIME__);
+    outf(out, "host.name=%s\n", host);
+    outf(out, "larch.version=%s\n", LARCH_VERSION);
+    outf(out, "larch.workers=%d\n", srv->cfg.workers);
+    outf(out, "os.name=%s\n", u.sysname);
+    outf(out, "os.arch=%s\n", u.machine);
+    outf(out, "os.version=%s\n", u.release);
+    outf(out, "user.name=%s\n", pw ? pw->pw_name : "?");
+    outf(out, "user.home=%s\n", pw ? pw->pw_dir : "?");
+    outf(out, "user.dir=%s\n", cwd);
+    outf(out, "os.memory.free=%ldMB\n", (long)(sysconf(_SC_AVPHYS_PAGES) * (sysconf(_SC_PAGESIZE) / 1024) / 1024));
+}
+
+/* ---- watch dumps ------------------------------------------------------------ */
+
+struct wentry {
+    int64_t session;
+    char *path;
+};
+struct wlist {
+    struct wentry *v;
+    size_t n, cap;
+    bool oom;
+};
+
+static void collect_watch(void *arg, int64_t session, enum watch_kind kind, const char *path)
+{
+    struct wlist *l = arg;
+    (void)kind;
+    if (l->oom)
+        return;
+    if (l->n == l->cap) {
+        size_t ncap = l->cap ? l->cap * 2 : 64;
+        struct wentry *n = realloc(l->v, ncap * sizeof(*n));
+        if (!n) {
+            l->oom = true;
+            return;
+        }
+        l->v = n;
+        l->cap = ncap;
+    }
+    l->v[l->n].session = session;
+    l->v[l->n].path = strdup(path);
+    if (!l->v[l->n].path) {
+        l->oom = true;
+        return;
+    }
+    l->n++;
+}
+
+static int by_session(const void *a, const void *b)
+{
+    const struct wentry *x = a, *y = b;
+    if (x->session != y->session)
+        return x->session < y->session ? -1 : 1;
+    return strcmp(x->path, y->path);
+}
+
+static int by_path(const void *a, const void *b)
+{
+    const struct wentry *x = a, *y = b;
+    int c = strcmp(x->path, y->path);
+    if (c)
+        return c;
+    return x->session < y->session ? -1 : x->session > y->session;
+}
+
+static void put_watches(struct server *srv, struct zk_wbuf *out, char mode)
+{
+    struct wlist l = { 0 };
+    dp_each_watch(srv->dp, collect_watch, &l);
+    if (mode == 's') {
+        qsort(l.v, l.n, sizeof(*l.v), by_path);
+        size_t paths = 0;
+        for (size_t i = 0; i < l.n; i++)
+            paths += i == 0 || strcmp(l.v[i].path, l.v[i - 1].path) != 0;
+        qsort(l.v, l.n, sizeof(*l.v), by_session);
+        size_t sessions = 0;
+        for (size_t i = 0; i < l.n; i++)
+            sessions += i == 0 || l.v[i].session != l.v[i - 1].session;
+        outf(out, "%zu connections watching %zu paths\nTotal watches:%zu\n", sessions, paths, l.n);
+    } else if (mode == 'c') {
+        qsort(l.v, l.n, sizeof(*l.v), by_session);
+        for (size_t i = 0; i < l.n; i++) {
+            if (i == 0 || l.v[i].session != l.v[i - 1].session)
+                outf(out, "0x%" PRIx64 "\n", (uint64_t)l.v[i].session);
+            outf(out, "\t%s\n", l.v[i].path);
+        }
+    } else {
+        qsort(l.v, l.n, sizeof(*l.v), by_path);
+        for (size_t i = 0; i < l.n; i++) {
+            if (i == 0 || strcmp(l.v[i].path, l.v[i - 1].path) != 0)
+                outf(out, "%s\n", l.v[i].path);
+            outf(out, "\t0x%" PRIx64 "\n", (uint64_t)l.v[i].session);
+        }
+    }
+    for (size_t i = 0; i < l.n; i++)
+        free(l.v[i].path);
+    free(l.v);
+}
+
+/* dump: sessions and their ephemerals, as ZooKeeper's standalone dump. */
+struct dump_ctx {
+    struct zk_wbuf *out;
+    int64_t count;
+};
+
+static void dump_session(void *arg, struct tree_session *s)
+{
+    struct dump_ctx *d = arg;
+    outf(d->out, "0x%" PRIx64 "\t%dms\n", (uint64_t)s->id, s->timeout_ms);
+    d->count++;
+}
+
+static void put_dump(struct server *srv, struct zk_wbuf *out)
+{
+    struct dump_ctx d = { .out = out };
+    outf(out, "SessionTracker dump:\nGlobal Sessions:\n");
+    rcu_read_lock();
+    tree_session_each(srv->tree, dump_session, &d);
+    rcu_read_unlock();
+    outf(out, "Total: %" PRId64 "\n", d.count);
+    struct tree_snapshot s;
+    snapshot(srv, &s);
+    outf(out, "ephemeral nodes dump:\nTotal ephemeral nodes: %" PRId64 "\n", s.ts.ephemeral_count);
+}
+
+void fourlw_answer(void *arg, struct dp *dp, const char *word, struct zk_wbuf *out)
+{
+    struct server *srv = arg;
+    (void)dp;
+    struct tree_snapshot s;
+    if (strcmp(word, "ruok") == 0) {
+        outf(out, "imok");
+    } else if (strcmp(word, "isro") == 0) {
+        outf(out, "rw");
+    } else if (strcmp(word, "srvr") == 0) {
+        snapshot(srv, &s);
+        put_version(out);
+        put_server_stats(srv, out, &s);
+    } else if (strcmp(word, "stat") == 0) {
+        snapshot(srv, &s);
+        put_version(out);
+        outf(out, "Clients:\n");
+        dp_each_conn(srv->dp, put_conn_brief, out);
+        outf(out, "\n");
+        put_server_stats(srv, out, &s);
+    } else if (strcmp(word, "mntr") == 0) {
+        put_mntr(srv, out);
+    } else if (strcmp(word, "conf") == 0) {
+        char buf[8192];
+        size_t n = config_format(&srv->cfg, buf, sizeof(buf));
+        zk_put_raw(out, buf, n < sizeof(buf) ? n : sizeof(buf) - 1);
+    } else if (strcmp(word, "cons") == 0) {
+        dp_each_conn(srv->dp, put_conn_full, out);
+        outf(out, "\n");
+    } else if (strcmp(word, "crst") == 0) {
+        dp_reset_stats(srv->dp);
+        outf(out, "Connection stats reset.\n");
+    } else if (strcmp(word, "srst") == 0) {
+        dp_reset_stats(srv->dp);
+        outf(out, "Server stats reset.\n");
+    } else if (strcmp(word, "envi") == 0) {
+        put_envi(srv, out);
+    } else if (strcmp(word, "wchs") == 0) {
+        put_watches(srv, out, 's');
+    } else if (strcmp(word, "wchc") == 0) {
+        put_watches(srv, out, 'c');
+    } else if (strcmp(word, "wchp") == 0) {
+        put_watches(srv, out, 'p');
+    } else if (strcmp(word, "dump") == 0) {
+        put_dump(srv, out);
+    } else if (strcmp(word, "dirs") == 0) {
+        outf(out, "datadir_size: 0\nlogdir_size: 0\n");
+    }
+}

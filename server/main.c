@@ -1,0 +1,135 @@
+/*
+ * main.c — larchd: read the configuration, build the tree, start the
+ * sequencer and the workers, wait for SIGINT/SIGTERM, stop in reverse order.
+ */
+#include "server/server.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <urcu.h>
+
+static void report(void *arg, int severity, const char *msg)
+{
+    (void)arg;
+    fprintf(stderr, "larchd: %s%s\n", severity ? "error: " : "warning: ", msg);
+}
+
+static int64_t wall_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The super digest is given as "user:base64"; connections prove it by
+ * addauth digest user:password, which the dataplane turns into the same id. */
+static int start(struct server *srv)
+{
+    struct config *c = &srv->cfg;
+    srv->tree = tree_new();
+    if (!srv->tree) {
+        fprintf(stderr, "larchd: out of memory building the tree\n");
+        return -1;
+    }
+    struct seq_cfg scfg = {
+        .min_session_timeout_ms = c->min_session_timeout_ms,
+        .max_session_timeout_ms = c->max_session_timeout_ms,
+        .container_check_ms = c->container_check_ms,
+        .ttl_enabled = c->extended_types,
+        .tick_ms = c->tick_time_ms / 2 > 0 ? c->tick_time_ms / 2 : 1,
+    };
+    srv->seq = seq_new(srv->tree, &scfg, c->workers);
+    if (!srv->seq) {
+        fprintf(stderr, "larchd: cannot create the sequencer: %s\n", strerror(errno));
+        return -1;
+    }
+    struct dp_cfg dcfg = {
+        .bind_addr = c->client_port_address,
+        .port = c->client_port,
+        .workers = c->workers,
+        .max_buffer_bytes = c->max_buffer_bytes,
+        .max_client_cnxns = c->max_client_cnxns,
+        .max_outstanding = c->global_outstanding_limit,
+        .super_digest = c->super_digest,
+        .fourlw = fourlw_answer,
+        .fourlw_arg = srv,
+        .fourlw_allowed = fourlw_allowed,
+    };
+    char err[512];
+    srv->dp = dp_new(&dcfg, srv->tree, srv->seq, err, sizeof(err));
+    if (!srv->dp) {
+        fprintf(stderr, "larchd: %s\n", err);
+        return -1;
+    }
+    int rc = seq_start(srv->seq);
+    if (rc == 0)
+        rc = dp_start(srv->dp);
+    if (rc != 0) {
+        fprintf(stderr, "larchd: cannot start threads: %s\n", strerror(-rc));
+        return -1;
+    }
+    srv->started_ms = wall_now_ms();
+    return 0;
+}
+
+static void stop(struct server *srv)
+{
+    if (srv->dp)
+        dp_stop(srv->dp);
+    if (srv->seq)
+        seq_stop(srv->seq);
+    dp_free(srv->dp);
+    seq_free(srv->seq);
+    if (srv->tree) {
+        rcu_barrier(); /* callbacks that free old versions finish before the tree goes */
+        tree_free(srv->tree);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    static struct server srv;
+    bool want_help = false, want_version = false;
+    config_defaults(&srv.cfg);
+    if (config_from_args(&srv.cfg, argc, argv, report, NULL, &want_help, &want_version) != 0) {
+        fprintf(stderr, "larchd: see 'larchd --help'\n");
+        return 2;
+    }
+    if (want_help) {
+        fputs(config_usage(), stdout);
+        return 0;
+    }
+    if (want_version) {
+        printf("larchd %s (ZooKeeper protocol %s)\n", LARCH_VERSION, LARCH_ZK_VERSION);
+        return 0;
+    }
+    if (config_finish(&srv.cfg, report, NULL) != 0)
+        return 2;
+
+    /* Threads inherit this mask; only main takes the signals, via sigwait. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (start(&srv) != 0) {
+        stop(&srv);
+        return 1;
+    }
+    fprintf(stderr,
+            "larchd: serving on %s:%d (%d workers + 1 sequencer; data is in memory only, not durable yet)\n",
+            srv.cfg.client_port_address, dp_port(srv.dp), srv.cfg.workers);
+    int sig = 0;
+    sigwait(&set, &sig);
+    fprintf(stderr, "larchd: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    stop(&srv);
+    return 0;
+}

@@ -1,0 +1,302 @@
+/*
+ * tree — the replicated state machine: znode tree, sessions, ACLs, txns, watches.
+ *
+ * Threading (DESIGN.md invariants 1 and 3):
+ *  - Read functions (tree_get_*, tree_exists_*, tree_session_find, tree_acl_*)
+ *    may run on any thread that is registered with liburcu (urcu-memb flavour,
+ *    <urcu.h>) and holds rcu_read_lock(). Pointers they hand out stay valid
+ *    until that thread calls rcu_read_unlock().
+ *  - Write functions (tree_prep_*, tree_apply, tree_session_* that mutate) run
+ *    on exactly one thread, the sequencer. They never block readers: every
+ *    change publishes a new immutable node version with rcu_assign_pointer and
+ *    retires the old one with call_rcu, so a reader sees either the old or the
+ *    new version of a znode, never a mix.
+ *  - A watch_table is owned by one thread (a dataplane worker) and is not
+ *    shared: no locks.
+ *
+ * Writes follow ZooKeeper's PrepRequestProcessor/FinalRequestProcessor split:
+ * tree_prep validates a client request against the tree plus the changes of
+ * earlier ops in the same batch (the "pending changes" overlay) and produces a
+ * txn; tree_apply makes a txn visible. Apply of a txn that prep accepted
+ * cannot fail, and applying the same txn twice has no further effect on a
+ * tree that already holds it (replay from the log is idempotent).
+ *
+ * This module does no I/O and reads no clock: times arrive in arguments.
+ */
+#ifndef LARCH_TREE_H
+#define LARCH_TREE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/proto.h"
+
+/* ---- limits ----------------------------------------------------------- */
+#define TREE_PATH_MAX 4096          /* bytes, longer paths get ZK_EBADARGUMENTS */
+#define TREE_ACL_MAX 1024           /* entries in one ACL list */
+#define TREE_MULTI_OPS_MAX 10000    /* ops in one multi */
+#define TREE_TTL_MAX 0xFFFFFFFFFFLL /* ZooKeeper's EphemeralType.MAX_TTL */
+
+/* ephemeralOwner encodings for non-session owners (ZooKeeper's EphemeralType). */
+#define TREE_OWNER_CONTAINER ((int64_t)INT64_MIN)           /* 0x8000000000000000 */
+#define TREE_OWNER_TTL_MASK ((int64_t)0xFF00000000000000ULL) /* | ttl in low 40 bits */
+
+struct tree;
+
+/* ---- ACLs -------------------------------------------------------------- */
+/* An immutable, reference-counted ACL list. Shared by node versions. */
+struct tree_acl {
+    int32_t count;
+    struct tree_acl_entry {
+        int32_t perms;
+        char *scheme; /* NUL-terminated, owned */
+        char *id;     /* NUL-terminated, owned */
+    } *items;
+    /* private */
+    unsigned long refs_;
+};
+
+/* What a connection has proven about itself: (scheme, id) pairs added by
+ * addauth plus its peer address (for the "ip" scheme). */
+struct tree_authid {
+    const char *scheme;
+    const char *id;
+};
+struct tree_auth {
+    const struct tree_authid *ids;
+    int32_t count;
+    const char *peer_ip; /* dotted quad or IPv6 text, for "ip" ACLs */
+    bool super;          /* authenticated as the super user: every check passes */
+};
+
+/* Validates and normalises a client ACL the way ZooKeeper's fixupACL does:
+ * "auth" entries become one digest entry per digest id the caller has (none ->
+ * ZK_EINVALIDACL), "world" needs id "anyone", "digest" ids must be user:hash,
+ * "ip" ids must parse as an address or CIDR, an empty list is ZK_EINVALIDACL.
+ * On success *out is a new list with one reference owned by the caller. */
+int tree_acl_from_request(const struct zk_aclvec *req, const struct tree_auth *auth,
+                          struct tree_acl **out);
+/* True when auth grants perm on a node with this ACL (a NULL ACL allows all). */
+bool tree_acl_permits(const struct tree_acl *acl, int32_t perm, const struct tree_auth *auth);
+/* Encodes acl as a jute ACL vector. */
+void tree_acl_put(struct zk_wbuf *w, const struct tree_acl *acl);
+struct tree_acl *tree_acl_ref(struct tree_acl *acl);
+void tree_acl_unref(struct tree_acl *acl); /* frees at zero (call only after a grace period if readers may hold it) */
+/* The open ACL (world:anyone, ALL). A shared static list: ref/unref are no-ops on it. */
+struct tree_acl *tree_acl_open(void);
+/* ZooKeeper's digest: base64(sha1("user:password")); out must hold 29 bytes. */
+void tree_digest_of(const char *user_colon_password, size_t len, char out[29]);
+
+/* ---- paths -------------------------------------------------------------- */
+/* ZooKeeper's PathUtils.validatePath: absolute, no empty, "." or ".." segment,
+ * no trailing slash (except "/"), no NUL or the banned control/unicode ranges.
+ * Returns ZK_OK or ZK_EBADARGUMENTS. */
+int tree_path_validate(const char *path, size_t len);
+
+/* ---- lifecycle ------------------------------------------------------------- */
+/* A new tree holding "/" and "/zookeeper" (and "/zookeeper/quota", "/zookeeper/config")
+ * as stock ZooKeeper has them. Returns NULL on allocation failure. */
+struct tree *tree_new(void);
+/* Frees everything. No reader may be inside a read-side section on this tree. */
+void tree_free(struct tree *t);
+
+/* ---- read side (rcu_read_lock held) ------------------------------------- */
+/* A node as a reader sees it: every pointer belongs to one immutable version. */
+struct tree_view {
+    struct zk_stat stat;
+    const uint8_t *data; /* NULL when data_len == -1 (null data) */
+    int32_t data_len;
+    const struct tree_acl *acl;
+};
+/* ZK_OK and *out filled, or ZK_ENONODE. */
+int tree_get(const struct tree *t, const char *path, size_t len, struct tree_view *out);
+/* Calls fn once per child name (not NUL-terminated), in the order stock
+ * ZooKeeper would list them is not promised; the set is one consistent version.
+ * Returns ZK_OK (view filled as by tree_get) or ZK_ENONODE. */
+typedef void (*tree_child_fn)(void *arg, const char *name, size_t len);
+int tree_get_children(const struct tree *t, const char *path, size_t len, struct tree_view *out,
+                      tree_child_fn fn, void *arg);
+/* Number of all descendants (not counting the node), ZK_ENONODE if absent. */
+int tree_count_descendants(const struct tree *t, const char *path, size_t len, int64_t *out);
+/* Totals for mntr/stat: node count, approximate data bytes, ephemerals, watches are not here. */
+struct tree_stats {
+    int64_t node_count;
+    int64_t data_bytes;
+    int64_t ephemeral_count;
+    int64_t session_count;
+    int64_t last_zxid; /* highest applied zxid */
+};
+void tree_stats(const struct tree *t, struct tree_stats *out);
+/* The highest zxid applied and published so far (acquire load). Any thread. */
+int64_t tree_last_zxid(const struct tree *t);
+/* A digest of the whole tree (paths, data, stats, ACLs), equal on every
+ * server after the same txns. Sequencer thread only (walks without RCU churn). */
+uint64_t tree_digest(const struct tree *t);
+
+/* ---- sessions ------------------------------------------------------------ */
+/* Session state that is part of the replicated tree. last_seen_ms is written
+ * by whichever worker owns the session's connection (relaxed atomic) and read
+ * by the sequencer for expiry. Freed after a grace period once closed. */
+struct tree_session {
+    int64_t id;
+    int32_t timeout_ms;
+    _Atomic int64_t last_seen_ms;
+    _Atomic int32_t owner_worker; /* -1 when no connection holds it */
+    _Atomic uint64_t owner_conn;  /* worker-local connection token */
+    bool closing;                 /* sequencer only: closeSession is in flight */
+};
+/* rcu_read_lock held, any thread. NULL when no such session. */
+struct tree_session *tree_session_find(const struct tree *t, int64_t id);
+/* Sequencer: calls fn for every live session (for expiry scans and 4lw dump). */
+typedef void (*tree_session_fn)(void *arg, struct tree_session *s);
+void tree_session_each(struct tree *t, tree_session_fn fn, void *arg);
+/* Sequencer: paths of the ephemerals a session owns that start with prefix
+ * (NULL or "/" for all). fn gets NUL-terminated paths. */
+typedef void (*tree_path_fn)(void *arg, const char *path);
+void tree_session_ephemerals(const struct tree *t, int64_t id, const char *prefix, tree_path_fn fn,
+                             void *arg);
+
+/* ---- txns ---------------------------------------------------------------- */
+enum txn_type {
+    TXN_CREATE = ZK_OP_CREATE,
+    TXN_DELETE = ZK_OP_DELETE,
+    TXN_SETDATA = ZK_OP_SETDATA,
+    TXN_SETACL = ZK_OP_SETACL,
+    TXN_CHECK = ZK_OP_CHECK,
+    TXN_MULTI = ZK_OP_MULTI,
+    TXN_CREATE_CONTAINER = ZK_OP_CREATECONTAINER,
+    TXN_CREATE_TTL = ZK_OP_CREATETTL,
+    TXN_CREATE_SESSION = ZK_OP_CREATESESSION,
+    TXN_CLOSE_SESSION = ZK_OP_CLOSESESSION,
+    TXN_ERROR = ZK_OP_ERROR,
+};
+/* One op of a txn. Everything is owned by the op (free with txn_free). */
+struct txn_op {
+    int32_t type;            /* enum txn_type */
+    int32_t client_type;     /* request op that produced it (create vs create2 decides the reply) */
+    char *path;              /* final path (sequence suffix applied), NUL-terminated */
+    uint8_t *data;           /* create/setData payload; NULL when data_len == -1 */
+    int32_t data_len;
+    struct tree_acl *acl;    /* create/setACL: one reference owned */
+    int64_t ephemeral_owner; /* create: session id, TREE_OWNER_CONTAINER, TTL encoding, or 0 */
+    int32_t version;         /* setData/setACL: the node's version after the txn; check: expected */
+    int32_t parent_cversion; /* create/delete: the parent's cversion after the txn */
+    int32_t timeout_ms;      /* createSession */
+    int32_t err;             /* TXN_ERROR: the error this op reports */
+};
+struct txn {
+    int64_t zxid;
+    int64_t session_id;
+    int32_t cxid;
+    int64_t time_ms; /* wall clock of the leader when proposed: ctime/mtime */
+    int32_t type;    /* TXN_MULTI when nops may be != 1 */
+    uint32_t nops;
+    struct txn_op *ops;
+};
+void txn_free(struct txn *x); /* frees ops and what they own, not x itself */
+
+/* ---- write side (sequencer thread only) ---------------------------------- */
+/* One write request as the sequencer hands it to prep. For multi, ops/nops
+ * list the sub-requests (type + decoded body), in order. */
+struct tree_req {
+    int32_t type; /* client op: create, create2, createContainer, createTTL, delete,
+                     setData, setACL, check, multi, deleteContainer, createSession,
+                     closeSession */
+    union {
+        struct zk_create_req create;
+        struct zk_path_version_req del; /* delete and check */
+        struct zk_setdata_req setdata;
+        struct zk_setacl_req setacl;
+        struct zk_path_req path;        /* deleteContainer */
+        int32_t session_timeout_ms;     /* createSession */
+    } u;
+    const struct tree_req *ops; /* multi */
+    uint32_t nops;
+};
+/* Settings prep honours. */
+struct tree_prep_cfg {
+    bool ttl_enabled; /* zookeeper.extendedTypesEnabled */
+};
+/* Validates req for session (with auth) and fills x (zxid, session, cxid and
+ * time must be set by the caller beforehand). Returns ZK_OK when x should be
+ * applied, or the error to reply with (x then holds nothing to apply, except
+ * for multi, where a failed multi yields ZK_OK-free TXN_ERROR ops: each op
+ * before the failing one reports ZK_OK, the failing one its error, the ones
+ * after ZK_ERUNTIMEINCONSISTENCY, and the return value is the failing op's
+ * error). Prep never changes what readers see; it records pending changes so
+ * that a later prep in the same batch sees the effect of earlier ones. */
+int tree_prep(struct tree *t, const struct tree_prep_cfg *cfg, const struct tree_req *req,
+              const struct tree_auth *auth, struct txn *x);
+/* Forgets pending changes (after the batch they belong to was applied or dropped). */
+void tree_prep_reset(struct tree *t);
+
+/* A change a txn made, for watches (DESIGN.md invariant 3). */
+struct tree_event {
+    int32_t type;     /* ZK_EVENT_CREATED / DELETED / DATA_CHANGED / CHILD_CHANGED */
+    const char *path; /* the node (CHILD_CHANGED: the parent); valid during the callback */
+    int64_t zxid;
+};
+typedef void (*tree_event_fn)(void *arg, const struct tree_event *ev);
+/* Per-op result for the reply: the final path of creates and the stat of
+ * creates/setData (ZK_OK or the op's error for multi). */
+struct tree_op_result {
+    int32_t err;
+    char *path;          /* create: final path, owned by the result array (txn_results_free) */
+    struct zk_stat stat; /* create2/setData: the new stat */
+};
+/* Applies x, publishing every change with RCU, calling ev for each watch
+ * event in the order ZooKeeper triggers them, and filling results[nops] when
+ * results is not NULL. Returns ZK_OK, or an internal inconsistency error when
+ * x does not fit the tree (never for a txn prep accepted in order). Sets the
+ * tree's last zxid to x->zxid. */
+int tree_apply(struct tree *t, const struct txn *x, tree_event_fn ev, void *ev_arg,
+               struct tree_op_result *results);
+void tree_results_free(struct tree_op_result *r, uint32_t n);
+
+/* Nodes the reaper should delete now (ZooKeeper's ContainerManager): empty
+ * containers that once had a child (cversion > 0) and TTL nodes without
+ * children whose mtime + ttl <= now_ms. fn gets NUL-terminated paths. */
+void tree_reapable(const struct tree *t, int64_t now_ms, tree_path_fn fn, void *arg);
+
+/* ---- watches (one table per worker thread) ----------------------------- */
+enum watch_kind {
+    WATCH_DATA = 1,                 /* getData, or exists on an existing node */
+    WATCH_EXIST = 2,                /* exists on a missing node */
+    WATCH_CHILD = 3,                /* getChildren */
+    WATCH_PERSISTENT = 4,           /* addWatch PERSISTENT */
+    WATCH_PERSISTENT_RECURSIVE = 5, /* addWatch PERSISTENT_RECURSIVE */
+};
+struct watch_table;
+struct watch_table *watch_table_new(void);
+void watch_table_free(struct watch_table *wt);
+/* Registers a watch of kind on path for conn. seen_zxid is the zxid of the
+ * state the client observed (the node's mzxid for DATA, pzxid for CHILD, the
+ * tree's last zxid read before the lookup for EXIST and persistent kinds):
+ * events with zxid <= seen_zxid do not fire it. Registering the same
+ * (path, kind, conn) twice keeps one watch. ZK_OK or ZK_ESYSTEMERROR (OOM). */
+int watch_add(struct watch_table *wt, const char *path, size_t len, enum watch_kind kind,
+              uint64_t conn, int64_t seen_zxid);
+/* Delivers ev: calls fire(arg, conn, event_type, path) once per connection
+ * whose watches it triggers (ZooKeeper's rules: created/deleted/data fire
+ * DATA+EXIST watches on the path; deleted also fires CHILD watches there;
+ * child-changed fires CHILD watches on the parent; persistent watches on the
+ * path fire for all four; recursive watches on the path or an ancestor fire
+ * for all but child-changed). One-shot watches fired are removed. */
+typedef void (*watch_fire_fn)(void *arg, uint64_t conn, int32_t event_type, const char *path);
+void watch_fire(struct watch_table *wt, const struct tree_event *ev, watch_fire_fn fire, void *arg);
+/* removeWatches/checkWatches for conn on path, type enum zk_watcher_type.
+ * When remove is true the matching watches are dropped. Returns ZK_OK when
+ * at least one matched, else ZK_ENOWATCHER. For each removed watch calls
+ * fire(arg, conn, ZK_EVENT_DATA_WATCH_REMOVED / CHILD_WATCH_REMOVED /
+ * PERSISTENT_WATCH_REMOVED, path) when fire is not NULL. */
+int watch_remove(struct watch_table *wt, const char *path, size_t len, uint64_t conn, int32_t type,
+                 bool remove, watch_fire_fn fire, void *arg);
+/* Drops every watch of conn (connection closed). */
+void watch_remove_conn(struct watch_table *wt, uint64_t conn);
+/* Visits every watch (for wchc/wchp/wchs and tests). */
+typedef void (*watch_visit_fn)(void *arg, uint64_t conn, enum watch_kind kind, const char *path);
+void watch_each(const struct watch_table *wt, watch_visit_fn fn, void *arg);
+size_t watch_count(const struct watch_table *wt);
+
+#endif /* LARCH_TREE_H */
