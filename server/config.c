@@ -1,0 +1,1187 @@
+/*
+ * config.c — larchd settings: ZooKeeper defaults, zoo.cfg (java.util.Properties)
+ * parsing, command-line flags, derived defaults and the "conf" view.
+ *
+ * Every setting is a row in one of two tables (zoo.cfg keys, command-line flags)
+ * that names its field, its kind and its range; parsing a key and parsing a flag
+ * share the same value checks, so "clientPort=abc" and "--port abc" are refused
+ * for the same reason. Problems go to the caller's report callback, prefixed with
+ * where they came from ("zoo.cfg:3: clientPort: ..." or "larchd: --port: ...").
+ */
+#include "server/config.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+enum { SEV_WARNING = 0, SEV_ERROR = 1 };
+
+/* Limits (TigerBeetle style: everything has one). A logical line holds a key, a
+ * separator and at most a dataDir-sized value, so 8 KiB is ample. */
+#define LINE_BYTES_MAX 8192
+#define FILE_BYTES_MAX (1024 * 1024)
+#define WORKERS_MAX 64
+#define VALUE_ECHO_MAX 200 /* bytes of a bad value quoted back in a message */
+#define ZK_PREFIX "zookeeper."
+#define PROGRAM "larchd"
+
+/* ------------------------------------------------------------------ reporting */
+
+/* Where a message comes from: "source:line" (line > 0) or just "source", then
+ * optionally the key or flag being set. Counts errors so callers return -1. */
+struct reporter {
+    config_report_fn fn;
+    void *arg;
+    const char *source;
+    int line;
+    const char *what;
+    int errors;
+};
+
+static void report(struct reporter *r, int severity, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Formats one message with its location prefix and hands it to the callback
+ * (which may be NULL: the error is still counted). Long messages are cut at
+ * CONFIG_MSG_MAX - 1 bytes. */
+static void report(struct reporter *r, int severity, const char *fmt, ...)
+{
+    char msg[CONFIG_MSG_MAX];
+    int n;
+
+    if (r->line > 0)
+        n = snprintf(msg, sizeof msg, "%s:%d: ", r->source, r->line);
+    else
+        n = snprintf(msg, sizeof msg, "%s: ", r->source);
+    if (n < 0)
+        n = 0;
+    if (r->what != NULL && (size_t)n < sizeof msg) {
+        int m = snprintf(msg + n, sizeof msg - (size_t)n, "%s: ", r->what);
+        if (m > 0)
+            n += m;
+    }
+    if ((size_t)n < sizeof msg) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    if (severity == SEV_ERROR)
+        r->errors++;
+    if (r->fn != NULL)
+        r->fn(r->arg, severity, msg);
+}
+
+/* ------------------------------------------------------------------ settings */
+
+enum kind {
+    K_INT32,           /* decimal in [min, max] */
+    K_INT64,           /* decimal in [min, max] */
+    K_PORT,            /* 1..65535 */
+    K_SESSION_TIMEOUT, /* positive ms, or -1 = derive from tickTime */
+    K_SNAP_RETAIN,     /* ZooKeeper raises values below 3 to 3 with a warning */
+    K_BOOL,            /* true/false, as Boolean.parseBoolean but strict */
+    K_ONOFF,           /* on/off (flags) */
+    K_STRING,          /* at least min bytes, fits the field */
+    K_FOURLW,          /* 4lw whitelist */
+    K_DIGEST,          /* "user:base64" or empty (no super user) */
+    K_LOGLEVEL,        /* error|warn|info|debug -> 0..3 */
+    K_META_CONFIG,     /* --config FILE */
+    K_META_HELP,       /* --help, -h */
+    K_META_VERSION,    /* --version, -V */
+};
+
+#define NO_SET_FLAG ((size_t)-1)
+
+struct setting {
+    const char *name;  /* zoo.cfg key, or flag with its dashes */
+    enum kind kind;
+    size_t offset;     /* field in struct config */
+    size_t size;       /* field size (strings) */
+    size_t set_offset; /* bool recording an explicit value, or NO_SET_FLAG */
+    int64_t min, max;  /* integer range; strings: min length */
+    bool sysprop;      /* key may carry the "zookeeper." prefix */
+};
+
+#define FIELD(f) offsetof(struct config, f), sizeof(((struct config *)0)->f)
+#define ROW(n, k, f, lo, hi, sp) { n, k, FIELD(f), NO_SET_FLAG, lo, hi, sp }
+#define ROW_SET(n, k, f, setf, lo, hi) \
+    { n, k, FIELD(f), offsetof(struct config, setf), lo, hi, false }
+#define META(n, k) { n, k, 0, 0, NO_SET_FLAG, 0, 0, false }
+
+/* zoo.cfg keys. Those ZooKeeper's QuorumPeerConfig does not parse itself become
+ * Java system properties named "zookeeper.<key>" (or are read as system
+ * properties already), so they are accepted with or without that prefix. */
+static const struct setting key_settings[] = {
+    ROW("tickTime", K_INT32, tick_time_ms, 1, INT32_MAX, false),
+    ROW("dataDir", K_STRING, data_dir, 0, 0, false),
+    ROW_SET("dataLogDir", K_STRING, data_log_dir, data_log_dir_set, 0, 0),
+    ROW("clientPort", K_PORT, client_port, 1, 65535, false),
+    ROW("clientPortAddress", K_STRING, client_port_address, 1, 0, false),
+    ROW_SET("minSessionTimeout", K_SESSION_TIMEOUT, min_session_timeout_ms, min_session_set, 1,
+            INT32_MAX),
+    ROW_SET("maxSessionTimeout", K_SESSION_TIMEOUT, max_session_timeout_ms, max_session_set, 1,
+            INT32_MAX),
+    ROW("maxClientCnxns", K_INT32, max_client_cnxns, 0, INT32_MAX, false),
+    ROW("4lw.commands.whitelist", K_FOURLW, four_letter_words, 0, 0, true),
+    ROW("readonlymode.enabled", K_BOOL, read_only_mode, 0, 0, true),
+    /* SyncRequestProcessor never snapshots more often than every 2 txns. */
+    ROW("snapCount", K_INT32, snap_count, 2, INT32_MAX, true),
+    ROW("autopurge.snapRetainCount", K_SNAP_RETAIN, autopurge_snap_retain, 3, INT32_MAX, false),
+    ROW("autopurge.purgeInterval", K_INT32, autopurge_interval_h, 0, INT32_MAX, false),
+    ROW("globalOutstandingLimit", K_INT32, global_outstanding_limit, 1, INT32_MAX, true),
+    ROW("znode.container.checkIntervalMs", K_INT64, container_check_ms, 1, INT64_MAX, true),
+    ROW("jute.maxbuffer", K_INT32, max_buffer_bytes, 1, INT32_MAX, true),
+    ROW("extendedTypesEnabled", K_BOOL, extended_types, 0, 0, true),
+    ROW("DigestAuthenticationProvider.superDigest", K_DIGEST, super_digest, 0, 0, true),
+    ROW("larch.workers", K_INT32, workers, 1, WORKERS_MAX, false),
+    ROW("larch.logLevel", K_LOGLEVEL, log_level, 0, 3, false),
+};
+
+static const struct setting flag_settings[] = {
+    META("--config", K_META_CONFIG),
+    META("--help", K_META_HELP),
+    META("-h", K_META_HELP),
+    META("--version", K_META_VERSION),
+    META("-V", K_META_VERSION),
+    ROW("--port", K_PORT, client_port, 1, 65535, false),
+    ROW("--bind", K_STRING, client_port_address, 1, 0, false),
+    ROW("--workers", K_INT32, workers, 1, WORKERS_MAX, false),
+    ROW("--tick-time", K_INT32, tick_time_ms, 1, INT32_MAX, false),
+    ROW_SET("--min-session-timeout", K_SESSION_TIMEOUT, min_session_timeout_ms, min_session_set,
+            1, INT32_MAX),
+    ROW_SET("--max-session-timeout", K_SESSION_TIMEOUT, max_session_timeout_ms, max_session_set,
+            1, INT32_MAX),
+    ROW("--max-client-cnxns", K_INT32, max_client_cnxns, 0, INT32_MAX, false),
+    ROW("--4lw", K_FOURLW, four_letter_words, 0, 0, false),
+    ROW("--super-digest", K_DIGEST, super_digest, 0, 0, false),
+    ROW("--ttl", K_ONOFF, extended_types, 0, 0, false),
+    ROW("--data-dir", K_STRING, data_dir, 0, 0, false),
+    ROW_SET("--data-log-dir", K_STRING, data_log_dir, data_log_dir_set, 0, 0),
+    ROW("--max-buffer", K_INT32, max_buffer_bytes, 1, INT32_MAX, false),
+    ROW("--log-level", K_LOGLEVEL, log_level, 0, 3, false),
+    ROW("--read-only", K_ONOFF, read_only_mode, 0, 0, false),
+};
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Keys of a ZooKeeper ensemble or JVM that a standalone larchd has no use for:
+ * they get a milder warning than a misspelt key. Matched after dropping an
+ * optional "zookeeper." prefix; entries ending in '.' match as prefixes. */
+static const char *const ignored_keys[] = {
+    "initLimit", "syncLimit", "server.", "group.", "weight.", "peerType", "electionAlg",
+    "electionPortBindRetry", "standaloneEnabled", "reconfigEnabled", "quorumListenOnAllIPs",
+    "admin.", "metricsProvider.", "audit.enable", "preAllocSize", "forceSync",
+    "secureClientPort", "secureClientPortAddress", "ssl.", "sslQuorum", "authProvider.",
+    "sessionRequireClientSASLAuth", "enforce.auth.", "clientPortListenBacklog",
+    "localSessionsEnabled", "localSessionsUpgradingEnabled", "connectToLearnerMasterLimit",
+    "maxCnxns", "syncEnabled", "dynamicConfigFile", "serverCnxnFactory", "observerMasterPort",
+    "quorum.", "multiAddress.", "skipACL", "enforceQuota", "maxResponseCacheSize",
+    "maxGetChildrenResponseCacheSize", "fsync.warningthresholdms", "leaderServes", "cnxTimeout",
+    "digest.enabled", "snapshot.", "txnLogSizeLimitInKb", "snapSizeLimitInKb", "jvm.",
+    "kerberos.", "sasl.", "jaasLoginRenew", "clientCnxnSocket", "netty.", "learner.",
+    "leader.", "follower.", "commitProcessor.", "request_throttler.", "flushDelay",
+    "maxWriteQueuePollTime", "maxBatchSize", "serializeLastProcessedZxid.enabled",
+};
+
+/* ZooKeeper 3.8 FourLetterCommands (checked against the 3.8.0 jar). */
+static const char *const known_4lw[] = {
+    "conf", "cons", "crst", "dirs", "dump", "envi", "gtmk", "hash", "isro",
+    "mntr", "ruok", "srst", "srvr", "stat", "stmk", "wchc", "wchp", "wchs",
+};
+
+static const char *const log_level_names[] = { "error", "warn", "info", "debug" };
+
+/* ------------------------------------------------------------------ small helpers */
+
+static bool is_blank(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\f';
+}
+
+/* Trims as Java's String.trim (every byte <= ' ' at either end), in place. */
+static char *trim_java(char *s)
+{
+    size_t n = strlen(s);
+    while (n > 0 && (unsigned char)s[n - 1] <= ' ')
+        s[--n] = '\0';
+    while (*s != '\0' && (unsigned char)*s <= ' ')
+        s++;
+    return s;
+}
+
+static void *field_of(struct config *c, const struct setting *s)
+{
+    return (char *)c + s->offset;
+}
+
+static void mark_set(struct config *c, const struct setting *s, bool value)
+{
+    if (s->set_offset != NO_SET_FLAG)
+        *(bool *)((char *)c + s->set_offset) = value;
+}
+
+static bool is_known_4lw(const char *word, size_t len)
+{
+    for (size_t i = 0; i < COUNT(known_4lw); i++)
+        if (len == 4 && memcmp(known_4lw[i], word, 4) == 0)
+            return true;
+    return false;
+}
+
+/* Calls visit for each comma-separated, blank-trimmed, non-empty word of list
+ * and stops when it returns true; returns whether it did. */
+static bool each_word(const char *list, bool (*visit)(const char *w, size_t n, const void *ctx),
+                      const void *ctx)
+{
+    const char *p = list;
+    while (*p != '\0') {
+        size_t n = strcspn(p, ",");
+        const char *w = p;
+        size_t wn = n;
+        while (wn > 0 && (unsigned char)*w <= ' ') {
+            w++;
+            wn--;
+        }
+        while (wn > 0 && (unsigned char)w[wn - 1] <= ' ')
+            wn--;
+        if (wn > 0 && visit(w, wn, ctx))
+            return true;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return false;
+}
+
+static bool word_matches(const char *w, size_t n, const void *ctx)
+{
+    const char *want = ctx;
+    return (n == 1 && w[0] == '*') || (strlen(want) == n && memcmp(w, want, n) == 0);
+}
+
+/* ------------------------------------------------------------------ value parsers */
+
+enum num_result { NUM_OK, NUM_NOT_A_NUMBER, NUM_OVERFLOW };
+
+/* Decimal with an optional sign, nothing else (as Integer.parseInt: no hex, no
+ * blanks, no suffix). */
+static enum num_result parse_decimal(const char *s, int64_t *out)
+{
+    const char *digits = (*s == '+' || *s == '-') ? s + 1 : s;
+    if (*digits < '0' || *digits > '9')
+        return NUM_NOT_A_NUMBER;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (*end != '\0')
+        return NUM_NOT_A_NUMBER;
+    if (errno == ERANGE)
+        return NUM_OVERFLOW;
+    *out = v;
+    return NUM_OK;
+}
+
+static void report_range(struct reporter *r, const char *value, int64_t min, int64_t max)
+{
+    if (max == INT32_MAX || max == INT64_MAX)
+        report(r, SEV_ERROR, "'%.*s' is out of range (must be at least %lld)", VALUE_ECHO_MAX,
+               value, (long long)min);
+    else
+        report(r, SEV_ERROR, "'%.*s' is out of range (must be between %lld and %lld)",
+               VALUE_ECHO_MAX, value, (long long)min, (long long)max);
+}
+
+/* Parses an integer within the row's range; reports and returns false if not. */
+static bool parse_ranged(const struct setting *s, const char *value, struct reporter *r,
+                         int64_t *out)
+{
+    int64_t v = 0;
+    enum num_result res = parse_decimal(value, &v);
+    if (res == NUM_NOT_A_NUMBER) {
+        report(r, SEV_ERROR, "'%.*s' is not a number", VALUE_ECHO_MAX, value);
+        return false;
+    }
+    if (res == NUM_OVERFLOW || v < s->min || v > s->max) {
+        report_range(r, value, s->min, s->max);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+static void apply_int(struct config *c, const struct setting *s, const char *value,
+                      struct reporter *r)
+{
+    int64_t v;
+    if (!parse_ranged(s, value, r, &v))
+        return;
+    if (s->kind == K_INT64)
+        *(int64_t *)field_of(c, s) = v;
+    else
+        *(int32_t *)field_of(c, s) = (int32_t)v;
+}
+
+static void apply_port(struct config *c, const struct setting *s, const char *value,
+                       struct reporter *r)
+{
+    int64_t v = 0;
+    if (parse_decimal(value, &v) != NUM_OK || v < 1 || v > 65535) {
+        report(r, SEV_ERROR, "'%.*s' is not a port number (1-65535)", VALUE_ECHO_MAX, value);
+        return;
+    }
+    *(int32_t *)field_of(c, s) = (int32_t)v;
+}
+
+/* ZooKeeper treats -1 as "not set": the timeout is then derived from tickTime
+ * (2x for the minimum, 20x for the maximum) by config_finish. */
+static void apply_session_timeout(struct config *c, const struct setting *s, const char *value,
+                                  struct reporter *r)
+{
+    int64_t v = 0;
+    enum num_result res = parse_decimal(value, &v);
+    if (res == NUM_NOT_A_NUMBER) {
+        report(r, SEV_ERROR, "'%.*s' is not a number", VALUE_ECHO_MAX, value);
+        return;
+    }
+    if (res == NUM_OK && v == -1) {
+        *(int32_t *)field_of(c, s) = -1;
+        mark_set(c, s, false);
+        return;
+    }
+    if (res == NUM_OVERFLOW || v < s->min || v > s->max) {
+        report(r, SEV_ERROR, "'%.*s' must be a positive number of milliseconds, or -1",
+               VALUE_ECHO_MAX, value);
+        return;
+    }
+    *(int32_t *)field_of(c, s) = (int32_t)v;
+    mark_set(c, s, true);
+}
+
+/* PurgeTxnLog keeps at least 3 snapshots; ZooKeeper logs and uses 3 for less. */
+static void apply_snap_retain(struct config *c, const struct setting *s, const char *value,
+                              struct reporter *r)
+{
+    int64_t v = 0;
+    enum num_result res = parse_decimal(value, &v);
+    if (res == NUM_NOT_A_NUMBER) {
+        report(r, SEV_ERROR, "'%.*s' is not a number", VALUE_ECHO_MAX, value);
+        return;
+    }
+    if (res == NUM_OVERFLOW || v > INT32_MAX) {
+        report_range(r, value, s->min, s->max);
+        return;
+    }
+    if (v < s->min) {
+        report(r, SEV_WARNING, "%lld is below the minimum of %lld; using %lld", (long long)v,
+               (long long)s->min, (long long)s->min);
+        v = s->min;
+    }
+    *(int32_t *)field_of(c, s) = (int32_t)v;
+}
+
+/* Boolean.parseBoolean takes "true" in any case and reads everything else as
+ * false; larchd refuses anything but true/false so a typo is not silently "off". */
+static void apply_bool(struct config *c, const struct setting *s, const char *value,
+                       struct reporter *r)
+{
+    const char *yes = s->kind == K_ONOFF ? "on" : "true";
+    const char *no = s->kind == K_ONOFF ? "off" : "false";
+    if (strcasecmp(value, yes) == 0)
+        *(bool *)field_of(c, s) = true;
+    else if (strcasecmp(value, no) == 0)
+        *(bool *)field_of(c, s) = false;
+    else
+        report(r, SEV_ERROR, "'%.*s' is not %s or %s", VALUE_ECHO_MAX, value, yes, no);
+}
+
+static void apply_string(struct config *c, const struct setting *s, const char *value,
+                         struct reporter *r)
+{
+    size_t len = strlen(value);
+    if (len >= s->size) {
+        report(r, SEV_ERROR, "'%.*s...' is too long (at most %zu bytes)", 40, value,
+               s->size - 1);
+        return;
+    }
+    if ((int64_t)len < s->min) {
+        report(r, SEV_ERROR, "an empty value is not allowed");
+        return;
+    }
+    memcpy(field_of(c, s), value, len + 1);
+    mark_set(c, s, len > 0);
+}
+
+struct fourlw_acc {
+    char list[sizeof(((struct config *)0)->four_letter_words)];
+    bool all;
+    struct reporter *r;
+};
+
+static bool add_4lw(const char *w, size_t n, const void *ctx)
+{
+    struct fourlw_acc *acc = (struct fourlw_acc *)ctx;
+    char word[5];
+    if (n == 1 && w[0] == '*') {
+        acc->all = true; /* ZooKeeper stops reading the list at "*" */
+        return true;
+    }
+    if (!is_known_4lw(w, n)) {
+        report(acc->r, SEV_WARNING, "unknown four-letter word '%.*s' ignored", (int)n, w);
+        return false;
+    }
+    memcpy(word, w, 4);
+    word[4] = '\0';
+    if (each_word(acc->list, word_matches, word))
+        return false; /* listed twice */
+    size_t used = strlen(acc->list);
+    assert(used + 6 <= sizeof acc->list); /* 18 known words * 5 bytes fit */
+    snprintf(acc->list + used, sizeof acc->list - used, "%s%s", used ? "," : "", word);
+    return false;
+}
+
+/* Stores the whitelist normalised ("ruok,stat" or "*"), keeping only known words.
+ * srvr (and isro in read-only mode) are allowed regardless: see config_4lw_allowed. */
+static void apply_4lw(struct config *c, const struct setting *s, const char *value,
+                      struct reporter *r)
+{
+    struct fourlw_acc acc = { .list = "", .all = false, .r = r };
+    each_word(value, add_4lw, &acc);
+    assert(s->size == sizeof acc.list);
+    snprintf(field_of(c, s), s->size, "%s", acc.all ? "*" : acc.list);
+}
+
+static bool is_base64(const char *s)
+{
+    size_t n = strlen(s), pad = 0;
+    if (n == 0 || n % 4 != 0)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        bool alnum = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+                     (ch >= '0' && ch <= '9');
+        if (ch == '=')
+            pad++;
+        else if (pad > 0 || !(alnum || ch == '+' || ch == '/'))
+            return false;
+    }
+    return pad <= 2;
+}
+
+/* DigestAuthenticationProvider compares "user:" + base64(SHA-1("user:password"))
+ * with this string, so anything else could never match. Empty = no super user. */
+static void apply_digest(struct config *c, const struct setting *s, const char *value,
+                         struct reporter *r)
+{
+    const char *colon = strchr(value, ':');
+    if (*value != '\0' && (colon == NULL || colon == value || !is_base64(colon + 1))) {
+        report(r, SEV_ERROR, "'%.*s' is not user:base64-digest", VALUE_ECHO_MAX, value);
+        return;
+    }
+    if (strlen(value) >= s->size) {
+        report(r, SEV_ERROR, "value is too long (at most %zu bytes)", s->size - 1);
+        return;
+    }
+    if (colon != NULL && strlen(colon + 1) != 28)
+        report(r, SEV_WARNING, "digest is not a SHA-1 (28 base64 characters); no password "
+                               "will match it");
+    memcpy(field_of(c, s), value, strlen(value) + 1);
+}
+
+static void apply_log_level(struct config *c, const struct setting *s, const char *value,
+                            struct reporter *r)
+{
+    for (size_t i = 0; i < COUNT(log_level_names); i++) {
+        if (strcasecmp(value, log_level_names[i]) == 0) {
+            *(int32_t *)field_of(c, s) = (int32_t)i;
+            return;
+        }
+    }
+    report(r, SEV_ERROR, "'%.*s' is not a log level (error, warn, info, debug)", VALUE_ECHO_MAX,
+           value);
+}
+
+/* Applies one value to the field a row names; problems go to r (whose prefix
+ * already says where and which key). */
+static void apply_setting(struct config *c, const struct setting *s, const char *value,
+                          struct reporter *r)
+{
+    switch (s->kind) {
+    case K_INT32:
+    case K_INT64: apply_int(c, s, value, r); break;
+    case K_PORT: apply_port(c, s, value, r); break;
+    case K_SESSION_TIMEOUT: apply_session_timeout(c, s, value, r); break;
+    case K_SNAP_RETAIN: apply_snap_retain(c, s, value, r); break;
+    case K_BOOL:
+    case K_ONOFF: apply_bool(c, s, value, r); break;
+    case K_STRING: apply_string(c, s, value, r); break;
+    case K_FOURLW: apply_4lw(c, s, value, r); break;
+    case K_DIGEST: apply_digest(c, s, value, r); break;
+    case K_LOGLEVEL: apply_log_level(c, s, value, r); break;
+    case K_META_CONFIG:
+    case K_META_HELP:
+    case K_META_VERSION: break; /* handled by config_from_args */
+    }
+}
+
+/* ------------------------------------------------------------------ defaults */
+
+void config_defaults(struct config *c)
+{
+    assert(c != NULL);
+    memset(c, 0, sizeof *c);
+    c->tick_time_ms = 2000;
+    c->client_port = 2181;
+    snprintf(c->client_port_address, sizeof c->client_port_address, "127.0.0.1");
+    c->min_session_timeout_ms = -1; /* derived by config_finish */
+    c->max_session_timeout_ms = -1;
+    c->max_client_cnxns = 60;
+    snprintf(c->four_letter_words, sizeof c->four_letter_words, "srvr");
+    c->read_only_mode = false;
+    c->extended_types = true;
+    c->max_buffer_bytes = 0xfffff;
+    c->snap_count = 100000;
+    c->autopurge_snap_retain = 3;
+    c->autopurge_interval_h = 0;
+    c->container_check_ms = 60000;
+    c->global_outstanding_limit = 1000;
+    /* One core is the sequencer's; the rest serve reads (DESIGN.md threads). */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long workers = cpus > 1 ? cpus - 1 : 1;
+    c->workers = (int32_t)(workers > WORKERS_MAX ? WORKERS_MAX : workers);
+    c->log_level = 2;
+}
+
+/* ------------------------------------------------------------------ zoo.cfg text */
+
+struct cursor {
+    const char *p, *end;
+    int line; /* number of the next physical line */
+};
+
+/* Yields the next physical line (without its \n, \r or \r\n terminator). */
+static bool next_physical_line(struct cursor *t, const char **start, size_t *len, int *lineno)
+{
+    if (t->p >= t->end)
+        return false;
+    const char *s = t->p;
+    while (t->p < t->end && *t->p != '\n' && *t->p != '\r')
+        t->p++;
+    *start = s;
+    *len = (size_t)(t->p - s);
+    if (t->p < t->end && *t->p++ == '\r' && t->p < t->end && *t->p == '\n')
+        t->p++; /* \r\n is one terminator */
+    *lineno = t->line++;
+    return true;
+}
+
+struct logical_line {
+    char buf[LINE_BYTES_MAX];
+    size_t len;
+    int first_line;
+    bool too_long;
+    char key[LINE_BYTES_MAX]; /* unescaped key and value of buf */
+    char value[LINE_BYTES_MAX];
+};
+
+/* Joins physical lines the way java.util.Properties does: leading blanks of
+ * every physical line dropped; '#'/'!' lines and blank lines skipped (only at
+ * the start of a logical line); an odd number of trailing backslashes
+ * continues the line (the last backslash is dropped); a blank continuation
+ * line ends it. Escapes other than the continuation stay for unescape(). */
+static bool read_logical_line(struct cursor *t, struct logical_line *ll)
+{
+    const char *s;
+    size_t n;
+    int lineno;
+    bool in_line = false;
+
+    ll->len = 0;
+    ll->too_long = false;
+    while (next_physical_line(t, &s, &n, &lineno)) {
+        while (n > 0 && is_blank(*s)) {
+            s++;
+            n--;
+        }
+        if (!in_line) {
+            if (n == 0 || *s == '#' || *s == '!')
+                continue;
+            in_line = true;
+            ll->first_line = lineno;
+        } else if (n == 0) {
+            return true;
+        }
+        size_t slashes = 0;
+        while (slashes < n && s[n - 1 - slashes] == '\\')
+            slashes++;
+        bool continues = slashes % 2 == 1;
+        if (continues)
+            n--;
+        if (ll->len + n >= sizeof ll->buf)
+            ll->too_long = true;
+        else {
+            memcpy(ll->buf + ll->len, s, n);
+            ll->len += n;
+        }
+        if (!continues)
+            break;
+    }
+    ll->buf[ll->len] = '\0';
+    return in_line;
+}
+
+/* Key ends at the first unescaped '=', ':' or blank; then blanks, at most one
+ * '='/':' and blanks again precede the value (Properties.load). */
+static void split_key_value(const char *line, size_t len, size_t *key_len, size_t *value_start)
+{
+    size_t i = 0, v;
+    bool escaped = false, has_sep = false;
+    for (; i < len; i++) {
+        char ch = line[i];
+        if (!escaped && (ch == '=' || ch == ':' || is_blank(ch))) {
+            has_sep = ch == '=' || ch == ':';
+            break;
+        }
+        escaped = ch == '\\' ? !escaped : false;
+    }
+    *key_len = i;
+    for (v = i < len ? i + 1 : len; v < len; v++) {
+        if (is_blank(line[v]))
+            continue;
+        if (!has_sep && (line[v] == '=' || line[v] == ':'))
+            has_sep = true;
+        else
+            break;
+    }
+    *value_start = v;
+}
+
+static int hex_value(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* Writes code point cp (< 0x10000) as UTF-8; returns bytes written. */
+static size_t put_utf8(char *out, unsigned cp)
+{
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (char)(0xc0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3f));
+        return 2;
+    }
+    out[0] = (char)(0xe0 | (cp >> 12));
+    out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    out[2] = (char)(0x80 | (cp & 0x3f));
+    return 3;
+}
+
+/* Resolves Properties escapes (\t \n \r \f \uXXXX, \x -> x) of in[0..len) into
+ * out (NUL-terminated; never longer than the input). False on a bad \u. */
+static bool unescape(const char *in, size_t len, char *out)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        char ch = in[i];
+        if (ch != '\\') {
+            out[o++] = ch;
+            continue;
+        }
+        if (++i == len)
+            break; /* a lone trailing backslash means nothing */
+        ch = in[i];
+        if (ch == 'u') {
+            unsigned cp = 0;
+            for (int k = 0; k < 4; k++) {
+                int h = i + 1 < len ? hex_value(in[i + 1]) : -1;
+                if (h < 0)
+                    return false;
+                cp = cp * 16 + (unsigned)h;
+                i++;
+            }
+            o += put_utf8(out + o, cp);
+            continue;
+        }
+        out[o++] = ch == 't' ? '\t' : ch == 'n' ? '\n' : ch == 'r' ? '\r' : ch == 'f' ? '\f' : ch;
+    }
+    out[o] = '\0';
+    return true;
+}
+
+static const struct setting *find_key(const char *key)
+{
+    size_t prefix = strlen(ZK_PREFIX);
+    bool prefixed = strncmp(key, ZK_PREFIX, prefix) == 0;
+    for (size_t i = 0; i < COUNT(key_settings); i++) {
+        const struct setting *s = &key_settings[i];
+        if (strcmp(s->name, key) == 0 ||
+            (prefixed && s->sysprop && strcmp(s->name, key + prefix) == 0))
+            return s;
+    }
+    return NULL;
+}
+
+static bool is_ignored_key(const char *key)
+{
+    if (strncmp(key, ZK_PREFIX, strlen(ZK_PREFIX)) == 0)
+        key += strlen(ZK_PREFIX);
+    for (size_t i = 0; i < COUNT(ignored_keys); i++) {
+        const char *k = ignored_keys[i];
+        size_t n = strlen(k);
+        if (k[n - 1] == '.' ? strncmp(key, k, n) == 0 : strcmp(key, k) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Keys are case-sensitive in ZooKeeper; a key that differs only in case is
+ * almost certainly a typo worth pointing at. */
+static void warn_unused_key(const char *key, struct reporter *r)
+{
+    if (is_ignored_key(key)) {
+        report(r, SEV_WARNING, "key '%.*s' is not used by larchd (standalone)", VALUE_ECHO_MAX,
+               key);
+        return;
+    }
+    for (size_t i = 0; i < COUNT(key_settings); i++) {
+        if (strcasecmp(key_settings[i].name, key) == 0) {
+            report(r, SEV_WARNING, "unknown key '%.*s' ignored (keys are case-sensitive: did you "
+                                   "mean '%s'?)", VALUE_ECHO_MAX, key, key_settings[i].name);
+            return;
+        }
+    }
+    report(r, SEV_WARNING, "unknown key '%.*s' ignored", VALUE_ECHO_MAX, key);
+}
+
+/* Parses one logical line into key and value and applies it. */
+static void apply_line(struct config *c, struct logical_line *ll, struct reporter *r)
+{
+    size_t key_len, value_start;
+
+    if (memchr(ll->buf, '\0', ll->len) != NULL) {
+        report(r, SEV_ERROR, "line contains a NUL byte");
+        return;
+    }
+    split_key_value(ll->buf, ll->len, &key_len, &value_start);
+    if (!unescape(ll->buf, key_len, ll->key) ||
+        !unescape(ll->buf + value_start, ll->len - value_start, ll->value)) {
+        report(r, SEV_ERROR, "malformed \\uxxxx escape");
+        return;
+    }
+    /* QuorumPeerConfig trims both key and value before using them. */
+    const char *key = trim_java(ll->key);
+    const char *value = trim_java(ll->value);
+    const struct setting *s = find_key(key);
+    if (s == NULL) {
+        warn_unused_key(key, r);
+        return;
+    }
+    r->what = key;
+    apply_setting(c, s, value, r);
+    r->what = NULL;
+}
+
+int config_parse_text(struct config *c, const char *text, size_t len, const char *source,
+                      config_report_fn fn, void *arg)
+{
+    assert(c != NULL);
+    assert(text != NULL || len == 0);
+    struct reporter r = { .fn = fn, .arg = arg, .source = source ? source : "zoo.cfg" };
+    struct cursor t = { .p = text, .end = text + len, .line = 1 };
+    static_assert(LINE_BYTES_MAX > sizeof c->data_dir, "a dataDir line must fit");
+    struct logical_line *ll = malloc(sizeof *ll); /* 24 KiB: keep it off the stack */
+    if (ll == NULL) {
+        report(&r, SEV_ERROR, "out of memory");
+        return -1;
+    }
+    while (read_logical_line(&t, ll)) {
+        r.line = ll->first_line;
+        if (ll->too_long)
+            report(&r, SEV_ERROR, "line too long (at most %d bytes)", LINE_BYTES_MAX - 1);
+        else
+            apply_line(c, ll, &r);
+    }
+    free(ll);
+    return r.errors > 0 ? -1 : 0;
+}
+
+/* Reads the whole file (bounded by FILE_BYTES_MAX) into a fresh buffer that the
+ * caller frees. Reports and returns NULL on failure. */
+static char *read_file(const char *path, size_t *len, struct reporter *r)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        report(r, SEV_ERROR, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    char *buf = malloc(FILE_BYTES_MAX + 1);
+    if (buf == NULL) {
+        report(r, SEV_ERROR, "out of memory");
+        goto close_file;
+    }
+    *len = fread(buf, 1, FILE_BYTES_MAX + 1, f);
+    if (ferror(f)) {
+        report(r, SEV_ERROR, "cannot read: %s", strerror(errno));
+        goto free_buf;
+    }
+    if (*len > FILE_BYTES_MAX) {
+        report(r, SEV_ERROR, "larger than %d bytes; not a zoo.cfg?", FILE_BYTES_MAX);
+        goto free_buf;
+    }
+    fclose(f);
+    return buf;
+free_buf:
+    free(buf);
+close_file:
+    fclose(f);
+    return NULL;
+}
+
+int config_load(struct config *c, const char *path, config_report_fn fn, void *arg)
+{
+    assert(c != NULL && path != NULL);
+    struct reporter r = { .fn = fn, .arg = arg, .source = path };
+    size_t len = 0;
+    char *text = read_file(path, &len, &r);
+    if (text == NULL)
+        return -1;
+    int rc = config_parse_text(c, text, len, path, fn, arg);
+    free(text);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ flags */
+
+static const struct setting *find_flag(const char *name, size_t len)
+{
+    for (size_t i = 0; i < COUNT(flag_settings); i++)
+        if (strlen(flag_settings[i].name) == len && memcmp(flag_settings[i].name, name, len) == 0)
+            return &flag_settings[i];
+    return NULL;
+}
+
+static bool takes_value(const struct setting *s)
+{
+    return s->kind != K_META_HELP && s->kind != K_META_VERSION;
+}
+
+/* Identifies argv[*i] ("--flag value", "--flag=value", "-h") and its value,
+ * advancing *i past what it used. Reports and returns NULL on a bad argument.
+ * A value may start with '-' ("--min-session-timeout -1"), as with getopt. */
+static const struct setting *next_flag(int argc, char **argv, int *i, const char **value,
+                                       struct reporter *r)
+{
+    const char *arg = argv[(*i)++];
+    if (arg[0] != '-') {
+        report(r, SEV_ERROR, "unexpected argument '%.*s' (use --config FILE for a zoo.cfg)",
+               VALUE_ECHO_MAX, arg);
+        return NULL;
+    }
+    const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+    size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
+    const struct setting *s = find_flag(arg, name_len);
+    if (s == NULL) {
+        report(r, SEV_ERROR, "%.*s: unknown flag (see --help)", (int)name_len, arg);
+        return NULL;
+    }
+    r->what = s->name;
+    if (!takes_value(s) && eq != NULL) {
+        report(r, SEV_ERROR, "takes no value");
+        return NULL;
+    }
+    *value = eq ? eq + 1 : NULL;
+    if (takes_value(s) && eq == NULL) {
+        if (*i >= argc) {
+            report(r, SEV_ERROR, "missing value");
+            return NULL;
+        }
+        *value = argv[(*i)++];
+    }
+    return s;
+}
+
+/* --help and --version win over everything else, including bad flags. */
+static void scan_help_version(int argc, char **argv, bool *want_help, bool *want_version)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            *want_help = true;
+        if (strcmp(argv[i], "--version") == 0 || strcmp(argv[i], "-V") == 0)
+            *want_version = true;
+    }
+}
+
+/* First pass: checks every flag is known and has its value, and finds --config. */
+static void check_flags(int argc, char **argv, struct reporter *r, const char **config_path)
+{
+    int i = 1;
+    while (i < argc) {
+        const char *value = NULL;
+        const struct setting *s = next_flag(argc, argv, &i, &value, r);
+        if (s != NULL && s->kind == K_META_CONFIG) {
+            if (*config_path != NULL)
+                report(r, SEV_ERROR, "given more than once");
+            *config_path = value;
+        }
+        r->what = NULL;
+    }
+}
+
+/* Second pass: applies the flags in order, so a later flag wins over an earlier. */
+static void apply_flags(struct config *c, int argc, char **argv, struct reporter *r)
+{
+    int i = 1;
+    while (i < argc) {
+        const char *value = NULL;
+        const struct setting *s = next_flag(argc, argv, &i, &value, r);
+        assert(s != NULL); /* check_flags accepted this argv */
+        if (s != NULL)
+            apply_setting(c, s, value, r);
+        r->what = NULL;
+    }
+}
+
+int config_from_args(struct config *c, int argc, char **argv, config_report_fn fn, void *arg,
+                     bool *want_help, bool *want_version)
+{
+    assert(c != NULL && argv != NULL && want_help != NULL && want_version != NULL);
+    struct reporter r = { .fn = fn, .arg = arg, .source = PROGRAM };
+    const char *config_path = NULL;
+
+    *want_help = false;
+    *want_version = false;
+    scan_help_version(argc, argv, want_help, want_version);
+    if (*want_help || *want_version)
+        return 0;
+    check_flags(argc, argv, &r, &config_path);
+    if (r.errors > 0)
+        return -1;
+    if (config_path != NULL && config_load(c, config_path, fn, arg) != 0)
+        r.errors++; /* go on: report the flags' problems too */
+    apply_flags(c, argc, argv, &r);
+    return r.errors > 0 ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------ finish */
+
+/* Rechecks every integer field against its row: main may have set fields
+ * directly, and this is the last gate before threads start. */
+static void check_ranges(const struct config *c, struct reporter *r)
+{
+    for (size_t i = 0; i < COUNT(key_settings); i++) {
+        const struct setting *s = &key_settings[i];
+        const char *field = (const char *)c + s->offset;
+        int64_t v;
+        if (s->kind == K_INT32 || s->kind == K_PORT || s->kind == K_SNAP_RETAIN ||
+            s->kind == K_LOGLEVEL)
+            v = *(const int32_t *)(const void *)field;
+        else if (s->kind == K_INT64)
+            v = *(const int64_t *)(const void *)field;
+        else
+            continue;
+        if (v < s->min || v > s->max) {
+            char text[24];
+            snprintf(text, sizeof text, "%lld", (long long)v);
+            r->what = s->name;
+            report_range(r, text, s->min, s->max);
+            r->what = NULL;
+        }
+    }
+}
+
+/* tickTime * factor as a timeout, or -1 (reported) if it does not fit. */
+static int32_t derive_timeout(const struct config *c, int factor, const char *name,
+                              struct reporter *r)
+{
+    int64_t v = (int64_t)c->tick_time_ms * factor;
+    if (v > INT32_MAX) {
+        report(r, SEV_ERROR, "tickTime %d is too large to derive %s (%d x tickTime)",
+               c->tick_time_ms, name, factor);
+        return -1;
+    }
+    return (int32_t)v;
+}
+
+/* ZooKeeper (QuorumPeerConfig): min/max default to 2x/20x tickTime when unset
+ * or -1, and the minimum may not exceed the maximum. */
+static void finish_session_timeouts(struct config *c, struct reporter *r)
+{
+    if (c->tick_time_ms <= 0)
+        return; /* already reported by check_ranges */
+    if (!c->min_session_set || c->min_session_timeout_ms == -1)
+        c->min_session_timeout_ms = derive_timeout(c, 2, "minSessionTimeout", r);
+    if (!c->max_session_set || c->max_session_timeout_ms == -1)
+        c->max_session_timeout_ms = derive_timeout(c, 20, "maxSessionTimeout", r);
+    if (c->min_session_timeout_ms <= 0 || c->max_session_timeout_ms <= 0) {
+        if (r->errors == 0)
+            report(r, SEV_ERROR, "session timeouts must be positive (min %d, max %d)",
+                   c->min_session_timeout_ms, c->max_session_timeout_ms);
+        return;
+    }
+    if (c->min_session_timeout_ms > c->max_session_timeout_ms)
+        report(r, SEV_ERROR, "minSessionTimeout %d must not be larger than maxSessionTimeout %d",
+               c->min_session_timeout_ms, c->max_session_timeout_ms);
+}
+
+int config_finish(struct config *c, config_report_fn fn, void *arg)
+{
+    assert(c != NULL);
+    struct reporter r = { .fn = fn, .arg = arg, .source = PROGRAM };
+
+    check_ranges(c, &r);
+    finish_session_timeouts(c, &r);
+    if (c->client_port_address[0] == '\0')
+        report(&r, SEV_ERROR, "clientPortAddress must not be empty");
+    /* ZooKeeper writes the txn log into dataDir unless dataLogDir is given. */
+    if (!c->data_log_dir_set || c->data_log_dir[0] == '\0')
+        memcpy(c->data_log_dir, c->data_dir, sizeof c->data_log_dir);
+    return r.errors > 0 ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------ queries */
+
+bool config_4lw_allowed(const struct config *c, const char *word)
+{
+    assert(c != NULL);
+    if (word == NULL || !is_known_4lw(word, strlen(word)))
+        return false;
+    /* FourLetterCommands.isEnabled: zkServer.sh status needs srvr, and clients
+     * probe isro when read-only mode is on, so both are always allowed then. */
+    if (strcmp(word, "srvr") == 0)
+        return true;
+    if (c->read_only_mode && strcmp(word, "isro") == 0)
+        return true;
+    return each_word(c->four_letter_words, word_matches, word);
+}
+
+const char *config_usage(void)
+{
+    return "Usage: larchd [--config FILE] [flags]\n"
+           "\n"
+           "larchd is a standalone ZooKeeper-compatible coordination server. Flags override\n"
+           "the settings of the --config file, wherever they appear on the command line.\n"
+           "Flags take their value as \"--flag value\" or \"--flag=value\".\n"
+           "\n"
+           "Flags:\n"
+           "  --config FILE             zoo.cfg to read first (ZooKeeper syntax)\n"
+           "  --port N                  client port, 1-65535 (clientPort; default 2181)\n"
+           "  --bind ADDR               address to listen on (clientPortAddress; default\n"
+           "                            127.0.0.1)\n"
+           "  --workers N               worker threads, 1-64 (larch.workers; default CPUs - 1,\n"
+           "                            at least 1)\n"
+           "  --tick-time MS            tickTime (default 2000)\n"
+           "  --min-session-timeout MS  minSessionTimeout (default 2 x tickTime; -1 = default)\n"
+           "  --max-session-timeout MS  maxSessionTimeout (default 20 x tickTime; -1 = default)\n"
+           "  --max-client-cnxns N      maxClientCnxns, connections per client IP (default 60;\n"
+           "                            0 = unlimited)\n"
+           "  --4lw LIST                4lw.commands.whitelist: comma-separated words or *\n"
+           "                            (default srvr; srvr is always allowed, and isro too\n"
+           "                            in read-only mode)\n"
+           "  --super-digest USER:B64   DigestAuthenticationProvider.superDigest (default none)\n"
+           "  --ttl on|off              zookeeper.extendedTypesEnabled: TTL znodes (default on;\n"
+           "                            ZooKeeper's default is off)\n"
+           "  --data-dir DIR            dataDir (default none)\n"
+           "  --data-log-dir DIR        dataLogDir (default: dataDir)\n"
+           "  --max-buffer BYTES        jute.maxbuffer, largest packet (default 1048575)\n"
+           "  --log-level LEVEL         error, warn, info or debug (larch.logLevel; default info)\n"
+           "  --read-only on|off        readonlymode.enabled (default off)\n"
+           "  -h, --help                print this text and exit\n"
+           "  -V, --version             print the version and exit\n"
+           "\n"
+           "zoo.cfg keys (key=value, key:value or key value; lines starting with # or ! are\n"
+           "comments; a trailing backslash continues a line), with their defaults:\n"
+           "  tickTime=2000\n"
+           "  dataDir=                          (none)\n"
+           "  dataLogDir=                       (same as dataDir)\n"
+           "  clientPort=2181\n"
+           "  clientPortAddress=127.0.0.1\n"
+           "  minSessionTimeout=-1              (-1 = 2 x tickTime)\n"
+           "  maxSessionTimeout=-1              (-1 = 20 x tickTime)\n"
+           "  maxClientCnxns=60\n"
+           "  4lw.commands.whitelist=srvr      *\n"
+           "  readonlymode.enabled=false        *\n"
+           "  snapCount=100000                  *\n"
+           "  autopurge.snapRetainCount=3       (at least 3)\n"
+           "  autopurge.purgeInterval=0         (hours; 0 = never)\n"
+           "  globalOutstandingLimit=1000       *\n"
+           "  znode.container.checkIntervalMs=60000 *\n"
+           "  jute.maxbuffer=1048575            *\n"
+           "  zookeeper.extendedTypesEnabled=true *\n"
+           "  DigestAuthenticationProvider.superDigest=   (none) *\n"
+           "  larch.workers=                    (CPUs - 1, at least 1, at most 64)\n"
+           "  larch.logLevel=info               (error, warn, info, debug)\n"
+           "Keys marked * may also be written with or without a \"zookeeper.\" prefix.\n"
+           "Ensemble and JVM keys (initLimit, syncLimit, server.N, admin.*, ssl.*, ...) are\n"
+           "accepted with a warning and ignored: larchd runs standalone.\n"
+           "\n"
+           "Note: this version keeps data in memory only. dataDir and dataLogDir are\n"
+           "accepted but nothing is written to them yet: data is NOT durable across restarts.\n";
+}
+
+struct out_buf {
+    char *p;
+    size_t cap, used;
+};
+
+static void out_printf(struct out_buf *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Appends to o, silently truncating at its capacity (always NUL-terminated). */
+static void out_printf(struct out_buf *o, const char *fmt, ...)
+{
+    if (o->cap == 0 || o->used >= o->cap - 1)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(o->p + o->used, o->cap - o->used, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    size_t room = o->cap - o->used - 1;
+    o->used += (size_t)n < room ? (size_t)n : room;
+}
+
+/* The first lines are those of ZooKeeper 3.8's "conf" (ZooKeeperServer.dumpConf),
+ * in its order, minus dataDirSize/dataLogSize (sizes on disk are not config);
+ * larchd's other settings follow. The super digest is never printed.
+ * Returns the bytes written to out (excluding the NUL, at most cap - 1). */
+size_t config_format(const struct config *c, char *out, size_t cap)
+{
+    assert(c != NULL && (out != NULL || cap == 0));
+    struct out_buf o = { .p = out, .cap = cap, .used = 0 };
+    if (cap > 0)
+        out[0] = '\0';
+    out_printf(&o, "clientPort=%d\nsecureClientPort=-1\n", c->client_port);
+    out_printf(&o, "dataDir=%s\ndataLogDir=%s\n", c->data_dir, c->data_log_dir);
+    out_printf(&o, "tickTime=%d\nmaxClientCnxns=%d\n", c->tick_time_ms, c->max_client_cnxns);
+    out_printf(&o, "minSessionTimeout=%d\nmaxSessionTimeout=%d\n", c->min_session_timeout_ms,
+               c->max_session_timeout_ms);
+    out_printf(&o, "clientPortListenBacklog=-1\nserverId=0\n");
+    out_printf(&o, "clientPortAddress=%s\n4lw.commands.whitelist=%s\n", c->client_port_address,
+               c->four_letter_words);
+    out_printf(&o, "readonlymode.enabled=%s\nzookeeper.extendedTypesEnabled=%s\n",
+               c->read_only_mode ? "true" : "false", c->extended_types ? "true" : "false");
+    out_printf(&o, "jute.maxbuffer=%d\nsnapCount=%d\n", c->max_buffer_bytes, c->snap_count);
+    out_printf(&o, "autopurge.snapRetainCount=%d\nautopurge.purgeInterval=%d\n",
+               c->autopurge_snap_retain, c->autopurge_interval_h);
+    out_printf(&o, "globalOutstandingLimit=%d\nznode.container.checkIntervalMs=%lld\n",
+               c->global_outstanding_limit, (long long)c->container_check_ms);
+    const char *level = c->log_level >= 0 && c->log_level < (int32_t)COUNT(log_level_names)
+                            ? log_level_names[c->log_level] : "info";
+    out_printf(&o, "larch.workers=%d\nlarch.logLevel=%s\n", c->workers, level);
+    return o.used;
+}

@@ -1,0 +1,891 @@
+/*
+ * test_config — zoo.cfg parsing (java.util.Properties rules), value checks with
+ * their exact messages and line numbers, flags overriding the file, derived
+ * session timeouts, the 4lw whitelist and the "conf" view.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "server/config.h"
+
+/* ------------------------------------------------------------------ capture */
+
+#define MSGS_MAX 32
+
+struct msgs {
+    int n, errors, warnings;
+    int severity[MSGS_MAX];
+    char text[MSGS_MAX][CONFIG_MSG_MAX];
+};
+
+static void collect(void *arg, int severity, const char *msg)
+{
+    struct msgs *m = arg;
+    assert_true(m->n < MSGS_MAX);
+    assert_true(strlen(msg) < CONFIG_MSG_MAX);
+    m->severity[m->n] = severity;
+    snprintf(m->text[m->n], CONFIG_MSG_MAX, "%s", msg);
+    m->n++;
+    if (severity == 1)
+        m->errors++;
+    else
+        m->warnings++;
+}
+
+/* True if some message of that severity equals want exactly. */
+static bool has_msg(const struct msgs *m, int severity, const char *want)
+{
+    for (int i = 0; i < m->n; i++)
+        if (m->severity[i] == severity && strcmp(m->text[i], want) == 0)
+            return true;
+    return false;
+}
+
+static void dump_msgs(const struct msgs *m)
+{
+    for (int i = 0; i < m->n; i++)
+        fprintf(stderr, "  [%s] %s\n", m->severity[i] ? "error" : "warning", m->text[i]);
+}
+
+static int parse(struct config *c, struct msgs *m, const char *text)
+{
+    memset(m, 0, sizeof *m);
+    config_defaults(c);
+    return config_parse_text(c, text, strlen(text), "zoo.cfg", collect, m);
+}
+
+/* Runs config_from_args on "larchd" plus the NULL-terminated arguments. */
+static int args(struct config *c, struct msgs *m, bool *help, bool *version, ...)
+    __attribute__((sentinel));
+static int args(struct config *c, struct msgs *m, bool *help, bool *version, ...)
+{
+    char *argv[32];
+    int argc = 0;
+    va_list ap;
+    argv[argc++] = "larchd";
+    va_start(ap, version);
+    for (char *a = va_arg(ap, char *); a != NULL; a = va_arg(ap, char *)) {
+        assert_true(argc < 31);
+        argv[argc++] = a;
+    }
+    va_end(ap);
+    argv[argc] = NULL;
+    memset(m, 0, sizeof *m);
+    config_defaults(c);
+    return config_from_args(c, argc, argv, collect, m, help, version);
+}
+
+/* Writes text to a fresh temp file; path must hold 64 bytes. */
+static void write_temp(char *path, const char *text)
+{
+    snprintf(path, 64, "/tmp/larch-test-config-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    size_t len = strlen(text);
+    assert_int_equal(write(fd, text, len), (ssize_t)len);
+    assert_int_equal(close(fd), 0);
+}
+
+/* ------------------------------------------------------------------ defaults */
+
+static void test_defaults(void **state)
+{
+    struct config c;
+    struct msgs m = { 0 };
+    config_defaults(&c);
+    assert_int_equal(c.tick_time_ms, 2000);
+    assert_string_equal(c.data_dir, "");
+    assert_int_equal(c.client_port, 2181);
+    assert_string_equal(c.client_port_address, "127.0.0.1");
+    assert_int_equal(c.min_session_timeout_ms, -1);
+    assert_int_equal(c.max_session_timeout_ms, -1);
+    assert_int_equal(c.max_client_cnxns, 60);
+    assert_string_equal(c.four_letter_words, "srvr");
+    assert_false(c.read_only_mode);
+    assert_string_equal(c.super_digest, "");
+    assert_true(c.extended_types);
+    assert_int_equal(c.max_buffer_bytes, 0xfffff);
+    assert_int_equal(c.snap_count, 100000);
+    assert_int_equal(c.autopurge_snap_retain, 3);
+    assert_int_equal(c.autopurge_interval_h, 0);
+    assert_int_equal(c.container_check_ms, 60000);
+    assert_int_equal(c.global_outstanding_limit, 1000);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long want = cpus > 1 ? cpus - 1 : 1;
+    assert_int_equal(c.workers, want > 64 ? 64 : want);
+    assert_int_equal(c.log_level, 2);
+    assert_false(c.min_session_set || c.max_session_set || c.data_log_dir_set);
+
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_int_equal(m.n, 0);
+    assert_int_equal(c.min_session_timeout_ms, 4000);
+    assert_int_equal(c.max_session_timeout_ms, 40000);
+    assert_string_equal(c.data_log_dir, "");
+}
+
+/* ------------------------------------------------------------------ keys */
+
+static void test_every_key(void **state)
+{
+    struct config c;
+    struct msgs m;
+    const char *cfg = "tickTime=1000\n"
+                      "dataDir=/var/lib/larch\n"
+                      "dataLogDir=/var/log/larch\n"
+                      "clientPort=2281\n"
+                      "clientPortAddress=0.0.0.0\n"
+                      "minSessionTimeout=3000\n"
+                      "maxSessionTimeout=90000\n"
+                      "maxClientCnxns=0\n"
+                      "4lw.commands.whitelist=ruok,stat\n"
+                      "readonlymode.enabled=TRUE\n"
+                      "snapCount=5000\n"
+                      "autopurge.snapRetainCount=7\n"
+                      "autopurge.purgeInterval=24\n"
+                      "globalOutstandingLimit=2000\n"
+                      "znode.container.checkIntervalMs=5000000000\n"
+                      "jute.maxbuffer=4194304\n"
+                      "zookeeper.extendedTypesEnabled=false\n"
+                      "DigestAuthenticationProvider.superDigest=super:D/InIHSb7yEEbrWz8b9l71RjZJU=\n"
+                      "larch.workers=3\n"
+                      "larch.logLevel=DEBUG\n";
+    assert_int_equal(parse(&c, &m, cfg), 0);
+    if (m.n)
+        dump_msgs(&m);
+    assert_int_equal(m.n, 0);
+    assert_int_equal(c.tick_time_ms, 1000);
+    assert_string_equal(c.data_dir, "/var/lib/larch");
+    assert_string_equal(c.data_log_dir, "/var/log/larch");
+    assert_true(c.data_log_dir_set);
+    assert_int_equal(c.client_port, 2281);
+    assert_string_equal(c.client_port_address, "0.0.0.0");
+    assert_int_equal(c.min_session_timeout_ms, 3000);
+    assert_true(c.min_session_set);
+    assert_int_equal(c.max_session_timeout_ms, 90000);
+    assert_true(c.max_session_set);
+    assert_int_equal(c.max_client_cnxns, 0);
+    assert_string_equal(c.four_letter_words, "ruok,stat");
+    assert_true(c.read_only_mode);
+    assert_int_equal(c.snap_count, 5000);
+    assert_int_equal(c.autopurge_snap_retain, 7);
+    assert_int_equal(c.autopurge_interval_h, 24);
+    assert_int_equal(c.global_outstanding_limit, 2000);
+    assert_true(c.container_check_ms == 5000000000LL);
+    assert_int_equal(c.max_buffer_bytes, 4194304);
+    assert_false(c.extended_types);
+    assert_string_equal(c.super_digest, "super:D/InIHSb7yEEbrWz8b9l71RjZJU=");
+    assert_int_equal(c.workers, 3);
+    assert_int_equal(c.log_level, 3);
+}
+
+/* Keys that ZooKeeper turns into system properties work with or without the
+ * "zookeeper." prefix; keys it parses itself do not take the prefix. */
+static void test_prefixed_keys(void **state)
+{
+    struct config c;
+    struct msgs m;
+    const char *cfg = "zookeeper.DigestAuthenticationProvider.superDigest=su:D/InIHSb7yEEbrWz8b9l71RjZJU=\n"
+                      "zookeeper.jute.maxbuffer=1000\n"
+                      "extendedTypesEnabled=false\n"
+                      "zookeeper.snapCount=77\n"
+                      "zookeeper.4lw.commands.whitelist=ruok\n"
+                      "zookeeper.globalOutstandingLimit=9\n"
+                      "zookeeper.znode.container.checkIntervalMs=11\n"
+                      "zookeeper.tickTime=5\n";
+    assert_int_equal(parse(&c, &m, cfg), 0);
+    assert_string_equal(c.super_digest, "su:D/InIHSb7yEEbrWz8b9l71RjZJU=");
+    assert_int_equal(c.max_buffer_bytes, 1000);
+    assert_false(c.extended_types);
+    assert_int_equal(c.snap_count, 77);
+    assert_string_equal(c.four_letter_words, "ruok");
+    assert_int_equal(c.global_outstanding_limit, 9);
+    assert_int_equal(c.container_check_ms, 11);
+    assert_int_equal(c.tick_time_ms, 2000);
+    assert_int_equal(m.errors, 0);
+    assert_int_equal(m.warnings, 1);
+    assert_true(has_msg(&m, 0, "zoo.cfg:8: unknown key 'zookeeper.tickTime' ignored"));
+}
+
+/* ------------------------------------------------------------------ syntax */
+
+static void test_separators_and_blanks(void **state)
+{
+    struct config c;
+    struct msgs m;
+    const char *cfg = "tickTime=3000\n"
+                      "clientPort:2182\n"
+                      "dataDir /var/zk   \n"
+                      "  maxClientCnxns   =   10\t \n"
+                      "\tsnapCount : 5000\n"
+                      "dataLogDir = = odd\n"
+                      "clientPortAddress\t::1\n"
+                      "larch.logLevel warn\n";
+    assert_int_equal(parse(&c, &m, cfg), 0);
+    assert_int_equal(m.n, 0);
+    assert_int_equal(c.tick_time_ms, 3000);
+    assert_int_equal(c.client_port, 2182);
+    assert_string_equal(c.data_dir, "/var/zk");
+    assert_int_equal(c.max_client_cnxns, 10);
+    assert_int_equal(c.snap_count, 5000);
+    /* Properties eats one separator only: the second '=' is part of the value. */
+    assert_string_equal(c.data_log_dir, "= odd");
+    /* "key<blank>:" then the value: ":1" after the one ':' separator is eaten. */
+    assert_string_equal(c.client_port_address, ":1");
+    assert_int_equal(c.log_level, 1);
+}
+
+static void test_comments_and_line_endings(void **state)
+{
+    struct config c;
+    struct msgs m;
+    const char *cfg = "# a comment\r\n"
+                      "! another comment\r\n"
+                      "   # indented comment with clientPort=1\r\n"
+                      "\r\n"
+                      "   \t  \r\n"
+                      "# comment ending in a backslash does not continue \\\n"
+                      "tickTime=4000\r"
+                      "clientPort=2999\r\n"
+                      "maxClientCnxns=bad\n";
+    assert_int_equal(parse(&c, &m, cfg), -1);
+    assert_int_equal(c.tick_time_ms, 4000);
+    assert_int_equal(c.client_port, 2999);
+    /* \r\n and a lone \r each end one line: maxClientCnxns is on line 9. */
+    assert_int_equal(m.n, 1);
+    assert_true(has_msg(&m, 1, "zoo.cfg:9: maxClientCnxns: 'bad' is not a number"));
+}
+
+static void test_continuation(void **state)
+{
+    struct config c;
+    struct msgs m;
+    const char *cfg = "dataDir=/var/\\\n"
+                      "      lib/\\\n"
+                      "\t#not-a-comment\n"
+                      "4lw.commands.whitelist = ruok, \\\n"
+                      "    stat, \\\n"
+                      "    mntr\n"
+                      "dataLogDir=C:\\\\\\\\\n"     /* two escaped backslashes: no continuation */
+                      "tickTime=\\\n"
+                      "\n"                           /* a blank line ends the continuation */
+                      "clientPort=x\n";
+    assert_int_equal(parse(&c, &m, cfg), -1);
+    assert_string_equal(c.data_dir, "/var/lib/#not-a-comment");
+    assert_string_equal(c.four_letter_words, "ruok,stat,mntr");
+    assert_string_equal(c.data_log_dir, "C:\\\\");
+    /* tickTime got an empty value (line 8); the clientPort error is on line 10. */
+    assert_int_equal(m.errors, 2);
+    assert_true(has_msg(&m, 1, "zoo.cfg:8: tickTime: '' is not a number"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:10: clientPort: 'x' is not a port number (1-65535)"));
+}
+
+static void test_escapes(void **state)
+{
+    struct config c;
+    struct msgs m;
+    const char *cfg = "dataDir=c\\:\\\\zk\\u0041\\u00e9\n"
+                      "data\\Log\\Dir=/x\n"
+                      "clientPort\\u003d=1\n";
+    assert_int_equal(parse(&c, &m, cfg), 0);
+    assert_string_equal(c.data_dir, "c:\\zkA\xc3\xa9");
+    /* Escaped letters in a key are the letters themselves. */
+    assert_string_equal(c.data_log_dir, "/x");
+    /* An escaped '=' belongs to the key, so this key is "clientPort=". */
+    assert_int_equal(c.client_port, 2181);
+    assert_true(has_msg(&m, 0, "zoo.cfg:3: unknown key 'clientPort=' ignored"));
+
+    assert_int_equal(parse(&c, &m, "\n\ndataDir=\\u00zz\n"), -1);
+    assert_true(has_msg(&m, 1, "zoo.cfg:3: malformed \\uxxxx escape"));
+    assert_string_equal(c.data_dir, "");
+}
+
+/* ------------------------------------------------------------------ bad values */
+
+struct bad_case {
+    const char *line;
+    const char *message; /* expected, after the "zoo.cfg:3: " prefix */
+};
+
+static const struct bad_case bad_cases[] = {
+    { "clientPort=abc", "clientPort: 'abc' is not a port number (1-65535)" },
+    { "clientPort=0", "clientPort: '0' is not a port number (1-65535)" },
+    { "clientPort=65536", "clientPort: '65536' is not a port number (1-65535)" },
+    { "tickTime=12x", "tickTime: '12x' is not a number" },
+    { "tickTime=0x10", "tickTime: '0x10' is not a number" },
+    { "tickTime=0", "tickTime: '0' is out of range (must be at least 1)" },
+    { "tickTime=99999999999", "tickTime: '99999999999' is out of range (must be at least 1)" },
+    { "tickTime=99999999999999999999", "tickTime: '99999999999999999999' is out of range (must be at least 1)" },
+    { "maxClientCnxns=-1", "maxClientCnxns: '-1' is out of range (must be at least 0)" },
+    { "minSessionTimeout=0", "minSessionTimeout: '0' must be a positive number of milliseconds, or -1" },
+    { "minSessionTimeout=-2", "minSessionTimeout: '-2' must be a positive number of milliseconds, or -1" },
+    { "maxSessionTimeout=soon", "maxSessionTimeout: 'soon' is not a number" },
+    { "readonlymode.enabled=yes", "readonlymode.enabled: 'yes' is not true or false" },
+    { "zookeeper.extendedTypesEnabled=1", "zookeeper.extendedTypesEnabled: '1' is not true or false" },
+    { "snapCount=1", "snapCount: '1' is out of range (must be at least 2)" },
+    { "autopurge.snapRetainCount=many", "autopurge.snapRetainCount: 'many' is not a number" },
+    { "autopurge.purgeInterval=-2", "autopurge.purgeInterval: '-2' is out of range (must be at least 0)" },
+    { "globalOutstandingLimit=0", "globalOutstandingLimit: '0' is out of range (must be at least 1)" },
+    { "znode.container.checkIntervalMs=0", "znode.container.checkIntervalMs: '0' is out of range (must be at least 1)" },
+    { "jute.maxbuffer=1 MB", "jute.maxbuffer: '1 MB' is not a number" },
+    { "zookeeper.jute.maxbuffer=-5", "zookeeper.jute.maxbuffer: '-5' is out of range (must be at least 1)" },
+    { "DigestAuthenticationProvider.superDigest=nocolon", "DigestAuthenticationProvider.superDigest: 'nocolon' is not user:base64-digest" },
+    { "DigestAuthenticationProvider.superDigest=:abcd", "DigestAuthenticationProvider.superDigest: ':abcd' is not user:base64-digest" },
+    { "zookeeper.DigestAuthenticationProvider.superDigest=su:not base64!", "zookeeper.DigestAuthenticationProvider.superDigest: 'su:not base64!' is not user:base64-digest" },
+    { "DigestAuthenticationProvider.superDigest=su:ab=c", "DigestAuthenticationProvider.superDigest: 'su:ab=c' is not user:base64-digest" },
+    { "larch.workers=65", "larch.workers: '65' is out of range (must be between 1 and 64)" },
+    { "larch.workers=0", "larch.workers: '0' is out of range (must be between 1 and 64)" },
+    { "larch.logLevel=loud", "larch.logLevel: 'loud' is not a log level (error, warn, info, debug)" },
+    { "clientPortAddress=", "clientPortAddress: an empty value is not allowed" },
+};
+
+/* Each malformed value is an error naming line 3, the key and the value, and
+ * leaves the default in place. */
+static void test_malformed_values(void **state)
+{
+    for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++) {
+        struct config c, d;
+        struct msgs m;
+        char cfg[256], want[CONFIG_MSG_MAX];
+        snprintf(cfg, sizeof cfg, "# header\n\n%s\n", bad_cases[i].line);
+        snprintf(want, sizeof want, "zoo.cfg:3: %s", bad_cases[i].message);
+        int rc = parse(&c, &m, cfg);
+        if (rc != -1 || m.n != 1 || !has_msg(&m, 1, want)) {
+            fprintf(stderr, "case '%s': rc %d, want '%s', got:\n", bad_cases[i].line, rc, want);
+            dump_msgs(&m);
+        }
+        assert_int_equal(rc, -1);
+        assert_int_equal(m.errors, 1);
+        assert_int_equal(m.n, 1);
+        assert_true(has_msg(&m, 1, want));
+        config_defaults(&d);
+        d.workers = c.workers; /* sysconf-derived, identical anyway */
+        assert_memory_equal(&c, &d, sizeof c);
+    }
+}
+
+static void test_every_error_reported(void **state)
+{
+    struct config c;
+    struct msgs m;
+    const char *cfg = "tickTime=abc\n"
+                      "clientPort=2500\n"
+                      "initLimit=10\n"
+                      "maxClientCnxns=many\n"
+                      "readonlymode.enabled=on\n"
+                      "dataDir=/ok\n";
+    assert_int_equal(parse(&c, &m, cfg), -1);
+    assert_int_equal(m.errors, 3);
+    assert_int_equal(m.warnings, 1);
+    assert_true(has_msg(&m, 1, "zoo.cfg:1: tickTime: 'abc' is not a number"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:4: maxClientCnxns: 'many' is not a number"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:5: readonlymode.enabled: 'on' is not true or false"));
+    /* Lines after an error still apply. */
+    assert_int_equal(c.client_port, 2500);
+    assert_string_equal(c.data_dir, "/ok");
+}
+
+static void test_unknown_keys_warn(void **state)
+{
+    struct config c;
+    struct msgs m;
+    const char *cfg = "tickTime=2000\n"
+                      "initLimit=10\n"
+                      "server.1=localhost:2888:3888\n"
+                      "admin.enableServer=false\n"
+                      "zookeeper.ssl.keyStore.location=/k\n"
+                      "frobnicate=yes\n"
+                      "ticktime=5\n"
+                      "metricsProvider.className=x\n";
+    assert_int_equal(parse(&c, &m, cfg), 0);
+    assert_int_equal(m.errors, 0);
+    assert_int_equal(m.warnings, 7);
+    assert_true(has_msg(&m, 0, "zoo.cfg:2: key 'initLimit' is not used by larchd (standalone)"));
+    assert_true(has_msg(&m, 0, "zoo.cfg:3: key 'server.1' is not used by larchd (standalone)"));
+    assert_true(has_msg(&m, 0, "zoo.cfg:4: key 'admin.enableServer' is not used by larchd (standalone)"));
+    assert_true(has_msg(&m, 0, "zoo.cfg:5: key 'zookeeper.ssl.keyStore.location' is not used by larchd (standalone)"));
+    assert_true(has_msg(&m, 0, "zoo.cfg:6: unknown key 'frobnicate' ignored"));
+    assert_true(has_msg(&m, 0, "zoo.cfg:7: unknown key 'ticktime' ignored (keys are case-sensitive: did you mean 'tickTime'?)"));
+    assert_true(has_msg(&m, 0, "zoo.cfg:8: key 'metricsProvider.className' is not used by larchd (standalone)"));
+    assert_int_equal(c.tick_time_ms, 2000);
+}
+
+static void test_snap_retain_raised_to_three(void **state)
+{
+    struct config c;
+    struct msgs m;
+    assert_int_equal(parse(&c, &m, "autopurge.snapRetainCount=1\n"), 0);
+    assert_int_equal(c.autopurge_snap_retain, 3);
+    assert_true(has_msg(&m, 0, "zoo.cfg:1: autopurge.snapRetainCount: 1 is below the minimum of 3; using 3"));
+}
+
+static void test_super_digest(void **state)
+{
+    struct config c;
+    struct msgs m;
+    assert_int_equal(parse(&c, &m, "DigestAuthenticationProvider.superDigest=su:YWJjZA==\n"), 0);
+    assert_string_equal(c.super_digest, "su:YWJjZA==");
+    assert_true(has_msg(&m, 0, "zoo.cfg:1: DigestAuthenticationProvider.superDigest: digest is not a SHA-1 (28 base64 characters); no password will match it"));
+    /* Empty: no super user. */
+    assert_int_equal(parse(&c, &m, "DigestAuthenticationProvider.superDigest=\n"), 0);
+    assert_string_equal(c.super_digest, "");
+    assert_int_equal(m.n, 0);
+}
+
+static void test_limits(void **state)
+{
+    struct config c;
+    struct msgs m;
+    size_t n = 5000;
+    char *cfg = malloc(n + 32);
+    assert_non_null(cfg);
+    /* A dataDir one byte longer than the field holds. */
+    memcpy(cfg, "dataDir=", 8);
+    memset(cfg + 8, 'a', 4096);
+    strcpy(cfg + 8 + 4096, "\n");
+    assert_int_equal(parse(&c, &m, cfg), -1);
+    assert_int_equal(m.errors, 1);
+    assert_non_null(strstr(m.text[0], "zoo.cfg:1: dataDir: 'aaaa"));
+    assert_non_null(strstr(m.text[0], "is too long (at most 4095 bytes)"));
+    assert_string_equal(c.data_dir, "");
+    /* A logical line longer than the parser's line buffer. */
+    free(cfg);
+    n = 9000;
+    cfg = malloc(n + 32);
+    assert_non_null(cfg);
+    memset(cfg, 'x', n);
+    strcpy(cfg + n, "\ntickTime=7\n");
+    assert_int_equal(parse(&c, &m, cfg), -1);
+    assert_true(has_msg(&m, 1, "zoo.cfg:1: line too long (at most 8191 bytes)"));
+    assert_int_equal(c.tick_time_ms, 7);
+    free(cfg);
+    /* No callback: still an error. */
+    config_defaults(&c);
+    assert_int_equal(config_parse_text(&c, "clientPort=x", 12, "f", NULL, NULL), -1);
+    /* Text is taken by length: no NUL terminator needed, bytes past len ignored. */
+    assert_int_equal(config_parse_text(&c, "tickTime=12345", 12, "f", NULL, NULL), 0);
+    assert_int_equal(c.tick_time_ms, 123);
+    assert_int_equal(config_parse_text(&c, "tickTime=1\0", 11, "f", NULL, NULL), -1);
+}
+
+/* ------------------------------------------------------------------ 4lw */
+
+static void test_4lw_whitelist(void **state)
+{
+    struct config c;
+    struct msgs m;
+
+    config_defaults(&c);
+    assert_true(config_4lw_allowed(&c, "srvr"));
+    assert_false(config_4lw_allowed(&c, "ruok"));
+    assert_false(config_4lw_allowed(&c, "isro"));
+
+    assert_int_equal(parse(&c, &m, "4lw.commands.whitelist=*\n"), 0);
+    assert_string_equal(c.four_letter_words, "*");
+    assert_true(config_4lw_allowed(&c, "ruok"));
+    assert_true(config_4lw_allowed(&c, "mntr"));
+    assert_true(config_4lw_allowed(&c, "hash"));
+    assert_false(config_4lw_allowed(&c, "abcd"));
+    assert_false(config_4lw_allowed(&c, "ruo"));
+    assert_false(config_4lw_allowed(&c, NULL));
+
+    assert_int_equal(parse(&c, &m, "4lw.commands.whitelist= ruok , stat,,mntr ,ruok, blah\n"), 0);
+    assert_string_equal(c.four_letter_words, "ruok,stat,mntr");
+    assert_int_equal(m.errors, 0);
+    assert_true(has_msg(&m, 0, "zoo.cfg:1: 4lw.commands.whitelist: unknown four-letter word 'blah' ignored"));
+    assert_true(config_4lw_allowed(&c, "ruok"));
+    assert_true(config_4lw_allowed(&c, "stat"));
+    assert_true(config_4lw_allowed(&c, "mntr"));
+    assert_true(config_4lw_allowed(&c, "srvr")); /* always, as ZooKeeper */
+    assert_false(config_4lw_allowed(&c, "conf"));
+    assert_false(config_4lw_allowed(&c, "isro"));
+    c.read_only_mode = true;
+    assert_true(config_4lw_allowed(&c, "isro"));
+
+    /* "*" anywhere enables everything. */
+    assert_int_equal(parse(&c, &m, "4lw.commands.whitelist=ruok, *\n"), 0);
+    assert_string_equal(c.four_letter_words, "*");
+    assert_true(config_4lw_allowed(&c, "dump"));
+
+    /* Empty list: only srvr. */
+    assert_int_equal(parse(&c, &m, "4lw.commands.whitelist=\n"), 0);
+    assert_string_equal(c.four_letter_words, "");
+    assert_true(config_4lw_allowed(&c, "srvr"));
+    assert_false(config_4lw_allowed(&c, "ruok"));
+
+    /* A list set directly by code (with blanks) is matched the same way. */
+    config_defaults(&c);
+    snprintf(c.four_letter_words, sizeof c.four_letter_words, " conf , wchs ");
+    assert_true(config_4lw_allowed(&c, "conf"));
+    assert_true(config_4lw_allowed(&c, "wchs"));
+    assert_false(config_4lw_allowed(&c, "wchc"));
+}
+
+/* ------------------------------------------------------------------ flags */
+
+static void test_flags_all(void **state)
+{
+    struct config c;
+    struct msgs m;
+    bool help, version;
+    int rc = args(&c, &m, &help, &version, "--port", "3000", "--bind=0.0.0.0", "--workers",
+                  "2", "--tick-time=500", "--min-session-timeout", "1000",
+                  "--max-session-timeout=9000", "--max-client-cnxns", "5", "--4lw", "ruok,conf",
+                  "--super-digest", "a:D/InIHSb7yEEbrWz8b9l71RjZJU=", "--ttl", "off",
+                  "--data-dir", "/d", "--data-log-dir=/l", "--max-buffer", "2048", "--log-level",
+                  "error", "--read-only=on", NULL);
+    if (m.n)
+        dump_msgs(&m);
+    assert_int_equal(rc, 0);
+    assert_int_equal(m.n, 0);
+    assert_false(help);
+    assert_false(version);
+    assert_int_equal(c.client_port, 3000);
+    assert_string_equal(c.client_port_address, "0.0.0.0");
+    assert_int_equal(c.workers, 2);
+    assert_int_equal(c.tick_time_ms, 500);
+    assert_int_equal(c.min_session_timeout_ms, 1000);
+    assert_int_equal(c.max_session_timeout_ms, 9000);
+    assert_int_equal(c.max_client_cnxns, 5);
+    assert_string_equal(c.four_letter_words, "ruok,conf");
+    assert_string_equal(c.super_digest, "a:D/InIHSb7yEEbrWz8b9l71RjZJU=");
+    assert_false(c.extended_types);
+    assert_string_equal(c.data_dir, "/d");
+    assert_string_equal(c.data_log_dir, "/l");
+    assert_int_equal(c.max_buffer_bytes, 2048);
+    assert_int_equal(c.log_level, 0);
+    assert_true(c.read_only_mode);
+}
+
+static void test_flags_override_file(void **state)
+{
+    struct config c;
+    struct msgs m;
+    bool help, version;
+    char path[64];
+    write_temp(path, "clientPort=3000\ntickTime=100\ndataDir=/from-file\n");
+
+    /* Flag before --config still wins over the file. */
+    assert_int_equal(args(&c, &m, &help, &version, "--port", "4000", "--config", path, NULL), 0);
+    assert_int_equal(c.client_port, 4000);
+    assert_int_equal(c.tick_time_ms, 100);
+    assert_string_equal(c.data_dir, "/from-file");
+
+    /* And after it. */
+    assert_int_equal(args(&c, &m, &help, &version, "--config", path, "--data-dir=/flag", NULL), 0);
+    assert_string_equal(c.data_dir, "/flag");
+    assert_int_equal(c.client_port, 3000);
+
+    /* --config=FILE form; flags apply in order, the last one wins. */
+    char eq[80];
+    snprintf(eq, sizeof eq, "--config=%s", path);
+    assert_int_equal(args(&c, &m, &help, &version, "--tick-time", "1", eq, "--tick-time",
+                          "2", NULL), 0);
+    assert_int_equal(c.tick_time_ms, 2);
+    assert_int_equal(m.n, 0);
+    unlink(path);
+}
+
+static void test_flag_errors(void **state)
+{
+    struct config c;
+    struct msgs m;
+    bool help, version;
+
+    assert_int_equal(args(&c, &m, &help, &version, "--port", "x", NULL), -1);
+    assert_true(has_msg(&m, 1, "larchd: --port: 'x' is not a port number (1-65535)"));
+    assert_int_equal(args(&c, &m, &help, &version, "--prot=1", NULL), -1);
+    assert_true(has_msg(&m, 1, "larchd: --prot: unknown flag (see --help)"));
+    assert_int_equal(args(&c, &m, &help, &version, "--port", NULL), -1);
+    assert_true(has_msg(&m, 1, "larchd: --port: missing value"));
+    assert_int_equal(args(&c, &m, &help, &version, "zoo.cfg", NULL), -1);
+    assert_true(has_msg(&m, 1, "larchd: unexpected argument 'zoo.cfg' (use --config FILE for a zoo.cfg)"));
+    assert_int_equal(args(&c, &m, &help, &version, "--help=yes", NULL), -1);
+    assert_true(has_msg(&m, 1, "larchd: --help: takes no value"));
+    assert_int_equal(args(&c, &m, &help, &version, "--ttl", "yes", NULL), -1);
+    assert_true(has_msg(&m, 1, "larchd: --ttl: 'yes' is not on or off"));
+    assert_int_equal(args(&c, &m, &help, &version, "--read-only", "true", NULL), -1);
+    assert_true(has_msg(&m, 1, "larchd: --read-only: 'true' is not on or off"));
+    assert_int_equal(args(&c, &m, &help, &version, "--log-level", "loud", NULL), -1);
+    assert_true(has_msg(&m, 1, "larchd: --log-level: 'loud' is not a log level (error, warn, info, debug)"));
+    assert_int_equal(args(&c, &m, &help, &version, "--workers=100", NULL), -1);
+    assert_true(has_msg(&m, 1, "larchd: --workers: '100' is out of range (must be between 1 and 64)"));
+    assert_int_equal(args(&c, &m, &help, &version, "--super-digest", "bob", NULL), -1);
+    assert_true(has_msg(&m, 1, "larchd: --super-digest: 'bob' is not user:base64-digest"));
+    assert_int_equal(args(&c, &m, &help, &version, "--config", "a", "--config", "b", NULL), -1);
+    assert_true(has_msg(&m, 1, "larchd: --config: given more than once"));
+
+    /* Several bad values: every one is reported. */
+    assert_int_equal(args(&c, &m, &help, &version, "--port", "0", "--tick-time", "-3", NULL), -1);
+    assert_int_equal(m.errors, 2);
+    assert_true(has_msg(&m, 1, "larchd: --tick-time: '-3' is out of range (must be at least 1)"));
+
+    /* A value may begin with '-'. */
+    assert_int_equal(args(&c, &m, &help, &version, "--min-session-timeout", "-1", NULL), 0);
+    assert_int_equal(c.min_session_timeout_ms, -1);
+    assert_false(c.min_session_set);
+}
+
+static void test_config_file_problems(void **state)
+{
+    struct config c;
+    struct msgs m;
+    bool help, version;
+    char want[CONFIG_MSG_MAX];
+
+    assert_int_equal(args(&c, &m, &help, &version, "--config", "/nonexistent/zoo.cfg", NULL), -1);
+    assert_int_equal(m.errors, 1);
+    assert_true(has_msg(&m, 1, "/nonexistent/zoo.cfg: cannot open: No such file or directory"));
+
+    /* Errors in the file and in the flags are all reported. */
+    char path[64];
+    write_temp(path, "tickTime=2000\nclientPort=none\n");
+    assert_int_equal(args(&c, &m, &help, &version, "--config", path, "--workers", "0", NULL), -1);
+    assert_int_equal(m.errors, 2);
+    snprintf(want, sizeof want, "%s:2: clientPort: 'none' is not a port number (1-65535)", path);
+    assert_true(has_msg(&m, 1, want));
+    assert_true(has_msg(&m, 1, "larchd: --workers: '0' is out of range (must be between 1 and 64)"));
+
+    memset(&m, 0, sizeof m);
+    config_defaults(&c);
+    assert_int_equal(config_load(&c, path, collect, &m), -1);
+    assert_int_equal(m.errors, 1);
+    unlink(path);
+}
+
+static void test_help_and_version(void **state)
+{
+    struct config c;
+    struct msgs m;
+    bool help = false, version = true;
+
+    assert_int_equal(args(&c, &m, &help, &version, "--help", NULL), 0);
+    assert_true(help);
+    assert_false(version);
+    /* --help wins over bad flags and is not drowned in their errors. */
+    assert_int_equal(args(&c, &m, &help, &version, "--bogus", "-h", "--port=x", NULL), 0);
+    assert_true(help);
+    assert_int_equal(m.n, 0);
+    assert_int_equal(args(&c, &m, &help, &version, "-V", NULL), 0);
+    assert_false(help);
+    assert_true(version);
+    assert_int_equal(args(&c, &m, &help, &version, "--version", NULL), 0);
+    assert_true(version);
+    assert_int_equal(args(&c, &m, &help, &version, NULL), 0);
+    assert_false(help);
+    assert_false(version);
+}
+
+/* ------------------------------------------------------------------ finish */
+
+static void test_derived_session_timeouts(void **state)
+{
+    struct config c;
+    struct msgs m;
+
+    assert_int_equal(parse(&c, &m, "tickTime=3000\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_int_equal(c.min_session_timeout_ms, 6000);
+    assert_int_equal(c.max_session_timeout_ms, 60000);
+
+    assert_int_equal(parse(&c, &m, "tickTime=1000\nminSessionTimeout=-1\nmaxSessionTimeout=5000\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_int_equal(c.min_session_timeout_ms, 2000);
+    assert_int_equal(c.max_session_timeout_ms, 5000);
+
+    /* -1 after an explicit value resets to "derive". */
+    assert_int_equal(parse(&c, &m, "minSessionTimeout=100\nminSessionTimeout=-1\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_int_equal(c.min_session_timeout_ms, 4000);
+
+    /* Idempotent, and follows a later tickTime change. */
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_int_equal(c.max_session_timeout_ms, 40000);
+    c.tick_time_ms = 100;
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_int_equal(c.min_session_timeout_ms, 200);
+    assert_int_equal(c.max_session_timeout_ms, 2000);
+
+    /* 20 x tickTime must fit in 32 bits. */
+    assert_int_equal(parse(&c, &m, "tickTime=200000000\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), -1);
+    assert_true(has_msg(&m, 1, "larchd: tickTime 200000000 is too large to derive maxSessionTimeout (20 x tickTime)"));
+}
+
+static void test_min_greater_than_max(void **state)
+{
+    struct config c;
+    struct msgs m;
+
+    assert_int_equal(parse(&c, &m, "minSessionTimeout=50000\nmaxSessionTimeout=40000\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), -1);
+    assert_true(has_msg(&m, 1, "larchd: minSessionTimeout 50000 must not be larger than maxSessionTimeout 40000"));
+
+    /* As in ZooKeeper, an explicit min above the derived max is refused too. */
+    assert_int_equal(parse(&c, &m, "minSessionTimeout=50000\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), -1);
+    assert_true(has_msg(&m, 1, "larchd: minSessionTimeout 50000 must not be larger than maxSessionTimeout 40000"));
+
+    assert_int_equal(parse(&c, &m, "minSessionTimeout=40000\nmaxSessionTimeout=40000\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+}
+
+static void test_finish_checks_fields(void **state)
+{
+    struct config c;
+    struct msgs m = { 0 };
+
+    config_defaults(&c);
+    c.workers = 0;
+    c.client_port = 70000;
+    c.log_level = 9;
+    c.client_port_address[0] = '\0';
+    assert_int_equal(config_finish(&c, collect, &m), -1);
+    assert_int_equal(m.errors, 4);
+    assert_true(has_msg(&m, 1, "larchd: larch.workers: '0' is out of range (must be between 1 and 64)"));
+    assert_true(has_msg(&m, 1, "larchd: clientPort: '70000' is out of range (must be between 1 and 65535)"));
+    assert_true(has_msg(&m, 1, "larchd: larch.logLevel: '9' is out of range (must be between 0 and 3)"));
+    assert_true(has_msg(&m, 1, "larchd: clientPortAddress must not be empty"));
+}
+
+static void test_data_log_dir_default(void **state)
+{
+    struct config c;
+    struct msgs m;
+
+    assert_int_equal(parse(&c, &m, "dataDir=/data\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_string_equal(c.data_log_dir, "/data");
+
+    assert_int_equal(parse(&c, &m, "dataDir=/data\ndataLogDir=/log\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_string_equal(c.data_log_dir, "/log");
+
+    /* Empty dataLogDir means "same as dataDir", as in ZooKeeper. */
+    assert_int_equal(parse(&c, &m, "dataLogDir=\ndataDir=/data\n"), 0);
+    assert_false(c.data_log_dir_set);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_string_equal(c.data_log_dir, "/data");
+}
+
+/* ------------------------------------------------------------------ output */
+
+static void test_format(void **state)
+{
+    struct config c;
+    struct msgs m;
+    char out[4096];
+
+    assert_int_equal(parse(&c, &m, "dataDir=/d\nDigestAuthenticationProvider.superDigest=s:D/InIHSb7yEEbrWz8b9l71RjZJU=\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    size_t n = config_format(&c, out, sizeof out);
+    assert_int_equal(n, strlen(out));
+    const char *zk_head = "clientPort=2181\n"
+                          "secureClientPort=-1\n"
+                          "dataDir=/d\n"
+                          "dataLogDir=/d\n"
+                          "tickTime=2000\n"
+                          "maxClientCnxns=60\n"
+                          "minSessionTimeout=4000\n"
+                          "maxSessionTimeout=40000\n"
+                          "clientPortListenBacklog=-1\n"
+                          "serverId=0\n";
+    assert_memory_equal(out, zk_head, strlen(zk_head));
+    assert_non_null(strstr(out, "\n4lw.commands.whitelist=srvr\n"));
+    assert_non_null(strstr(out, "\nlarch.logLevel=info\n"));
+    assert_null(strstr(out, "D/InIHSb7"));  /* the super digest stays secret */
+    assert_int_equal(out[n - 1], '\n');
+
+    /* Truncation: NUL-terminated, returns what was written. */
+    char small[12];
+    assert_int_equal(config_format(&c, small, sizeof small), 11);
+    assert_string_equal(small, "clientPort=");
+    assert_int_equal(config_format(&c, small, 0), 0);
+    assert_int_equal(config_format(&c, small, 1), 0);
+    assert_int_equal(small[0], '\0');
+}
+
+/* What "conf" prints reads back as a zoo.cfg giving the same settings. */
+static void test_format_round_trip(void **state)
+{
+    struct config c, d;
+    struct msgs m;
+    char first[4096], second[4096];
+
+    assert_int_equal(parse(&c, &m, "tickTime=1500\nclientPort=2999\ndataDir=/x y\n"
+                                   "4lw.commands.whitelist=ruok,mntr\nreadonlymode.enabled=true\n"
+                                   "larch.workers=5\nlarch.logLevel=debug\nmaxSessionTimeout=60000\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    size_t n = config_format(&c, first, sizeof first);
+    assert_int_equal(parse(&d, &m, first), 0);
+    assert_int_equal(m.errors, 0);
+    assert_int_equal(config_finish(&d, collect, &m), 0);
+    assert_int_equal(config_format(&d, second, sizeof second), n);
+    assert_string_equal(first, second);
+    assert_int_equal(d.tick_time_ms, 1500);
+    assert_int_equal(d.workers, 5);
+    assert_string_equal(d.data_dir, "/x y");
+}
+
+static void test_usage_mentions_everything(void **state)
+{
+    const char *u = config_usage();
+    static const char *const words[] = {
+        "--config", "--port", "--bind", "--workers", "--tick-time", "--min-session-timeout",
+        "--max-session-timeout", "--max-client-cnxns", "--4lw", "--super-digest", "--ttl",
+        "--data-dir", "--data-log-dir", "--max-buffer", "--log-level", "--read-only", "--help",
+        "-h,", "--version", "-V,", "tickTime=2000", "dataDir=", "dataLogDir=", "clientPort=2181",
+        "clientPortAddress=127.0.0.1", "minSessionTimeout=", "maxSessionTimeout=",
+        "maxClientCnxns=60", "4lw.commands.whitelist=srvr", "readonlymode.enabled=false",
+        "snapCount=100000", "autopurge.snapRetainCount=3", "autopurge.purgeInterval=0",
+        "globalOutstandingLimit=1000", "znode.container.checkIntervalMs=60000",
+        "jute.maxbuffer=1048575", "zookeeper.extendedTypesEnabled=true",
+        "DigestAuthenticationProvider.superDigest=", "larch.workers=", "larch.logLevel=info",
+        "NOT durable",
+    };
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        if (strstr(u, words[i]) == NULL)
+            fprintf(stderr, "usage lacks '%s'\n", words[i]);
+        assert_non_null(strstr(u, words[i]));
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_every_key),
+        cmocka_unit_test(test_prefixed_keys),
+        cmocka_unit_test(test_separators_and_blanks),
+        cmocka_unit_test(test_comments_and_line_endings),
+        cmocka_unit_test(test_continuation),
+        cmocka_unit_test(test_escapes),
+        cmocka_unit_test(test_malformed_values),
+        cmocka_unit_test(test_every_error_reported),
+        cmocka_unit_test(test_unknown_keys_warn),
+        cmocka_unit_test(test_snap_retain_raised_to_three),
+        cmocka_unit_test(test_super_digest),
+        cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_4lw_whitelist),
+        cmocka_unit_test(test_flags_all),
+        cmocka_unit_test(test_flags_override_file),
+        cmocka_unit_test(test_flag_errors),
+        cmocka_unit_test(test_config_file_problems),
+        cmocka_unit_test(test_help_and_version),
+        cmocka_unit_test(test_derived_session_timeouts),
+        cmocka_unit_test(test_min_greater_than_max),
+        cmocka_unit_test(test_finish_checks_fields),
+        cmocka_unit_test(test_data_log_dir_default),
+        cmocka_unit_test(test_format),
+        cmocka_unit_test(test_format_round_trip),
+        cmocka_unit_test(test_usage_mentions_everything),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
