@@ -1,0 +1,718 @@
+/*
+ * Unit tests for tree/acl.c and tree/path.c: digest vectors, fixupACL rules,
+ * checkACL, jute encoding, reference counting, and path validation.
+ *
+ * Expected values come from ZooKeeper itself: digests from python3 hashlib +
+ * base64 (and DigestAuthenticationProvider.generateDigest for "super:test"),
+ * validity tables from running PathUtils.validatePath,
+ * DigestAuthenticationProvider.isValid and IPAuthenticationProvider.isValid
+ * of zookeeper-3.8.0.jar (IPv6 rules from ZooKeeper 3.9+ parseV6addr).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tree/tree.h"
+
+/* ---- helpers -------------------------------------------------------------- */
+
+static struct zk_str S(const char *s)
+{
+    return zk_str_c(s);
+}
+
+static struct zk_acl A(int32_t perms, const char *scheme, const char *id)
+{
+    struct zk_acl a = { perms, { S(scheme), S(id) } };
+    return a;
+}
+
+/* fixupACL on a one-entry list; returns the error code, frees any result. */
+static int fixup_one(int32_t perms, const char *scheme, const char *id, const struct tree_auth *auth)
+{
+    struct zk_acl item = A(perms, scheme, id);
+    struct zk_aclvec v = { 1, &item };
+    struct tree_acl *out = NULL;
+    int rc = tree_acl_from_request(&v, auth, &out);
+    if (rc == ZK_OK) {
+        assert_non_null(out);
+        tree_acl_unref(out);
+    }
+    return rc;
+}
+
+static struct tree_acl *fixup_ok(struct zk_acl *items, int32_t n, const struct tree_auth *auth)
+{
+    struct zk_aclvec v = { n, items };
+    struct tree_acl *out = NULL;
+    assert_int_equal(tree_acl_from_request(&v, auth, &out), ZK_OK);
+    assert_non_null(out);
+    return out;
+}
+
+static void assert_entry(const struct tree_acl *acl, int32_t i, int32_t perms, const char *scheme,
+                         const char *id)
+{
+    assert_true(i < acl->count);
+    assert_int_equal(acl->items[i].perms, perms);
+    assert_string_equal(acl->items[i].scheme, scheme);
+    assert_string_equal(acl->items[i].id, id);
+}
+
+/* ---- digest ---------------------------------------------------------------- */
+
+static void test_digest_vectors(void **state)
+{
+    static const struct {
+        const char *in;
+        size_t len;
+        const char *out;
+    } v[] = {
+        { "super:test", 10, "D/InIHSb7yEEbrWz8b9l71RjZJU=" },
+        { "", 0, "2jmj7l5rSw0yVb/vlWAYkK/YBwk=" },
+        { "a", 1, "hvfkN/qlp/zhXR3cuerq6jd2Z7g=" },
+        { "user:password", 13, "tpUq/4Pn5A64fVZyQ0gOJ8ZWqkY=" },
+        { "bob:secret", 10, "fyVmFCwVbTJYrznoSu1koqYEYF0=" },
+        { "\xc3\xbc:p\xc3\xa4", 6, "YaU0sS5YxKHLhFsvFFTao+h/xQ8=" },
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        char out[29];
+        memset(out, 'X', sizeof out);
+        tree_digest_of(v[i].in, v[i].len, out);
+        assert_string_equal(out, v[i].out);
+    }
+}
+
+/* Lengths around the SHA-1 padding boundaries (55, 56, 64, 119 bytes) and a
+ * multi-block input. */
+static void test_digest_block_boundaries(void **state)
+{
+    static const struct {
+        size_t len;
+        const char *out;
+    } v[] = {
+        { 55, "zvc0uoGgJEeeCetadbbdrmLmq/E=" },  { 56, "kBMFNnwlmVL056+DI/SA1Z+BM1s=" },
+        { 64, "uy+j7nr7n1TG37XQIfFLH/5AwWM=" },  { 119, "QwAyA5T37iObzc59O4vO4XOgzVw=" },
+        { 1000, "w++mkPo/3S4lJoU+7WcFOOoSdjg=" },
+    };
+    char buf[1000];
+    memset(buf, 'x', sizeof buf);
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        char out[29];
+        tree_digest_of(buf, v[i].len, out);
+        assert_string_equal(out, v[i].out);
+    }
+}
+
+/* ---- fixupACL -------------------------------------------------------------- */
+
+static void test_fixup_empty_or_null_is_invalid(void **state)
+{
+    struct tree_acl *out = NULL;
+    struct zk_aclvec empty = { 0, NULL };
+    struct zk_aclvec null_vec = { -1, NULL };
+    assert_int_equal(tree_acl_from_request(NULL, NULL, &out), ZK_EINVALIDACL);
+    assert_int_equal(tree_acl_from_request(&empty, NULL, &out), ZK_EINVALIDACL);
+    assert_int_equal(tree_acl_from_request(&null_vec, NULL, &out), ZK_EINVALIDACL);
+    assert_null(out);
+}
+
+static void test_fixup_open_acl_is_shared(void **state)
+{
+    struct zk_acl item = A(ZK_PERM_ALL, "world", "anyone");
+    struct tree_acl *acl = fixup_ok(&item, 1, NULL);
+    assert_ptr_equal(acl, tree_acl_open());
+    assert_int_equal(acl->count, 1);
+    assert_entry(acl, 0, ZK_PERM_ALL, "world", "anyone");
+    tree_acl_unref(acl);
+
+    /* world:anyone with fewer perms is a list of its own. */
+    item.perms = ZK_PERM_READ;
+    acl = fixup_ok(&item, 1, NULL);
+    assert_ptr_not_equal(acl, tree_acl_open());
+    assert_entry(acl, 0, ZK_PERM_READ, "world", "anyone");
+    tree_acl_unref(acl);
+}
+
+static void test_fixup_world_needs_anyone(void **state)
+{
+    assert_int_equal(fixup_one(ZK_PERM_ALL, "world", "anyone", NULL), ZK_OK);
+    assert_int_equal(fixup_one(ZK_PERM_ALL, "world", "everyone", NULL), ZK_EINVALIDACL);
+    assert_int_equal(fixup_one(ZK_PERM_ALL, "world", "", NULL), ZK_EINVALIDACL);
+    assert_int_equal(fixup_one(ZK_PERM_ALL, "world", NULL, NULL), ZK_EINVALIDACL);
+    assert_int_equal(fixup_one(ZK_PERM_ALL, "World", "anyone", NULL), ZK_EINVALIDACL);
+}
+
+static void test_fixup_unknown_or_null_scheme_is_invalid(void **state)
+{
+    static const char *const schemes[] = { "sasl", "x509", "super", "", "key", "DIGEST", "IP" };
+    for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++)
+        assert_int_equal(fixup_one(ZK_PERM_ALL, schemes[i], "a:b", NULL), ZK_EINVALIDACL);
+    assert_int_equal(fixup_one(ZK_PERM_ALL, NULL, "anyone", NULL), ZK_EINVALIDACL);
+}
+
+static void test_fixup_digest_ids(void **state)
+{
+    /* DigestAuthenticationProvider.isValid: id.split(":").length == 2 */
+    static const struct {
+        const char *id;
+        int rc;
+    } v[] = {
+        { "u:h", ZK_OK },           { ":h", ZK_OK },
+        { "u:h:", ZK_OK },          { "u:h::", ZK_OK },
+        { "u:", ZK_EINVALIDACL },   { "u", ZK_EINVALIDACL },
+        { "a:b:c", ZK_EINVALIDACL }, { "::h", ZK_EINVALIDACL },
+        { ":", ZK_EINVALIDACL },    { "::", ZK_EINVALIDACL },
+        { "", ZK_EINVALIDACL },     { "u::h", ZK_EINVALIDACL },
+        { "super:D/InIHSb7yEEbrWz8b9l71RjZJU=", ZK_OK },
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        int rc = fixup_one(ZK_PERM_READ, "digest", v[i].id, NULL);
+        if (rc != v[i].rc)
+            fail_msg("digest id '%s': got %d want %d", v[i].id, rc, v[i].rc);
+    }
+    assert_int_equal(fixup_one(ZK_PERM_READ, "digest", NULL, NULL), ZK_EINVALIDACL);
+}
+
+static void test_fixup_ip_ids(void **state)
+{
+    static const struct {
+        const char *id;
+        int rc;
+    } v[] = {
+        /* IPv4, as zookeeper-3.8.0.jar's IPAuthenticationProvider.isValid */
+        { "1.2.3.4", ZK_OK },
+        { "1.2.3.4/0", ZK_OK },
+        { "1.2.3.4/32", ZK_OK },
+        { "+1.2.3.4", ZK_OK },
+        { "-0.0.0.0", ZK_OK },
+        { "010.0.0.1", ZK_OK },
+        { "1.2.3.4/+8", ZK_OK },
+        { "1.2.3.4/08", ZK_OK },
+        { "1.2.3.4/33", ZK_EINVALIDACL },
+        { "1.2.3.4/-1", ZK_EINVALIDACL },
+        { "1.2.3.4/", ZK_EINVALIDACL },
+        { "1.2.3", ZK_EINVALIDACL },
+        { "1.2.3.4.5", ZK_EINVALIDACL },
+        { "256.1.1.1", ZK_EINVALIDACL },
+        { "1.2.3.4/8/9", ZK_EINVALIDACL },
+        { "a.b.c.d", ZK_EINVALIDACL },
+        { "1..3.4", ZK_EINVALIDACL },
+        { "", ZK_EINVALIDACL },
+        { " 1.2.3.4", ZK_EINVALIDACL },
+        { "localhost", ZK_EINVALIDACL },
+        /* IPv6, as ZooKeeper 3.9+ parseV6addr */
+        { "::1", ZK_OK },
+        { "::", ZK_OK },
+        { "1:2:3:4:5:6:7:8", ZK_OK },
+        { "2001:db8::/32", ZK_OK },
+        { "fe80::1/64", ZK_OK },
+        { "FE80::ABCD", ZK_OK },
+        { "1:2:3:4:5:6:7::", ZK_OK },
+        { "::2:3:4:5:6:7:8", ZK_OK },
+        { "::1/128", ZK_OK },
+        { "::1/129", ZK_EINVALIDACL },
+        { "1:2:3:4:5:6:7", ZK_EINVALIDACL },
+        { "1:2:3:4:5:6:7:8:9", ZK_EINVALIDACL },
+        { "1:2:3:4:5:6:7:8::", ZK_EINVALIDACL },
+        { "1::2::3", ZK_EINVALIDACL },
+        { ":::", ZK_EINVALIDACL },
+        { "12345::", ZK_EINVALIDACL },
+        { "g::1", ZK_EINVALIDACL },
+        { ":1:2:3:4:5:6:7", ZK_EINVALIDACL },
+        { "::ffff:1.2.3.4", ZK_EINVALIDACL },
+        { "fe80::1%eth0", ZK_EINVALIDACL },
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        int rc = fixup_one(ZK_PERM_READ, "ip", v[i].id, NULL);
+        if (rc != v[i].rc)
+            fail_msg("ip id '%s': got %d want %d", v[i].id, rc, v[i].rc);
+    }
+}
+
+static void test_fixup_auth_expands_digest_ids(void **state)
+{
+    static const struct tree_authid ids[] = {
+        { "ip", "127.0.0.1" },
+        { "digest", "bob:fyVmFCwVbTJYrznoSu1koqYEYF0=" },
+        { "super", "" },
+        { "digest", "alice:hvfkN/qlp/zhXR3cuerq6jd2Z7g=" },
+    };
+    struct tree_auth auth = { ids, 4, "127.0.0.1", false };
+    struct zk_acl items[] = {
+        A(ZK_PERM_READ, "world", "anyone"),
+        A(ZK_PERM_READ | ZK_PERM_WRITE, "auth", "ignored"),
+        A(ZK_PERM_ADMIN, "ip", "10.0.0.0/8"),
+    };
+    struct tree_acl *acl = fixup_ok(items, 3, &auth);
+    assert_int_equal(acl->count, 4);
+    assert_entry(acl, 0, ZK_PERM_READ, "world", "anyone");
+    assert_entry(acl, 1, ZK_PERM_READ | ZK_PERM_WRITE, "digest", "bob:fyVmFCwVbTJYrznoSu1koqYEYF0=");
+    assert_entry(acl, 2, ZK_PERM_READ | ZK_PERM_WRITE, "digest",
+                 "alice:hvfkN/qlp/zhXR3cuerq6jd2Z7g=");
+    assert_entry(acl, 3, ZK_PERM_ADMIN, "ip", "10.0.0.0/8");
+    tree_acl_unref(acl);
+}
+
+static void test_fixup_auth_without_digest_is_invalid(void **state)
+{
+    static const struct tree_authid ids[] = { { "ip", "127.0.0.1" }, { "super", "" } };
+    struct tree_auth auth = { ids, 2, "127.0.0.1", true };
+    struct tree_auth none = { NULL, 0, "127.0.0.1", false };
+    assert_int_equal(fixup_one(ZK_PERM_ALL, "auth", "", &auth), ZK_EINVALIDACL);
+    assert_int_equal(fixup_one(ZK_PERM_ALL, "auth", "", &none), ZK_EINVALIDACL);
+    assert_int_equal(fixup_one(ZK_PERM_ALL, "auth", "", NULL), ZK_EINVALIDACL);
+}
+
+/* removeDuplicates runs before validation and compares whole entries. */
+static void test_fixup_removes_duplicates(void **state)
+{
+    struct zk_acl items[] = {
+        A(ZK_PERM_READ, "world", "anyone"), A(ZK_PERM_ALL, "digest", "u:h"),
+        A(ZK_PERM_READ, "world", "anyone"), A(ZK_PERM_WRITE, "digest", "u:h"),
+        A(ZK_PERM_ALL, "digest", "u:h"),
+    };
+    struct tree_acl *acl = fixup_ok(items, 5, NULL);
+    assert_int_equal(acl->count, 3);
+    assert_entry(acl, 0, ZK_PERM_READ, "world", "anyone");
+    assert_entry(acl, 1, ZK_PERM_ALL, "digest", "u:h");
+    assert_entry(acl, 2, ZK_PERM_WRITE, "digest", "u:h");
+    tree_acl_unref(acl);
+
+    /* Repeated world:anyone ALL collapses to the shared open list. */
+    struct zk_acl open2[] = { A(ZK_PERM_ALL, "world", "anyone"), A(ZK_PERM_ALL, "world", "anyone") };
+    acl = fixup_ok(open2, 2, NULL);
+    assert_ptr_equal(acl, tree_acl_open());
+}
+
+/* One bad entry anywhere rejects the whole list. */
+static void test_fixup_one_bad_entry_rejects_all(void **state)
+{
+    struct zk_acl items[] = { A(ZK_PERM_ALL, "world", "anyone"), A(ZK_PERM_ALL, "digest", "nocolon") };
+    struct zk_aclvec v = { 2, items };
+    struct tree_acl *out = NULL;
+    assert_int_equal(tree_acl_from_request(&v, NULL, &out), ZK_EINVALIDACL);
+    assert_null(out);
+}
+
+/* ZooKeeper does not range-check perms: whatever int the client sends is kept. */
+static void test_fixup_keeps_perms_as_sent(void **state)
+{
+    struct zk_acl items[] = { A(0, "digest", "u:h"), A(0x7fffffff, "ip", "1.2.3.4") };
+    struct tree_acl *acl = fixup_ok(items, 2, NULL);
+    assert_entry(acl, 0, 0, "digest", "u:h");
+    assert_entry(acl, 1, 0x7fffffff, "ip", "1.2.3.4");
+    tree_acl_unref(acl);
+}
+
+static void test_fixup_rejects_nul_bytes_and_oversize(void **state)
+{
+    struct zk_acl item = { ZK_PERM_ALL, { S("digest"), { "u:h\0x", 5 } } };
+    struct zk_aclvec v = { 1, &item };
+    struct tree_acl *out = NULL;
+    assert_int_equal(tree_acl_from_request(&v, NULL, &out), ZK_EINVALIDACL);
+
+    struct zk_acl *many = calloc(TREE_ACL_MAX + 1, sizeof *many);
+    assert_non_null(many);
+    for (int i = 0; i < TREE_ACL_MAX + 1; i++)
+        many[i] = A(ZK_PERM_ALL, "world", "anyone");
+    struct zk_aclvec big = { TREE_ACL_MAX + 1, many };
+    assert_int_equal(tree_acl_from_request(&big, NULL, &out), ZK_EINVALIDACL);
+    /* At the limit it is fine (and collapses to one entry). */
+    big.count = TREE_ACL_MAX;
+    assert_int_equal(tree_acl_from_request(&big, NULL, &out), ZK_OK);
+    assert_ptr_equal(out, tree_acl_open());
+    free(many);
+}
+
+/* ---- checkACL -------------------------------------------------------------- */
+
+static void test_permits_null_and_empty(void **state)
+{
+    struct tree_acl empty = { 0, NULL, 1 };
+    assert_true(tree_acl_permits(NULL, ZK_PERM_ADMIN, NULL));
+    assert_true(tree_acl_permits(&empty, ZK_PERM_ADMIN, NULL));
+}
+
+static void test_permits_world(void **state)
+{
+    struct zk_acl item = A(ZK_PERM_READ | ZK_PERM_CREATE, "world", "anyone");
+    struct tree_acl *acl = fixup_ok(&item, 1, NULL);
+    struct tree_auth anon = { NULL, 0, "10.0.0.1", false };
+    assert_true(tree_acl_permits(acl, ZK_PERM_READ, &anon));
+    assert_true(tree_acl_permits(acl, ZK_PERM_CREATE, NULL));
+    assert_false(tree_acl_permits(acl, ZK_PERM_WRITE, &anon));
+    assert_false(tree_acl_permits(acl, ZK_PERM_DELETE, NULL));
+    assert_false(tree_acl_permits(acl, ZK_PERM_ADMIN, &anon));
+    tree_acl_unref(acl);
+    assert_true(tree_acl_permits(tree_acl_open(), ZK_PERM_ADMIN, NULL));
+}
+
+static void test_permits_digest(void **state)
+{
+    const char *bob = "bob:fyVmFCwVbTJYrznoSu1koqYEYF0=";
+    struct zk_acl item = A(ZK_PERM_READ | ZK_PERM_WRITE, "digest", bob);
+    struct tree_acl *acl = fixup_ok(&item, 1, NULL);
+
+    struct tree_authid good[] = { { "ip", "127.0.0.1" }, { "digest", bob } };
+    struct tree_authid wrong_hash[] = { { "digest", "bob:hvfkN/qlp/zhXR3cuerq6jd2Z7g=" } };
+    struct tree_authid wrong_scheme[] = { { "ip", bob }, { "auth", bob } };
+    struct tree_auth a_good = { good, 2, "127.0.0.1", false };
+    struct tree_auth a_wrong_hash = { wrong_hash, 1, "127.0.0.1", false };
+    struct tree_auth a_wrong_scheme = { wrong_scheme, 2, "127.0.0.1", false };
+
+    assert_true(tree_acl_permits(acl, ZK_PERM_READ, &a_good));
+    assert_true(tree_acl_permits(acl, ZK_PERM_WRITE, &a_good));
+    assert_false(tree_acl_permits(acl, ZK_PERM_DELETE, &a_good));
+    assert_false(tree_acl_permits(acl, ZK_PERM_READ, &a_wrong_hash));
+    assert_false(tree_acl_permits(acl, ZK_PERM_READ, &a_wrong_scheme));
+    assert_false(tree_acl_permits(acl, ZK_PERM_READ, NULL));
+    tree_acl_unref(acl);
+}
+
+static void test_permits_super(void **state)
+{
+    struct zk_acl item = A(ZK_PERM_READ, "digest", "u:h");
+    struct tree_acl *acl = fixup_ok(&item, 1, NULL);
+    struct tree_auth flag = { NULL, 0, NULL, true };
+    struct tree_authid ids[] = { { "digest", "super:D/InIHSb7yEEbrWz8b9l71RjZJU=" }, { "super", "" } };
+    struct tree_auth by_id = { ids, 2, NULL, false };
+    struct tree_auth digest_only = { ids, 1, NULL, false };
+    assert_true(tree_acl_permits(acl, ZK_PERM_ADMIN, &flag));
+    assert_true(tree_acl_permits(acl, ZK_PERM_DELETE, &by_id));
+    assert_false(tree_acl_permits(acl, ZK_PERM_READ, &digest_only));
+    tree_acl_unref(acl);
+}
+
+static bool ip_permits(const char *acl_id, const char *peer)
+{
+    struct zk_acl item = A(ZK_PERM_READ, "ip", acl_id);
+    struct tree_acl *acl = fixup_ok(&item, 1, NULL);
+    struct tree_auth auth = { NULL, 0, peer, false };
+    bool ok = tree_acl_permits(acl, ZK_PERM_READ, &auth);
+    tree_acl_unref(acl);
+    return ok;
+}
+
+static void test_permits_ip(void **state)
+{
+    assert_true(ip_permits("127.0.0.1", "127.0.0.1"));
+    assert_false(ip_permits("127.0.0.1", "127.0.0.2"));
+    assert_true(ip_permits("10.0.0.0/8", "10.1.2.3"));
+    assert_false(ip_permits("10.0.0.0/8", "11.1.2.3"));
+    assert_true(ip_permits("10.1.2.0/23", "10.1.2.3"));
+    assert_true(ip_permits("10.1.2.0/23", "10.1.3.3"));
+    assert_false(ip_permits("10.1.2.0/23", "10.1.4.3"));
+    assert_true(ip_permits("10.1.2.99/24", "10.1.2.3")); /* host bits of the ACL are masked */
+    assert_true(ip_permits("0.0.0.0/0", "203.0.113.7"));
+    assert_false(ip_permits("0.0.0.0/0", "::1")); /* families never mix */
+    assert_false(ip_permits("127.0.0.1", NULL));
+    assert_false(ip_permits("127.0.0.1", "garbage"));
+
+    assert_true(ip_permits("::1", "::1"));
+    assert_true(ip_permits("::1", "0:0:0:0:0:0:0:1"));
+    assert_false(ip_permits("::1", "127.0.0.1"));
+    assert_true(ip_permits("2001:db8::/32", "2001:db8:1::5"));
+    assert_false(ip_permits("2001:db8::/32", "2001:db9::1"));
+    assert_true(ip_permits("fe80::/10", "febf::1"));
+    assert_false(ip_permits("fe80::/10", "fec0::1"));
+    assert_true(ip_permits("::/0", "2001:db8::1"));
+}
+
+/* The ip scheme also matches "ip" identities the caller holds. */
+static void test_permits_ip_from_auth_ids(void **state)
+{
+    struct zk_acl item = A(ZK_PERM_WRITE, "ip", "192.0.2.0/24");
+    struct tree_acl *acl = fixup_ok(&item, 1, NULL);
+    struct tree_authid ids[] = { { "ip", "192.0.2.55" } };
+    struct tree_auth auth = { ids, 1, "198.51.100.1", false };
+    assert_true(tree_acl_permits(acl, ZK_PERM_WRITE, &auth));
+    auth.count = 0;
+    assert_false(tree_acl_permits(acl, ZK_PERM_WRITE, &auth));
+    tree_acl_unref(acl);
+}
+
+/* Perm bits select entries: the matching identity must sit on an entry
+ * that grants the asked bit. */
+static void test_permits_picks_entry_by_perm(void **state)
+{
+    struct zk_acl items[] = { A(ZK_PERM_READ, "world", "anyone"),
+                              A(ZK_PERM_WRITE, "digest", "u:h"),
+                              A(ZK_PERM_DELETE, "ip", "10.0.0.0/8") };
+    struct tree_acl *acl = fixup_ok(items, 3, NULL);
+    struct tree_authid ids[] = { { "digest", "u:h" } };
+    struct tree_auth auth = { ids, 1, "192.168.1.1", false };
+    assert_true(tree_acl_permits(acl, ZK_PERM_READ, &auth));
+    assert_true(tree_acl_permits(acl, ZK_PERM_WRITE, &auth));
+    assert_false(tree_acl_permits(acl, ZK_PERM_DELETE, &auth));
+    auth.peer_ip = "10.9.9.9";
+    assert_true(tree_acl_permits(acl, ZK_PERM_DELETE, &auth));
+    assert_false(tree_acl_permits(acl, ZK_PERM_ADMIN, &auth));
+    tree_acl_unref(acl);
+}
+
+/* ---- encoding ---------------------------------------------------------------- */
+
+static int32_t get_be32(const uint8_t *p)
+{
+    return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
+}
+
+/* Reads a jute string at *off and checks it equals want. */
+static void expect_str(const struct zk_wbuf *w, size_t *off, const char *want)
+{
+    int32_t n = get_be32(w->p + *off);
+    assert_int_equal(n, (int32_t)strlen(want));
+    assert_memory_equal(w->p + *off + 4, want, (size_t)n);
+    *off += 4 + (size_t)n;
+}
+
+static void test_put_encodes_jute_vector(void **state)
+{
+    struct zk_acl items[] = { A(ZK_PERM_READ, "world", "anyone"), A(ZK_PERM_ALL, "digest", "u:h") };
+    struct tree_acl *acl = fixup_ok(items, 2, NULL);
+    struct zk_wbuf w;
+    zk_wbuf_init(&w);
+    tree_acl_put(&w, acl);
+    assert_false(w.err);
+    size_t off = 0;
+    assert_int_equal(get_be32(w.p), 2);
+    off += 4;
+    assert_int_equal(get_be32(w.p + off), ZK_PERM_READ);
+    off += 4;
+    expect_str(&w, &off, "world");
+    expect_str(&w, &off, "anyone");
+    assert_int_equal(get_be32(w.p + off), ZK_PERM_ALL);
+    off += 4;
+    expect_str(&w, &off, "digest");
+    expect_str(&w, &off, "u:h");
+    assert_int_equal(off, w.len);
+    tree_acl_unref(acl);
+
+    /* A NULL ACL encodes as OPEN_ACL_UNSAFE. */
+    zk_wbuf_reset(&w);
+    tree_acl_put(&w, NULL);
+    off = 0;
+    assert_int_equal(get_be32(w.p), 1);
+    assert_int_equal(get_be32(w.p + 4), ZK_PERM_ALL);
+    off = 8;
+    expect_str(&w, &off, "world");
+    expect_str(&w, &off, "anyone");
+    assert_int_equal(off, w.len);
+    zk_wbuf_free(&w);
+}
+
+/* ---- reference counting ------------------------------------------------------ */
+
+static void test_refcount(void **state)
+{
+    struct zk_acl item = A(ZK_PERM_READ, "digest", "u:h");
+    struct tree_acl *acl = fixup_ok(&item, 1, NULL);
+    assert_int_equal(acl->refs_, 1);
+    assert_ptr_equal(tree_acl_ref(acl), acl);
+    assert_ptr_equal(tree_acl_ref(acl), acl);
+    assert_int_equal(acl->refs_, 3);
+    tree_acl_unref(acl);
+    tree_acl_unref(acl);
+    assert_int_equal(acl->refs_, 1);
+    assert_string_equal(acl->items[0].id, "u:h");
+    tree_acl_unref(acl); /* frees: ASan reports a leak otherwise */
+
+    assert_null(tree_acl_ref(NULL));
+    tree_acl_unref(NULL);
+}
+
+static void test_open_acl_ignores_refcount(void **state)
+{
+    struct tree_acl *open = tree_acl_open();
+    unsigned long before = open->refs_;
+    for (int i = 0; i < 10; i++)
+        tree_acl_unref(tree_acl_open());
+    assert_ptr_equal(tree_acl_ref(open), open);
+    assert_int_equal(open->refs_, before);
+    assert_entry(open, 0, ZK_PERM_ALL, "world", "anyone");
+}
+
+#define RACE_ITERATIONS 200000
+
+static void *ref_unref_loop(void *arg)
+{
+    struct tree_acl *acl = arg;
+    for (int i = 0; i < RACE_ITERATIONS; i++) {
+        tree_acl_ref(acl);
+        tree_acl_unref(acl);
+    }
+    return NULL;
+}
+
+/* Two threads racing ref/unref leave the count where it started. */
+static void test_refcount_is_atomic(void **state)
+{
+    struct zk_acl item = A(ZK_PERM_READ, "digest", "u:h");
+    struct tree_acl *acl = fixup_ok(&item, 1, NULL);
+    pthread_t t1, t2;
+    assert_int_equal(pthread_create(&t1, NULL, ref_unref_loop, acl), 0);
+    assert_int_equal(pthread_create(&t2, NULL, ref_unref_loop, acl), 0);
+    assert_int_equal(pthread_join(t1, NULL), 0);
+    assert_int_equal(pthread_join(t2, NULL), 0);
+    assert_int_equal(acl->refs_, 1);
+    tree_acl_unref(acl);
+}
+
+/* ---- paths --------------------------------------------------------------------- */
+
+struct path_case {
+    const char *path;
+    size_t len; /* 0: strlen(path) */
+    int rc;
+};
+
+static void test_path_table(void **state)
+{
+    /* Each row was checked against PathUtils.validatePath of zookeeper-3.8.0
+     * (with the path given as the Java string the UTF-8 bytes decode to). */
+    static const struct path_case v[] = {
+        { "/", 0, ZK_OK },
+        { "/a", 0, ZK_OK },
+        { "/a/b/c", 0, ZK_OK },
+        { "/zookeeper", 0, ZK_OK },
+        { "/...", 0, ZK_OK },
+        { "/.a", 0, ZK_OK },
+        { "/a.", 0, ZK_OK },
+        { "/..a", 0, ZK_OK },
+        { "/a..", 0, ZK_OK },
+        { "/a/.b/c..", 0, ZK_OK },
+        { "/ ", 0, ZK_OK },
+        { "/~", 0, ZK_OK },
+        { "/a-b_c:d@e", 0, ZK_OK },
+        { "a", 0, ZK_EBADARGUMENTS },
+        { "a/b", 0, ZK_EBADARGUMENTS },
+        { "/a/", 0, ZK_EBADARGUMENTS },
+        { "//", 0, ZK_EBADARGUMENTS },
+        { "/a//b", 0, ZK_EBADARGUMENTS },
+        { "/.", 0, ZK_EBADARGUMENTS },
+        { "/..", 0, ZK_EBADARGUMENTS },
+        { "/a/.", 0, ZK_EBADARGUMENTS },
+        { "/a/..", 0, ZK_EBADARGUMENTS },
+        { "/a/./b", 0, ZK_EBADARGUMENTS },
+        { "/a/../b", 0, ZK_EBADARGUMENTS },
+        { "/a\x01", 0, ZK_EBADARGUMENTS },
+        { "/\x1f", 0, ZK_EBADARGUMENTS },
+        { "/\t", 0, ZK_EBADARGUMENTS },
+        { "/\x7f", 0, ZK_EBADARGUMENTS },
+        { "/a\0b", 4, ZK_EBADARGUMENTS },
+        { "/\0", 2, ZK_EBADARGUMENTS },
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        size_t len = v[i].len ? v[i].len : strlen(v[i].path);
+        int rc = tree_path_validate(v[i].path, len);
+        if (rc != v[i].rc)
+            fail_msg("path row %zu '%s': got %d want %d", i, v[i].path, rc, v[i].rc);
+    }
+}
+
+static void test_path_unicode_ranges(void **state)
+{
+    static const struct path_case v[] = {
+        { "/\xc3\xa9t\xc3\xa9", 0, ZK_OK },    /* "été" */
+        { "/\xc2\xa0", 0, ZK_OK },             /* U+00A0, first after C1 */
+        { "/\xc2\x80", 0, ZK_EBADARGUMENTS },  /* U+0080 */
+        { "/\xc2\x9f", 0, ZK_EBADARGUMENTS },  /* U+009F */
+        { "/\xed\x9f\xbf", 0, ZK_OK },         /* U+D7FF */
+        { "/\xef\xa3\xbf", 0, ZK_EBADARGUMENTS }, /* U+F8FF private use */
+        { "/\xee\x80\x80", 0, ZK_EBADARGUMENTS }, /* U+E000 private use */
+        { "/\xef\xa4\x80", 0, ZK_OK },         /* U+F900 */
+        { "/\xef\xbf\xaf", 0, ZK_OK },         /* U+FFEF */
+        { "/\xef\xbf\xb0", 0, ZK_EBADARGUMENTS }, /* U+FFF0 */
+        { "/\xef\xbf\xbd", 0, ZK_EBADARGUMENTS }, /* U+FFFD */
+        { "/\xef\xbf\xbf", 0, ZK_EBADARGUMENTS }, /* U+FFFF */
+        { "/\xf0\x9f\x98\x80", 0, ZK_EBADARGUMENTS }, /* U+1F600: a surrogate pair in Java */
+        { "/\xe4\xb8\xad/\xe6\x96\x87", 0, ZK_OK },   /* CJK segments */
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        int rc = tree_path_validate(v[i].path, strlen(v[i].path));
+        if (rc != v[i].rc)
+            fail_msg("unicode row %zu: got %d want %d", i, rc, v[i].rc);
+    }
+}
+
+static void test_path_malformed_utf8(void **state)
+{
+    static const char *const v[] = {
+        "/\xc3",             /* truncated two-byte */
+        "/\xe4\xb8",         /* truncated three-byte */
+        "/\x80",             /* lone continuation */
+        "/a\xbf",            /* lone continuation */
+        "/\xc0\xaf",         /* overlong '/' */
+        "/\xc1\xbf",         /* overlong */
+        "/\xe0\x80\xaf",     /* overlong three-byte */
+        "/\xed\xa0\x80",     /* encoded surrogate U+D800 */
+        "/\xed\xbf\xbf",     /* encoded surrogate U+DFFF */
+        "/\xc3\x28",         /* bad continuation */
+        "/\xf8\x88\x80\x80", /* five-byte form */
+        "/\xff",
+        "/\xfe",
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        int rc = tree_path_validate(v[i], strlen(v[i]));
+        if (rc != ZK_EBADARGUMENTS)
+            fail_msg("malformed row %zu accepted", i);
+    }
+}
+
+static void test_path_length_limits(void **state)
+{
+    char *p = malloc(TREE_PATH_MAX + 2);
+    assert_non_null(p);
+    memset(p, 'a', TREE_PATH_MAX + 1);
+    p[0] = '/';
+    assert_int_equal(tree_path_validate(p, TREE_PATH_MAX), ZK_OK);
+    assert_int_equal(tree_path_validate(p, TREE_PATH_MAX + 1), ZK_EBADARGUMENTS);
+    free(p);
+    assert_int_equal(tree_path_validate("", 0), ZK_EBADARGUMENTS);
+    assert_int_equal(tree_path_validate(NULL, 0), ZK_EBADARGUMENTS);
+    /* Only len bytes count: "/a/" cut at 2 is "/a". */
+    assert_int_equal(tree_path_validate("/a/", 2), ZK_OK);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_digest_vectors),
+        cmocka_unit_test(test_digest_block_boundaries),
+        cmocka_unit_test(test_fixup_empty_or_null_is_invalid),
+        cmocka_unit_test(test_fixup_open_acl_is_shared),
+        cmocka_unit_test(test_fixup_world_needs_anyone),
+        cmocka_unit_test(test_fixup_unknown_or_null_scheme_is_invalid),
+        cmocka_unit_test(test_fixup_digest_ids),
+        cmocka_unit_test(test_fixup_ip_ids),
+        cmocka_unit_test(test_fixup_auth_expands_digest_ids),
+        cmocka_unit_test(test_fixup_auth_without_digest_is_invalid),
+        cmocka_unit_test(test_fixup_removes_duplicates),
+        cmocka_unit_test(test_fixup_one_bad_entry_rejects_all),
+        cmocka_unit_test(test_fixup_keeps_perms_as_sent),
+        cmocka_unit_test(test_fixup_rejects_nul_bytes_and_oversize),
+        cmocka_unit_test(test_permits_null_and_empty),
+        cmocka_unit_test(test_permits_world),
+        cmocka_unit_test(test_permits_digest),
+        cmocka_unit_test(test_permits_super),
+        cmocka_unit_test(test_permits_ip),
+        cmocka_unit_test(test_permits_ip_from_auth_ids),
+        cmocka_unit_test(test_permits_picks_entry_by_perm),
+        cmocka_unit_test(test_put_encodes_jute_vector),
+        cmocka_unit_test(test_refcount),
+        cmocka_unit_test(test_open_acl_ignores_refcount),
+        cmocka_unit_test(test_refcount_is_atomic),
+        cmocka_unit_test(test_path_table),
+        cmocka_unit_test(test_path_unicode_ranges),
+        cmocka_unit_test(test_path_malformed_utf8),
+        cmocka_unit_test(test_path_length_limits),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

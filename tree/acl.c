@@ -1,0 +1,622 @@
+/*
+ * acl.c — ZooKeeper ACLs: validation of client lists (fixupACL), permission
+ * checks (checkACL), jute encoding, reference counting, and the digest
+ * scheme's hash (SHA-1 + base64, written here from FIPS 180-4 and RFC 4648
+ * so the tree module needs no crypto library).
+ *
+ * Threading: every function here is pure except tree_acl_ref/unref, which
+ * touch the atomic reference count and may run on any thread (unref also on
+ * liburcu's call_rcu thread). Lists are immutable once built.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tree/tree.h"
+
+/* ---- SHA-1 (FIPS 180-4, section 6.1) ---------------------------------- */
+
+struct sha1 {
+    uint32_t h[5];
+    uint64_t total_bytes;
+    uint8_t block[64];
+    size_t block_len;
+};
+
+static uint32_t rotl32(uint32_t x, unsigned n)
+{
+    return (x << n) | (x >> (32 - n));
+}
+
+static void sha1_init(struct sha1 *s)
+{
+    s->h[0] = 0x67452301u;
+    s->h[1] = 0xEFCDAB89u;
+    s->h[2] = 0x98BADCFEu;
+    s->h[3] = 0x10325476u;
+    s->h[4] = 0xC3D2E1F0u;
+    s->total_bytes = 0;
+    s->block_len = 0;
+}
+
+/* One 512-bit block: message schedule of 80 words, then 80 rounds whose
+ * function and constant change every 20 rounds (Ch, Parity, Maj, Parity). */
+static void sha1_compress(uint32_t h[5], const uint8_t block[64])
+{
+    uint32_t w[80];
+    for (int t = 0; t < 16; t++)
+        w[t] = (uint32_t)block[4 * t] << 24 | (uint32_t)block[4 * t + 1] << 16 |
+               (uint32_t)block[4 * t + 2] << 8 | (uint32_t)block[4 * t + 3];
+    for (int t = 16; t < 80; t++)
+        w[t] = rotl32(w[t - 3] ^ w[t - 8] ^ w[t - 14] ^ w[t - 16], 1);
+
+    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
+    for (int t = 0; t < 80; t++) {
+        uint32_t f, k;
+        if (t < 20) {
+            f = (b & c) | (~b & d);
+            k = 0x5A827999u;
+        } else if (t < 40) {
+            f = b ^ c ^ d;
+            k = 0x6ED9EBA1u;
+        } else if (t < 60) {
+            f = (b & c) | (b & d) | (c & d);
+            k = 0x8F1BBCDCu;
+        } else {
+            f = b ^ c ^ d;
+            k = 0xCA62C1D6u;
+        }
+        uint32_t tmp = rotl32(a, 5) + f + e + k + w[t];
+        e = d;
+        d = c;
+        c = rotl32(b, 30);
+        b = a;
+        a = tmp;
+    }
+    h[0] += a;
+    h[1] += b;
+    h[2] += c;
+    h[3] += d;
+    h[4] += e;
+}
+
+static void sha1_update(struct sha1 *s, const uint8_t *p, size_t len)
+{
+    s->total_bytes += len;
+    while (len > 0) {
+        size_t take = 64 - s->block_len;
+        if (take > len)
+            take = len;
+        memcpy(s->block + s->block_len, p, take);
+        s->block_len += take;
+        p += take;
+        len -= take;
+        if (s->block_len == 64) {
+            sha1_compress(s->h, s->block);
+            s->block_len = 0;
+        }
+    }
+}
+
+/* Padding (5.1.1): a 1 bit, zeros up to 56 mod 64 bytes, then the message
+ * length in bits as a big-endian 64-bit integer. */
+static void sha1_final(struct sha1 *s, uint8_t out[20])
+{
+    uint64_t bits = s->total_bytes * 8;
+    uint8_t pad[72] = { 0x80 };
+    size_t pad_len = (s->block_len < 56) ? 56 - s->block_len : 120 - s->block_len;
+    for (int i = 0; i < 8; i++)
+        pad[pad_len + (size_t)i] = (uint8_t)(bits >> (56 - 8 * i));
+    sha1_update(s, pad, pad_len + 8);
+    for (int i = 0; i < 5; i++) {
+        out[4 * i] = (uint8_t)(s->h[i] >> 24);
+        out[4 * i + 1] = (uint8_t)(s->h[i] >> 16);
+        out[4 * i + 2] = (uint8_t)(s->h[i] >> 8);
+        out[4 * i + 3] = (uint8_t)s->h[i];
+    }
+}
+
+/* ---- base64 (RFC 4648 section 4, with '=' padding) --------------------- */
+
+/* Encodes n bytes into out, which must hold 4 * ceil(n / 3) + 1 bytes. */
+static void base64_encode(const uint8_t *in, size_t n, char *out)
+{
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16;
+        if (i + 1 < n)
+            v |= (uint32_t)in[i + 1] << 8;
+        if (i + 2 < n)
+            v |= in[i + 2];
+        out[o++] = alphabet[(v >> 18) & 63];
+        out[o++] = alphabet[(v >> 12) & 63];
+        out[o++] = (i + 1 < n) ? alphabet[(v >> 6) & 63] : '=';
+        out[o++] = (i + 2 < n) ? alphabet[v & 63] : '=';
+    }
+    out[o] = '\0';
+}
+
+/* DigestAuthenticationProvider.generateDigest hashes the whole "user:password"
+ * string and keeps the user part in clear; callers build "user:" + out. */
+void tree_digest_of(const char *user_colon_password, size_t len, char out[29])
+{
+    struct sha1 s;
+    uint8_t md[20];
+    sha1_init(&s);
+    sha1_update(&s, (const uint8_t *)user_colon_password, len);
+    sha1_final(&s, md);
+    base64_encode(md, sizeof md, out);
+}
+
+/* ---- lifetime ------------------------------------------------------------ */
+
+static struct tree_acl_entry open_acl_entry = { ZK_PERM_ALL, (char *)"world", (char *)"anyone" };
+static struct tree_acl open_acl = { 1, &open_acl_entry, 1 };
+
+/* The static world:anyone ALL list (ZooDefs.Ids.OPEN_ACL_UNSAFE). Most nodes
+ * carry it, so every such node shares this one list and never counts refs. */
+struct tree_acl *tree_acl_open(void)
+{
+    return &open_acl;
+}
+
+struct tree_acl *tree_acl_ref(struct tree_acl *acl)
+{
+    if (acl != NULL && acl != &open_acl)
+        __atomic_add_fetch(&acl->refs_, 1, __ATOMIC_RELAXED);
+    return acl;
+}
+
+/* Frees strings, items and the list itself, each allocated separately (the
+ * ownership tree.h documents), so lists built elsewhere free the same way. */
+static void acl_free(struct tree_acl *acl)
+{
+    for (int32_t i = 0; i < acl->count; i++) {
+        free(acl->items[i].scheme);
+        free(acl->items[i].id);
+    }
+    free(acl->items);
+    free(acl);
+}
+
+/* Drops one reference; the last one frees. Acquire-release ordering makes
+ * every earlier use of the list by other threads happen before the free. */
+void tree_acl_unref(struct tree_acl *acl)
+{
+    if (acl == NULL || acl == &open_acl)
+        return;
+    if (__atomic_sub_fetch(&acl->refs_, 1, __ATOMIC_ACQ_REL) == 0)
+        acl_free(acl);
+}
+
+/* ---- small string helpers ------------------------------------------------ */
+
+static bool str_is(struct zk_str s, const char *lit)
+{
+    size_t n = strlen(lit);
+    return s.len >= 0 && (size_t)s.len == n && memcmp(s.ptr, lit, n) == 0;
+}
+
+/* Java's Integer.parseInt(s, radix): optional '+' or '-', at least one digit,
+ * result within int32. ZooKeeper parses address parts and mask bits with it,
+ * so "010" is ten and "+8" is eight there too. */
+static bool java_parse_int(const char *s, size_t n, int radix, int32_t *out)
+{
+    size_t i = 0;
+    bool neg = false;
+    if (n > 0 && (s[0] == '+' || s[0] == '-')) {
+        neg = s[0] == '-';
+        i = 1;
+    }
+    if (i == n)
+        return false;
+    int64_t v = 0;
+    for (; i < n; i++) {
+        int d;
+        char c = s[i];
+        if (c >= '0' && c <= '9')
+            d = c - '0';
+        else if (c >= 'a' && c <= 'z')
+            d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'Z')
+            d = c - 'A' + 10;
+        else
+            return false;
+        if (d >= radix)
+            return false;
+        v = v * radix + d;
+        if (v > (int64_t)INT32_MAX + 1)
+            return false;
+    }
+    if (!neg && v > INT32_MAX)
+        return false;
+    *out = (int32_t)(neg ? -v : v);
+    return true;
+}
+
+/* ---- "ip" scheme (IPAuthenticationProvider) ------------------------------ */
+
+/* Dotted quad: exactly four '.'-separated decimal parts, each 0..255. */
+static size_t ipv4_parse(const char *s, size_t n, uint8_t out[16])
+{
+    size_t start = 0;
+    int part = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n && s[i] != '.')
+            continue;
+        int32_t v;
+        if (part == 4 || !java_parse_int(s + start, i - start, 10, &v) || v < 0 || v > 255)
+            return 0;
+        out[part++] = (uint8_t)v;
+        start = i + 1;
+    }
+    return part == 4 ? 4 : 0;
+}
+
+/* Parses up to max ':'-separated 16-bit hex groups from s[0..n) into out
+ * (2 bytes each). Returns the group count, or -1 on an empty, over-long or
+ * non-hex group. n == 0 means no groups. */
+static int ipv6_groups(const char *s, size_t n, uint8_t *out, int max)
+{
+    if (n == 0)
+        return 0;
+    int count = 0;
+    size_t start = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n && s[i] != ':')
+            continue;
+        int32_t v;
+        size_t glen = i - start;
+        if (count == max || glen == 0 || glen > 4 || !java_parse_int(s + start, glen, 16, &v))
+            return -1;
+        out[2 * count] = (uint8_t)((v >> 8) & 0xFF);
+        out[2 * count + 1] = (uint8_t)(v & 0xFF);
+        count++;
+        start = i + 1;
+    }
+    return count;
+}
+
+/* IPv6 text as ZooKeeper (3.9+, parseV6addr) reads it: eight hex groups, or
+ * one "::" standing for at least one zero group. No embedded IPv4 tail and
+ * no zone id, as there. */
+static size_t ipv6_parse(const char *s, size_t n, uint8_t out[16])
+{
+    const char *gap = memmem(s, n, "::", 2);
+    memset(out, 0, 16);
+    if (gap == NULL)
+        return ipv6_groups(s, n, out, 8) == 8 ? 16 : 0;
+
+    size_t head_len = (size_t)(gap - s);
+    const char *tail = gap + 2;
+    size_t tail_len = n - head_len - 2;
+    if (memmem(tail, tail_len, "::", 2) != NULL)
+        return 0;
+    uint8_t head_b[16], tail_b[16];
+    int head = ipv6_groups(s, head_len, head_b, 8);
+    int rest = ipv6_groups(tail, tail_len, tail_b, 8);
+    if (head < 0 || rest < 0 || head + rest >= 8)
+        return 0;
+    memcpy(out, head_b, 2 * (size_t)head);
+    memcpy(out + 16 - 2 * rest, tail_b, 2 * (size_t)rest);
+    return 16;
+}
+
+/* addr2Bytes: anything with a ':' is IPv6, else anything with a '.' is IPv4.
+ * Returns the address length in bytes (4 or 16), 0 when it does not parse. */
+static size_t ip_parse(const char *s, size_t n, uint8_t out[16])
+{
+    if (memchr(s, ':', n) != NULL)
+        return ipv6_parse(s, n, out);
+    if (memchr(s, '.', n) != NULL)
+        return ipv4_parse(s, n, out);
+    return 0;
+}
+
+/* Splits "addr[/bits]" at the first '/'. Returns the address length (0 when
+ * invalid) and the prefix length in *bits (the whole address without '/'). */
+static size_t ip_expr_parse(const char *s, size_t n, uint8_t addr[16], int32_t *bits)
+{
+    const char *slash = memchr(s, '/', n);
+    size_t addr_len = ip_parse(s, slash ? (size_t)(slash - s) : n, addr);
+    if (addr_len == 0)
+        return 0;
+    *bits = (int32_t)(addr_len * 8);
+    if (slash != NULL) {
+        size_t rest = n - (size_t)(slash - s) - 1;
+        if (!java_parse_int(slash + 1, rest, 10, bits) || *bits < 0 ||
+            *bits > (int32_t)(addr_len * 8))
+            return 0;
+    }
+    return addr_len;
+}
+
+/* Keeps the first bits bits of b, zeroes the rest. */
+static void ip_mask(uint8_t *b, size_t len, int32_t bits)
+{
+    size_t start = (size_t)bits / 8;
+    if (start < len)
+        b[start] &= (uint8_t)~((1u << (8 - bits % 8)) - 1);
+    for (size_t i = start + 1; i < len; i++)
+        b[i] = 0;
+}
+
+/* IPAuthenticationProvider.matches: peer and ACL address agree on the
+ * ACL's prefix; an IPv4 ACL never matches an IPv6 peer or the reverse. */
+static bool ip_matches(const char *peer, const char *expr)
+{
+    uint8_t acl_addr[16], peer_addr[16];
+    int32_t bits;
+    size_t acl_len = ip_expr_parse(expr, strlen(expr), acl_addr, &bits);
+    if (acl_len == 0 || peer == NULL)
+        return false;
+    size_t peer_len = ip_parse(peer, strlen(peer), peer_addr);
+    if (peer_len != acl_len)
+        return false;
+    ip_mask(acl_addr, acl_len, bits);
+    ip_mask(peer_addr, peer_len, bits);
+    return memcmp(acl_addr, peer_addr, acl_len) == 0;
+}
+
+/* ---- fixupACL ------------------------------------------------------------- */
+
+/* DigestAuthenticationProvider.isValid is `id.split(":").length == 2`; Java's
+ * split drops trailing empty pieces, so after stripping trailing ':' exactly
+ * one ':' must remain ("u:h", ":h" and "u:h:" pass, "u:", "u" and "a:b:c"
+ * do not). */
+static bool digest_id_valid(struct zk_str id)
+{
+    size_t n = (size_t)id.len;
+    while (n > 0 && id.ptr[n - 1] == ':')
+        n--;
+    if (n == 0)
+        return false;
+    size_t colons = 0;
+    for (size_t i = 0; i < n; i++)
+        colons += id.ptr[i] == ':';
+    return colons == 1;
+}
+
+static bool ip_id_valid(struct zk_str id)
+{
+    uint8_t addr[16];
+    int32_t bits;
+    return ip_expr_parse(id.ptr, (size_t)id.len, addr, &bits) != 0;
+}
+
+/* Schemes whose provider says isAuthenticated(): only their ids stand in for
+ * "auth". ip and world are not; "super" has no provider and is skipped. */
+static bool scheme_is_authenticated(const char *scheme)
+{
+    return scheme != NULL && strcmp(scheme, "digest") == 0;
+}
+
+static int32_t auth_expansion_count(const struct tree_auth *auth)
+{
+    int32_t n = 0;
+    for (int32_t i = 0; auth != NULL && i < auth->count; i++)
+        n += scheme_is_authenticated(auth->ids[i].scheme) && auth->ids[i].id != NULL;
+    return n;
+}
+
+/* Jute strings may carry NUL bytes; a stored ACL is a C string, so such an
+ * id could not round-trip and is refused rather than silently truncated. */
+static bool str_usable(struct zk_str s)
+{
+    return s.len >= 0 && (s.len == 0 || memchr(s.ptr, '\0', (size_t)s.len) == NULL);
+}
+
+/* Checks one entry as fixupACL does and says how many output entries it
+ * becomes (the number of digest ids for "auth", else 1), or -1 if invalid. */
+static int32_t acl_entry_check(const struct zk_acl *a, const struct tree_auth *auth)
+{
+    if (!str_usable(a->id.scheme) || !str_usable(a->id.id))
+        return -1;
+    if (str_is(a->id.scheme, "world"))
+        return str_is(a->id.id, "anyone") ? 1 : -1;
+    if (str_is(a->id.scheme, "auth")) {
+        int32_t n = auth_expansion_count(auth);
+        return n > 0 ? n : -1;
+    }
+    if (str_is(a->id.scheme, "digest"))
+        return digest_id_valid(a->id.id) ? 1 : -1;
+    if (str_is(a->id.scheme, "ip"))
+        return ip_id_valid(a->id.id) ? 1 : -1;
+    return -1;
+}
+
+/* ACL.equals as removeDuplicates uses it: same perms, scheme and id. */
+static bool zk_acl_equal(const struct zk_acl *a, const struct zk_acl *b)
+{
+    return a->perms == b->perms && zk_str_eq(a->id.scheme, b->id.scheme) &&
+           zk_str_eq(a->id.id, b->id.id);
+}
+
+static bool is_duplicate(const struct zk_aclvec *req, int32_t i)
+{
+    for (int32_t j = 0; j < i; j++)
+        if (zk_acl_equal(&req->items[j], &req->items[i]))
+            return true;
+    return false;
+}
+
+static char *dup_bytes(const char *p, size_t n)
+{
+    char *s = malloc(n + 1);
+    if (s != NULL) {
+        if (n > 0)
+            memcpy(s, p, n);
+        s[n] = '\0';
+    }
+    return s;
+}
+
+/* Appends (perms, scheme, id) to acl->items[acl->count]; false on OOM. */
+static bool acl_append(struct tree_acl *acl, int32_t perms, const char *scheme, size_t scheme_len,
+                       const char *id, size_t id_len)
+{
+    struct tree_acl_entry *e = &acl->items[acl->count];
+    e->perms = perms;
+    e->scheme = dup_bytes(scheme, scheme_len);
+    e->id = dup_bytes(id, id_len);
+    if (e->scheme == NULL || e->id == NULL) {
+        free(e->scheme);
+        free(e->id);
+        return false;
+    }
+    acl->count++;
+    return true;
+}
+
+/* Adds the entries one request entry stands for: the entry itself, or for
+ * "auth" one (perms, digest id) per identity of the caller. */
+static bool acl_append_expanded(struct tree_acl *acl, const struct zk_acl *a,
+                                const struct tree_auth *auth)
+{
+    if (!str_is(a->id.scheme, "auth"))
+        return acl_append(acl, a->perms, a->id.scheme.ptr, (size_t)a->id.scheme.len, a->id.id.ptr,
+                          (size_t)a->id.id.len);
+    for (int32_t i = 0; i < auth->count; i++) {
+        const struct tree_authid *cid = &auth->ids[i];
+        if (!scheme_is_authenticated(cid->scheme) || cid->id == NULL)
+            continue;
+        if (!acl_append(acl, a->perms, cid->scheme, strlen(cid->scheme), cid->id, strlen(cid->id)))
+            return false;
+    }
+    return true;
+}
+
+static bool acl_is_open(const struct tree_acl *acl)
+{
+    return acl->count == 1 && acl->items[0].perms == ZK_PERM_ALL &&
+           strcmp(acl->items[0].scheme, "world") == 0 && strcmp(acl->items[0].id, "anyone") == 0;
+}
+
+/* Validates req (PrepRequestProcessor.fixupACL after removeDuplicates) and
+ * sizes the result. Returns ZK_OK with *total set, or ZK_EINVALIDACL. Perms
+ * are not range-checked: ZooKeeper stores whatever int the client sent. */
+static int acl_request_check(const struct zk_aclvec *req, const struct tree_auth *auth,
+                             int32_t *total)
+{
+    if (req == NULL || req->count <= 0 || req->items == NULL || req->count > TREE_ACL_MAX)
+        return ZK_EINVALIDACL;
+    int64_t n = 0;
+    for (int32_t i = 0; i < req->count; i++) {
+        if (is_duplicate(req, i))
+            continue;
+        int32_t k = acl_entry_check(&req->items[i], auth);
+        if (k < 0)
+            return ZK_EINVALIDACL;
+        n += k;
+    }
+    if (n > TREE_ACL_MAX)
+        return ZK_EINVALIDACL;
+    *total = (int32_t)n;
+    return ZK_OK;
+}
+
+/* See tree.h. Output order is request order with duplicates dropped and
+ * "auth" expanded in place, as ZooKeeper returns it from getACL. A result
+ * equal to OPEN_ACL_UNSAFE is the shared static list. */
+int tree_acl_from_request(const struct zk_aclvec *req, const struct tree_auth *auth,
+                          struct tree_acl **out)
+{
+    int32_t total;
+    int rc = acl_request_check(req, auth, &total);
+    if (rc != ZK_OK)
+        return rc;
+
+    struct tree_acl *acl = calloc(1, sizeof *acl);
+    if (acl == NULL)
+        return ZK_ESYSTEMERROR;
+    acl->items = calloc((size_t)total, sizeof *acl->items);
+    if (acl->items == NULL)
+        goto fail_free_acl;
+    acl->refs_ = 1;
+    for (int32_t i = 0; i < req->count; i++) {
+        if (!is_duplicate(req, i) && !acl_append_expanded(acl, &req->items[i], auth))
+            goto fail_free_acl;
+    }
+    if (acl_is_open(acl)) {
+        acl_free(acl);
+        acl = tree_acl_open();
+    }
+    *out = acl;
+    return ZK_OK;
+
+fail_free_acl:
+    acl_free(acl);
+    return ZK_ESYSTEMERROR;
+}
+
+/* ---- checkACL ------------------------------------------------------------ */
+
+/* ZooKeeper skips every check for a connection holding the ("super", "")
+ * identity, which a digest login matching the configured superDigest adds
+ * (DigestAuthenticationProvider.handleAuthentication). */
+static bool auth_is_super(const struct tree_auth *auth)
+{
+    if (auth->super)
+        return true;
+    for (int32_t i = 0; i < auth->count; i++)
+        if (auth->ids[i].scheme != NULL && strcmp(auth->ids[i].scheme, "super") == 0)
+            return true;
+    return false;
+}
+
+/* Does one ACL entry's identity match the caller? world:anyone matches all;
+ * ip matches the peer address (and any "ip" identity); digest needs the
+ * same (scheme, id) pair. Schemes with no provider match nobody. */
+static bool acl_entry_matches(const struct tree_acl_entry *e, const struct tree_auth *auth)
+{
+    if (strcmp(e->scheme, "world") == 0)
+        return strcmp(e->id, "anyone") == 0;
+    bool is_ip = strcmp(e->scheme, "ip") == 0;
+    if (!is_ip && strcmp(e->scheme, "digest") != 0)
+        return false;
+    if (is_ip && ip_matches(auth->peer_ip, e->id))
+        return true;
+    for (int32_t i = 0; i < auth->count; i++) {
+        const struct tree_authid *cid = &auth->ids[i];
+        if (cid->scheme == NULL || cid->id == NULL || strcmp(cid->scheme, e->scheme) != 0)
+            continue;
+        if (is_ip ? ip_matches(cid->id, e->id) : strcmp(cid->id, e->id) == 0)
+            return true;
+    }
+    return false;
+}
+
+bool tree_acl_permits(const struct tree_acl *acl, int32_t perm, const struct tree_auth *auth)
+{
+    static const struct tree_auth nobody = { NULL, 0, NULL, false };
+    if (acl == NULL || acl->count == 0)
+        return true;
+    if (auth == NULL)
+        auth = &nobody;
+    if (auth_is_super(auth))
+        return true;
+    for (int32_t i = 0; i < acl->count; i++) {
+        const struct tree_acl_entry *e = &acl->items[i];
+        if ((e->perms & perm) != 0 && acl_entry_matches(e, auth))
+            return true;
+    }
+    return false;
+}
+
+/* ---- encoding -------------------------------------------------------------- */
+
+/* vector<ACL>: count, then per entry perms, Id.scheme, Id.id. A NULL list is
+ * the open ACL, as ZooKeeper's ACL cache maps its "no ACL" marker to
+ * OPEN_ACL_UNSAFE. */
+void tree_acl_put(struct zk_wbuf *w, const struct tree_acl *acl)
+{
+    if (acl == NULL)
+        acl = &open_acl;
+    zk_put_i32(w, acl->count);
+    for (int32_t i = 0; i < acl->count; i++) {
+        zk_put_i32(w, acl->items[i].perms);
+        zk_put_str(w, zk_str_c(acl->items[i].scheme));
+        zk_put_str(w, zk_str_c(acl->items[i].id));
+    }
+}
