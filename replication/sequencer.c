@@ -328,11 +328,26 @@ static void prep_txn(struct seq *s, struct seq_entry *e, int64_t wall_ms)
         s->next_zxid_counter++;
 }
 
+/* ZooKeeper's session check (ZooKeeperServer.checkSession): a request of a
+ * session that is gone or closing is answered SESSIONEXPIRED. Internal
+ * requests (worker -1: expiry, reaper) are the server's own. */
+static bool session_live(struct seq *s, const struct seq_req *r)
+{
+    if (r->worker < 0)
+        return true;
+    struct tree_session *ts = tree_session_find(s->tree, r->session_id);
+    return ts && !ts->closing;
+}
+
 static void prep_write(struct seq *s, struct seq_entry *e, int64_t wall_ms)
 {
     struct seq_req *r = e->req;
     struct zk_rbuf rb;
     zk_rbuf_init(&rb, r->body, r->body_len);
+    if (!session_live(s, r)) {
+        e->err = ZK_ESESSIONEXPIRED;
+        return;
+    }
     switch (r->op) {
     case ZK_OP_SYNC:
     case ZK_OP_GETEPHEMERALS:
@@ -480,10 +495,11 @@ static void put_ephemerals(struct seq *s, struct zk_wbuf *w, const struct seq_en
 {
     char prefix[TREE_PATH_MAX + 1];
     const struct zk_str *p = &e->treq.u.path.path;
-    size_t n = p->len > 0 ? (size_t)p->len : 0;
+    size_t n = p->len > 0 && p->ptr ? (size_t)p->len : 0;
     if (n > TREE_PATH_MAX)
         n = TREE_PATH_MAX;
-    memcpy(prefix, p->ptr ? p->ptr : "", n);
+    if (n)
+        memcpy(prefix, p->ptr, n);
     prefix[n] = '\0';
     size_t count_at = w->len;
     zk_put_i32(w, 0);
@@ -511,7 +527,9 @@ static void reply_write(struct seq *s, struct seq_entry *e)
     int64_t zxid = e->has_txn ? e->reply_zxid : tree_last_zxid(s->tree);
     int32_t err = e->marshalling_error ? ZK_EMARSHALLINGERROR : e->err;
     if (r->op == ZK_OP_MULTI && !e->marshalling_error && e->txn.nops > 0) {
-        put_reply_header(&w, r->xid, zxid, err);
+        /* ZooKeeper answers a failed multi with err 0 in the header and the
+         * errors in the per-op results (kazoo and the C client read them there). */
+        put_reply_header(&w, r->xid, zxid, ZK_OK);
         put_multi_body(&w, e);
     } else {
         put_reply_header(&w, r->xid, zxid, err);
@@ -887,9 +905,9 @@ struct seq *seq_new(struct tree *t, const struct seq_cfg *cfg, int nworkers)
     s->next_session_id = ((uint64_t)clock_ms(CLOCK_REALTIME) << 24) >> 8;
     s->next_zxid_counter = tree_last_zxid(t) + 1;
     atomic_store(&s->applying_zxid, tree_last_zxid(t));
-    int64_t now = clock_ms(CLOCK_MONOTONIC);
-    s->last_expiry_scan_ms = now;
-    s->last_reap_ms = now;
+    /* Scans start due: the first tick runs both (harmless on an empty tree). */
+    s->last_expiry_scan_ms = INT64_MIN / 2;
+    s->last_reap_ms = INT64_MIN / 2;
     return s;
 fail:
     seq_free(s);

@@ -148,7 +148,8 @@ struct tree_session {
 };
 /* rcu_read_lock held, any thread. NULL when no such session. */
 struct tree_session *tree_session_find(const struct tree *t, int64_t id);
-/* Sequencer: calls fn for every live session (for expiry scans and 4lw dump). */
+/* Calls fn for every live session (expiry scans, the dump 4lw). An RCU walk:
+ * any registered thread; only the sequencer may change what fn is given. */
 typedef void (*tree_session_fn)(void *arg, struct tree_session *s);
 void tree_session_each(struct tree *t, tree_session_fn fn, void *arg);
 /* Sequencer: paths of the ephemerals a session owns that start with prefix

@@ -1,0 +1,444 @@
+/*
+ * test_sequencer.c — drives the sequencer's pure core (seq_run_round,
+ * seq_tick) without its thread and checks what each worker receives:
+ * connect results, replies byte for byte, event batches before replies,
+ * session moves, expiry and closeSession.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <urcu.h>
+
+#include "replication/replication.h"
+
+#define NOW 1000000
+#define WALL 1700000000000LL
+
+struct outs {
+    struct seq_out *v[64];
+    size_t n;
+};
+
+static void collect(void *arg, struct seq_out *o)
+{
+    struct outs *s = arg;
+    assert_true(s->n < 64);
+    s->v[s->n++] = o;
+}
+
+static void outs_free(struct outs *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        seq_out_free(s->v[i]);
+    s->n = 0;
+}
+
+struct fx {
+    struct tree *t;
+    struct seq *s;
+};
+
+static int setup(void **state)
+{
+    static struct fx f;
+    rcu_register_thread();
+    f.t = tree_new();
+    struct seq_cfg cfg = { .min_session_timeout_ms = 4000, .max_session_timeout_ms = 40000,
+                           .container_check_ms = 60000, .ttl_enabled = true, .tick_ms = 1000 };
+    f.s = seq_new(f.t, &cfg, 2);
+    assert_non_null(f.t);
+    assert_non_null(f.s);
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    seq_free(f->s);
+    rcu_barrier();
+    tree_free(f->t);
+    rcu_unregister_thread();
+    return 0;
+}
+
+static void run(struct fx *f, struct seq_req *r, int64_t now)
+{
+    struct seq_req *reqs[1] = { r };
+    rcu_read_lock();
+    seq_run_round(f->s, reqs, 1, now, WALL + now);
+    rcu_read_unlock();
+}
+
+static void drain(struct fx *f, int w, struct outs *o)
+{
+    seq_worker_drain(f->s, w, collect, o);
+}
+
+static int64_t connect_session(struct fx *f, int w, uint64_t conn, int32_t timeout, uint8_t pw[16])
+{
+    struct seq_req *r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
+    r->worker = w;
+    r->conn = conn;
+    r->timeout_ms = timeout;
+    run(f, r, NOW);
+    struct outs o = { 0 };
+    drain(f, w, &o);
+    /* The createSession txn advances the zxid: an (empty) event batch, then the result. */
+    assert_true(o.n >= 1);
+    struct seq_out *c = o.v[o.n - 1];
+    assert_int_equal(c->kind, SEQ_OUT_CONNECT);
+    assert_int_equal(c->conn, conn);
+    int64_t id = c->session_id;
+    if (pw)
+        memcpy(pw, c->passwd, 16);
+    outs_free(&o);
+    struct outs other = { 0 };
+    drain(f, 1 - w, &other);
+    outs_free(&other);
+    return id;
+}
+
+static struct seq_req *write_req(int w, uint64_t conn, int64_t session, int32_t xid, int32_t op,
+                                 const struct zk_wbuf *body)
+{
+    struct seq_req *r = seq_req_new(SEQ_REQ_WRITE, body ? body->p : NULL, body ? body->len : 0, NULL, 0);
+    r->worker = w;
+    r->conn = conn;
+    r->session_id = session;
+    r->xid = xid;
+    r->op = op;
+    return r;
+}
+
+static void create_body(struct zk_wbuf *b, const char *path, int32_t flags)
+{
+    struct zk_acl open_acl = { .perms = ZK_PERM_ALL, .id = { zk_str_c("world"), zk_str_c("anyone") } };
+    struct zk_create_req q = { .path = zk_str_c(path), .data = zk_str_c("v"),
+                               .acl = { .count = 1, .items = &open_acl }, .flags = flags, .ttl = 0 };
+    zk_put_create_req(b, &q, false);
+}
+
+/* Parses a reply frame: length prefix, ReplyHeader, and leaves r on the body. */
+static struct zk_reply_header parse_reply(const struct seq_out *o, struct zk_rbuf *r)
+{
+    assert_non_null(o->frame);
+    zk_rbuf_init(r, o->frame, o->frame_len);
+    int32_t len;
+    assert_true(zk_get_i32(r, &len));
+    assert_int_equal((size_t)len, o->frame_len - 4);
+    struct zk_reply_header h;
+    assert_true(zk_get_reply_header(r, &h));
+    return h;
+}
+
+static void test_connect_clamps_timeout(void **state)
+{
+    struct fx *f = *state;
+    uint8_t pw[16];
+    int64_t id = connect_session(f, 0, 7, 100, pw);
+    assert_true(id != 0);
+    rcu_read_lock();
+    struct tree_session *s = tree_session_find(f->t, id);
+    assert_non_null(s);
+    assert_int_equal(s->timeout_ms, 4000); /* clamped up to minSessionTimeout */
+    assert_int_equal(atomic_load(&s->owner_worker), 0);
+    rcu_read_unlock();
+}
+
+static void test_events_precede_reply_and_reach_all_workers(void **state)
+{
+    struct fx *f = *state;
+    int64_t id = connect_session(f, 0, 7, 10000, NULL);
+    struct zk_wbuf b;
+    zk_wbuf_init(&b);
+    create_body(&b, "/a", ZK_PERSISTENT);
+    run(f, write_req(0, 7, id, 11, ZK_OP_CREATE, &b), NOW);
+    zk_wbuf_free(&b);
+    struct outs o0 = { 0 }, o1 = { 0 };
+    drain(f, 0, &o0);
+    drain(f, 1, &o1);
+    assert_int_equal(o0.n, 2);
+    assert_int_equal(o0.v[0]->kind, SEQ_OUT_EVENTS);
+    assert_int_equal(o0.v[1]->kind, SEQ_OUT_REPLY);
+    /* The other worker gets the same batch (it may hold watches on /a). */
+    assert_int_equal(o1.n, 1);
+    assert_ptr_equal(o1.v[0]->events, o0.v[0]->events);
+    const struct seq_events *ev = o0.v[0]->events;
+    assert_int_equal(ev->count, 2);
+    assert_int_equal(ev->items[0].type, ZK_EVENT_CREATED);
+    assert_string_equal(ev->items[0].path, "/a");
+    assert_int_equal(ev->items[1].type, ZK_EVENT_CHILD_CHANGED);
+    assert_string_equal(ev->items[1].path, "/");
+    struct zk_rbuf r;
+    struct zk_reply_header h = parse_reply(o0.v[1], &r);
+    assert_int_equal(h.xid, 11);
+    assert_int_equal(h.err, ZK_OK);
+    assert_int_equal(h.zxid, ev->through_zxid);
+    assert_true(o0.v[1]->pending_done);
+    struct zk_str path;
+    assert_true(zk_get_str(&r, &path));
+    assert_int_equal(path.len, 2);
+    assert_memory_equal(path.ptr, "/a", 2);
+    assert_int_equal(zk_rbuf_left(&r), 0);
+    outs_free(&o0);
+    outs_free(&o1);
+}
+
+static void test_error_reply_has_no_body_and_no_events(void **state)
+{
+    struct fx *f = *state;
+    int64_t id = connect_session(f, 0, 7, 10000, NULL);
+    struct zk_wbuf b;
+    zk_wbuf_init(&b);
+    create_body(&b, "/missing/child", ZK_PERSISTENT);
+    run(f, write_req(0, 7, id, 12, ZK_OP_CREATE, &b), NOW);
+    zk_wbuf_free(&b);
+    struct outs o = { 0 };
+    drain(f, 0, &o);
+    assert_int_equal(o.n, 1);
+    struct zk_rbuf r;
+    struct zk_reply_header h = parse_reply(o.v[0], &r);
+    assert_int_equal(h.err, ZK_ENONODE);
+    assert_int_equal(zk_rbuf_left(&r), 0);
+    outs_free(&o);
+}
+
+static void test_malformed_body_is_marshalling_error(void **state)
+{
+    struct fx *f = *state;
+    int64_t id = connect_session(f, 0, 7, 10000, NULL);
+    struct zk_wbuf b;
+    zk_wbuf_init(&b);
+    zk_put_i32(&b, 1000); /* a string length with no bytes behind it */
+    run(f, write_req(0, 7, id, 13, ZK_OP_SETDATA, &b), NOW);
+    zk_wbuf_free(&b);
+    struct outs o = { 0 };
+    drain(f, 0, &o);
+    assert_int_equal(o.n, 1);
+    struct zk_rbuf r;
+    assert_int_equal(parse_reply(o.v[0], &r).err, ZK_EMARSHALLINGERROR);
+    outs_free(&o);
+}
+
+static void test_failed_multi_reports_each_op(void **state)
+{
+    struct fx *f = *state;
+    int64_t id = connect_session(f, 0, 7, 10000, NULL);
+    struct zk_wbuf b;
+    zk_wbuf_init(&b);
+    struct zk_multi_header h1 = { .type = ZK_OP_CREATE, .done = false, .err = -1 };
+    zk_put_multi_header(&b, &h1);
+    create_body(&b, "/m1", ZK_PERSISTENT);
+    struct zk_multi_header h2 = { .type = ZK_OP_DELETE, .done = false, .err = -1 };
+    zk_put_multi_header(&b, &h2);
+    struct zk_path_version_req d = { .path = zk_str_c("/nope"), .version = -1 };
+    zk_put_path_version_req(&b, &d);
+    struct zk_multi_header h3 = { .type = ZK_OP_CREATE, .done = false, .err = -1 };
+    zk_put_multi_header(&b, &h3);
+    create_body(&b, "/m3", ZK_PERSISTENT);
+    struct zk_multi_header end = { .type = -1, .done = true, .err = -1 };
+    zk_put_multi_header(&b, &end);
+    run(f, write_req(0, 7, id, 14, ZK_OP_MULTI, &b), NOW);
+    zk_wbuf_free(&b);
+    struct outs o = { 0 };
+    drain(f, 0, &o);
+    assert_int_equal(o.n, 1); /* nothing applied: no event batch */
+    struct zk_rbuf r;
+    assert_int_equal(parse_reply(o.v[0], &r).err, ZK_OK); /* errors travel per op */
+    int32_t want[3] = { ZK_OK, ZK_ENONODE, ZK_ERUNTIMEINCONSISTENCY };
+    for (int i = 0; i < 3; i++) {
+        struct zk_multi_header mh;
+        int32_t err;
+        assert_true(zk_get_multi_header(&r, &mh));
+        assert_int_equal(mh.type, ZK_OP_ERROR);
+        assert_false(mh.done);
+        assert_true(zk_get_i32(&r, &err));
+        assert_int_equal(err, want[i]);
+    }
+    struct zk_multi_header mh;
+    assert_true(zk_get_multi_header(&r, &mh));
+    assert_true(mh.done);
+    outs_free(&o);
+    rcu_read_lock();
+    struct tree_view v;
+    assert_int_equal(tree_get(f->t, "/m1", 3, &v), ZK_ENONODE);
+    rcu_read_unlock();
+}
+
+static void test_reattach_moves_session_and_closes_old_conn(void **state)
+{
+    struct fx *f = *state;
+    uint8_t pw[16];
+    int64_t id = connect_session(f, 0, 7, 10000, pw);
+    struct seq_req *r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
+    r->worker = 1;
+    r->conn = 99;
+    r->session_id = id;
+    r->timeout_ms = 10000;
+    memcpy(r->passwd, pw, 16);
+    r->passwd_len = 16;
+    run(f, r, NOW + 10);
+    struct outs o0 = { 0 }, o1 = { 0 };
+    drain(f, 0, &o0);
+    drain(f, 1, &o1);
+    assert_int_equal(o0.n, 1);
+    assert_int_equal(o0.v[0]->kind, SEQ_OUT_CLOSE);
+    assert_int_equal(o0.v[0]->conn, 7);
+    assert_int_equal(o1.n, 1);
+    assert_int_equal(o1.v[0]->kind, SEQ_OUT_CONNECT);
+    assert_int_equal(o1.v[0]->session_id, id);
+    assert_int_equal(o1.v[0]->timeout_ms, 10000);
+    assert_memory_equal(o1.v[0]->passwd, pw, 16);
+    outs_free(&o0);
+    outs_free(&o1);
+}
+
+static void test_wrong_password_is_expired(void **state)
+{
+    struct fx *f = *state;
+    uint8_t pw[16];
+    int64_t id = connect_session(f, 0, 7, 10000, pw);
+    struct seq_req *r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
+    r->worker = 1;
+    r->conn = 5;
+    r->session_id = id;
+    pw[0] ^= 1;
+    memcpy(r->passwd, pw, 16);
+    r->passwd_len = 16;
+    run(f, r, NOW);
+    struct outs o = { 0 };
+    drain(f, 1, &o);
+    assert_int_equal(o.n, 1);
+    assert_int_equal(o.v[0]->kind, SEQ_OUT_CONNECT);
+    assert_int_equal(o.v[0]->timeout_ms, 0);
+    outs_free(&o);
+}
+
+static void test_client_ahead_of_server_is_refused(void **state)
+{
+    struct fx *f = *state;
+    struct seq_req *r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
+    r->worker = 0;
+    r->conn = 3;
+    r->timeout_ms = 10000;
+    r->last_zxid_seen = 1000000;
+    run(f, r, NOW);
+    struct outs o = { 0 };
+    drain(f, 0, &o);
+    assert_int_equal(o.n, 1);
+    assert_int_equal(o.v[0]->kind, SEQ_OUT_CLOSE);
+    assert_null(o.v[0]->frame);
+    outs_free(&o);
+}
+
+static void test_expiry_deletes_ephemerals_and_closes_owner(void **state)
+{
+    struct fx *f = *state;
+    int64_t id = connect_session(f, 0, 7, 4000, NULL);
+    struct zk_wbuf b;
+    zk_wbuf_init(&b);
+    create_body(&b, "/eph", ZK_EPHEMERAL);
+    run(f, write_req(0, 7, id, 1, ZK_OP_CREATE, &b), NOW);
+    zk_wbuf_free(&b);
+    struct outs o = { 0 };
+    drain(f, 0, &o);
+    outs_free(&o);
+    /* Not yet due: nothing happens. */
+    rcu_read_lock();
+    seq_tick(f->s, NOW + 3999, WALL);
+    rcu_read_unlock();
+    drain(f, 0, &o);
+    assert_int_equal(o.n, 0);
+    rcu_read_lock();
+    seq_tick(f->s, NOW + 5001, WALL);
+    struct tree_view v;
+    assert_int_equal(tree_get(f->t, "/eph", 4, &v), ZK_ENONODE);
+    assert_null(tree_session_find(f->t, id));
+    rcu_read_unlock();
+    drain(f, 0, &o);
+    assert_true(o.n >= 2);
+    assert_int_equal(o.v[0]->kind, SEQ_OUT_EVENTS);
+    assert_int_equal(o.v[o.n - 1]->kind, SEQ_OUT_CLOSE);
+    assert_int_equal(o.v[o.n - 1]->conn, 7);
+    outs_free(&o);
+    struct seq_stats st;
+    seq_get_stats(f->s, &st);
+    assert_int_equal(st.sessions_expired, 1);
+}
+
+static void test_close_session_replies_then_closes(void **state)
+{
+    struct fx *f = *state;
+    int64_t id = connect_session(f, 0, 7, 10000, NULL);
+    run(f, write_req(0, 7, id, 20, ZK_OP_CLOSESESSION, NULL), NOW);
+    struct outs o = { 0 };
+    drain(f, 0, &o);
+    struct seq_out *last = o.v[o.n - 1];
+    assert_int_equal(last->kind, SEQ_OUT_CLOSE);
+    struct zk_rbuf r;
+    struct zk_reply_header h = parse_reply(last, &r);
+    assert_int_equal(h.xid, 20);
+    assert_int_equal(h.err, ZK_OK);
+    outs_free(&o);
+    rcu_read_lock();
+    assert_null(tree_session_find(f->t, id));
+    rcu_read_unlock();
+}
+
+static void test_round_keeps_request_order(void **state)
+{
+    struct fx *f = *state;
+    int64_t id = connect_session(f, 0, 7, 10000, NULL);
+    struct seq_req *reqs[3];
+    for (int i = 0; i < 3; i++) {
+        struct zk_wbuf b;
+        zk_wbuf_init(&b);
+        char path[16];
+        snprintf(path, sizeof(path), "/o%d", i);
+        create_body(&b, i == 1 ? "/o0" : path, ZK_PERSISTENT); /* the second collides with the first */
+        reqs[i] = write_req(0, 7, id, 100 + i, ZK_OP_CREATE, &b);
+        zk_wbuf_free(&b);
+    }
+    rcu_read_lock();
+    seq_run_round(f->s, reqs, 3, NOW, WALL);
+    rcu_read_unlock();
+    struct outs o = { 0 };
+    drain(f, 0, &o);
+    assert_int_equal(o.n, 4);
+    assert_int_equal(o.v[0]->kind, SEQ_OUT_EVENTS);
+    int32_t want[3] = { ZK_OK, ZK_ENODEEXISTS, ZK_OK };
+    for (int i = 0; i < 3; i++) {
+        struct zk_rbuf r;
+        struct zk_reply_header h = parse_reply(o.v[1 + i], &r);
+        assert_int_equal(h.xid, 100 + i);
+        assert_int_equal(h.err, want[i]);
+    }
+    outs_free(&o);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_connect_clamps_timeout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_events_precede_reply_and_reach_all_workers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_error_reply_has_no_body_and_no_events, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_malformed_body_is_marshalling_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_multi_reports_each_op, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reattach_moves_session_and_closes_old_conn, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wrong_password_is_expired, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_client_ahead_of_server_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_expiry_deletes_ephemerals_and_closes_owner, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_close_session_replies_then_closes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_round_keeps_request_order, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

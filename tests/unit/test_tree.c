@@ -1,0 +1,1222 @@
+/*
+ * test_tree.c — the znode tree core: prep (PrepRequestProcessor semantics)
+ * and apply (DataTree semantics), driven the way the sequencer drives them:
+ * the test assigns zxids and times, preps requests into txns, applies them
+ * and resets the pending overlay after each batch.
+ *
+ * Expected values come from ZooKeeper 3.8 (DataTree, PrepRequestProcessor,
+ * DataNode.copyStat) and were checked against a stock 3.8.0 server.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <urcu.h>
+
+#include "tree/tree.h"
+
+#define MAX_EVENTS 64
+
+#if defined(__SANITIZE_THREAD__)
+/* liburcu 0.13 is not instrumented: its rcu_barrier and lfht-destroy
+ * completions are allocated by the caller and freed by liburcu's threads,
+ * synchronised by futexes TSan cannot see. Ignore the library's own
+ * allocations; the tree's are annotated (tree_int.h). */
+const char *__tsan_default_suppressions(void);
+const char *__tsan_default_suppressions(void)
+{
+    return "called_from_lib:liburcu.so\ncalled_from_lib:liburcu-cds.so\n";
+}
+#endif
+#define T0_MS 1700000000000LL
+
+/* ---- fixture -------------------------------------------------------------------- */
+
+struct evrec {
+    int32_t type;
+    char path[128];
+    int64_t zxid;
+};
+
+struct fx {
+    struct tree *t;
+    int64_t zxid;
+    int64_t now_ms;
+    struct tree_prep_cfg cfg;
+    struct tree_auth auth;
+    struct evrec ev[MAX_EVENTS];
+    size_t nev;
+};
+
+static struct zk_acl world_all = { ZK_PERM_ALL, { { "world", 5 }, { "anyone", 6 } } };
+static const struct zk_aclvec open_acl = { 1, &world_all };
+
+static struct zk_str S(const char *s)
+{
+    return (struct zk_str){ s, (int32_t)strlen(s) };
+}
+
+static void record_event(void *arg, const struct tree_event *e)
+{
+    struct fx *f = arg;
+    assert_true(f->nev < MAX_EVENTS);
+    struct evrec *r = &f->ev[f->nev++];
+    r->type = e->type;
+    snprintf(r->path, sizeof r->path, "%s", e->path);
+    r->zxid = e->zxid;
+}
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    f->t = tree_new();
+    assert_non_null(f->t);
+    f->now_ms = T0_MS;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    tree_free(f->t);
+    free(f);
+    return 0;
+}
+
+/* ---- driving prep and apply ---------------------------------------------------- */
+
+/* Preps one request as the sequencer would: next zxid, the fixture's clock. */
+static int prep(struct fx *f, int64_t session, const struct tree_req *r, struct txn *x)
+{
+    *x = (struct txn){ .zxid = ++f->zxid, .session_id = session, .cxid = 7,
+                       .time_ms = f->now_ms };
+    int err = tree_prep(f->t, &f->cfg, r, &f->auth, x);
+    if (err != ZK_OK && x->nops == 0) {
+        assert_null(x->ops);
+        f->zxid--; /* nothing to log: the zxid is not used */
+    }
+    return err;
+}
+
+static void apply(struct fx *f, struct txn *x, struct tree_op_result *res)
+{
+    assert_int_equal(tree_apply(f->t, x, record_event, f, res), ZK_OK);
+    assert_int_equal(tree_last_zxid(f->t), x->zxid);
+}
+
+/* One request as a batch of its own: prep, apply (failed multis too, as
+ * their ErrorTxn is logged and applied), reset. res gets the results. */
+static int run(struct fx *f, int64_t session, const struct tree_req *r, struct tree_op_result *res,
+               uint32_t res_cap)
+{
+    struct txn x;
+    int err = prep(f, session, r, &x);
+    if (x.nops > 0 || err == ZK_OK) {
+        assert_true(x.nops <= res_cap || res == NULL);
+        apply(f, &x, res);
+    }
+    txn_free(&x);
+    tree_prep_reset(f->t);
+    return err;
+}
+
+static int run1(struct fx *f, int64_t session, const struct tree_req *r)
+{
+    struct tree_op_result res[1] = { { 0 } };
+    int err = run(f, session, r, res, 1);
+    tree_results_free(res, 1);
+    return err;
+}
+
+static struct tree_req req_create(const char *path, const char *data, int32_t flags)
+{
+    struct tree_req r = { .type = ZK_OP_CREATE2 };
+    r.u.create.path = S(path);
+    r.u.create.data = data != NULL ? S(data) : ZK_STR_NULL;
+    r.u.create.acl = open_acl;
+    r.u.create.flags = flags;
+    r.u.create.ttl = -1;
+    return r;
+}
+
+static struct tree_req req_delete(const char *path, int32_t version)
+{
+    struct tree_req r = { .type = ZK_OP_DELETE };
+    r.u.del.path = S(path);
+    r.u.del.version = version;
+    return r;
+}
+
+static struct tree_req req_check(const char *path, int32_t version)
+{
+    struct tree_req r = req_delete(path, version);
+    r.type = ZK_OP_CHECK;
+    return r;
+}
+
+static struct tree_req req_setdata(const char *path, const char *data, int32_t version)
+{
+    struct tree_req r = { .type = ZK_OP_SETDATA };
+    r.u.setdata.path = S(path);
+    r.u.setdata.data = data != NULL ? S(data) : ZK_STR_NULL;
+    r.u.setdata.version = version;
+    return r;
+}
+
+static struct tree_req req_setacl(const char *path, struct zk_aclvec acl, int32_t version)
+{
+    struct tree_req r = { .type = ZK_OP_SETACL };
+    r.u.setacl.path = S(path);
+    r.u.setacl.acl = acl;
+    r.u.setacl.version = version;
+    return r;
+}
+
+static struct tree_req req_session(int32_t type)
+{
+    struct tree_req r = { .type = type };
+    r.u.session_timeout_ms = 30000;
+    return r;
+}
+
+static int create(struct fx *f, const char *path, const char *data)
+{
+    struct tree_req r = req_create(path, data, ZK_PERSISTENT);
+    return run1(f, 0, &r);
+}
+
+static struct zk_stat stat_of(struct fx *f, const char *path)
+{
+    struct tree_view v;
+    rcu_read_lock();
+    int err = tree_get(f->t, path, strlen(path), &v);
+    rcu_read_unlock();
+    assert_int_equal(err, ZK_OK);
+    return v.stat;
+}
+
+static bool exists(struct fx *f, const char *path)
+{
+    struct tree_view v;
+    rcu_read_lock();
+    int err = tree_get(f->t, path, strlen(path), &v);
+    rcu_read_unlock();
+    return err == ZK_OK;
+}
+
+static void assert_event(const struct fx *f, size_t i, int32_t type, const char *path,
+                         int64_t zxid)
+{
+    assert_true(i < f->nev);
+    assert_int_equal(f->ev[i].type, type);
+    assert_string_equal(f->ev[i].path, path);
+    assert_int_equal(f->ev[i].zxid, zxid);
+}
+
+/* ---- initial tree ------------------------------------------------------------------ */
+
+static void test_initial_tree(void **state)
+{
+    struct fx *f = *state;
+    struct tree_view v;
+    rcu_read_lock();
+    assert_int_equal(tree_get(f->t, "/", 1, &v), ZK_OK);
+    /* stock 3.8: "/" shows cversion -1 (0 creates, 1 child), empty data */
+    assert_int_equal(v.stat.num_children, 1);
+    assert_int_equal(v.stat.cversion, -1);
+    assert_int_equal(v.stat.czxid, 0);
+    assert_int_equal(v.data_len, 0);
+    assert_non_null(v.data);
+    assert_int_equal(v.acl->count, 1);
+    assert_int_equal(v.acl->items[0].perms, ZK_PERM_ALL);
+    assert_int_equal(tree_get(f->t, "/zookeeper", 10, &v), ZK_OK);
+    assert_int_equal(v.stat.num_children, 2);
+    assert_int_equal(v.stat.cversion, -2);
+    assert_int_equal(tree_get(f->t, "/zookeeper/quota", 16, &v), ZK_OK);
+    assert_int_equal(v.stat.aversion, 0);
+    assert_int_equal(tree_get(f->t, "/zookeeper/config", 17, &v), ZK_OK);
+    assert_int_equal(v.stat.aversion, -1);
+    assert_int_equal(v.acl->count, 1);
+    assert_int_equal(v.acl->items[0].perms, ZK_PERM_READ);
+    assert_string_equal(v.acl->items[0].scheme, "world");
+    assert_string_equal(v.acl->items[0].id, "anyone");
+    assert_int_equal(tree_get(f->t, "/nope", 5, &v), ZK_ENONODE);
+    int64_t n = -1;
+    assert_int_equal(tree_count_descendants(f->t, "/", 1, &n), ZK_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(tree_count_descendants(f->t, "/x", 2, &n), ZK_ENONODE);
+    rcu_read_unlock();
+    struct tree_stats st;
+    tree_stats(f->t, &st);
+    assert_int_equal(st.node_count, 4);
+    assert_int_equal(st.session_count, 0);
+    assert_int_equal(st.last_zxid, 0);
+}
+
+/* ---- create ----------------------------------------------------------------------- */
+
+static void test_create_stat_and_events(void **state)
+{
+    struct fx *f = *state;
+    f->now_ms = T0_MS + 5;
+    struct tree_req r = req_create("/a", "hello", ZK_PERSISTENT);
+    struct tree_op_result res[1] = { { 0 } };
+    assert_int_equal(run(f, 0, &r, res, 1), ZK_OK);
+    assert_int_equal(res[0].err, ZK_OK);
+    assert_string_equal(res[0].path, "/a");
+    assert_int_equal(res[0].stat.czxid, 1);
+    assert_int_equal(res[0].stat.data_length, 5);
+    tree_results_free(res, 1);
+    assert_null(res[0].path);
+
+    struct zk_stat s = stat_of(f, "/a");
+    assert_int_equal(s.czxid, 1);
+    assert_int_equal(s.mzxid, 1);
+    assert_int_equal(s.pzxid, 1);
+    assert_int_equal(s.ctime, T0_MS + 5);
+    assert_int_equal(s.mtime, T0_MS + 5);
+    assert_int_equal(s.version, 0);
+    assert_int_equal(s.cversion, 0);
+    assert_int_equal(s.aversion, 0);
+    assert_int_equal(s.ephemeral_owner, 0);
+    assert_int_equal(s.data_length, 5);
+    assert_int_equal(s.num_children, 0);
+
+    struct zk_stat root = stat_of(f, "/");
+    assert_int_equal(root.num_children, 2);
+    assert_int_equal(root.cversion, 0); /* 1 create * 2 - 2 children */
+    assert_int_equal(root.pzxid, 1);
+
+    assert_int_equal(f->nev, 2);
+    assert_event(f, 0, ZK_EVENT_CREATED, "/a", 1);
+    assert_event(f, 1, ZK_EVENT_CHILD_CHANGED, "/", 1);
+
+    struct tree_view v;
+    rcu_read_lock();
+    assert_int_equal(tree_get(f->t, "/a", 2, &v), ZK_OK);
+    assert_int_equal(v.data_len, 5);
+    assert_memory_equal(v.data, "hello", 5);
+    rcu_read_unlock();
+}
+
+static void test_create_null_and_empty_data(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(create(f, "/null", NULL), ZK_OK);
+    assert_int_equal(create(f, "/empty", ""), ZK_OK);
+    struct tree_view v;
+    rcu_read_lock();
+    assert_int_equal(tree_get(f->t, "/null", 5, &v), ZK_OK);
+    assert_null(v.data);
+    assert_int_equal(v.data_len, -1);
+    assert_int_equal(v.stat.data_length, 0);
+    assert_int_equal(tree_get(f->t, "/empty", 6, &v), ZK_OK);
+    assert_non_null(v.data);
+    assert_int_equal(v.data_len, 0);
+    rcu_read_unlock();
+}
+
+static void test_create_errors(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(create(f, "/a", "x"), ZK_OK);
+    assert_int_equal(create(f, "/a", "x"), ZK_ENODEEXISTS);
+    assert_int_equal(create(f, "/", "x"), ZK_ENODEEXISTS);
+    assert_int_equal(create(f, "/missing/child", "x"), ZK_ENONODE);
+    const char *bad[] = { "a", "/a/", "/a//b", "/a/./b", "/a/../b", "/.", "//", "/a\001" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(create(f, bad[i], "x"), ZK_EBADARGUMENTS);
+    /* embedded NUL */
+    struct tree_req r = req_create("/a", "x", ZK_PERSISTENT);
+    r.u.create.path = (struct zk_str){ "/a\0b", 4 };
+    assert_int_equal(run1(f, 0, &r), ZK_EBADARGUMENTS);
+    r.u.create.path = ZK_STR_NULL;
+    assert_int_equal(run1(f, 0, &r), ZK_EBADARGUMENTS);
+    /* CreateMode.fromFlag */
+    r = req_create("/b", "x", 7);
+    assert_int_equal(run1(f, 0, &r), ZK_EBADARGUMENTS);
+    r = req_create("/b", "x", -1);
+    assert_int_equal(run1(f, 0, &r), ZK_EBADARGUMENTS);
+    /* create with the container flag but not as createContainer */
+    r = req_create("/b", "x", ZK_CONTAINER);
+    assert_int_equal(run1(f, 0, &r), ZK_EBADARGUMENTS);
+    assert_false(exists(f, "/b"));
+    assert_int_equal(f->zxid, 1); /* failed preps consumed no zxid */
+}
+
+static void test_create_acl_errors(void **state)
+{
+    struct fx *f = *state;
+    struct tree_req r = req_create("/a", "x", ZK_PERSISTENT);
+    r.u.create.acl = (struct zk_aclvec){ 0, NULL };
+    assert_int_equal(run1(f, 0, &r), ZK_EINVALIDACL);
+    struct zk_acl bob = { ZK_PERM_ALL, { { "world", 5 }, { "bob", 3 } } };
+    r.u.create.acl = (struct zk_aclvec){ 1, &bob };
+    assert_int_equal(run1(f, 0, &r), ZK_EINVALIDACL);
+
+    /* a parent that grants everything but CREATE */
+    struct zk_acl no_create = { ZK_PERM_ALL & ~ZK_PERM_CREATE, { { "world", 5 }, { "anyone", 6 } } };
+    r = req_create("/locked", "x", ZK_PERSISTENT);
+    r.u.create.acl = (struct zk_aclvec){ 1, &no_create };
+    assert_int_equal(run1(f, 0, &r), ZK_OK);
+    assert_int_equal(create(f, "/locked/kid", "x"), ZK_ENOAUTH);
+    f->auth.super = true;
+    assert_int_equal(create(f, "/locked/kid", "x"), ZK_OK);
+}
+
+static void test_ephemeral_rules(void **state)
+{
+    struct fx *f = *state;
+    const int64_t sid = 0x100;
+    struct tree_req r = req_create("/e", "x", ZK_EPHEMERAL);
+    /* SessionTracker.checkGlobalSession: no such session -> expired */
+    assert_int_equal(run1(f, sid, &r), ZK_ESESSIONEXPIRED);
+    struct tree_req cs = req_session(ZK_OP_CREATESESSION);
+    assert_int_equal(run1(f, sid, &cs), ZK_OK);
+    assert_int_equal(run1(f, sid, &r), ZK_OK);
+    struct zk_stat s = stat_of(f, "/e");
+    assert_int_equal(s.ephemeral_owner, sid);
+    assert_int_equal(create(f, "/e/kid", "x"), ZK_ENOCHILDRENFOREPHEMERALS);
+    /* NODEEXISTS is checked before the ephemeral parent, as in ZooKeeper */
+    assert_int_equal(create(f, "/e", "x"), ZK_ENODEEXISTS);
+
+    struct tree_session *sess;
+    rcu_read_lock();
+    sess = tree_session_find(f->t, sid);
+    assert_non_null(sess);
+    assert_int_equal(sess->timeout_ms, 30000);
+    assert_int_equal(atomic_load(&sess->owner_worker), -1);
+    assert_int_equal(atomic_load(&sess->last_seen_ms), T0_MS);
+    assert_false(sess->closing);
+    rcu_read_unlock();
+    struct tree_stats st;
+    tree_stats(f->t, &st);
+    assert_int_equal(st.ephemeral_count, 1);
+    assert_int_equal(st.session_count, 1);
+}
+
+/* ---- delete -------------------------------------------------------------------------- */
+
+static void test_delete(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(create(f, "/p", "x"), ZK_OK);    /* zxid 1 */
+    assert_int_equal(create(f, "/p/a", "x"), ZK_OK);  /* zxid 2 */
+    assert_int_equal(create(f, "/p/b", "x"), ZK_OK);  /* zxid 3 */
+    f->nev = 0;
+    struct tree_req r = req_delete("/p/a", 0);
+    assert_int_equal(run1(f, 0, &r), ZK_OK);          /* zxid 4 */
+    assert_false(exists(f, "/p/a"));
+    struct zk_stat s = stat_of(f, "/p");
+    assert_int_equal(s.num_children, 1);
+    assert_int_equal(s.pzxid, 4);
+    assert_int_equal(s.cversion, 3); /* 2 creates + 1 delete, as stock ZooKeeper shows */
+    assert_int_equal(s.mzxid, 1);
+    assert_int_equal(f->nev, 2);
+    assert_event(f, 0, ZK_EVENT_DELETED, "/p/a", 4);
+    assert_event(f, 1, ZK_EVENT_CHILD_CHANGED, "/p", 4);
+    struct tree_stats st;
+    tree_stats(f->t, &st);
+    assert_int_equal(st.node_count, 6);
+}
+
+static void test_delete_errors(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(create(f, "/p", "x"), ZK_OK);
+    assert_int_equal(create(f, "/p/a", "x"), ZK_OK);
+    struct tree_req r = req_delete("/p/nope", -1);
+    assert_int_equal(run1(f, 0, &r), ZK_ENONODE);
+    r = req_delete("/nope/x", -1);
+    assert_int_equal(run1(f, 0, &r), ZK_ENONODE);
+    r = req_delete("/p/a", 5);
+    assert_int_equal(run1(f, 0, &r), ZK_EBADVERSION);
+    r = req_delete("/p", -1);
+    assert_int_equal(run1(f, 0, &r), ZK_ENOTEMPTY);
+    const char *special[] = { "/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config" };
+    for (size_t i = 0; i < 4; i++) {
+        r = req_delete(special[i], -1);
+        assert_int_equal(run1(f, 0, &r), ZK_EBADARGUMENTS);
+    }
+    r = req_delete("/p/", -1);
+    assert_int_equal(run1(f, 0, &r), ZK_EBADARGUMENTS);
+    /* DELETE permission comes from the parent */
+    struct zk_acl no_delete = { ZK_PERM_ALL & ~ZK_PERM_DELETE, { { "world", 5 }, { "anyone", 6 } } };
+    r = req_setacl("/p", (struct zk_aclvec){ 1, &no_delete }, -1);
+    assert_int_equal(run1(f, 0, &r), ZK_OK);
+    r = req_delete("/p/a", -1);
+    assert_int_equal(run1(f, 0, &r), ZK_ENOAUTH);
+    assert_true(exists(f, "/p/a"));
+}
+
+/* ---- setData / setACL / check ------------------------------------------------------ */
+
+static void test_setdata(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(create(f, "/d", "one"), ZK_OK); /* zxid 1 */
+    f->now_ms = T0_MS + 100;
+    f->nev = 0;
+    struct tree_req r = req_setdata("/d", "three", 0);
+    struct tree_op_result res[1] = { { 0 } };
+    assert_int_equal(run(f, 0, &r, res, 1), ZK_OK); /* zxid 2 */
+    assert_int_equal(res[0].stat.version, 1);
+    assert_int_equal(res[0].stat.mzxid, 2);
+    assert_null(res[0].path);
+    struct zk_stat s = stat_of(f, "/d");
+    assert_int_equal(s.version, 1);
+    assert_int_equal(s.mzxid, 2);
+    assert_int_equal(s.czxid, 1);
+    assert_int_equal(s.mtime, T0_MS + 100);
+    assert_int_equal(s.ctime, T0_MS);
+    assert_int_equal(s.data_length, 5);
+    assert_int_equal(s.pzxid, 1);
+    assert_int_equal(f->nev, 1);
+    assert_event(f, 0, ZK_EVENT_DATA_CHANGED, "/d", 2);
+
+    r = req_setdata("/d", "x", 0);
+    assert_int_equal(run1(f, 0, &r), ZK_EBADVERSION);
+    r = req_setdata("/d", NULL, -1);
+    assert_int_equal(run1(f, 0, &r), ZK_OK);
+    s = stat_of(f, "/d");
+    assert_int_equal(s.version, 2);
+    assert_int_equal(s.data_length, 0);
+    r = req_setdata("/nope", "x", -1);
+    assert_int_equal(run1(f, 0, &r), ZK_ENONODE);
+    r = req_setdata("/d/", "x", -1);
+    assert_int_equal(run1(f, 0, &r), ZK_EBADARGUMENTS);
+    /* /zookeeper/config is world:anyone READ only */
+    r = req_setdata("/zookeeper/config", "x", -1);
+    assert_int_equal(run1(f, 0, &r), ZK_ENOAUTH);
+    struct tree_stats st;
+    tree_stats(f->t, &st);
+    /* approximate data size: path bytes + data bytes, as DataTree counts */
+    int64_t paths = 1 + 10 + 16 + 17 + 2;
+    assert_int_equal(st.data_bytes, paths + 0);
+}
+
+static void test_setdata_version_wraps_past_minus_one(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(create(f, "/w", "x"), ZK_OK);
+    /* put the node at version -2 with a raw txn (as a replayed log could) */
+    struct txn_op op = { .type = TXN_SETDATA, .path = "/w", .data = NULL, .data_len = -1,
+                         .version = -2 };
+    struct txn x = { .zxid = ++f->zxid, .time_ms = f->now_ms, .type = TXN_SETDATA, .nops = 1,
+                     .ops = &op };
+    apply(f, &x, NULL);
+    assert_int_equal(stat_of(f, "/w").version, -2);
+    struct tree_req r = req_setdata("/w", "y", -2);
+    assert_int_equal(run1(f, 0, &r), ZK_OK);
+    /* ZOOKEEPER-4743: -1 is skipped, it means "any version" */
+    assert_int_equal(stat_of(f, "/w").version, 0);
+}
+
+static void test_setacl(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(create(f, "/s", "x"), ZK_OK);
+    f->nev = 0;
+    struct zk_acl readonly = { ZK_PERM_READ | ZK_PERM_ADMIN, { { "world", 5 }, { "anyone", 6 } } };
+    struct tree_req r = req_setacl("/s", (struct zk_aclvec){ 1, &readonly }, 0);
+    assert_int_equal(run1(f, 0, &r), ZK_OK);
+    assert_int_equal(f->nev, 0); /* setACL triggers no watch */
+    struct tree_view v;
+    rcu_read_lock();
+    assert_int_equal(tree_get(f->t, "/s", 2, &v), ZK_OK);
+    assert_int_equal(v.stat.aversion, 1);
+    assert_int_equal(v.stat.version, 0);
+    assert_int_equal(v.stat.mzxid, 1); /* ACL changes do not touch mzxid */
+    assert_int_equal(v.acl->items[0].perms, ZK_PERM_READ | ZK_PERM_ADMIN);
+    rcu_read_unlock();
+    r = req_setacl("/s", open_acl, 0);
+    assert_int_equal(run1(f, 0, &r), ZK_EBADVERSION);
+    r = req_setacl("/s", (struct zk_aclvec){ 0, NULL }, -1);
+    assert_int_equal(run1(f, 0, &r), ZK_EINVALIDACL);
+    r = req_setacl("/nope", open_acl, -1);
+    assert_int_equal(run1(f, 0, &r), ZK_ENONODE);
+    r = req_setdata("/s", "y", -1);
+    assert_int_equal(run1(f, 0, &r), ZK_ENOAUTH);
+    /* without ADMIN the ACL cannot be changed back */
+    struct zk_acl read = { ZK_PERM_READ, { { "world", 5 }, { "anyone", 6 } } };
+    r = req_setacl("/s", (struct zk_aclvec){ 1, &read }, -1);
+    assert_int_equal(run1(f, 0, &r), ZK_OK);
+    r = req_setacl("/s", open_acl, -1);
+    assert_int_equal(run1(f, 0, &r), ZK_ENOAUTH);
+    assert_int_equal(stat_of(f, "/s").aversion, 2);
+}
+
+static void test_check(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(create(f, "/c", "x"), ZK_OK);
+    struct tree_req r = req_check("/c", 0);
+    assert_int_equal(run1(f, 0, &r), ZK_OK);
+    r = req_check("/c", 3);
+    assert_int_equal(run1(f, 0, &r), ZK_EBADVERSION);
+    r = req_check("/none", -1);
+    assert_int_equal(run1(f, 0, &r), ZK_ENONODE);
+    assert_int_equal(stat_of(f, "/c").version, 0);
+}
+
+/* ---- sequential names ---------------------------------------------------------------- */
+
+static void test_sequential_names(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(create(f, "/q", NULL), ZK_OK);
+    struct tree_req r = req_create("/q/n-", "x", ZK_PERSISTENT_SEQUENTIAL);
+    struct tree_op_result res[1] = { { 0 } };
+    assert_int_equal(run(f, 0, &r, res, 1), ZK_OK);
+    assert_string_equal(res[0].path, "/q/n-0000000000");
+    tree_results_free(res, 1);
+    assert_int_equal(run(f, 0, &r, res, 1), ZK_OK);
+    assert_string_equal(res[0].path, "/q/n-0000000001");
+    tree_results_free(res, 1);
+    /* the suffix is the parent's count of creates: deletes do not reuse it */
+    struct tree_req d = req_delete("/q/n-0000000001", -1);
+    assert_int_equal(run1(f, 0, &d), ZK_OK);
+    assert_int_equal(create(f, "/q/plain", NULL), ZK_OK);
+    /* "/q/" is a legal sequential prefix */
+    r = req_create("/q/", "x", ZK_PERSISTENT_SEQUENTIAL);
+    assert_int_equal(run(f, 0, &r, res, 1), ZK_OK);
+    assert_string_equal(res[0].path, "/q/0000000003");
+    tree_results_free(res, 1);
+    assert_true(exists(f, "/q/0000000003"));
+}
+
+/* ---- sessions -------------------------------------------------------------------------- */
+
+struct paths {
+    char *p[16];
+    size_t n;
+};
+
+static void collect_path(void *arg, const char *path)
+{
+    struct paths *ps = arg;
+    assert_true(ps->n < 16);
+    ps->p[ps->n++] = strdup(path);
+}
+
+static void paths_free(struct paths *ps)
+{
+    for (size_t i = 0; i < ps->n; i++)
+        free(ps->p[i]);
+    ps->n = 0;
+}
+
+static bool paths_has(const struct paths *ps, const char *p)
+{
+    for (size_t i = 0; i < ps->n; i++) {
+        if (strcmp(ps->p[i], p) == 0)
+            return true;
+    }
+    return false;
+}
+
+static void test_close_session_deletes_ephemerals(void **state)
+{
+    struct fx *f = *state;
+    const int64_t sid = 0x42;
+    struct tree_req cs = req_session(ZK_OP_CREATESESSION);
+    assert_int_equal(run1(f, sid, &cs), ZK_OK);
+    assert_int_equal(create(f, "/app", NULL), ZK_OK);
+    struct tree_req e1 = req_create("/app/e1", "x", ZK_EPHEMERAL);
+    struct tree_req e2 = req_create("/e2", "x", ZK_EPHEMERAL);
+    assert_int_equal(run1(f, sid, &e1), ZK_OK);
+    assert_int_equal(run1(f, sid, &e2), ZK_OK);
+    assert_int_equal(create(f, "/keep", NULL), ZK_OK);
+
+    struct paths ps = { .n = 0 };
+    tree_session_ephemerals(f->t, sid, NULL, collect_path, &ps);
+    assert_int_equal(ps.n, 2);
+    assert_true(paths_has(&ps, "/app/e1"));
+    assert_true(paths_has(&ps, "/e2"));
+    paths_free(&ps);
+    tree_session_ephemerals(f->t, sid, "/app", collect_path, &ps);
+    assert_int_equal(ps.n, 1);
+    assert_string_equal(ps.p[0], "/app/e1");
+    paths_free(&ps);
+
+    f->nev = 0;
+    struct tree_req close = req_session(ZK_OP_CLOSESESSION);
+    struct tree_op_result res[4] = { { 0 } };
+    assert_int_equal(run(f, sid, &close, res, 4), ZK_OK);
+    tree_results_free(res, 4);
+    int64_t z = f->zxid;
+    assert_false(exists(f, "/app/e1"));
+    assert_false(exists(f, "/e2"));
+    assert_true(exists(f, "/keep"));
+    /* sorted paths: /app/e1 then /e2, each DELETED then CHILD_CHANGED */
+    assert_int_equal(f->nev, 4);
+    assert_event(f, 0, ZK_EVENT_DELETED, "/app/e1", z);
+    assert_event(f, 1, ZK_EVENT_CHILD_CHANGED, "/app", z);
+    assert_event(f, 2, ZK_EVENT_DELETED, "/e2", z);
+    assert_event(f, 3, ZK_EVENT_CHILD_CHANGED, "/", z);
+    assert_int_equal(stat_of(f, "/app").pzxid, z);
+    rcu_read_lock();
+    assert_null(tree_session_find(f->t, sid));
+    rcu_read_unlock();
+    tree_session_ephemerals(f->t, sid, NULL, collect_path, &ps);
+    assert_int_equal(ps.n, 0);
+    struct tree_stats st;
+    tree_stats(f->t, &st);
+    assert_int_equal(st.ephemeral_count, 0);
+    assert_int_equal(st.session_count, 0);
+    assert_int_equal(run1(f, sid, &e2), ZK_ESESSIONEXPIRED);
+    assert_int_equal(run1(f, sid, &close), ZK_ESESSIONEXPIRED);
+}
+
+static void test_close_session_sees_pending_changes(void **state)
+{
+    struct fx *f = *state;
+    const int64_t sid = 0x43;
+    struct tree_req cs = req_session(ZK_OP_CREATESESSION);
+    struct tree_req e1 = req_create("/e1", "x", ZK_EPHEMERAL);
+    struct tree_req e2 = req_create("/e2", "x", ZK_EPHEMERAL);
+    struct tree_req d1 = req_delete("/e1", -1);
+    struct tree_req close = req_session(ZK_OP_CLOSESESSION);
+    /* one batch: session, two ephemerals, a delete, then closeSession */
+    struct txn x[6];
+    assert_int_equal(prep(f, sid, &cs, &x[0]), ZK_OK);
+    assert_int_equal(prep(f, sid, &e1, &x[1]), ZK_OK);
+    assert_int_equal(prep(f, sid, &e2, &x[2]), ZK_OK);
+    assert_int_equal(prep(f, sid, &d1, &x[3]), ZK_OK);
+    assert_int_equal(prep(f, sid, &close, &x[4]), ZK_OK);
+    /* only /e2 is left to delete: the pending create counts, the deleted one not */
+    assert_int_equal(x[4].nops, 2);
+    assert_int_equal(x[4].ops[0].type, TXN_CLOSE_SESSION);
+    assert_int_equal(x[4].ops[1].type, TXN_DELETE);
+    assert_string_equal(x[4].ops[1].path, "/e2");
+    /* the session is closing for the rest of the batch */
+    assert_int_equal(prep(f, sid, &e1, &x[5]), ZK_ESESSIONEXPIRED);
+    for (int i = 0; i < 5; i++) {
+        apply(f, &x[i], NULL);
+        txn_free(&x[i]);
+    }
+    tree_prep_reset(f->t);
+    assert_false(exists(f, "/e1"));
+    assert_false(exists(f, "/e2"));
+    assert_int_equal(stat_of(f, "/").num_children, 1);
+}
+
+static void test_dropped_close_reopens_session(void **state)
+{
+    struct fx *f = *state;
+    const int64_t sid = 0x44;
+    struct tree_req cs = req_session(ZK_OP_CREATESESSION);
+    assert_int_equal(run1(f, sid, &cs), ZK_OK);
+    struct tree_req close = req_session(ZK_OP_CLOSESESSION);
+    struct txn x;
+    assert_int_equal(prep(f, sid, &close, &x), ZK_OK);
+    rcu_read_lock();
+    assert_true(tree_session_find(f->t, sid)->closing);
+    rcu_read_unlock();
+    /* the batch is dropped (e.g. leadership lost before it was logged) */
+    txn_free(&x);
+    tree_prep_reset(f->t);
+    rcu_read_lock();
+    assert_false(tree_session_find(f->t, sid)->closing);
+    rcu_read_unlock();
+    struct tree_req e = req_create("/e", "x", ZK_EPHEMERAL);
+    assert_int_equal(run1(f, sid, &e), ZK_OK);
+}
+
+/* ---- batches ----------------------------------------------------------------------------- */
+
+static void test_consecutive_preps_see_each_other(void **state)
+{
+    struct fx *f = *state;
+    struct tree_req a = req_create("/a", "x", ZK_PERSISTENT);
+    struct tree_req ab = req_create("/a/b", "x", ZK_PERSISTENT);
+    struct tree_req s1 = req_create("/a/s", "x", ZK_PERSISTENT_SEQUENTIAL);
+    struct tree_req upd = req_setdata("/a/b", "y", 0);
+    struct tree_req upd_again = req_setdata("/a/b", "z", 0);
+    struct tree_req del = req_delete("/a", -1);
+    struct txn x[8];
+    size_t n = 0;
+    assert_int_equal(prep(f, 0, &a, &x[n++]), ZK_OK);
+    assert_int_equal(prep(f, 0, &ab, &x[n++]), ZK_OK); /* parent only pending */
+    assert_int_equal(prep(f, 0, &s1, &x[n++]), ZK_OK);
+    assert_string_equal(x[n - 1].ops[0].path, "/a/s0000000001");
+    assert_int_equal(prep(f, 0, &s1, &x[n++]), ZK_OK);
+    assert_string_equal(x[n - 1].ops[0].path, "/a/s0000000002");
+    assert_int_equal(prep(f, 0, &upd, &x[n++]), ZK_OK);
+    assert_int_equal(x[n - 1].ops[0].version, 1);
+    struct txn bad;
+    assert_int_equal(prep(f, 0, &a, &bad), ZK_ENODEEXISTS);
+    assert_int_equal(prep(f, 0, &upd_again, &bad), ZK_EBADVERSION);
+    assert_int_equal(prep(f, 0, &del, &bad), ZK_ENOTEMPTY);
+    assert_false(exists(f, "/a")); /* prep changes nothing readers see */
+    for (size_t i = 0; i < n; i++) {
+        apply(f, &x[i], NULL);
+        txn_free(&x[i]);
+    }
+    tree_prep_reset(f->t);
+    struct zk_stat s = stat_of(f, "/a");
+    assert_int_equal(s.num_children, 3);
+    assert_int_equal(stat_of(f, "/a/b").version, 1);
+    assert_true(exists(f, "/a/s0000000002"));
+}
+
+static void test_pending_delete_then_create(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(create(f, "/r", "old"), ZK_OK);
+    struct tree_req del = req_delete("/r", -1);
+    struct tree_req cr = req_create("/r", "new", ZK_PERSISTENT);
+    struct tree_req upd = req_setdata("/r", "x", -1);
+    struct txn x[3], bad;
+    assert_int_equal(prep(f, 0, &del, &x[0]), ZK_OK);
+    assert_int_equal(prep(f, 0, &upd, &bad), ZK_ENONODE); /* pending delete is seen */
+    assert_int_equal(prep(f, 0, &cr, &x[1]), ZK_OK);
+    for (int i = 0; i < 2; i++) {
+        apply(f, &x[i], NULL);
+        txn_free(&x[i]);
+    }
+    tree_prep_reset(f->t);
+    struct zk_stat s = stat_of(f, "/r");
+    assert_int_equal(s.czxid, 3);
+    assert_int_equal(s.version, 0);
+}
+
+/* ---- multi --------------------------------------------------------------------------------- */
+
+static void test_multi_success(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(create(f, "/m", "x"), ZK_OK); /* zxid 1 */
+    f->nev = 0;
+    struct tree_req ops[4] = { req_create("/m/a", "1", ZK_PERSISTENT), req_check("/m", 0),
+                               req_setdata("/m/a", "2", 0), req_delete("/m/a", 1) };
+    ops[0].type = ZK_OP_CREATE;
+    struct tree_req multi = { .type = ZK_OP_MULTI, .ops = ops, .nops = 4 };
+    struct tree_op_result res[4] = { { 0 } };
+    assert_int_equal(run(f, 0, &multi, res, 4), ZK_OK);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(res[i].err, ZK_OK);
+    assert_string_equal(res[0].path, "/m/a");
+    assert_int_equal(res[2].stat.version, 1);
+    assert_int_equal(res[2].stat.mzxid, 2);
+    tree_results_free(res, 4);
+    assert_false(exists(f, "/m/a"));
+    struct zk_stat s = stat_of(f, "/m");
+    assert_int_equal(s.num_children, 0);
+    assert_int_equal(s.pzxid, 2);
+    assert_int_equal(s.cversion, 2);
+    /* one zxid for the whole multi, events in op order */
+    assert_int_equal(f->nev, 5);
+    assert_event(f, 0, ZK_EVENT_CREATED, "/m/a", 2);
+    assert_event(f, 1, ZK_EVENT_CHILD_CHANGED, "/m", 2);
+    assert_event(f, 2, ZK_EVENT_DATA_CHANGED, "/m/a", 2);
+    assert_event(f, 3, ZK_EVENT_DELETED, "/m/a", 2);
+    assert_event(f, 4, ZK_EVENT_CHILD_CHANGED, "/m", 2);
+}
+
+static void test_multi_failure_is_all_or_nothing(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(create(f, "/m", "x"), ZK_OK);
+    uint64_t before = tree_digest(f->t);
+    f->nev = 0;
+    struct tree_req ops[4] = { req_create("/m/a", "1", ZK_PERSISTENT),
+                               req_create("/m/s", "1", ZK_PERSISTENT_SEQUENTIAL),
+                               req_setdata("/m", "2", 7), req_delete("/m/a", -1) };
+    struct tree_req multi = { .type = ZK_OP_MULTI, .ops = ops, .nops = 4 };
+    struct txn x;
+    assert_int_equal(prep(f, 0, &multi, &x), ZK_EBADVERSION);
+    assert_int_equal(x.type, TXN_MULTI);
+    assert_int_equal(x.nops, 4);
+    const int32_t want[4] = { ZK_OK, ZK_OK, ZK_EBADVERSION, ZK_ERUNTIMEINCONSISTENCY };
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(x.ops[i].type, TXN_ERROR);
+        assert_int_equal(x.ops[i].err, want[i]);
+        assert_null(x.ops[i].path);
+    }
+    /* the rolled-back creates are not pending for the rest of the batch:
+     * /m/a can be created and the sequence number is not consumed */
+    struct tree_req again = req_create("/m/s", "1", ZK_PERSISTENT_SEQUENTIAL);
+    struct txn y;
+    assert_int_equal(prep(f, 0, &again, &y), ZK_OK);
+    assert_string_equal(y.ops[0].path, "/m/s0000000000");
+    struct tree_op_result res[4] = { { 0 } };
+    apply(f, &x, res);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(res[i].err, want[i]);
+    tree_results_free(res, 4);
+    assert_int_equal(f->nev, 0);
+    assert_int_equal(tree_digest(f->t), before);
+    apply(f, &y, NULL);
+    txn_free(&x);
+    txn_free(&y);
+    tree_prep_reset(f->t);
+    assert_false(exists(f, "/m/a"));
+    assert_true(exists(f, "/m/s0000000000"));
+}
+
+static void test_multi_rejects_non_write_ops(void **state)
+{
+    struct fx *f = *state;
+    struct tree_req ops[2] = { req_create("/a", "1", ZK_PERSISTENT), req_check("/", -1) };
+    ops[1].type = ZK_OP_GETDATA;
+    struct tree_req multi = { .type = ZK_OP_MULTI, .ops = ops, .nops = 2 };
+    struct txn x;
+    assert_int_equal(prep(f, 0, &multi, &x), ZK_EMARSHALLINGERROR);
+    assert_int_equal(x.nops, 0);
+    ops[1] = req_setacl("/", open_acl, -1); /* not an op MultiOperationRecord knows */
+    assert_int_equal(prep(f, 0, &multi, &x), ZK_EMARSHALLINGERROR);
+    assert_false(exists(f, "/a"));
+    struct tree_req empty = { .type = ZK_OP_MULTI, .ops = NULL, .nops = 0 };
+    assert_int_equal(run(f, 0, &empty, NULL, 0), ZK_OK);
+}
+
+/* ---- idempotent apply ----------------------------------------------------------------- */
+
+static void test_reapply_has_no_effect(void **state)
+{
+    struct fx *f = *state;
+    struct tree_req reqs[] = {
+        req_create("/i", "x", ZK_PERSISTENT), req_create("/i/k", "1", ZK_PERSISTENT),
+        req_setdata("/i/k", "2", -1),          req_setacl("/i", open_acl, -1),
+        req_create("/i/s", "x", ZK_PERSISTENT_SEQUENTIAL),
+        req_delete("/i/k", -1),
+    };
+    for (size_t i = 0; i < sizeof reqs / sizeof reqs[0]; i++) {
+        struct txn x;
+        assert_int_equal(prep(f, 0, &reqs[i], &x), ZK_OK);
+        apply(f, &x, NULL);
+        uint64_t d = tree_digest(f->t);
+        size_t nev = f->nev;
+        apply(f, &x, NULL); /* the same txn again */
+        assert_int_equal(tree_digest(f->t), d);
+        assert_int_equal(f->nev, nev);
+        txn_free(&x);
+        tree_prep_reset(f->t);
+    }
+    assert_int_equal(stat_of(f, "/i").num_children, 1);
+}
+
+/* Replay from an older snapshot: a tree that already holds txns k..n gets
+ * them again and ends equal to a tree that saw each once. */
+static void test_replay_suffix_matches(void **state)
+{
+    struct fx *f = *state;
+    struct tree *other = tree_new();
+    assert_non_null(other);
+    struct tree_req ops[3] = { req_create("/r/x", "1", ZK_PERSISTENT),
+                               req_setdata("/r/x", "2", 0), req_setdata("/r/x", "3", 1) };
+    struct tree_req multi = { .type = ZK_OP_MULTI, .ops = ops, .nops = 3 };
+    struct tree_req reqs[] = { req_create("/r", "x", ZK_PERSISTENT), multi,
+                               req_create("/r/e", "1", ZK_PERSISTENT_SEQUENTIAL),
+                               req_delete("/r/x", -1), req_create("/r/x", "again", ZK_PERSISTENT) };
+    const size_t n = sizeof reqs / sizeof reqs[0];
+    struct txn x[5];
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(prep(f, 0, &reqs[i], &x[i]), ZK_OK);
+        apply(f, &x[i], NULL);
+        assert_int_equal(tree_apply(other, &x[i], NULL, NULL, NULL), ZK_OK);
+    }
+    for (size_t i = 1; i < n; i++) /* replay from txn 2 */
+        assert_int_equal(tree_apply(other, &x[i], NULL, NULL, NULL), ZK_OK);
+    assert_int_equal(tree_digest(other), tree_digest(f->t));
+    struct tree_view v;
+    rcu_read_lock();
+    assert_int_equal(tree_get(other, "/r/x", 4, &v), ZK_OK);
+    assert_int_equal(v.data_len, 5);
+    assert_int_equal(v.stat.czxid, 5);
+    rcu_read_unlock();
+    for (size_t i = 0; i < n; i++)
+        txn_free(&x[i]);
+    tree_prep_reset(f->t);
+    tree_free(other);
+}
+
+/* ---- containers and TTL ---------------------------------------------------------------- */
+
+static void collect_into(void *arg, const char *path)
+{
+    collect_path(arg, path);
+}
+
+static void test_container_reaping(void **state)
+{
+    struct fx *f = *state;
+    struct tree_req c = req_create("/c", NULL, ZK_CONTAINER);
+    c.type = ZK_OP_CREATECONTAINER;
+    assert_int_equal(run1(f, 0, &c), ZK_OK);
+    struct zk_stat s = stat_of(f, "/c");
+    assert_int_equal(s.ephemeral_owner, 0); /* clients see 0 for containers */
+    struct paths ps = { .n = 0 };
+    tree_reapable(f->t, T0_MS + 1000000, collect_into, &ps);
+    assert_int_equal(ps.n, 0); /* never had a child */
+    assert_int_equal(create(f, "/c/kid", NULL), ZK_OK);
+    tree_reapable(f->t, T0_MS, collect_into, &ps);
+    assert_int_equal(ps.n, 0); /* has a child */
+    struct tree_req del = { .type = ZK_OP_DELETECONTAINER };
+    del.u.path.path = S("/c");
+    assert_int_equal(run1(f, 0, &del), ZK_ENOTEMPTY);
+    struct tree_req dk = req_delete("/c/kid", -1);
+    assert_int_equal(run1(f, 0, &dk), ZK_OK);
+    tree_reapable(f->t, T0_MS, collect_into, &ps);
+    assert_int_equal(ps.n, 1);
+    assert_string_equal(ps.p[0], "/c");
+    paths_free(&ps);
+    assert_int_equal(run1(f, 0, &del), ZK_OK);
+    assert_false(exists(f, "/c"));
+    tree_reapable(f->t, T0_MS, collect_into, &ps);
+    assert_int_equal(ps.n, 0);
+    assert_int_equal(run1(f, 0, &del), ZK_ENONODE);
+    /* createContainer with another mode is refused */
+    c.u.create.flags = ZK_PERSISTENT;
+    assert_int_equal(run1(f, 0, &c), ZK_EBADARGUMENTS);
+}
+
+static void test_delete_container_refuses_ephemerals(void **state)
+{
+    struct fx *f = *state;
+    const int64_t sid = 0x77;
+    struct tree_req cs = req_session(ZK_OP_CREATESESSION);
+    assert_int_equal(run1(f, sid, &cs), ZK_OK);
+    struct tree_req e = req_create("/e", NULL, ZK_EPHEMERAL);
+    assert_int_equal(run1(f, sid, &e), ZK_OK);
+    struct tree_req del = { .type = ZK_OP_DELETECONTAINER };
+    del.u.path.path = S("/e");
+    assert_int_equal(run1(f, 0, &del), ZK_EBADVERSION);
+    /* like ZooKeeper, a plain persistent node is deleted */
+    assert_int_equal(create(f, "/plain", NULL), ZK_OK);
+    del.u.path.path = S("/plain");
+    assert_int_equal(run1(f, 0, &del), ZK_OK);
+    assert_false(exists(f, "/plain"));
+    del.u.path.path = S("/zookeeper");
+    assert_int_equal(run1(f, 0, &del), ZK_EBADARGUMENTS);
+}
+
+static struct tree_req req_ttl(const char *path, int32_t flags, int64_t ttl)
+{
+    struct tree_req r = req_create(path, "t", flags);
+    r.type = ZK_OP_CREATETTL;
+    r.u.create.ttl = ttl;
+    return r;
+}
+
+static void test_ttl(void **state)
+{
+    struct fx *f = *state;
+    struct tree_req r = req_ttl("/t", ZK_PERSISTENT_WITH_TTL, 1000);
+    assert_int_equal(run1(f, 0, &r), ZK_EUNIMPLEMENTED); /* extendedTypesEnabled off */
+    f->cfg.ttl_enabled = true;
+    r = req_ttl("/t", ZK_PERSISTENT_WITH_TTL, 0);
+    assert_int_equal(run1(f, 0, &r), ZK_EBADARGUMENTS);
+    r = req_ttl("/t", ZK_PERSISTENT_WITH_TTL, TREE_TTL_MAX + 1);
+    assert_int_equal(run1(f, 0, &r), ZK_EBADARGUMENTS);
+    r = req_ttl("/t", ZK_PERSISTENT, 1000); /* not a TTL mode */
+    assert_int_equal(run1(f, 0, &r), ZK_EBADARGUMENTS);
+    struct tree_req plain = req_create("/t", "t", ZK_PERSISTENT_WITH_TTL);
+    assert_int_equal(run1(f, 0, &plain), ZK_EBADARGUMENTS); /* TTL mode needs createTTL */
+
+    f->now_ms = T0_MS;
+    r = req_ttl("/t", ZK_PERSISTENT_WITH_TTL, 1000);
+    assert_int_equal(run1(f, 0, &r), ZK_OK);
+    r = req_ttl("/s-", ZK_PERSISTENT_SEQUENTIAL_WITH_TTL, TREE_TTL_MAX);
+    assert_int_equal(run1(f, 0, &r), ZK_OK);
+    assert_true(exists(f, "/s-0000000001")); /* root: one create (/t) so far */
+    assert_int_equal(stat_of(f, "/t").ephemeral_owner, 0);
+
+    struct paths ps = { .n = 0 };
+    tree_reapable(f->t, T0_MS + 999, collect_into, &ps);
+    assert_int_equal(ps.n, 0);
+    tree_reapable(f->t, T0_MS + 1000, collect_into, &ps);
+    assert_int_equal(ps.n, 1);
+    assert_string_equal(ps.p[0], "/t");
+    paths_free(&ps);
+    /* children keep it; setData moves mtime and so the deadline */
+    assert_int_equal(create(f, "/t/kid", NULL), ZK_OK);
+    tree_reapable(f->t, T0_MS + 5000, collect_into, &ps);
+    assert_int_equal(ps.n, 0);
+    struct tree_req dk = req_delete("/t/kid", -1);
+    assert_int_equal(run1(f, 0, &dk), ZK_OK);
+    f->now_ms = T0_MS + 4000;
+    struct tree_req touch = req_setdata("/t", "u", -1);
+    assert_int_equal(run1(f, 0, &touch), ZK_OK);
+    tree_reapable(f->t, T0_MS + 4999, collect_into, &ps);
+    assert_int_equal(ps.n, 0);
+    tree_reapable(f->t, T0_MS + 5000, collect_into, &ps);
+    assert_int_equal(ps.n, 1);
+    paths_free(&ps);
+    struct tree_req del = { .type = ZK_OP_DELETECONTAINER };
+    del.u.path.path = S("/t");
+    assert_int_equal(run1(f, 0, &del), ZK_OK);
+    tree_reapable(f->t, T0_MS + 5000, collect_into, &ps);
+    assert_int_equal(ps.n, 0);
+}
+
+/* ---- digest --------------------------------------------------------------------------------- */
+
+static void build(struct fx *f, struct tree *t2, const struct tree_req *reqs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct txn x;
+        assert_int_equal(prep(f, 0, &reqs[i], &x), ZK_OK);
+        apply(f, &x, NULL);
+        assert_int_equal(tree_apply(t2, &x, NULL, NULL, NULL), ZK_OK);
+        txn_free(&x);
+        tree_prep_reset(f->t);
+    }
+}
+
+static void test_digest(void **state)
+{
+    struct fx *f = *state;
+    struct tree *t2 = tree_new();
+    assert_non_null(t2);
+    assert_int_equal(tree_digest(t2), tree_digest(f->t));
+    struct tree_req reqs[] = { req_create("/a", "1", ZK_PERSISTENT),
+                               req_create("/b", NULL, ZK_PERSISTENT),
+                               req_create("/a/c", "", ZK_PERSISTENT_SEQUENTIAL),
+                               req_setdata("/b", "z", -1) };
+    build(f, t2, reqs, 4);
+    uint64_t d = tree_digest(f->t);
+    assert_int_equal(tree_digest(t2), d);
+    assert_int_not_equal(d, 0);
+
+    /* a data change and an ACL change both move it */
+    struct tree_req more[] = { req_setdata("/a", "2", -1) };
+    build(f, t2, more, 1);
+    assert_int_not_equal(tree_digest(f->t), d);
+    assert_int_equal(tree_digest(t2), tree_digest(f->t));
+    d = tree_digest(f->t);
+    struct zk_acl read = { ZK_PERM_READ, { { "world", 5 }, { "anyone", 6 } } };
+    struct tree_req acl[] = { req_setacl("/b", (struct zk_aclvec){ 1, &read }, -1) };
+    build(f, t2, acl, 1);
+    assert_int_not_equal(tree_digest(f->t), d);
+    assert_int_equal(tree_digest(t2), tree_digest(f->t));
+
+    /* only one tree changes: they differ */
+    d = tree_digest(f->t);
+    assert_int_equal(create(f, "/only-here", NULL), ZK_OK);
+    assert_int_not_equal(tree_digest(f->t), tree_digest(t2));
+    tree_free(t2);
+}
+
+/* ---- read side helpers ----------------------------------------------------------------- */
+
+struct names {
+    char s[8][32];
+    size_t n;
+};
+
+static void collect_name(void *arg, const char *name, size_t len)
+{
+    struct names *ns = arg;
+    assert_true(ns->n < 8 && len < 32);
+    memcpy(ns->s[ns->n], name, len);
+    ns->s[ns->n][len] = '\0';
+    ns->n++;
+}
+
+static void test_children_and_descendants(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(create(f, "/p", NULL), ZK_OK);
+    assert_int_equal(create(f, "/p/a", NULL), ZK_OK);
+    assert_int_equal(create(f, "/p/b", NULL), ZK_OK);
+    assert_int_equal(create(f, "/p/a/x", NULL), ZK_OK);
+    struct names ns = { .n = 0 };
+    struct tree_view v;
+    rcu_read_lock();
+    assert_int_equal(tree_get_children(f->t, "/p", 2, &v, collect_name, &ns), ZK_OK);
+    assert_int_equal(v.stat.num_children, 2);
+    assert_int_equal(ns.n, 2);
+    bool a = strcmp(ns.s[0], "a") == 0 || strcmp(ns.s[1], "a") == 0;
+    bool b = strcmp(ns.s[0], "b") == 0 || strcmp(ns.s[1], "b") == 0;
+    assert_true(a && b);
+    assert_int_equal(tree_get_children(f->t, "/q", 2, &v, collect_name, &ns), ZK_ENONODE);
+    int64_t n;
+    assert_int_equal(tree_count_descendants(f->t, "/p", 2, &n), ZK_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(tree_count_descendants(f->t, "/", 1, &n), ZK_OK);
+    assert_int_equal(n, 7);
+    assert_int_equal(tree_count_descendants(f->t, "/p/b", 4, &n), ZK_OK);
+    assert_int_equal(n, 0);
+    rcu_read_unlock();
+}
+
+struct sess_seen {
+    int64_t ids[4];
+    size_t n;
+};
+
+static void collect_session(void *arg, struct tree_session *s)
+{
+    struct sess_seen *ss = arg;
+    assert_true(ss->n < 4);
+    ss->ids[ss->n++] = s->id;
+}
+
+static void test_session_each(void **state)
+{
+    struct fx *f = *state;
+    struct tree_req cs = req_session(ZK_OP_CREATESESSION);
+    assert_int_equal(run1(f, 11, &cs), ZK_OK);
+    assert_int_equal(run1(f, 12, &cs), ZK_OK);
+    struct sess_seen ss = { .n = 0 };
+    tree_session_each(f->t, collect_session, &ss);
+    assert_int_equal(ss.n, 2);
+    assert_true((ss.ids[0] == 11 && ss.ids[1] == 12) || (ss.ids[0] == 12 && ss.ids[1] == 11));
+    struct tree_stats st;
+    tree_stats(f->t, &st);
+    assert_int_equal(st.session_count, 2);
+    assert_int_equal(st.last_zxid, 2);
+}
+
+int main(void)
+{
+    rcu_register_thread();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_initial_tree, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create_stat_and_events, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create_null_and_empty_data, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create_acl_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ephemeral_rules, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delete, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delete_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_setdata, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_setdata_version_wraps_past_minus_one, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_setacl, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_check, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sequential_names, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_close_session_deletes_ephemerals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_close_session_sees_pending_changes, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_dropped_close_reopens_session, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_consecutive_preps_see_each_other, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pending_delete_then_create, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_multi_success, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_multi_failure_is_all_or_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_multi_rejects_non_write_ops, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reapply_has_no_effect, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replay_suffix_matches, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_container_reaping, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delete_container_refuses_ephemerals, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_ttl, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_digest, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_children_and_descendants, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_session_each, setup, teardown),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    rcu_unregister_thread();
+    return failed;
+}

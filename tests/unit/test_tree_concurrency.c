@@ -1,0 +1,541 @@
+/*
+ * test_tree_concurrency.c — DESIGN.md invariants 1 and 3 under real threads.
+ * Run it under -fsanitize=thread and -fsanitize=address.
+ *
+ * The main thread plays the sequencer: it preps and applies thousands of
+ * setData/create/delete txns. Reader threads (rcu-registered, like workers)
+ * hammer tree_get/tree_get_children on a few hot nodes and check:
+ *
+ *  invariant 1 — every view is one version: a hot node's data spells the
+ *  version it was written at, so data and stat.version must agree; a
+ *  listing of /dir has exactly stat.num_children names.
+ *
+ *  invariant 3 — no missed watch, with the dataplane's scheme: each reader
+ *  owns a watch_table; the sequencer, after applying a txn, copies its
+ *  events onto every reader's queue; a reader looks a node up, registers a
+ *  watch with seen_zxid = the observed mzxid (pzxid for children), then
+ *  drains its queue through watch_fire. A watch registered at version v must
+ *  be fired by exactly the event that produced version v+1, and a watch
+ *  still pending at the end must have seen the node's final state.
+ *
+ * Threads cannot use cmocka's asserts (they longjmp); readers count
+ * failures and print the first few, the main thread asserts on the counts.
+ * The run is bounded by TXNS_MAX and RUN_MS_MAX. Seed: TREE_CONC_SEED.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <urcu.h>
+
+#include "tree/tree.h"
+
+#define READERS 3
+#define HOT 4
+#define TXNS_MAX 200000
+#define RUN_MS_MAX 2500
+#define DIR_MAX_CHILDREN 64
+#define FAIL_PRINT_MAX 5
+
+struct qev {
+    int32_t type;
+    int64_t zxid;
+    char path[32];
+};
+
+struct queue {
+    pthread_mutex_t mu;
+    atomic_size_t queued; /* lets a reader skip the lock when empty */
+    struct qev *v;
+    size_t n, cap;
+};
+
+/* The current watch a reader holds on one node (at most one: watch_add
+ * merges duplicates, so the reader never registers twice). */
+struct wstate {
+    bool pending;
+    int64_t seen_zxid;
+    int32_t seen_version; /* hot nodes */
+};
+
+struct reader {
+    pthread_t thread;
+    int id;
+    struct queue q;
+    struct watch_table *wt;
+    struct wstate hot[HOT];
+    struct wstate dir;
+    const struct qev *firing; /* the event watch_fire is delivering */
+    uint64_t rng;
+    long views, fired, failures;
+};
+
+struct world {
+    struct tree *t;
+    struct reader readers[READERS];
+    atomic_bool done;
+    /* written by the sequencer before it applies the txn (so before the
+     * event is queued); readers read them after dequeuing the event */
+    int64_t *hot_zxid[HOT]; /* [node][version] = zxid that produced it */
+    int64_t *dir_zxids;     /* zxids of /dir child changes, in order */
+    atomic_long dir_nchanges;
+};
+
+static struct world W;
+
+#if defined(__SANITIZE_THREAD__)
+/* liburcu 0.13 is not instrumented: its worker threads free completion
+ * objects the main thread allocated, synchronised by futexes TSan cannot
+ * see. Ignore allocations made and freed *by the library itself*; our own
+ * frees in call_rcu callbacks are still checked (tree_int.h annotates the
+ * grace period for TSan). */
+const char *__tsan_default_suppressions(void);
+const char *__tsan_default_suppressions(void)
+{
+    return "called_from_lib:liburcu.so\ncalled_from_lib:liburcu-cds.so\n";
+}
+#endif
+
+static const char *hot_path(int i)
+{
+    static const char *const p[HOT] = { "/hot0", "/hot1", "/hot2", "/hot3" };
+    return p[i];
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+static void failf(struct reader *r, const char *fmt, long a, long b)
+{
+    if (r->failures++ < FAIL_PRINT_MAX) {
+        fprintf(stderr, "reader %d: ", r->id);
+        fprintf(stderr, fmt, a, b);
+        fputc('\n', stderr);
+    }
+}
+
+/* ---- queues ------------------------------------------------------------------ */
+
+static void queue_push(struct queue *q, const struct tree_event *ev)
+{
+    pthread_mutex_lock(&q->mu);
+    if (q->n == q->cap) {
+        size_t cap = q->cap ? q->cap * 2 : 256;
+        struct qev *v = realloc(q->v, cap * sizeof *v);
+        if (v == NULL)
+            abort();
+        q->v = v;
+        q->cap = cap;
+    }
+    struct qev *e = &q->v[q->n++];
+    e->type = ev->type;
+    e->zxid = ev->zxid;
+    snprintf(e->path, sizeof e->path, "%s", ev->path);
+    atomic_store_explicit(&q->queued, q->n, memory_order_relaxed);
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* Takes everything queued so far (the caller frees *out). */
+static size_t queue_take(struct queue *q, struct qev **out)
+{
+    *out = NULL;
+    /* a stale zero only delays the drain to the next pass (or the final one) */
+    if (atomic_load_explicit(&q->queued, memory_order_relaxed) == 0)
+        return 0;
+    pthread_mutex_lock(&q->mu);
+    size_t n = q->n;
+    *out = q->v;
+    q->v = NULL;
+    q->n = q->cap = 0;
+    atomic_store_explicit(&q->queued, 0, memory_order_relaxed);
+    pthread_mutex_unlock(&q->mu);
+    return n;
+}
+
+/* The sequencer's event sink: the change is already published. */
+static void fan_out(void *arg, const struct tree_event *ev)
+{
+    (void)arg;
+    for (int i = 0; i < READERS; i++)
+        queue_push(&W.readers[i].q, ev);
+}
+
+/* ---- reader side -------------------------------------------------------------- */
+
+static int hot_index(const char *path)
+{
+    for (int i = 0; i < HOT; i++) {
+        if (strcmp(path, hot_path(i)) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* The first /dir child change after zxid (the one a CHILD watch set at
+ * pzxid = zxid must be fired by). */
+static int64_t dir_change_after(int64_t zxid)
+{
+    long n = atomic_load_explicit(&W.dir_nchanges, memory_order_acquire);
+    for (long i = 0; i < n; i++) {
+        if (W.dir_zxids[i] > zxid)
+            return W.dir_zxids[i];
+    }
+    return -1;
+}
+
+static void on_fire(void *arg, uint64_t conn, int32_t type, const char *path)
+{
+    struct reader *r = arg;
+    const struct qev *ev = r->firing;
+    r->fired++;
+    if (conn != (uint64_t)r->id)
+        failf(r, "fired for conn %ld, expected %ld", (long)conn, r->id);
+    int i = hot_index(path);
+    if (i >= 0) {
+        struct wstate *w = &r->hot[i];
+        int64_t want = W.hot_zxid[i][w->seen_version + 1];
+        if (!w->pending || type != ZK_EVENT_DATA_CHANGED || ev->zxid != want)
+            failf(r, "data watch fired by zxid %ld, version v+1 has zxid %ld", (long)ev->zxid,
+                  (long)want);
+        w->pending = false;
+    } else if (strcmp(path, "/dir") == 0) {
+        int64_t want = dir_change_after(r->dir.seen_zxid);
+        if (!r->dir.pending || type != ZK_EVENT_CHILD_CHANGED || ev->zxid != want)
+            failf(r, "child watch fired by zxid %ld, next change is %ld", (long)ev->zxid,
+                  (long)want);
+        r->dir.pending = false;
+    } else {
+        failf(r, "fired for an unwatched path (type %ld, len %ld)", type, (long)strlen(path));
+    }
+}
+
+static void drain(struct reader *r)
+{
+    struct qev *evs;
+    size_t n = queue_take(&r->q, &evs);
+    for (size_t i = 0; i < n; i++) {
+        struct tree_event ev = { .type = evs[i].type, .path = evs[i].path, .zxid = evs[i].zxid };
+        r->firing = &evs[i];
+        watch_fire(r->wt, &ev, on_fire, r);
+    }
+    r->firing = NULL;
+    free(evs);
+}
+
+/* Parses the "v<version>" the sequencer wrote; -1 when malformed. */
+static long data_version(const uint8_t *p, int32_t len)
+{
+    if (p == NULL || len < 2 || len > 12 || p[0] != 'v')
+        return -1;
+    long v = 0;
+    for (int32_t i = 1; i < len; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+        v = v * 10 + (p[i] - '0');
+    }
+    return v;
+}
+
+static void look_at_hot(struct reader *r, int i)
+{
+    struct tree_view v;
+    rcu_read_lock();
+    int err = tree_get(W.t, hot_path(i), strlen(hot_path(i)), &v);
+    long dv = err == ZK_OK ? data_version(v.data, v.data_len) : -2;
+    struct zk_stat st = v.stat;
+    bool len_ok = err == ZK_OK && v.stat.data_length == v.data_len;
+    /* a tree call after the last use of tree memory: under TSan it tells the
+     * checker this thread is done with what a grace period will free */
+    (void)tree_last_zxid(W.t);
+    rcu_read_unlock();
+    r->views++;
+    if (err != ZK_OK || dv != st.version || !len_ok) {
+        failf(r, "hot view mixes versions: data says %ld, stat.version %ld", dv, st.version);
+        return;
+    }
+    if (!r->hot[i].pending) {
+        r->hot[i] = (struct wstate){ .pending = true, .seen_zxid = st.mzxid,
+                                     .seen_version = st.version };
+        if (watch_add(r->wt, hot_path(i), strlen(hot_path(i)), WATCH_DATA, (uint64_t)r->id,
+                      st.mzxid) != ZK_OK)
+            failf(r, "watch_add failed on hot node %ld%ld", i, 0);
+    }
+}
+
+struct listing {
+    long names;
+    long bad;
+};
+
+static void count_child(void *arg, const char *name, size_t len)
+{
+    struct listing *l = arg;
+    l->names++;
+    if (len < 2 || name[0] != 'c')
+        l->bad++;
+}
+
+static void look_at_dir(struct reader *r)
+{
+    struct tree_view v;
+    struct listing l = { 0, 0 };
+    rcu_read_lock();
+    int err = tree_get_children(W.t, "/dir", 4, &v, count_child, &l);
+    (void)tree_last_zxid(W.t);
+    rcu_read_unlock();
+    r->views++;
+    if (err != ZK_OK || l.names != v.stat.num_children || l.bad != 0) {
+        failf(r, "listing has %ld names, stat.num_children %ld", l.names, v.stat.num_children);
+        return;
+    }
+    if (!r->dir.pending) {
+        r->dir = (struct wstate){ .pending = true, .seen_zxid = v.stat.pzxid };
+        if (watch_add(r->wt, "/dir", 4, WATCH_CHILD, (uint64_t)r->id, v.stat.pzxid) != ZK_OK)
+            failf(r, "watch_add failed on /dir %ld%ld", 0, 0);
+    }
+}
+
+static void *reader_main(void *arg)
+{
+    struct reader *r = arg;
+    rcu_register_thread();
+    while (!atomic_load_explicit(&W.done, memory_order_acquire)) {
+        int pick = (int)(rng_next(&r->rng) % (HOT + 1));
+        if (pick < HOT)
+            look_at_hot(r, pick);
+        else
+            look_at_dir(r);
+        drain(r);
+    }
+    drain(r); /* the sequencer has stopped: everything is queued */
+    rcu_unregister_thread();
+    return NULL;
+}
+
+/* ---- sequencer side ----------------------------------------------------------- */
+
+struct seq {
+    int64_t zxid;
+    int32_t version[HOT];
+    int children[DIR_MAX_CHILDREN]; /* suffixes of /dir's children */
+    int nchildren;
+    int next_child;
+    long sets, creates, deletes;
+};
+
+static void run_txn(struct seq *s, const struct tree_req *r, bool child_change)
+{
+    static const struct tree_prep_cfg cfg = { .ttl_enabled = false };
+    static const struct tree_auth auth = { 0 };
+    struct txn x = { .zxid = ++s->zxid, .session_id = 0, .time_ms = 1000 + s->zxid };
+    assert_int_equal(tree_prep(W.t, &cfg, r, &auth, &x), ZK_OK);
+    if (child_change) {
+        long n = atomic_load_explicit(&W.dir_nchanges, memory_order_relaxed);
+        W.dir_zxids[n] = x.zxid;
+        atomic_store_explicit(&W.dir_nchanges, n + 1, memory_order_release);
+    }
+    assert_int_equal(tree_apply(W.t, &x, fan_out, NULL, NULL), ZK_OK);
+    txn_free(&x);
+    tree_prep_reset(W.t);
+}
+
+static struct zk_acl world_all = { ZK_PERM_ALL, { { "world", 5 }, { "anyone", 6 } } };
+
+static void seq_create(struct seq *s, const char *path, const char *data)
+{
+    struct tree_req r = { .type = ZK_OP_CREATE };
+    r.u.create.path = (struct zk_str){ path, (int32_t)strlen(path) };
+    r.u.create.data = (struct zk_str){ data, (int32_t)strlen(data) };
+    r.u.create.acl = (struct zk_aclvec){ 1, &world_all };
+    r.u.create.ttl = -1;
+    bool under_dir = strncmp(path, "/dir/", 5) == 0;
+    run_txn(s, &r, under_dir);
+}
+
+static void seq_set_hot(struct seq *s, int i)
+{
+    char data[16];
+    int32_t next = s->version[i] + 1;
+    snprintf(data, sizeof data, "v%d", next);
+    struct tree_req r = { .type = ZK_OP_SETDATA };
+    r.u.setdata.path = (struct zk_str){ hot_path(i), (int32_t)strlen(hot_path(i)) };
+    r.u.setdata.data = (struct zk_str){ data, (int32_t)strlen(data) };
+    r.u.setdata.version = s->version[i];
+    W.hot_zxid[i][next] = s->zxid + 1; /* the zxid run_txn will assign */
+    run_txn(s, &r, false);
+    s->version[i] = next;
+    s->sets++;
+}
+
+static void seq_create_child(struct seq *s)
+{
+    char path[32];
+    int c = s->next_child++;
+    snprintf(path, sizeof path, "/dir/c%d", c);
+    seq_create(s, path, "x");
+    s->children[s->nchildren++] = c;
+    s->creates++;
+}
+
+static void seq_delete_child(struct seq *s, uint64_t *rng)
+{
+    int k = (int)(rng_next(rng) % (uint64_t)s->nchildren);
+    char path[32];
+    snprintf(path, sizeof path, "/dir/c%d", s->children[k]);
+    struct tree_req r = { .type = ZK_OP_DELETE };
+    r.u.del.path = (struct zk_str){ path, (int32_t)strlen(path) };
+    r.u.del.version = -1;
+    run_txn(s, &r, true);
+    s->children[k] = s->children[--s->nchildren];
+    s->deletes++;
+}
+
+static long sequence(struct seq *s, uint64_t seed)
+{
+    uint64_t rng = seed;
+    long start = now_ms(), n = 0;
+    for (; n < TXNS_MAX; n++) {
+        uint64_t roll = rng_next(&rng) % 10;
+        if (roll < 6)
+            seq_set_hot(s, (int)(rng_next(&rng) % HOT));
+        else if ((roll < 8 && s->nchildren < DIR_MAX_CHILDREN) || s->nchildren == 0)
+            seq_create_child(s);
+        else
+            seq_delete_child(s, &rng);
+        if ((n & 255) == 0 && now_ms() - start > RUN_MS_MAX)
+            break;
+    }
+    return n;
+}
+
+/* ---- the test ------------------------------------------------------------------- */
+
+static void check_final_watches(const struct reader *r, long *misses)
+{
+    for (int i = 0; i < HOT; i++) {
+        if (!r->hot[i].pending)
+            continue;
+        struct tree_view v;
+        rcu_read_lock();
+        int err = tree_get(W.t, hot_path(i), strlen(hot_path(i)), &v);
+        rcu_read_unlock();
+        /* still pending is fine only if nothing changed after it was set */
+        if (err != ZK_OK || v.stat.mzxid != r->hot[i].seen_zxid)
+            (*misses)++;
+    }
+    if (r->dir.pending) {
+        struct tree_view v;
+        rcu_read_lock();
+        int err = tree_get(W.t, "/dir", 4, &v);
+        rcu_read_unlock();
+        if (err != ZK_OK || v.stat.pzxid != r->dir.seen_zxid)
+            (*misses)++;
+    }
+}
+
+static void setup_world(struct seq *s)
+{
+    memset(&W, 0, sizeof W);
+    W.t = tree_new();
+    assert_non_null(W.t);
+    for (int i = 0; i < HOT; i++) {
+        W.hot_zxid[i] = calloc(TXNS_MAX + 2, sizeof(int64_t));
+        assert_non_null(W.hot_zxid[i]);
+    }
+    W.dir_zxids = calloc(TXNS_MAX + 2, sizeof(int64_t));
+    assert_non_null(W.dir_zxids);
+    memset(s, 0, sizeof *s);
+    seq_create(s, "/dir", "");
+    for (int i = 0; i < HOT; i++) {
+        W.hot_zxid[i][0] = s->zxid + 1;
+        seq_create(s, hot_path(i), "v0");
+    }
+}
+
+static void teardown_world(void)
+{
+    for (int i = 0; i < READERS; i++) {
+        watch_table_free(W.readers[i].wt);
+        free(W.readers[i].q.v);
+        pthread_mutex_destroy(&W.readers[i].q.mu);
+    }
+    tree_free(W.t);
+    for (int i = 0; i < HOT; i++)
+        free(W.hot_zxid[i]);
+    free(W.dir_zxids);
+}
+
+static void test_readers_and_watches_under_writes(void **state)
+{
+    (void)state;
+    const char *env = getenv("TREE_CONC_SEED");
+    uint64_t seed = env != NULL ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) | 1u;
+    fprintf(stderr, "seed %llu (replay: TREE_CONC_SEED=%llu)\n", (unsigned long long)seed,
+            (unsigned long long)seed);
+    struct seq s;
+    setup_world(&s);
+    for (int i = 0; i < READERS; i++) {
+        struct reader *r = &W.readers[i];
+        r->id = i + 1;
+        r->rng = seed * 2654435761u + (uint64_t)i + 1;
+        r->wt = watch_table_new();
+        assert_non_null(r->wt);
+        assert_int_equal(pthread_mutex_init(&r->q.mu, NULL), 0);
+    }
+    for (int i = 0; i < READERS; i++)
+        assert_int_equal(pthread_create(&W.readers[i].thread, NULL, reader_main, &W.readers[i]), 0);
+    long txns = sequence(&s, seed);
+    atomic_store_explicit(&W.done, true, memory_order_release);
+    for (int i = 0; i < READERS; i++)
+        assert_int_equal(pthread_join(W.readers[i].thread, NULL), 0);
+
+    long views = 0, fired = 0, failures = 0, misses = 0;
+    for (int i = 0; i < READERS; i++) {
+        const struct reader *r = &W.readers[i];
+        views += r->views;
+        fired += r->fired;
+        failures += r->failures;
+        check_final_watches(r, &misses);
+        assert_true(r->views > 0);
+    }
+    fprintf(stderr, "txns %ld (setData %ld, create %ld, delete %ld), views %ld, watches fired %ld\n",
+            txns, s.sets, s.creates, s.deletes, views, fired);
+    assert_int_equal(failures, 0);
+    assert_int_equal(misses, 0);
+    assert_true(txns > 1000);
+    assert_true(fired > 0);
+    assert_int_equal(tree_last_zxid(W.t), s.zxid);
+    teardown_world();
+}
+
+int main(void)
+{
+    rcu_register_thread();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_readers_and_watches_under_writes),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    rcu_unregister_thread();
+    return failed;
+}

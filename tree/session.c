@@ -1,0 +1,129 @@
+/*
+ * session.c — the replicated session table.
+ *
+ * Sessions live in a cds_lfht keyed by id so that workers can find theirs
+ * under RCU (tree_session_find) while the sequencer adds and removes them in
+ * tree_apply. A closed session is unlinked and freed after a grace period.
+ * The paths a session owns are kept beside it, sequencer-side, in
+ * tree->ephemerals (see tree.c), so that closeSession can list them without
+ * scanning the tree, as ZooKeeper's DataTree.ephemerals map does.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tree/tree_int.h"
+
+static uint64_t sess_hash(int64_t id)
+{
+    return tree_hash_mix(0, (uint64_t)id);
+}
+
+static int sess_match(struct cds_lfht_node *node, const void *key)
+{
+    const struct sess *s = caa_container_of(node, struct sess, hnode);
+    return s->pub.id == *(const int64_t *)key;
+}
+
+struct sess *tree_sess_lookup(const struct tree *t, int64_t id)
+{
+    struct cds_lfht_iter it;
+    cds_lfht_lookup(t->sessions, sess_hash(id), sess_match, &id, &it);
+    struct cds_lfht_node *node = cds_lfht_iter_get_node(&it);
+    if (node == NULL)
+        return NULL;
+    struct sess *s = caa_container_of(node, struct sess, hnode);
+    /* pairs with the release in tree_sess_add: the fields are initialised */
+    (void)__atomic_load_n(&s->pub.id, __ATOMIC_ACQUIRE);
+    return s;
+}
+
+struct tree_session *tree_session_find(const struct tree *t, int64_t id)
+{
+    struct sess *s = tree_sess_lookup(t, id);
+    tree_tsan_reader_done();
+    return s != NULL ? &s->pub : NULL;
+}
+
+int tree_sess_add(struct tree *t, int64_t id, int32_t timeout_ms, int64_t now_ms)
+{
+    if (tree_sess_lookup(t, id) != NULL)
+        return 0; /* replaying a createSession the tree already holds */
+    struct sess *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return -1;
+    s->pub.timeout_ms = timeout_ms;
+    atomic_init(&s->pub.last_seen_ms, now_ms);
+    atomic_init(&s->pub.owner_worker, -1);
+    atomic_init(&s->pub.owner_conn, 0);
+    s->pub.closing = false;
+    __atomic_store_n(&s->pub.id, id, __ATOMIC_RELEASE);
+    cds_lfht_node_init(&s->hnode);
+    cds_lfht_add(t->sessions, sess_hash(id), &s->hnode);
+    atomic_fetch_add_explicit(&t->session_count, 1, memory_order_relaxed);
+    return 0;
+}
+
+static void sess_free_cb(struct rcu_head *h)
+{
+    struct sess *s = caa_container_of(h, struct sess, rcu);
+    tree_tsan_grace_acquire();
+    TREE_TSAN_ACQUIRE(s);
+    free(s);
+}
+
+void tree_sess_remove(struct tree *t, int64_t id)
+{
+    struct sess *s = tree_sess_lookup(t, id);
+    if (s == NULL || cds_lfht_del(t->sessions, &s->hnode) != 0)
+        return;
+    atomic_fetch_sub_explicit(&t->session_count, 1, memory_order_relaxed);
+    TREE_TSAN_RELEASE(s);
+    call_rcu(&s->rcu, sess_free_cb);
+}
+
+void tree_sess_free_all(struct tree *t)
+{
+    struct cds_lfht_iter it;
+    struct cds_lfht_node *node;
+    rcu_read_lock();
+    TREE_LFHT_FOREACH (t->sessions, &it, node) {
+        struct sess *s = caa_container_of(node, struct sess, hnode);
+        cds_lfht_del(t->sessions, node);
+        TREE_TSAN_RELEASE(s);
+        call_rcu(&s->rcu, sess_free_cb);
+    }
+    tree_read_unlock();
+}
+
+void tree_session_each(struct tree *t, tree_session_fn fn, void *arg)
+{
+    struct cds_lfht_iter it;
+    struct cds_lfht_node *node;
+    rcu_read_lock();
+    TREE_LFHT_FOREACH (t->sessions, &it, node)
+        fn(arg, &caa_container_of(node, struct sess, hnode)->pub);
+    tree_read_unlock();
+}
+
+/* ZooKeeper's getEphemerals matches a plain string prefix ("/a" also
+ * matches "/ab"); an empty prefix or "/" matches everything. */
+static bool has_prefix(const char *path, size_t len, const char *prefix, size_t plen)
+{
+    if (plen == 0 || (plen == 1 && prefix[0] == '/'))
+        return true;
+    return len >= plen && memcmp(path, prefix, plen) == 0;
+}
+
+void tree_session_ephemerals(const struct tree *t, int64_t id, const char *prefix, tree_path_fn fn,
+                             void *arg)
+{
+    const struct tmap *set = tree_owned_paths(t, id);
+    if (set == NULL)
+        return;
+    size_t plen = prefix != NULL ? strlen(prefix) : 0;
+    for (size_t i = 0; i < set->cap; i++) {
+        const struct tmap_ent *e = &set->slots[i];
+        if (e->key != NULL && has_prefix(e->key, e->len, prefix, plen))
+            fn(arg, e->key);
+    }
+}

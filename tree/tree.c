@@ -1,0 +1,687 @@
+/*
+ * tree.c — znode storage, lifecycle and the read side of the tree.
+ *
+ * See tree_int.h for the storage model (stable znodes in a cds_lfht, each
+ * pointing at an immutable, RCU-retired version). Read functions here run on
+ * any registered thread under the caller's rcu_read_lock; the helpers that
+ * build and publish versions run on the sequencer only.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tree/tree_int.h"
+
+#define NODES_INIT_BUCKETS 1024
+#define SESSIONS_INIT_BUCKETS 64
+
+#if defined(__SANITIZE_THREAD__)
+static char tsan_grace_token;
+void tree_tsan_reader_done(void) { __tsan_release(&tsan_grace_token); }
+void tree_tsan_grace_acquire(void) { __tsan_acquire(&tsan_grace_token); }
+#else
+void tree_tsan_reader_done(void) {}
+void tree_tsan_grace_acquire(void) {}
+#endif
+
+/* ---- owners ------------------------------------------------------------------ */
+
+/* ZooKeeper's EphemeralType: TTL when the top byte is all ones (the low 40
+ * bits carry the ttl), CONTAINER for Long.MIN_VALUE, NORMAL for any other
+ * non-zero owner (a session id), VOID for 0. */
+bool tree_owner_is_ttl(int64_t owner)
+{
+    return (owner & TREE_OWNER_TTL_MASK) == TREE_OWNER_TTL_MASK;
+}
+
+bool tree_owner_is_session(int64_t owner)
+{
+    return owner != 0 && owner != TREE_OWNER_CONTAINER && !tree_owner_is_ttl(owner);
+}
+
+size_t tree_parent_len(const char *path, size_t len)
+{
+    size_t i = len;
+    while (i > 0 && path[i - 1] != '/')
+        i--;
+    /* i is one past the last '/'; the root's children and "/" have parent "/" */
+    return i <= 1 ? 1 : i - 1;
+}
+
+/* ---- data blobs and child arrays ------------------------------------------- */
+
+struct zdata *zdata_new(const uint8_t *p, int32_t len)
+{
+    if (len < 0)
+        return NULL;
+    struct zdata *d = malloc(sizeof *d + (size_t)len);
+    if (d == NULL)
+        return NULL;
+    atomic_init(&d->refs, 1);
+    d->len = len;
+    if (len > 0)
+        memcpy(d->bytes, p, (size_t)len);
+    return d;
+}
+
+struct zdata *zdata_ref(struct zdata *d)
+{
+    if (d != NULL)
+        atomic_fetch_add_explicit(&d->refs, 1, memory_order_relaxed);
+    return d;
+}
+
+void zdata_unref(struct zdata *d)
+{
+    if (d != NULL && atomic_fetch_sub_explicit(&d->refs, 1, memory_order_acq_rel) == 1)
+        free(d);
+}
+
+struct zkids *zkids_ref(struct zkids *k)
+{
+    if (k != NULL)
+        atomic_fetch_add_explicit(&k->refs, 1, memory_order_relaxed);
+    return k;
+}
+
+void zkids_unref(struct zkids *k)
+{
+    if (k != NULL && atomic_fetch_sub_explicit(&k->refs, 1, memory_order_acq_rel) == 1)
+        free(k);
+}
+
+static struct zkids *zkids_alloc(uint32_t count)
+{
+    struct zkids *k = malloc(sizeof *k + count * sizeof k->items[0]);
+    if (k != NULL) {
+        atomic_init(&k->refs, 1);
+        k->count = count;
+    }
+    return k;
+}
+
+/* Copy-on-write add: O(children) per create, which readers pay nothing for.
+ * A parent with very many children (100k+) makes creates under it slow. */
+struct zkids *zkids_with(const struct zkids *k, struct znode *child, bool *oom)
+{
+    uint32_t n = k != NULL ? k->count : 0;
+    struct zkids *nk = zkids_alloc(n + 1);
+    *oom = nk == NULL;
+    if (nk == NULL)
+        return NULL;
+    if (n > 0)
+        memcpy(nk->items, k->items, n * sizeof k->items[0]);
+    nk->items[n] = child;
+    return nk;
+}
+
+static bool zkids_has(const struct zkids *k, const struct znode *child)
+{
+    for (uint32_t i = 0; k != NULL && i < k->count; i++) {
+        if (k->items[i] == child)
+            return true;
+    }
+    return false;
+}
+
+struct zkids *zkids_without(const struct zkids *k, const struct znode *child, bool *oom)
+{
+    *oom = false;
+    if (!zkids_has(k, child))
+        return zkids_ref((struct zkids *)k); /* not listed: unchanged */
+    if (k->count == 1)
+        return NULL;
+    struct zkids *nk = zkids_alloc(k->count - 1);
+    *oom = nk == NULL;
+    if (nk == NULL)
+        return NULL;
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < k->count; i++) {
+        if (k->items[i] != child)
+            nk->items[j++] = k->items[i];
+    }
+    return nk;
+}
+
+/* ---- versions and znodes ------------------------------------------------------ */
+
+struct zver *zver_clone(const struct zver *v)
+{
+    struct zver *nv = malloc(sizeof *nv);
+    if (nv == NULL)
+        return NULL;
+    nv->st = v->st;
+    nv->data = zdata_ref(v->data);
+    nv->acl = v->acl != NULL ? tree_acl_ref(v->acl) : NULL;
+    nv->kids = zkids_ref(v->kids);
+    return nv;
+}
+
+void zver_free_now(struct zver *v)
+{
+    if (v == NULL)
+        return;
+    zdata_unref(v->data);
+    if (v->acl != NULL)
+        tree_acl_unref(v->acl);
+    zkids_unref(v->kids);
+    free(v);
+}
+
+static void zver_free_cb(struct rcu_head *h)
+{
+    struct zver *v = caa_container_of(h, struct zver, rcu);
+    tree_tsan_grace_acquire();
+    TREE_TSAN_ACQUIRE(v);
+    zver_free_now(v);
+}
+
+void znode_publish(struct znode *n, struct zver *nv)
+{
+    struct zver *old = n->ver;
+    __atomic_store_n(&n->ver, nv, __ATOMIC_RELEASE);
+    if (old != NULL) {
+        TREE_TSAN_RELEASE(old);
+        call_rcu(&old->rcu, zver_free_cb);
+    }
+}
+
+struct znode *znode_new(const char *path, size_t len, struct zver *v)
+{
+    struct znode *n = malloc(sizeof *n + len + 1);
+    if (n == NULL)
+        return NULL;
+    cds_lfht_node_init(&n->hnode);
+    memcpy(n->path, path, len);
+    n->path[len] = '\0';
+    n->path_len = len;
+    size_t slash = len;
+    while (slash > 0 && path[slash - 1] != '/')
+        slash--;
+    n->name_off = slash;
+    /* release: a reader that finds n in the table and loads ver sees the
+     * path bytes written above */
+    __atomic_store_n(&n->ver, v, __ATOMIC_RELEASE);
+    return n;
+}
+
+static void znode_free_now(struct znode *n)
+{
+    zver_free_now(n->ver);
+    free(n);
+}
+
+static void znode_free_cb(struct rcu_head *h)
+{
+    struct znode *n = caa_container_of(h, struct znode, rcu);
+    tree_tsan_grace_acquire();
+    TREE_TSAN_ACQUIRE(n);
+    znode_free_now(n);
+}
+
+struct path_key {
+    const char *p;
+    size_t len;
+};
+
+static int znode_match(struct cds_lfht_node *node, const void *key)
+{
+    const struct path_key *k = key;
+    struct znode *n = caa_container_of(node, struct znode, hnode);
+    (void)znode_ver(n); /* acquire before reading the path (see znode_new) */
+    return n->path_len == k->len && memcmp(n->path, k->p, k->len) == 0;
+}
+
+struct znode *tree_lookup(const struct tree *t, const char *path, size_t len)
+{
+    struct path_key k = { path, len };
+    struct cds_lfht_iter it;
+    cds_lfht_lookup(t->nodes, tree_hash_bytes(path, len), znode_match, &k, &it);
+    struct cds_lfht_node *node = cds_lfht_iter_get_node(&it);
+    return node != NULL ? caa_container_of(node, struct znode, hnode) : NULL;
+}
+
+void tree_insert(struct tree *t, struct znode *n)
+{
+    struct path_key k = { n->path, n->path_len };
+    struct cds_lfht_node *got =
+        cds_lfht_add_unique(t->nodes, tree_hash_bytes(n->path, n->path_len), znode_match, &k,
+                            &n->hnode);
+    if (got != &n->hnode) {
+        /* callers look the path up first on the single writer thread */
+        fprintf(stderr, "tree: duplicate insert of %s\n", n->path);
+        abort();
+    }
+    atomic_fetch_add_explicit(&t->node_count, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&t->data_bytes, (int64_t)n->path_len + zver_data_len(n->ver),
+                              memory_order_relaxed);
+}
+
+void tree_remove(struct tree *t, struct znode *n)
+{
+    if (cds_lfht_del(t->nodes, &n->hnode) != 0) {
+        fprintf(stderr, "tree: removing %s which is not in the table\n", n->path);
+        abort();
+    }
+    atomic_fetch_sub_explicit(&t->node_count, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&t->data_bytes, (int64_t)n->path_len + zver_data_len(n->ver),
+                              memory_order_relaxed);
+    TREE_TSAN_RELEASE(n);
+    call_rcu(&n->rcu, znode_free_cb);
+}
+
+int64_t zver_data_len(const struct zver *v)
+{
+    return v->data != NULL ? v->data->len : 0;
+}
+
+/* ZooKeeper's DataNode.copyStat: clients see cversion as the number of
+ * child changes (2 * creates - live children) and an ephemeralOwner of 0 for
+ * containers and TTL nodes. */
+void zver_client_stat(const struct zver *v, struct zk_stat *out)
+{
+    *out = v->st;
+    out->num_children = v->kids != NULL ? (int32_t)v->kids->count : 0;
+    out->data_length = (int32_t)zver_data_len(v);
+    out->cversion = (int32_t)((uint32_t)v->st.cversion * 2u - (uint32_t)out->num_children);
+    if (!tree_owner_is_session(v->st.ephemeral_owner))
+        out->ephemeral_owner = 0;
+}
+
+/* ---- sequencer-side indexes -------------------------------------------------- */
+
+static int owner_set_add(struct tree *t, int64_t owner, const char *path, size_t len)
+{
+    void **slot = tmap_get(&t->ephemerals, &owner, sizeof owner);
+    struct tmap *set = slot != NULL ? *slot : NULL;
+    if (set == NULL) {
+        set = calloc(1, sizeof *set);
+        if (set == NULL || tmap_put(&t->ephemerals, &owner, sizeof owner, set, NULL) != 0) {
+            free(set);
+            return -1;
+        }
+    }
+    void **had = tmap_get(set, path, len);
+    if (had != NULL)
+        return 0;
+    if (tmap_put(set, path, len, NULL, NULL) != 0)
+        return -1;
+    atomic_fetch_add_explicit(&t->ephemeral_count, 1, memory_order_relaxed);
+    return 0;
+}
+
+int tree_index_add(struct tree *t, const char *path, size_t len, int64_t owner)
+{
+    if (owner == 0)
+        return 0;
+    if (owner == TREE_OWNER_CONTAINER)
+        return tmap_put(&t->containers, path, len, NULL, NULL);
+    if (tree_owner_is_ttl(owner))
+        return tmap_put(&t->ttls, path, len, NULL, NULL);
+    return owner_set_add(t, owner, path, len);
+}
+
+struct tmap *tree_owned_paths(const struct tree *t, int64_t owner)
+{
+    void **slot = tmap_get(&t->ephemerals, &owner, sizeof owner);
+    return slot != NULL ? *slot : NULL;
+}
+
+static void free_set(void *p)
+{
+    struct tmap *set = p;
+    if (set != NULL) {
+        tmap_clear(set, NULL);
+        free(set);
+    }
+}
+
+void tree_owned_drop(struct tree *t, int64_t owner)
+{
+    void *set;
+    if (tmap_del(&t->ephemerals, &owner, sizeof owner, &set)) {
+        atomic_fetch_sub_explicit(&t->ephemeral_count, (int64_t)((struct tmap *)set)->count,
+                                  memory_order_relaxed);
+        free_set(set);
+    }
+}
+
+void tree_index_del(struct tree *t, const char *path, size_t len, int64_t owner)
+{
+    if (owner == 0)
+        return;
+    if (owner == TREE_OWNER_CONTAINER) {
+        tmap_del(&t->containers, path, len, NULL);
+        return;
+    }
+    if (tree_owner_is_ttl(owner)) {
+        tmap_del(&t->ttls, path, len, NULL);
+        return;
+    }
+    struct tmap *set = tree_owned_paths(t, owner);
+    if (set != NULL && tmap_del(set, path, len, NULL)) {
+        atomic_fetch_sub_explicit(&t->ephemeral_count, 1, memory_order_relaxed);
+        if (set->count == 0)
+            tree_owned_drop(t, owner);
+    }
+}
+
+/* ---- lifecycle ------------------------------------------------------------------ */
+
+static struct zver *zver_initial(struct tree_acl *acl)
+{
+    struct zver *v = calloc(1, sizeof *v);
+    if (v == NULL)
+        return NULL;
+    /* ZooKeeper gives the built-in nodes new byte[0] (empty, not null) data */
+    v->data = zdata_new(NULL, 0);
+    if (v->data == NULL) {
+        free(v);
+        return NULL;
+    }
+    v->acl = tree_acl_ref(acl);
+    return v;
+}
+
+/* Adds a built-in node (all-zero stat) under its already present parent. */
+static int add_builtin(struct tree *t, const char *path, struct tree_acl *acl, int32_t aversion)
+{
+    size_t len = strlen(path);
+    struct zver *v = zver_initial(acl);
+    if (v == NULL)
+        return -1;
+    v->st.aversion = aversion;
+    struct znode *n = znode_new(path, len, v);
+    if (n == NULL) {
+        zver_free_now(v);
+        return -1;
+    }
+    if (len > 1) {
+        struct znode *parent = tree_lookup(t, path, tree_parent_len(path, len));
+        bool oom;
+        struct zver *pv = zver_clone(parent->ver);
+        struct zkids *kids = pv != NULL ? zkids_with(pv->kids, n, &oom) : NULL;
+        if (kids == NULL) {
+            zver_free_now(pv);
+            znode_free_now(n);
+            return -1;
+        }
+        zkids_unref(pv->kids);
+        pv->kids = kids;
+        pv->st.num_children = (int32_t)kids->count;
+        tree_insert(t, n);
+        znode_publish(parent, pv);
+    } else {
+        tree_insert(t, n);
+    }
+    return 0;
+}
+
+/* ZooKeeper's DataTree constructor: "/", "/zookeeper", "/zookeeper/quota"
+ * and "/zookeeper/config". All stats are zero except /zookeeper/config,
+ * whose ACL is set to READ_ACL_UNSAFE (world:anyone READ) with version -1,
+ * which leaves its aversion at -1 (ZOOKEEPER-2014). */
+static int add_builtins(struct tree *t)
+{
+    struct tree_acl *read_only = NULL;
+    struct zk_acl entry = { .perms = ZK_PERM_READ,
+                            .id = { .scheme = { "world", 5 }, .id = { "anyone", 6 } } };
+    struct zk_aclvec vec = { .count = 1, .items = &entry };
+    struct tree_auth nobody = { 0 };
+    if (tree_acl_from_request(&vec, &nobody, &read_only) != ZK_OK)
+        return -1;
+    int rc = -1;
+    rcu_read_lock();
+    if (add_builtin(t, "/", tree_acl_open(), 0) == 0 &&
+        add_builtin(t, "/zookeeper", tree_acl_open(), 0) == 0 &&
+        add_builtin(t, "/zookeeper/quota", tree_acl_open(), 0) == 0 &&
+        add_builtin(t, "/zookeeper/config", read_only, -1) == 0)
+        rc = 0;
+    tree_read_unlock();
+    tree_acl_unref(read_only);
+    return rc;
+}
+
+struct tree *tree_new(void)
+{
+    struct tree *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return NULL;
+    t->nodes = cds_lfht_new(NODES_INIT_BUCKETS, NODES_INIT_BUCKETS, 0,
+                            CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING, NULL);
+    if (t->nodes == NULL)
+        goto fail_nodes;
+    t->sessions = cds_lfht_new(SESSIONS_INIT_BUCKETS, SESSIONS_INIT_BUCKETS, 0,
+                               CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING, NULL);
+    if (t->sessions == NULL)
+        goto fail_sessions;
+    if (add_builtins(t) != 0)
+        goto fail_builtins;
+    return t;
+
+fail_builtins:
+    tree_free(t);
+    return NULL;
+fail_sessions:
+    cds_lfht_destroy(t->nodes, NULL);
+fail_nodes:
+    free(t);
+    return NULL;
+}
+
+static void free_all_nodes(struct tree *t)
+{
+    struct cds_lfht_iter it;
+    struct cds_lfht_node *node;
+    rcu_read_lock();
+    TREE_LFHT_FOREACH (t->nodes, &it, node) {
+        struct znode *n = caa_container_of(node, struct znode, hnode);
+        cds_lfht_del(t->nodes, node);
+        /* no reader may hold n (tree_free's contract); a call_rcu keeps the
+         * table's own deferred unlinking safe */
+        TREE_TSAN_RELEASE(n);
+        call_rcu(&n->rcu, znode_free_cb);
+    }
+    tree_read_unlock();
+}
+
+void tree_free(struct tree *t)
+{
+    if (t == NULL)
+        return;
+    tree_pending_free(t);
+    free_all_nodes(t);
+    tree_sess_free_all(t);
+    /* every callback queued above (and by earlier applies) must have run
+     * before the tables go away and before tree_acl objects are released */
+    rcu_barrier();
+    cds_lfht_destroy(t->nodes, NULL);
+    cds_lfht_destroy(t->sessions, NULL);
+    tmap_clear(&t->ephemerals, free_set);
+    tmap_clear(&t->containers, NULL);
+    tmap_clear(&t->ttls, NULL);
+    free(t);
+}
+
+/* ---- read side ----------------------------------------------------------------- */
+
+static void view_fill(const struct zver *v, struct tree_view *out)
+{
+    zver_client_stat(v, &out->stat);
+    out->data = v->data != NULL ? v->data->bytes : NULL;
+    out->data_len = v->data != NULL ? v->data->len : -1;
+    out->acl = v->acl;
+}
+
+int tree_get(const struct tree *t, const char *path, size_t len, struct tree_view *out)
+{
+    struct znode *n = tree_lookup(t, path, len);
+    int rc = ZK_ENONODE;
+    if (n != NULL) {
+        view_fill(znode_ver(n), out);
+        rc = ZK_OK;
+    }
+    tree_tsan_reader_done();
+    return rc;
+}
+
+int tree_get_children(const struct tree *t, const char *path, size_t len, struct tree_view *out,
+                      tree_child_fn fn, void *arg)
+{
+    struct znode *n = tree_lookup(t, path, len);
+    if (n == NULL) {
+        tree_tsan_reader_done();
+        return ZK_ENONODE;
+    }
+    /* one version: the stat and the names come from the same snapshot */
+    const struct zver *v = znode_ver(n);
+    view_fill(v, out);
+    if (v->kids != NULL && fn != NULL) {
+        for (uint32_t i = 0; i < v->kids->count; i++) {
+            const struct znode *c = v->kids->items[i];
+            fn(arg, znode_name(c), c->path_len - c->name_off);
+        }
+    }
+    tree_tsan_reader_done();
+    return ZK_OK;
+}
+
+/* Depth-first over child arrays with an explicit stack: paths may nest
+ * ~2000 levels deep, too deep to recurse on a worker's stack. */
+static int count_below(const struct zver *top, int64_t *out)
+{
+    size_t cap = 64, len = 0;
+    const struct zver **stack = malloc(cap * sizeof *stack);
+    if (stack == NULL)
+        return ZK_ESYSTEMERROR;
+    int64_t count = 0;
+    stack[len++] = top;
+    while (len > 0) {
+        const struct zver *v = stack[--len];
+        uint32_t nk = v->kids != NULL ? v->kids->count : 0;
+        if (len + nk > cap) {
+            size_t ncap = (len + nk) * 2;
+            const struct zver **ns = realloc(stack, ncap * sizeof *ns);
+            if (ns == NULL) {
+                free(stack);
+                return ZK_ESYSTEMERROR;
+            }
+            stack = ns;
+            cap = ncap;
+        }
+        for (uint32_t i = 0; i < nk; i++)
+            stack[len++] = znode_ver(v->kids->items[i]);
+        count += nk;
+    }
+    free(stack);
+    *out = count;
+    return ZK_OK;
+}
+
+int tree_count_descendants(const struct tree *t, const char *path, size_t len, int64_t *out)
+{
+    struct znode *n = tree_lookup(t, path, len);
+    int rc = n != NULL ? count_below(znode_ver(n), out) : ZK_ENONODE;
+    tree_tsan_reader_done();
+    return rc;
+}
+
+void tree_stats(const struct tree *t, struct tree_stats *out)
+{
+    out->node_count = atomic_load_explicit(&t->node_count, memory_order_relaxed);
+    out->data_bytes = atomic_load_explicit(&t->data_bytes, memory_order_relaxed);
+    out->ephemeral_count = atomic_load_explicit(&t->ephemeral_count, memory_order_relaxed);
+    out->session_count = atomic_load_explicit(&t->session_count, memory_order_relaxed);
+    out->last_zxid = tree_last_zxid(t);
+}
+
+int64_t tree_last_zxid(const struct tree *t)
+{
+    int64_t z = atomic_load_explicit(&t->last_zxid, memory_order_acquire);
+    tree_tsan_reader_done();
+    return z;
+}
+
+/* ---- digest -------------------------------------------------------------------- */
+
+static uint64_t digest_stat(uint64_t h, const struct zk_stat *s)
+{
+    const int64_t f[] = { s->czxid,    s->mzxid,          s->ctime,       s->mtime,
+                          s->version,  s->cversion,       s->aversion,    s->ephemeral_owner,
+                          s->pzxid,    s->num_children };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        h = tree_hash_mix(h, (uint64_t)f[i]);
+    return h;
+}
+
+static uint64_t digest_node(const struct znode *n)
+{
+    const struct zver *v = znode_ver(n);
+    uint64_t h = tree_hash_bytes(n->path, n->path_len);
+    h = digest_stat(h, &v->st);
+    if (v->data != NULL)
+        h = tree_hash_mix(h, tree_hash_bytes(v->data->bytes, (size_t)v->data->len));
+    else
+        h = tree_hash_mix(h, UINT64_MAX); /* null differs from empty */
+    if (v->acl != NULL) {
+        for (int32_t i = 0; i < v->acl->count; i++) {
+            const struct tree_acl_entry *e = &v->acl->items[i];
+            h = tree_hash_mix(h, (uint64_t)(uint32_t)e->perms);
+            h = tree_hash_mix(h, tree_hash_bytes(e->scheme, strlen(e->scheme)));
+            h = tree_hash_mix(h, tree_hash_bytes(e->id, strlen(e->id)));
+        }
+    }
+    return h;
+}
+
+/* The sum of per-node hashes: independent of table order (which differs
+ * between servers that resized their tables at different times), like
+ * ZooKeeper's DigestCalculator adding node digests into the tree digest. */
+uint64_t tree_digest(const struct tree *t)
+{
+    uint64_t sum = 0;
+    struct cds_lfht_iter it;
+    struct cds_lfht_node *node;
+    rcu_read_lock();
+    TREE_LFHT_FOREACH (t->nodes, &it, node)
+        sum += digest_node(caa_container_of(node, struct znode, hnode));
+    tree_read_unlock();
+    return sum;
+}
+
+/* ---- reaper -------------------------------------------------------------------- */
+
+static void reap_candidates(const struct tree *t, const struct tmap *set, int64_t now_ms,
+                            tree_path_fn fn, void *arg)
+{
+    for (size_t i = 0; i < set->cap; i++) {
+        const struct tmap_ent *e = &set->slots[i];
+        if (e->key == NULL)
+            continue;
+        struct znode *n = tree_lookup(t, e->key, e->len);
+        if (n == NULL)
+            continue;
+        const struct zver *v = znode_ver(n);
+        if (v->kids != NULL)
+            continue;
+        int64_t owner = v->st.ephemeral_owner;
+        if (owner == TREE_OWNER_CONTAINER) {
+            /* ContainerManager: cversion > 0 keeps a container that never
+             * had a child from being reaped right after its creation */
+            if (v->st.cversion > 0)
+                fn(arg, n->path);
+        } else if (tree_owner_is_ttl(owner)) {
+            int64_t ttl = owner & TREE_TTL_MAX; /* the low 40 bits */
+            if (ttl > 0 && v->st.mtime + ttl <= now_ms)
+                fn(arg, n->path);
+        }
+    }
+}
+
+void tree_reapable(const struct tree *t, int64_t now_ms, tree_path_fn fn, void *arg)
+{
+    rcu_read_lock();
+    reap_candidates(t, &t->containers, now_ms, fn, arg);
+    reap_candidates(t, &t->ttls, now_ms, fn, arg);
+    tree_read_unlock();
+}
