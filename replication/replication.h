@@ -3,7 +3,8 @@
  * logs and replicates) and applies every write, and owns sessions.
  *
  * Threading: seq_submit may be called from any worker thread (wait-free
- * enqueue on a liburcu wfcqueue, then an eventfd kick). Each worker drains its
+ * enqueue on an intrusive MPSC queue built on C11 atomics, so ThreadSanitizer
+ * sees every hand-off, then an eventfd kick). Each worker drains its
  * own outbound queue with seq_worker_drain from its own thread; the queue
  * delivers, in order, watch-event batches, write replies, connect results and
  * close orders. Everything else runs on the sequencer thread.
@@ -23,14 +24,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <urcu/wfcqueue.h>
-
 #include "tree/tree.h"
 
 #define SEQ_WORKERS_MAX 64
 #define SEQ_ROUND_MAX 512 /* requests prepared and applied per round */
 
 struct seq;
+
+/* Link of the intrusive multi-producer single-consumer queues (Vyukov's
+ * algorithm) that carry seq_req and seq_out between threads. */
+struct seq_qnode {
+    struct seq_qnode *_Atomic next;
+};
 
 struct seq_cfg {
     int32_t min_session_timeout_ms;
@@ -47,7 +52,7 @@ enum seq_req_kind {
     SEQ_REQ_DISCONNECT = 3, /* the connection holding session_id went away */
 };
 struct seq_req {
-    struct cds_wfcq_node node;
+    struct seq_qnode node;
     int32_t kind;
     int32_t worker;
     uint64_t conn;
@@ -94,7 +99,7 @@ struct seq_events {
     struct seq_event *items;
 };
 struct seq_out {
-    struct cds_wfcq_node node;
+    struct seq_qnode node;
     int32_t kind;
     uint64_t conn;
     int64_t session_id;

@@ -25,9 +25,74 @@
 
 #include <urcu.h>
 
+/* ---- MPSC queue (Vyukov): producers exchange the head, the one consumer
+ * walks from the tail. pop returns NULL when empty and QBUSY while a producer
+ * is between its exchange and its link store (the node is next: retry). */
+struct seq_queue {
+    struct seq_qnode *_Atomic head;
+    struct seq_qnode *tail;
+    struct seq_qnode stub;
+};
+#define QBUSY ((struct seq_qnode *)1)
+
+static void queue_init(struct seq_queue *q)
+{
+    atomic_store_explicit(&q->stub.next, NULL, memory_order_relaxed);
+    atomic_store_explicit(&q->head, &q->stub, memory_order_relaxed);
+    q->tail = &q->stub;
+}
+
+static void queue_push(struct seq_queue *q, struct seq_qnode *n)
+{
+    atomic_store_explicit(&n->next, NULL, memory_order_relaxed);
+    struct seq_qnode *prev = atomic_exchange_explicit(&q->head, n, memory_order_acq_rel);
+    atomic_store_explicit(&prev->next, n, memory_order_release);
+}
+
+static struct seq_qnode *queue_pop(struct seq_queue *q)
+{
+    struct seq_qnode *tail = q->tail;
+    struct seq_qnode *next = atomic_load_explicit(&tail->next, memory_order_acquire);
+    if (tail == &q->stub) {
+        if (!next)
+            return atomic_load_explicit(&q->head, memory_order_acquire) == tail ? NULL : QBUSY;
+        q->tail = next;
+        tail = next;
+        next = atomic_load_explicit(&tail->next, memory_order_acquire);
+    }
+    if (next) {
+        q->tail = next;
+        return tail;
+    }
+    if (atomic_load_explicit(&q->head, memory_order_acquire) != tail)
+        return QBUSY;
+    queue_push(q, &q->stub);
+    next = atomic_load_explicit(&tail->next, memory_order_acquire);
+    if (!next)
+        return QBUSY;
+    q->tail = next;
+    return tail;
+}
+
+/* Consumer only: true when nothing is queued or being pushed. The tail is
+ * always the next node to return, so any tail but the stub is a node. */
+static bool queue_empty(struct seq_queue *q)
+{
+    return q->tail == &q->stub && atomic_load_explicit(&q->stub.next, memory_order_acquire) == NULL &&
+           atomic_load_explicit(&q->head, memory_order_acquire) == &q->stub;
+}
+
+/* Pops one node, waiting out a producer caught mid-push (a few instructions). */
+static struct seq_qnode *queue_take(struct seq_queue *q)
+{
+    struct seq_qnode *n;
+    while ((n = queue_pop(q)) == QBUSY)
+        ;
+    return n;
+}
+
 struct seq_outq {
-    struct cds_wfcq_head head;
-    struct cds_wfcq_tail tail;
+    struct seq_queue q;
     int efd;
 };
 
@@ -36,8 +101,7 @@ struct seq {
     struct seq_cfg cfg;
     int nworkers;
 
-    struct cds_wfcq_head in_head;
-    struct cds_wfcq_tail in_tail;
+    struct seq_queue in;
     int in_efd;
     struct seq_outq out[SEQ_WORKERS_MAX];
 
@@ -128,7 +192,6 @@ struct seq_req *seq_req_new(int32_t kind, const void *body, size_t body_len,
     struct seq_req *r = calloc(1, sizeof(*r));
     if (!r)
         return NULL;
-    cds_wfcq_node_init(&r->node);
     r->kind = kind;
     r->worker = -1;
     if (body_len) {
@@ -194,7 +257,6 @@ static struct seq_out *out_new(int32_t kind, uint64_t conn)
     struct seq_out *o = calloc(1, sizeof(*o));
     if (!o)
         return NULL;
-    cds_wfcq_node_init(&o->node);
     o->kind = kind;
     o->conn = conn;
     return o;
@@ -207,7 +269,7 @@ static void out_push(struct seq *s, int w, struct seq_out *o)
         seq_out_free(o);
         return;
     }
-    cds_wfcq_enqueue(&s->out[w].head, &s->out[w].tail, &o->node);
+    queue_push(&s->out[w].q, &o->node);
 }
 
 /* Takes ownership of w's frame buffer (the zk_wbuf is left empty). */
@@ -826,11 +888,7 @@ static size_t take_round(struct seq *s, struct seq_req **reqs)
 {
     size_t n = 0;
     while (n < SEQ_ROUND_MAX) {
-        struct cds_wfcq_node *node = __cds_wfcq_dequeue_nonblocking(&s->in_head, &s->in_tail);
-        if (node == CDS_WFCQ_WOULDBLOCK) {
-            /* An enqueuer is between its two steps: its node is next. */
-            continue;
-        }
+        struct seq_qnode *node = queue_take(&s->in);
         if (!node)
             break;
         reqs[n++] = caa_container_of(node, struct seq_req, node);
@@ -850,7 +908,7 @@ static void *seq_thread(void *arg)
     while (!atomic_load(&s->stop)) {
         struct pollfd pfd = { .fd = s->in_efd, .events = POLLIN };
         int wait_ms = s->cfg.tick_ms < 100 ? s->cfg.tick_ms : 100;
-        if (cds_wfcq_empty(&s->in_head, &s->in_tail) && poll(&pfd, 1, wait_ms) > 0) {
+        if (queue_empty(&s->in) && poll(&pfd, 1, wait_ms) > 0) {
             uint64_t v;
             ssize_t r = read(s->in_efd, &v, sizeof(v));
             (void)r;
@@ -888,12 +946,12 @@ struct seq *seq_new(struct tree *t, const struct seq_cfg *cfg, int nworkers)
     s->in_efd = -1;
     for (int w = 0; w < SEQ_WORKERS_MAX; w++)
         s->out[w].efd = -1;
-    cds_wfcq_init(&s->in_head, &s->in_tail);
+    queue_init(&s->in);
     s->in_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (s->in_efd < 0)
         goto fail;
     for (int w = 0; w < nworkers; w++) {
-        cds_wfcq_init(&s->out[w].head, &s->out[w].tail);
+        queue_init(&s->out[w].q);
         s->out[w].efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (s->out[w].efd < 0)
             goto fail;
@@ -935,8 +993,8 @@ void seq_stop(struct seq *s)
 
 static void drain_free_in(struct seq *s)
 {
-    struct cds_wfcq_node *node;
-    while ((node = __cds_wfcq_dequeue_blocking(&s->in_head, &s->in_tail)) != NULL)
+    struct seq_qnode *node;
+    while ((node = queue_take(&s->in)) != NULL)
         seq_req_free(caa_container_of(node, struct seq_req, node));
 }
 
@@ -947,16 +1005,14 @@ void seq_free(struct seq *s)
     seq_stop(s);
     drain_free_in(s);
     for (int w = 0; w < s->nworkers; w++) {
-        struct cds_wfcq_node *node;
-        while ((node = __cds_wfcq_dequeue_blocking(&s->out[w].head, &s->out[w].tail)) != NULL)
+        struct seq_qnode *node;
+        while ((node = queue_take(&s->out[w].q)) != NULL)
             seq_out_free(caa_container_of(node, struct seq_out, node));
         if (s->out[w].efd >= 0)
             close(s->out[w].efd);
-        cds_wfcq_destroy(&s->out[w].head, &s->out[w].tail);
     }
     if (s->in_efd >= 0)
         close(s->in_efd);
-    cds_wfcq_destroy(&s->in_head, &s->in_tail);
     free(s);
 }
 
@@ -965,7 +1021,7 @@ void seq_free(struct seq *s)
 void seq_submit(struct seq *s, struct seq_req *r)
 {
     atomic_fetch_add_explicit(&s->st_outstanding, 1, memory_order_relaxed);
-    cds_wfcq_enqueue(&s->in_head, &s->in_tail, &r->node);
+    queue_push(&s->in, &r->node);
     kick(s->in_efd);
 }
 
@@ -980,12 +1036,8 @@ size_t seq_worker_drain(struct seq *s, int w, seq_out_fn fn, void *arg)
     ssize_t r = read(s->out[w].efd, &v, sizeof(v));
     (void)r; /* EAGAIN when nothing was signalled: the queue is checked anyway */
     size_t n = 0;
-    for (;;) {
-        struct cds_wfcq_node *node = __cds_wfcq_dequeue_nonblocking(&s->out[w].head, &s->out[w].tail);
-        if (node == CDS_WFCQ_WOULDBLOCK)
-            continue; /* the sequencer is mid-enqueue: its node is next */
-        if (!node)
-            break;
+    struct seq_qnode *node;
+    while ((node = queue_take(&s->out[w].q)) != NULL) {
         fn(arg, caa_container_of(node, struct seq_out, node));
         n++;
     }

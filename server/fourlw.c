@@ -222,6 +222,11 @@ static void put_watches(struct server *srv, struct zk_wbuf *out, char mode)
 {
     struct wlist l = { 0 };
     dp_each_watch(srv->dp, collect_watch, &l);
+    if (l.n == 0) {
+        if (mode == 's')
+            outf(out, "0 connections watching 0 paths\nTotal watches:0\n");
+        return;
+    }
     if (mode == 's') {
         qsort(l.v, l.n, sizeof(*l.v), by_path);
         size_t paths = 0;
