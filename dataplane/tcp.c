@@ -133,6 +133,20 @@ static int slot_take(struct worker *w, uint32_t *out)
     return 0;
 }
 
+/* The epoll interest follows the connection's state: no input while paused
+ * (backpressure) or closing (only the last replies are flushed), output only
+ * while a send would block. Level-triggered, so interest must be exact. */
+static void conn_update_events(struct conn *c)
+{
+    uint32_t ev = 0;
+    if (!c->epollin_paused && !c->closing)
+        ev |= EPOLLIN | EPOLLRDHUP;
+    if (c->epollout)
+        ev |= EPOLLOUT;
+    struct epoll_event e = { .events = ev, .data.u64 = c->token };
+    epoll_ctl(c->w->epfd, EPOLL_CTL_MOD, c->fd, &e);
+}
+
 static void mark_dirty(struct conn *c)
 {
     if (c->dirty)
@@ -269,8 +283,11 @@ static void conn_destroy(struct conn *c)
  * connection is destroyed at the end of the pass (mark_dirty gets it there). */
 void conn_close(struct conn *c, bool hard)
 {
+    bool was_closing = c->closing;
     c->closing = true;
     c->hard_close = c->hard_close || hard;
+    if (!was_closing && !c->hard_close)
+        conn_update_events(c);
     mark_dirty(c);
 }
 
@@ -336,11 +353,8 @@ static void flush_conn(struct conn *c)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             if (!c->epollout) {
-                struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP, .data.u64 = c->token };
-                if (c->epollin_paused)
-                    ev.events &= ~(uint32_t)EPOLLIN;
-                epoll_ctl(c->w->epfd, EPOLL_CTL_MOD, c->fd, &ev);
                 c->epollout = true;
+                conn_update_events(c);
             }
             return;
         }
@@ -351,11 +365,8 @@ static void flush_conn(struct conn *c)
         zk_wbuf_reset(&c->out);
         c->out_off = 0;
         if (c->epollout) {
-            struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.u64 = c->token };
-            if (c->epollin_paused)
-                ev.events &= ~(uint32_t)EPOLLIN;
-            epoll_ctl(c->w->epfd, EPOLL_CTL_MOD, c->fd, &ev);
             c->epollout = false;
+            conn_update_events(c);
         }
     }
 }
@@ -553,9 +564,7 @@ static void pause_reading(struct conn *c, bool pause)
     if (c->epollin_paused == pause)
         return;
     c->epollin_paused = pause;
-    struct epoll_event ev = { .events = EPOLLRDHUP | (c->epollout ? EPOLLOUT : 0u) | (pause ? 0u : EPOLLIN),
-                              .data.u64 = c->token };
-    epoll_ctl(c->w->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+    conn_update_events(c);
 }
 
 /* Runs queued frames in order until one goes to the sequencer (invariant 2). */
@@ -872,10 +881,9 @@ static void flush_and_reap(struct worker *w)
         w->dirty = c->next_dirty;
         c->dirty = false;
         flush_conn(c);
+        /* A closing connection with output left waits for EPOLLOUT. */
         if (c->closing && (c->hard_close || c->out_off == c->out.len))
             conn_destroy(c);
-        else if (c->closing)
-            c->hard_close = c->hard_close; /* waits for EPOLLOUT to finish flushing */
     }
 }
 

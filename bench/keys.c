@@ -1,0 +1,107 @@
+/*
+ * keys.c — which key and which kind of op the next request uses.
+ *
+ * xoshiro256** (Blackman & Vigna) seeded through splitmix64: fast, per-session
+ * state, reproducible from --seed. Zipf follows Gray et al. (SIGMOD '94), the
+ * generator YCSB uses, with zeta(n) computed once at start (O(keys)).
+ */
+#include "bench/bench.h"
+
+#include <assert.h>
+#include <math.h>
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += UINT64_C(0x9e3779b97f4a7c15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+void bench_rng_seed(struct bench_rng *r, uint64_t seed)
+{
+    for (int i = 0; i < 4; i++)
+        r->s[i] = splitmix64(&seed);
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+uint64_t bench_rng_next(struct bench_rng *r)
+{
+    uint64_t *s = r->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+double bench_rng_unit(struct bench_rng *r)
+{
+    return (double)(bench_rng_next(r) >> 11) * 0x1.0p-53;
+}
+
+static double zeta(uint32_t n, double theta)
+{
+    double sum = 0;
+    for (uint32_t i = 1; i <= n; i++)
+        sum += 1.0 / pow((double)i, theta);
+    return sum;
+}
+
+void bench_zipf_init(struct bench_zipf *z, uint32_t n, double theta)
+{
+    assert(n >= 1 && theta > 0 && theta < 1);
+    z->n = n;
+    z->theta = theta;
+    z->alpha = 1.0 / (1.0 - theta);
+    z->zetan = zeta(n, theta);
+    double zeta2 = zeta(n < 2 ? n : 2, theta);
+    /* eta is only used for n > 2 (the first two ranks are answered directly). */
+    z->eta = n > 2 ? (1.0 - pow(2.0 / n, 1.0 - theta)) / (1.0 - zeta2 / z->zetan) : 0.0;
+}
+
+uint32_t bench_zipf_next(const struct bench_zipf *z, struct bench_rng *r)
+{
+    double u = bench_rng_unit(r);
+    double uz = u * z->zetan;
+    if (uz < 1.0 || z->n == 1)
+        return 0;
+    if (uz < 1.0 + pow(0.5, z->theta) || z->n == 2)
+        return 1;
+    double v = (double)z->n * pow(z->eta * u - z->eta + 1.0, z->alpha);
+    uint32_t rank = v >= (double)z->n ? z->n - 1 : (uint32_t)v;
+    return rank;
+}
+
+void bench_keys_init(struct bench_keys *k, const struct bench_cfg *cfg)
+{
+    k->cfg = cfg;
+    if (cfg->dist == BENCH_DIST_ZIPF)
+        bench_zipf_init(&k->zipf, cfg->keys, cfg->zipf_theta);
+}
+
+uint32_t bench_keys_pick(const struct bench_keys *k, struct bench_rng *r)
+{
+    if (k->cfg->dist == BENCH_DIST_ZIPF)
+        return bench_zipf_next(&k->zipf, r);
+    return (uint32_t)(bench_rng_next(r) % k->cfg->keys);
+}
+
+/* 100 % reads never draws a write and 0 % never a read, whatever the rng says. */
+bool bench_pick_read(double read_pct, struct bench_rng *r)
+{
+    return bench_rng_unit(r) * 100.0 < read_pct;
+}
+
+void bench_key_path(char *buf, size_t len, uint32_t key)
+{
+    snprintf(buf, len, BENCH_KEY_FMT, key);
+}
