@@ -538,9 +538,12 @@ static void put_multi_body(struct zk_wbuf *w, const struct seq_entry *e)
             zk_put_i32(w, op->err); /* ErrorResponse */
             continue;
         }
-        struct zk_multi_header h = { .type = op->client_type, .done = false, .err = 0 };
+        /* ZooKeeper reports a create2 inside a multi as a plain create
+         * (type 1, path only): its multi txn records create2 as create. */
+        int32_t type = op->client_type == ZK_OP_CREATE2 ? ZK_OP_CREATE : op->client_type;
+        struct zk_multi_header h = { .type = type, .done = false, .err = 0 };
         zk_put_multi_header(w, &h);
-        put_op_body(w, op->client_type, &e->results[i]);
+        put_op_body(w, type, &e->results[i]);
     }
     struct zk_multi_header end = { .type = -1, .done = true, .err = -1 };
     zk_put_multi_header(w, &end);
@@ -588,7 +591,11 @@ static void reply_write(struct seq *s, struct seq_entry *e)
     size_t mark = zk_frame_begin(&w);
     int64_t zxid = e->has_txn ? e->reply_zxid : tree_last_zxid(s->tree);
     int32_t err = e->marshalling_error ? ZK_EMARSHALLINGERROR : e->err;
-    if (r->op == ZK_OP_MULTI && !e->marshalling_error && e->txn.nops > 0) {
+    /* A multi that prepped (all ops, or per-op errors) answers with a
+     * MultiResponse, an empty one included; a rejected one (bad body, read
+     * sub-op, session gone) with a header-only error. */
+    bool multi_body = r->op == ZK_OP_MULTI && !e->marshalling_error && (e->err == ZK_OK || e->txn.nops > 0);
+    if (multi_body) {
         /* ZooKeeper answers a failed multi with err 0 in the header and the
          * errors in the per-op results (kazoo and the C client read them there). */
         put_reply_header(&w, r->xid, zxid, ZK_OK);

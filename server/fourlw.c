@@ -257,30 +257,54 @@ static void put_watches(struct server *srv, struct zk_wbuf *out, char mode)
     free(l.v);
 }
 
-/* dump: sessions and their ephemerals, as ZooKeeper's standalone dump. */
+/* dump: sessions and their ephemerals, in the layout of ZooKeeper's
+ * standalone dump ("Sessions with Ephemerals (N):", "0x<sid>:", "\t<path>"). */
 struct dump_ctx {
     struct zk_wbuf *out;
-    int64_t count;
+    struct wlist eph; /* session id + ephemeral path, reusing the watch list */
 };
 
 static void dump_session(void *arg, struct tree_session *s)
 {
     struct dump_ctx *d = arg;
-    outf(d->out, "0x%" PRIx64 "\t%dms\n", (uint64_t)s->id, s->timeout_ms);
-    d->count++;
+    outf(d->out, "\t0x%" PRIx64 "\t%dms\n", (uint64_t)s->id, s->timeout_ms);
+}
+
+static void dump_ephemeral(void *arg, int64_t session, const char *path)
+{
+    struct dump_ctx *d = arg;
+    collect_watch(&d->eph, session, WATCH_DATA, path);
+}
+
+static void count_session(void *arg, struct tree_session *s)
+{
+    (void)s;
+    ++*(int64_t *)arg;
 }
 
 static void put_dump(struct server *srv, struct zk_wbuf *out)
 {
     struct dump_ctx d = { .out = out };
-    outf(out, "SessionTracker dump:\nGlobal Sessions:\n");
+    int64_t sessions_now = 0;
     rcu_read_lock();
+    tree_session_each(srv->tree, count_session, &sessions_now);
+    outf(out, "SessionTracker dump:\nGlobal Sessions(%" PRId64 "):\n", sessions_now);
     tree_session_each(srv->tree, dump_session, &d);
+    tree_each_ephemeral(srv->tree, dump_ephemeral, &d);
     rcu_read_unlock();
-    outf(out, "Total: %" PRId64 "\n", d.count);
-    struct tree_snapshot s;
-    snapshot(srv, &s);
-    outf(out, "ephemeral nodes dump:\nTotal ephemeral nodes: %" PRId64 "\n", s.ts.ephemeral_count);
+    if (d.eph.n)
+        qsort(d.eph.v, d.eph.n, sizeof(*d.eph.v), by_session);
+    size_t owners = 0;
+    for (size_t i = 0; i < d.eph.n; i++)
+        owners += i == 0 || d.eph.v[i].session != d.eph.v[i - 1].session;
+    outf(out, "ephemeral nodes dump:\nSessions with Ephemerals (%zu):\n", owners);
+    for (size_t i = 0; i < d.eph.n; i++) {
+        if (i == 0 || d.eph.v[i].session != d.eph.v[i - 1].session)
+            outf(out, "0x%" PRIx64 ":\n", (uint64_t)d.eph.v[i].session);
+        outf(out, "\t%s\n", d.eph.v[i].path);
+        free(d.eph.v[i].path);
+    }
+    free(d.eph.v);
 }
 
 void fourlw_answer(void *arg, struct dp *dp, const char *word, struct zk_wbuf *out)

@@ -157,6 +157,18 @@ static int validate_path(struct zk_str p)
     return tree_path_validate(p.ptr, (size_t)p.len);
 }
 
+/* The only path checks ZooKeeper makes before it looks up the parent
+ * (validatePathForCreate / getParentPathAndValidate): a '/' somewhere and no
+ * NUL. Full validation comes later, so "/a//b" answers NONODE as it does in
+ * ZooKeeper. A path not starting with '/' can have no parent here. */
+static int check_path_shape(struct zk_str p)
+{
+    if (p.ptr == NULL || p.len <= 0 || memchr(p.ptr, '/', (size_t)p.len) == NULL ||
+        memchr(p.ptr, '\0', (size_t)p.len) != NULL)
+        return ZK_EBADARGUMENTS;
+    return p.ptr[0] == '/' ? ZK_OK : ZK_ENONODE;
+}
+
 /* DataTree.isSpecialPath: nodes ZooKeeper itself owns cannot be deleted. */
 static bool is_special_path(struct zk_str p)
 {
@@ -258,22 +270,6 @@ static char *final_path(struct zk_str p, bool sequential, int32_t parent_cversio
     return s;
 }
 
-/* Validates the requested path; a sequential path is checked as it will
- * look with a suffix, so "/queue/" is a legal sequential prefix. */
-static int check_create_path(struct zk_str p, bool sequential)
-{
-    if (p.ptr == NULL || p.len <= 0)
-        return ZK_EBADARGUMENTS;
-    if (!sequential)
-        return validate_path(p);
-    char *s = final_path(p, true, 0);
-    if (s == NULL)
-        return ZK_ESYSTEMERROR;
-    int err = tree_path_validate(s, strlen(s));
-    free(s);
-    return err;
-}
-
 static int64_t create_owner(const struct prep_ctx *c, const struct tree_req *r)
 {
     int32_t mode = r->u.create.flags;
@@ -352,7 +348,7 @@ static int prep_create(struct prep_ctx *c, const struct tree_req *r, struct txn_
     /* SessionTracker.checkGlobalSession: unknown or closing -> expired */
     if (ephemeral && !session_live(c->t, c->x->session_id))
         return ZK_ESESSIONEXPIRED;
-    err = check_create_path(q->path, mode_is_sequential(q->flags));
+    err = check_path_shape(q->path);
     if (err != ZK_OK)
         return err;
     struct tree_acl *acl = NULL;
@@ -393,7 +389,7 @@ static int record_delete(struct prep_ctx *c, const char *path, size_t len, struc
 
 static int check_delete_path(struct zk_str p)
 {
-    int err = validate_path(p);
+    int err = check_path_shape(p);
     if (err == ZK_OK && is_special_path(p))
         err = ZK_EBADARGUMENTS;
     return err;
@@ -421,10 +417,10 @@ static int prep_delete(struct prep_ctx *c, const struct tree_req *r, struct txn_
     return err;
 }
 
-/* deleteContainer (the reaper's request): no ACL or session check; refuses
- * nodes with children (NOTEMPTY) and session ephemerals (BADVERSION), as
- * PrepRequestProcessor does. Containers, TTL nodes and (like ZooKeeper)
- * plain persistent nodes are deleted. */
+/* deleteContainer (the reaper's request): no ACL or session check, so it
+ * must not reach anything but containers and TTL nodes: others answer
+ * BADVERSION, as newer ZooKeeper does (3.8 would delete an empty persistent
+ * node here, bypassing its ACL). A node with children is NOTEMPTY. */
 static int prep_delete_container(struct prep_ctx *c, const struct tree_req *r, struct txn_op *op)
 {
     struct zk_str p = r->u.path.path;
@@ -436,7 +432,8 @@ static int prep_delete_container(struct prep_ctx *c, const struct tree_req *r, s
         return ZK_ENONODE;
     if (node.st.num_children > 0)
         return ZK_ENOTEMPTY;
-    if (tree_owner_is_session(node.st.ephemeral_owner))
+    if (node.st.ephemeral_owner != TREE_OWNER_CONTAINER &&
+        (node.st.ephemeral_owner & TREE_OWNER_TTL_MASK) != TREE_OWNER_TTL_MASK)
         return ZK_EBADVERSION;
     if (!rec_get(c->t, p.ptr, tree_parent_len(p.ptr, (size_t)p.len), &parent))
         return ZK_ENONODE;

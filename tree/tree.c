@@ -595,6 +595,19 @@ void tree_stats(const struct tree *t, struct tree_stats *out)
     out->last_zxid = tree_last_zxid(t);
 }
 
+void tree_each_ephemeral(const struct tree *t, tree_ephemeral_fn fn, void *arg)
+{
+    struct cds_lfht_iter it;
+    struct cds_lfht_node *node;
+    TREE_LFHT_FOREACH (t->nodes, &it, node) {
+        const struct znode *n = caa_container_of(node, struct znode, hnode);
+        const struct zver *v = znode_ver(n);
+        if (v && tree_owner_is_session(v->st.ephemeral_owner))
+            fn(arg, v->st.ephemeral_owner, n->path);
+    }
+    tree_tsan_reader_done();
+}
+
 int64_t tree_last_zxid(const struct tree *t)
 {
     int64_t z = atomic_load_explicit(&t->last_zxid, memory_order_acquire);

@@ -152,6 +152,11 @@ struct tree_session *tree_session_find(const struct tree *t, int64_t id);
  * any registered thread; only the sequencer may change what fn is given. */
 typedef void (*tree_session_fn)(void *arg, struct tree_session *s);
 void tree_session_each(struct tree *t, tree_session_fn fn, void *arg);
+/* Calls fn(arg, owner session, path) for every session-owned ephemeral node,
+ * in no particular order. An RCU walk of the whole tree for admin dumps (the
+ * dump 4lw): any registered thread, rcu_read_lock held. */
+typedef void (*tree_ephemeral_fn)(void *arg, int64_t session_id, const char *path);
+void tree_each_ephemeral(const struct tree *t, tree_ephemeral_fn fn, void *arg);
 /* Sequencer: paths of the ephemerals a session owns that start with prefix
  * (NULL or "/" for all). fn gets NUL-terminated paths. */
 typedef void (*tree_path_fn)(void *arg, const char *path);

@@ -1,0 +1,901 @@
+"""Integration-test harness: the server under test and a raw jute client.
+
+Server under test (SUT): env LARCH_SUT=larch (default) or zookeeper.
+  larch      runs LARCHD (default <repo>/build/server/larchd).
+  zookeeper  runs Debian's stock ZooKeeper 3.8 (ZooKeeperServerMain) in the
+             foreground, so the harness owns its PID.
+Every server listens on a free 127.0.0.1 port, lives in its own temp dir
+(removed on stop) and is stopped by PID: SIGTERM, then SIGKILL after a bound.
+
+RawClient speaks the ZooKeeper client protocol over a plain socket (record
+layouts from zookeeper.jute) for the ops kazoo lacks and for byte-level checks.
+It keeps every frame it reads in `log`, so tests can check the order of watch
+notifications relative to replies.
+
+Only /usr/bin/python3 has kazoo; run the tests with it.
+"""
+
+import collections
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+HOST = "127.0.0.1"
+
+# superDigest for user "super" with password "test" (test-only credential).
+SUPER_DIGEST = "super:D/InIHSb7yEEbrWz8b9l71RjZJU="
+SUPER_AUTH = b"super:test"
+
+ZK_JAVA = "/usr/bin/java"
+ZK_ENV_SH = "/usr/share/zookeeper/bin/zkEnv.sh"
+ZK_DEFAULT_CLASSPATH = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar"
+# slf4j has no binding in Debian's zookeeper classpath; the NOP binding keeps
+# the JVM quiet instead of printing the "no binding" warning.
+SLF4J_NOP_JAR = "/usr/share/java/slf4j-nop.jar"
+ZK_START_TIMEOUT_S = 20.0
+LARCH_START_TIMEOUT_S = 10.0
+STOP_TIMEOUT_S = 10.0
+TICK_TIME_MS = 2000
+
+# ---- protocol constants (ZooDefs.OpCode, KeeperException.Code) ----------
+OP = dict(notification=0, create=1, delete=2, exists=3, getData=4, setData=5,
+          getACL=6, setACL=7, getChildren=8, sync=9, ping=11,
+          getChildren2=12, check=13, multi=14, create2=15, reconfig=16,
+          checkWatches=17, removeWatches=18, createContainer=19,
+          deleteContainer=20, createTTL=21, multiRead=22, auth=100,
+          setWatches=101, sasl=102, getEphemerals=103,
+          getAllChildrenNumber=104, setWatches2=105, addWatch=106,
+          whoAmI=107, createSession=-10, closeSession=-11, error=-1)
+
+OK = 0
+ESYSTEMERROR = -1
+ERUNTIMEINCONSISTENCY = -2
+EMARSHALLINGERROR = -5
+EUNIMPLEMENTED = -6
+EBADARGUMENTS = -8
+EAPIERROR = -100
+ENONODE = -101
+ENOAUTH = -102
+EBADVERSION = -103
+ENOCHILDRENFOREPHEMERALS = -108
+ENODEEXISTS = -110
+ENOTEMPTY = -111
+ESESSIONEXPIRED = -112
+EINVALIDACL = -114
+EAUTHFAILED = -115
+ENOWATCHER = -121
+
+ERR_NAMES = {0: "OK", -1: "SYSTEMERROR", -2: "RUNTIMEINCONSISTENCY",
+             -3: "DATAINCONSISTENCY", -4: "CONNECTIONLOSS",
+             -5: "MARSHALLINGERROR", -6: "UNIMPLEMENTED",
+             -7: "OPERATIONTIMEOUT", -8: "BADARGUMENTS",
+             -12: "UNKNOWNSESSION", -100: "APIERROR", -101: "NONODE",
+             -102: "NOAUTH", -103: "BADVERSION",
+             -108: "NOCHILDRENFOREPHEMERALS", -110: "NODEEXISTS",
+             -111: "NOTEMPTY", -112: "SESSIONEXPIRED",
+             -113: "INVALIDCALLBACK", -114: "INVALIDACL", -115: "AUTHFAILED",
+             -118: "SESSIONMOVED", -119: "NOTREADONLY",
+             -120: "EPHEMERALONLOCALSESSION", -121: "NOWATCHER",
+             -122: "REQUESTTIMEOUT", -123: "RECONFIGDISABLED",
+             -125: "QUOTAEXCEEDED", -127: "THROTTLEDOP"}
+
+XID_NOTIFICATION = -1
+XID_PING = -2
+XID_AUTH = -4
+XID_SETWATCHES = -8
+
+PERSISTENT, EPHEMERAL, PERSISTENT_SEQUENTIAL, EPHEMERAL_SEQUENTIAL = 0, 1, 2, 3
+CONTAINER, PERSISTENT_WITH_TTL, PERSISTENT_SEQUENTIAL_WITH_TTL = 4, 5, 6
+
+PERM_READ, PERM_WRITE, PERM_CREATE, PERM_DELETE, PERM_ADMIN = 1, 2, 4, 8, 16
+PERM_ALL = 31
+OPEN_ACL = [(PERM_ALL, "world", "anyone")]
+
+EVENT_CREATED, EVENT_DELETED, EVENT_DATA_CHANGED, EVENT_CHILD_CHANGED = 1, 2, 3, 4
+STATE_SYNC_CONNECTED = 3
+WATCHER_CHILDREN, WATCHER_DATA, WATCHER_ANY = 1, 2, 3
+ADD_WATCH_PERSISTENT, ADD_WATCH_PERSISTENT_RECURSIVE = 0, 1
+
+# ephemeralOwner encodings of EphemeralType (ZooKeeper server/EphemeralType.java)
+CONTAINER_EPHEMERAL_OWNER = -0x8000000000000000
+TTL_EPHEMERAL_OWNER_HIGH_BYTE = 0xFF
+
+MAX_BUFFER = 0xFFFFF  # jute.maxbuffer default (1 MiB - 1)
+
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                     "WARNING: ThreadSanitizer", "runtime error:")
+
+
+def err_name(code):
+    return ERR_NAMES.get(code, str(code))
+
+
+def sut_kind():
+    kind = os.environ.get("LARCH_SUT", "larch")
+    if kind not in ("larch", "zookeeper"):
+        raise ValueError("LARCH_SUT must be larch or zookeeper, not %r" % kind)
+    return kind
+
+
+def larchd_path():
+    return os.environ.get("LARCHD", str(REPO_ROOT / "build" / "server" / "larchd"))
+
+
+def free_port():
+    """Returns a port that was free on 127.0.0.1 a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def four_letter(port, word, timeout_s=5.0):
+    """Sends a four-letter word and returns the whole answer (bytes)."""
+    with socket.create_connection((HOST, port), timeout=timeout_s) as s:
+        s.sendall(word.encode() if isinstance(word, str) else word)
+        chunks = []
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                chunk = s.recv(65536)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def zookeeper_classpath():
+    """CLASSPATH from Debian's zkEnv.sh (the package's own launcher settings)."""
+    classpath = ZK_DEFAULT_CLASSPATH
+    try:
+        text = Path(ZK_ENV_SH).read_text()
+        m = re.search(r'^CLASSPATH="?([^"\n]+)"?', text, re.M)
+        if m:
+            classpath = m.group(1)
+    except OSError:
+        pass
+    if os.path.exists(SLF4J_NOP_JAR):
+        classpath += ":" + SLF4J_NOP_JAR
+    return classpath
+
+
+class ServerError(Exception):
+    pass
+
+
+_LIVE_SERVERS = set()
+
+
+def stop_all_servers(grace_s=2.0):
+    """Emergency stop of every server this process started (SIGTERM, then
+    SIGKILL after grace_s); for signal handlers, where cleanups never run."""
+    for server in list(_LIVE_SERVERS):
+        proc = server.proc
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if server.tmpdir is not None:
+            shutil.rmtree(server.tmpdir, ignore_errors=True)
+        _LIVE_SERVERS.discard(server)
+
+
+class Server:
+    """One server process on a free loopback port.
+
+    kind: "larch" or "zookeeper" (default: LARCH_SUT). Options map onto both
+    servers: max_client_cnxns, min/max_session_timeout_ms. binary overrides
+    the larchd path (e.g. the ASan build). Use as a context manager or call
+    start()/stop(); stop() returns the exit status and keeps the stderr text
+    in self.stderr_text.
+    """
+
+    def __init__(self, kind=None, binary=None, max_client_cnxns=None,
+                 min_session_timeout_ms=None, max_session_timeout_ms=None,
+                 env=None):
+        self.kind = kind or sut_kind()
+        self.binary = binary or larchd_path()
+        self.max_client_cnxns = max_client_cnxns
+        self.min_session_timeout_ms = min_session_timeout_ms
+        self.max_session_timeout_ms = max_session_timeout_ms
+        self.extra_env = env or {}
+        self.port = None
+        self.proc = None
+        self.tmpdir = None
+        self.stderr_path = None
+        self.stderr_text = ""
+        self.returncode = None
+
+    @property
+    def hosts(self):
+        return "%s:%d" % (HOST, self.port)
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    # -- start ---------------------------------------------------------
+    def start(self):
+        self.tmpdir = tempfile.mkdtemp(prefix="larch-it-%s-" % self.kind)
+        try:
+            self._spawn()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _spawn(self):
+        self.port = free_port()
+        self.stderr_path = os.path.join(self.tmpdir, "stderr.log")
+        if self.kind == "zookeeper":
+            argv, timeout_s = self._zookeeper_argv(), ZK_START_TIMEOUT_S
+        else:
+            argv, timeout_s = self._larch_argv(), LARCH_START_TIMEOUT_S
+        env = dict(os.environ)
+        env.update(self.extra_env)
+        with open(self.stderr_path, "wb") as err, open(os.devnull, "wb") as out:
+            self.proc = subprocess.Popen(argv, stdout=out, stderr=err,
+                                         stdin=subprocess.DEVNULL,
+                                         cwd=self.tmpdir, env=env)
+        _LIVE_SERVERS.add(self)
+        self._wait_ready(timeout_s)
+
+    def _larch_argv(self):
+        if not os.access(self.binary, os.X_OK):
+            raise ServerError("larchd not found at %s (set LARCHD)" % self.binary)
+        data_dir = os.path.join(self.tmpdir, "data")
+        os.mkdir(data_dir)
+        # Settings both servers get from their zoo.cfg (ZooKeeper's from a
+        # system property): the container/TTL reaper scans every 500 ms, as
+        # for ZooKeeper below. This also exercises larchd's --config.
+        cfg_path = os.path.join(self.tmpdir, "zoo.cfg")
+        with open(cfg_path, "w") as f:
+            f.write("znode.container.checkIntervalMs=500\n")
+        argv = [self.binary, "--config", cfg_path, "--port", str(self.port), "--bind", HOST,
+                "--tick-time", str(TICK_TIME_MS), "--4lw", "*",
+                "--super-digest", SUPER_DIGEST, "--ttl", "on",
+                "--data-dir", data_dir]
+        if self.max_client_cnxns is not None:
+            argv += ["--max-client-cnxns", str(self.max_client_cnxns)]
+        if self.min_session_timeout_ms is not None:
+            argv += ["--min-session-timeout", str(self.min_session_timeout_ms)]
+        if self.max_session_timeout_ms is not None:
+            argv += ["--max-session-timeout", str(self.max_session_timeout_ms)]
+        argv += os.environ.get("LARCHD_ARGS", "").split()
+        return argv
+
+    def _zookeeper_argv(self):
+        data_dir = os.path.join(self.tmpdir, "data")
+        os.mkdir(data_dir)
+        cfg = ["tickTime=%d" % TICK_TIME_MS, "clientPort=%d" % self.port,
+               "clientPortAddress=%s" % HOST, "dataDir=%s" % data_dir,
+               "4lw.commands.whitelist=*", "admin.enableServer=false"]
+        if self.max_client_cnxns is not None:
+            cfg.append("maxClientCnxns=%d" % self.max_client_cnxns)
+        if self.min_session_timeout_ms is not None:
+            cfg.append("minSessionTimeout=%d" % self.min_session_timeout_ms)
+        if self.max_session_timeout_ms is not None:
+            cfg.append("maxSessionTimeout=%d" % self.max_session_timeout_ms)
+        cfg_path = os.path.join(self.tmpdir, "zoo.cfg")
+        with open(cfg_path, "w") as f:
+            f.write("\n".join(cfg) + "\n")
+        # Small heap and C1-only JIT: a test server starts in ~1 s this way.
+        # The container manager normally scans every 60 s; 500 ms lets the
+        # container/TTL expiry tests finish quickly.
+        return [ZK_JAVA, "-Xmx256m", "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                "-Dzookeeper.extendedTypesEnabled=true",
+                "-Dzookeeper.DigestAuthenticationProvider.superDigest=" + SUPER_DIGEST,
+                "-Dznode.container.checkIntervalMs=500",
+                "-Dzookeeper.admin.enableServer=false",
+                "-cp", zookeeper_classpath(),
+                "org.apache.zookeeper.server.ZooKeeperServerMain", cfg_path]
+
+    def _wait_ready(self, timeout_s):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServerError("%s exited with %s during startup:\n%s" % (
+                    self.kind, self.proc.returncode, self.stderr_tail()))
+            # ZooKeeper answers ruok before its request pipeline is up (early
+            # sessions get dropped), so ready means: imok and a real session.
+            try:
+                if (four_letter(self.port, "ruok", timeout_s=1.0) == b"imok"
+                        and self._handshake_ok()):
+                    return
+            except (OSError, ConnectionClosed, DecodeError):
+                pass
+            time.sleep(0.1)
+        raise ServerError("%s not ready within %.0f s:\n%s" % (
+            self.kind, timeout_s, self.stderr_tail()))
+
+    def _handshake_ok(self):
+        with RawClient(self.port, timeout_s=2.0) as c:
+            if c.connect(timeout_ms=10000).timeout_ms <= 0:
+                return False
+            return c.close_session().err == OK
+
+    # -- stop ----------------------------------------------------------
+    def stop(self):
+        """SIGTERM, wait, SIGKILL after STOP_TIMEOUT_S. Returns the exit status."""
+        if self.proc is not None and self.returncode is None:
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGTERM)
+                try:
+                    self.proc.wait(timeout=STOP_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait(timeout=STOP_TIMEOUT_S)
+            self.returncode = self.proc.returncode
+            self.stderr_text = self._read_stderr()
+        if self.tmpdir is not None:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+            self.tmpdir = None
+        _LIVE_SERVERS.discard(self)
+        return self.returncode
+
+    def sanitizer_report(self):
+        """Lines of ASan/UBSan/TSan/LSan reports in the server's stderr (call after stop)."""
+        return [l for l in self.stderr_text.splitlines()
+                if any(m in l for m in SANITIZER_MARKERS)]
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def _read_stderr(self):
+        try:
+            with open(self.stderr_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except (OSError, TypeError):
+            return ""
+
+    def stderr_tail(self, lines=30):
+        text = self.stderr_text or self._read_stderr()
+        return "\n".join(text.splitlines()[-lines:])
+
+
+# ---- jute codec ----------------------------------------------------------
+class Writer:
+    """Appends jute primitives (big-endian) to a byte string."""
+
+    def __init__(self):
+        self.parts = []
+
+    def int(self, v):
+        self.parts.append(struct.pack(">i", v))
+        return self
+
+    def long(self, v):
+        self.parts.append(struct.pack(">q", v))
+        return self
+
+    def bool(self, v):
+        self.parts.append(b"\x01" if v else b"\x00")
+        return self
+
+    def buffer(self, b):
+        if b is None:
+            return self.int(-1)
+        self.int(len(b))
+        self.parts.append(bytes(b))
+        return self
+
+    def string(self, s):
+        return self.buffer(None if s is None else s.encode("utf-8"))
+
+    def strings(self, items):
+        self.int(len(items))
+        for s in items:
+            self.string(s)
+        return self
+
+    def acls(self, acls):
+        self.int(len(acls))
+        for perms, scheme, ident in acls:
+            self.int(perms).string(scheme).string(ident)
+        return self
+
+    def raw(self, b):
+        self.parts.append(bytes(b))
+        return self
+
+    def bytes(self):
+        return b"".join(self.parts)
+
+
+class DecodeError(Exception):
+    pass
+
+
+Stat = collections.namedtuple("Stat", "czxid mzxid ctime mtime version cversion "
+                              "aversion ephemeralOwner dataLength numChildren pzxid")
+
+
+class Reader:
+    """Reads jute primitives from a received frame body."""
+
+    def __init__(self, data):
+        self.data = data
+        self.off = 0
+
+    def _take(self, n):
+        if n < 0 or self.off + n > len(self.data):
+            raise DecodeError("need %d bytes at %d of %d" % (n, self.off, len(self.data)))
+        chunk = self.data[self.off:self.off + n]
+        self.off += n
+        return chunk
+
+    def int(self):
+        return struct.unpack(">i", self._take(4))[0]
+
+    def long(self):
+        return struct.unpack(">q", self._take(8))[0]
+
+    def bool(self):
+        return self._take(1) != b"\x00"
+
+    def buffer(self):
+        n = self.int()
+        return None if n == -1 else self._take(n)
+
+    def string(self):
+        b = self.buffer()
+        return None if b is None else b.decode("utf-8")
+
+    def strings(self):
+        n = self.int()
+        return None if n == -1 else [self.string() for _ in range(n)]
+
+    def acls(self):
+        n = self.int()
+        return [(self.int(), self.string(), self.string()) for _ in range(n)]
+
+    def stat(self):
+        return Stat(self.long(), self.long(), self.long(), self.long(),
+                    self.int(), self.int(), self.int(), self.long(),
+                    self.int(), self.int(), self.long())
+
+    def left(self):
+        return len(self.data) - self.off
+
+
+# ---- raw client ------------------------------------------------------------
+class ConnectionClosed(Exception):
+    pass
+
+
+Reply = collections.namedtuple("Reply", "xid zxid err body")
+Event = collections.namedtuple("Event", "type state path zxid")
+Result = collections.namedtuple("Result", "err value zxid")
+Session = collections.namedtuple("Session", "protocol_version timeout_ms session_id "
+                                 "passwd read_only")
+
+
+class RawClient:
+    """A minimal ZooKeeper client over one TCP connection.
+
+    Request helpers return Result(err, value, zxid); value is None on error.
+    Notifications read while waiting for a reply go to `events`; `log` keeps
+    every frame in arrival order as ("event", Event) or ("reply", Reply).
+    """
+
+    def __init__(self, port, host=HOST, timeout_s=10.0):
+        self.sock = socket.create_connection((host, port), timeout=timeout_s)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.timeout_s = timeout_s
+        self.next_xid = 1
+        self.events = []
+        self.log = []
+        self.session = None
+        self.last_zxid = 0
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    # -- framing -------------------------------------------------------
+    def send_frame(self, body):
+        self.sock.sendall(struct.pack(">i", len(body)) + body)
+
+    def _recv_exact(self, n, timeout_s):
+        self.sock.settimeout(timeout_s)
+        chunks, got = [], 0
+        while got < n:
+            try:
+                chunk = self.sock.recv(n - got)
+            except ConnectionResetError as e:
+                raise ConnectionClosed("reset: %s" % e)
+            if not chunk:
+                raise ConnectionClosed("EOF after %d of %d bytes" % (got, n))
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+
+    def recv_frame(self, timeout_s=None):
+        timeout_s = self.timeout_s if timeout_s is None else timeout_s
+        (n,) = struct.unpack(">i", self._recv_exact(4, timeout_s))
+        if n < 0 or n > 64 * 1024 * 1024:
+            raise DecodeError("bad frame length %d" % n)
+        return self._recv_exact(n, timeout_s)
+
+    def wait_closed(self, timeout_s=5.0):
+        """True if the server closes the connection within timeout_s
+        (frames arriving meanwhile are discarded)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                if not self.sock.recv(65536):
+                    return True
+            except socket.timeout:
+                return False
+            except (ConnectionResetError, BrokenPipeError):
+                return True
+        return False
+
+    # -- session -------------------------------------------------------
+    def connect(self, timeout_ms=10000, session_id=0, passwd=b"\0" * 16,
+                last_zxid=0, read_only=False):
+        """Sends ConnectRequest, returns the Session from ConnectResponse.
+        A timeout_ms of 0 in the answer means the session was refused."""
+        w = (Writer().int(0).long(last_zxid).int(timeout_ms).long(session_id)
+             .buffer(passwd).bool(read_only))
+        self.send_frame(w.bytes())
+        r = Reader(self.recv_frame())
+        proto, timeout, sid, pw = r.int(), r.int(), r.long(), r.buffer()
+        ro = r.bool() if r.left() >= 1 else None
+        self.session = Session(proto, timeout, sid, pw, ro)
+        return self.session
+
+    # -- requests ------------------------------------------------------
+    def send_request(self, op, body=b"", xid=None):
+        if xid is None:
+            xid = self.next_xid
+            self.next_xid += 1
+        self.send_frame(struct.pack(">ii", xid, op) + body)
+        return xid
+
+    def read_one(self, timeout_s=None):
+        """Reads the next frame: returns an Event or a Reply."""
+        r = Reader(self.recv_frame(timeout_s))
+        xid, zxid, err = r.int(), r.long(), r.int()
+        if xid == XID_NOTIFICATION:
+            ev = Event(r.int(), r.int(), r.string(), zxid)
+            self.events.append(ev)
+            self.log.append(("event", ev))
+            return ev
+        if zxid > 0:
+            self.last_zxid = max(self.last_zxid, zxid)
+        rep = Reply(xid, zxid, err, Reader(r.data[r.off:]))
+        self.log.append(("reply", rep))
+        return rep
+
+    def wait_reply(self, xid, timeout_s=None):
+        timeout_s = self.timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise socket.timeout("no reply for xid %d" % xid)
+            frame = self.read_one(left)
+            if isinstance(frame, Reply):
+                if frame.xid == xid:
+                    return frame
+                raise DecodeError("reply xid %d while waiting for %d (per-session "
+                                  "FIFO broken?)" % (frame.xid, xid))
+
+    def call(self, op, body=b"", xid=None):
+        return self.wait_reply(self.send_request(op, body, xid))
+
+    def drain_events(self, idle_s=0.2, max_s=5.0):
+        """Reads frames until none arrives for idle_s; returns new events."""
+        start = len(self.events)
+        deadline = time.monotonic() + max_s
+        while time.monotonic() < deadline:
+            try:
+                self.read_one(idle_s)
+            except socket.timeout:
+                break
+        return self.events[start:]
+
+    def wait_event(self, timeout_s=5.0, pred=None):
+        """Returns the first unconsumed event matching pred within timeout_s, or None.
+        Consumed events are removed from self.events."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            for i, ev in enumerate(self.events):
+                if pred is None or pred(ev):
+                    return self.events.pop(i)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            try:
+                self.read_one(left)
+            except socket.timeout:
+                return None
+
+    # -- op helpers ----------------------------------------------------
+    @staticmethod
+    def _result(rep, parse):
+        if rep.err != OK:
+            return Result(rep.err, None, rep.zxid)
+        return Result(OK, parse(rep.body), rep.zxid)
+
+    @staticmethod
+    def create_body(path, data=b"", acl=OPEN_ACL, flags=PERSISTENT, ttl=None):
+        w = Writer().string(path).buffer(data).acls(acl).int(flags)
+        if ttl is not None:
+            w.long(ttl)
+        return w.bytes()
+
+    def create(self, path, data=b"", acl=OPEN_ACL, flags=PERSISTENT, op="create", ttl=None):
+        """op: create (value: path), create2/createContainer/createTTL
+        (value: (path, Stat))."""
+        if op == "createTTL" and ttl is None:
+            raise ValueError("createTTL needs ttl")
+        rep = self.call(OP[op], self.create_body(path, data, acl, flags, ttl))
+        if op == "create":
+            return self._result(rep, lambda r: r.string())
+        return self._result(rep, lambda r: (r.string(), r.stat()))
+
+    def delete(self, path, version=-1):
+        rep = self.call(OP["delete"], Writer().string(path).int(version).bytes())
+        return self._result(rep, lambda r: None)
+
+    def delete_container(self, path):
+        rep = self.call(OP["deleteContainer"], Writer().string(path).bytes())
+        return self._result(rep, lambda r: None)
+
+    def exists(self, path, watch=False):
+        rep = self.call(OP["exists"], Writer().string(path).bool(watch).bytes())
+        return self._result(rep, lambda r: r.stat())
+
+    def get_data(self, path, watch=False):
+        rep = self.call(OP["getData"], Writer().string(path).bool(watch).bytes())
+        return self._result(rep, lambda r: (r.buffer(), r.stat()))
+
+    def set_data(self, path, data, version=-1):
+        rep = self.call(OP["setData"], Writer().string(path).buffer(data).int(version).bytes())
+        return self._result(rep, lambda r: r.stat())
+
+    def get_acl(self, path):
+        rep = self.call(OP["getACL"], Writer().string(path).bytes())
+        return self._result(rep, lambda r: (r.acls(), r.stat()))
+
+    def set_acl(self, path, acl, version=-1):
+        rep = self.call(OP["setACL"], Writer().string(path).acls(acl).int(version).bytes())
+        return self._result(rep, lambda r: r.stat())
+
+    def get_children(self, path, watch=False):
+        rep = self.call(OP["getChildren"], Writer().string(path).bool(watch).bytes())
+        return self._result(rep, lambda r: r.strings())
+
+    def get_children2(self, path, watch=False):
+        rep = self.call(OP["getChildren2"], Writer().string(path).bool(watch).bytes())
+        return self._result(rep, lambda r: (r.strings(), r.stat()))
+
+    def get_all_children_number(self, path):
+        rep = self.call(OP["getAllChildrenNumber"], Writer().string(path).bytes())
+        return self._result(rep, lambda r: r.int())
+
+    def get_ephemerals(self, prefix):
+        rep = self.call(OP["getEphemerals"], Writer().string(prefix).bytes())
+        return self._result(rep, lambda r: r.strings())
+
+    def sync(self, path):
+        rep = self.call(OP["sync"], Writer().string(path).bytes())
+        return self._result(rep, lambda r: r.string())
+
+    def check(self, path, version):
+        rep = self.call(OP["check"], Writer().string(path).int(version).bytes())
+        return self._result(rep, lambda r: None)
+
+    def add_watch(self, path, mode):
+        rep = self.call(OP["addWatch"], Writer().string(path).int(mode).bytes())
+        return self._result(rep, lambda r: None)
+
+    def check_watches(self, path, wtype):
+        rep = self.call(OP["checkWatches"], Writer().string(path).int(wtype).bytes())
+        return self._result(rep, lambda r: None)
+
+    def remove_watches(self, path, wtype):
+        rep = self.call(OP["removeWatches"], Writer().string(path).int(wtype).bytes())
+        return self._result(rep, lambda r: None)
+
+    def set_watches(self, relative_zxid, data=(), exist=(), child=(),
+                    persistent=None, recursive=None):
+        """setWatches (101), or setWatches2 (105) when persistent/recursive given."""
+        w = (Writer().long(relative_zxid).strings(list(data)).strings(list(exist))
+             .strings(list(child)))
+        op = OP["setWatches"]
+        if persistent is not None or recursive is not None:
+            w.strings(list(persistent or ())).strings(list(recursive or ()))
+            op = OP["setWatches2"]
+        rep = self.call(op, w.bytes(), xid=XID_SETWATCHES)
+        return Result(rep.err, None, rep.zxid)
+
+    def auth(self, scheme, credential):
+        body = Writer().int(0).string(scheme).buffer(credential).bytes()
+        rep = self.call(OP["auth"], body, xid=XID_AUTH)
+        return Result(rep.err, None, rep.zxid)
+
+    def whoami(self):
+        rep = self.call(OP["whoAmI"])
+
+        def parse(r):
+            n = r.int()
+            return [(r.string(), r.string()) for _ in range(n)]
+        return self._result(rep, parse)
+
+    def ping(self):
+        rep = self.call(OP["ping"], xid=XID_PING)
+        return Result(rep.err, None, rep.zxid)
+
+    def close_session(self):
+        rep = self.call(OP["closeSession"])
+        return Result(rep.err, None, rep.zxid)
+
+    # -- multi ---------------------------------------------------------
+    @staticmethod
+    def multi_body(ops):
+        """ops: tuples ("create", path, data, acl, flags) | ("create2", ...)
+        | ("delete", path, version) | ("setData", path, data, version)
+        | ("check", path, version) | ("getChildren", path) | ("getData", path)."""
+        w = Writer()
+        for op in ops:
+            kind = op[0]
+            w.int(OP[kind]).bool(False).int(-1)
+            if kind in ("create", "create2", "createContainer"):
+                _, path, data, acl, flags = op
+                w.string(path).buffer(data).acls(acl).int(flags)
+            elif kind == "createTTL":
+                _, path, data, acl, flags, ttl = op
+                w.string(path).buffer(data).acls(acl).int(flags).long(ttl)
+            elif kind in ("delete", "check"):
+                w.string(op[1]).int(op[2])
+            elif kind == "setData":
+                w.string(op[1]).buffer(op[2]).int(op[3])
+            elif kind in ("getChildren", "getData"):
+                w.string(op[1]).bool(False)
+            else:
+                raise ValueError("unsupported multi op %r" % kind)
+        w.int(-1).bool(True).int(-1)
+        return w.bytes()
+
+    @staticmethod
+    def parse_multi_response(r):
+        """Returns [(type, err, value)]: type -1 entries carry an ErrorResponse."""
+        results = []
+        while True:
+            mtype, done, merr = r.int(), r.bool(), r.int()
+            if done:
+                break
+            if mtype == -1:
+                results.append((-1, r.int(), None))
+            elif mtype == OP["create"]:
+                results.append((mtype, merr, r.string()))
+            elif mtype in (OP["create2"], OP["createContainer"], OP["createTTL"]):
+                results.append((mtype, merr, (r.string(), r.stat())))
+            elif mtype == OP["setData"]:
+                results.append((mtype, merr, r.stat()))
+            elif mtype in (OP["delete"], OP["check"]):
+                results.append((mtype, merr, None))
+            elif mtype == OP["getChildren"]:
+                results.append((mtype, merr, r.strings()))
+            elif mtype == OP["getData"]:
+                results.append((mtype, merr, (r.buffer(), r.stat())))
+            else:
+                raise DecodeError("unexpected multi result type %d" % mtype)
+            if len(results) > 10000:
+                raise DecodeError("runaway multi response")
+        return results
+
+    def multi(self, ops, op="multi"):
+        """Returns Result(header err, [(type, err, value)], zxid). The per-op
+        results are parsed whatever the header error is, since a failed multi
+        still carries them."""
+        rep = self.call(OP[op], self.multi_body(ops))
+        body = rep.body
+        value = self.parse_multi_response(body) if body.left() else None
+        return Result(rep.err, value, rep.zxid)
+
+
+def connect_raw(port, timeout_ms=10000, **kw):
+    c = RawClient(port)
+    s = c.connect(timeout_ms=timeout_ms, **kw)
+    if s.timeout_ms <= 0:
+        c.close()
+        raise ConnectionClosed("session refused: %r" % (s,))
+    return c
+
+
+def kazoo_client(port, **kw):
+    """A started KazooClient on the server (kazoo only exists for /usr/bin/python3)."""
+    from kazoo.client import KazooClient
+    kw.setdefault("timeout", 10.0)
+    zk = KazooClient(hosts="%s:%d" % (HOST, port), **kw)
+    zk.start(timeout=15)
+    return zk
+
+
+def stop_kazoo(zk):
+    try:
+        zk.stop()
+    finally:
+        zk.close()
+
+
+_counter = [0]
+
+
+def unique_path(prefix="t"):
+    """A fresh top-level test path: /<prefix>-<pid>-<n>."""
+    _counter[0] += 1
+    return "/%s-%d-%d" % (prefix, os.getpid(), _counter[0])
+
+
+def wait_until(pred, timeout_s, interval_s=0.05):
+    """Polls pred until truthy or timeout; returns the last value."""
+    deadline = time.monotonic() + timeout_s
+    value = pred()
+    while not value and time.monotonic() < deadline:
+        time.sleep(interval_s)
+        value = pred()
+    return value
+
+
+class ServerTestCase:
+    """Mixin base for unittest.TestCase classes sharing one SUT per class."""
+
+    server_options = {}
+    server = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server(**cls.server_options).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.server is not None:
+            server, cls.server = cls.server, None
+            server.stop()
+            # A sanitizer build of larchd reports memory errors on stderr;
+            # any report fails the class that provoked it.
+            report = server.sanitizer_report()
+            if report:
+                raise AssertionError("sanitizer report from %s:\n%s" % (
+                    server.kind, server.stderr_tail(60)))
+
+    def raw(self, **kw):
+        c = connect_raw(self.server.port, **kw)
+        self.addCleanup(c.close)
+        return c
+
+    def kazoo(self, **kw):
+        zk = kazoo_client(self.server.port, **kw)
+        self.addCleanup(stop_kazoo, zk)
+        return zk
