@@ -14,6 +14,12 @@
 #define DP_AUTH_MAX 16          /* addauth identities per connection */
 #define DP_OUT_MAX (64u << 20)  /* unsent bytes before a slow reader is dropped */
 
+/* Adds v to a counter only its owning worker writes: a relaxed load and
+ * store, no lock-prefixed add (other threads only read it, for stats). */
+#define COUNTER_ADD(ctr, v) \
+    atomic_store_explicit(&(ctr), atomic_load_explicit(&(ctr), memory_order_relaxed) + (v), \
+                          memory_order_relaxed)
+
 enum conn_state {
     CONN_NEW = 0,      /* waiting for ConnectRequest (or a four-letter word) */
     CONN_HANDSHAKE,    /* ConnectRequest at the sequencer */
@@ -90,7 +96,8 @@ struct worker {
     _Atomic size_t nwatches; /* mirror of watch_count for the lock-free fast path */
 
     int64_t events_through; /* events of every txn <= this were delivered */
-    int64_t now_ms;         /* coarse monotonic clock, once per loop pass */
+    int64_t now_ms;         /* monotonic clock, read once per loop pass ... */
+    int64_t now_us;         /* ... (arrival and latency stamps: stats are in ms) */
     struct zk_wbuf scratch; /* a read reply is built here before it is queued */
     struct zk_wbuf aux;     /* everything else (events, header-only and connect
                              * replies): those can be produced while a read
@@ -98,6 +105,7 @@ struct worker {
     struct conn *dirty;
     struct conn *resume;
     bool draining;
+    bool submitted; /* requests went to the sequencer this pass: kick once at its end */
 
     _Atomic uint64_t st_rx, st_tx, st_reads, st_writes;
     _Atomic uint64_t st_lat_min, st_lat_max, st_lat_sum, st_lat_count;

@@ -2,6 +2,10 @@
  * replication — the sequencer: the one thread that orders, validates, (later:
  * logs and replicates) and applies every write, and owns sessions.
  *
+ * Single writer: only the holder of the sequencer role mutates the tree. The
+ * sequencer thread holds it while it runs a round; with cfg.inline_rounds a
+ * worker may take it instead (seq_run_inline). Either way rounds never overlap.
+ *
  * Threading: seq_submit may be called from any worker thread (wait-free
  * enqueue on an intrusive MPSC queue built on C11 atomics, so ThreadSanitizer
  * sees every hand-off, then an eventfd kick). Each worker drains its
@@ -43,6 +47,7 @@ struct seq_cfg {
     int64_t container_check_ms; /* reaper period for containers and TTL nodes */
     bool ttl_enabled;
     int32_t tick_ms; /* expiry scan period */
+    bool inline_rounds; /* workers may run rounds themselves (seq_run_inline) */
 };
 
 /* What a worker sends. Owned by the sequencer once submitted (it frees it). */
@@ -121,12 +126,34 @@ int seq_start(struct seq *s);
 void seq_stop(struct seq *s);
 void seq_free(struct seq *s);
 
-/* Any thread: hands r to the sequencer (ownership moves). */
+/* Any thread: hands r to the sequencer (ownership moves). Does not wake
+ * the sequencer: call seq_kick once after a batch of submits (a worker does it
+ * once per loop pass), so one wake-up serves the whole batch. */
 void seq_submit(struct seq *s, struct seq_req *r);
-/* eventfd that becomes readable when worker w has output. */
+/* Wakes the sequencer if it is asleep; free when it is already running. */
+void seq_kick(struct seq *s);
+/* Flat combining (cfg.inline_rounds): the sequencer is a role, held by one
+ * thread at a time, not necessarily the sequencer thread. A worker that has
+ * just submitted writes calls this to take the role and run the queued rounds
+ * itself, saving the two context switches of a hand-off when the sequencer
+ * thread has no core of its own. Returns false, having done nothing, when
+ * inline rounds are off or another thread holds the role (then seq_kick).
+ * The caller must be a registered RCU thread outside a read-side section. */
+bool seq_run_inline(struct seq *s);
+
+/* eventfd that becomes readable when worker w has output while it sleeps. */
 int seq_worker_fd(const struct seq *s, int w);
+/* Worker w's sleep protocol (the same on both sides of every queue): call
+ * seq_worker_idle_begin before blocking; when it returns false output is
+ * already queued and the worker must not block. Call seq_worker_idle_end
+ * after waking, and seq_worker_ack when the eventfd was readable. The
+ * sequencer writes the eventfd only for a worker that announced sleep. */
+bool seq_worker_idle_begin(struct seq *s, int w);
+void seq_worker_idle_end(struct seq *s, int w);
+void seq_worker_ack(struct seq *s, int w);
 /* Worker w's thread: takes every queued output in order and calls fn for
- * each; fn takes ownership of o (free with seq_out_free). Returns the count. */
+ * each; fn takes ownership of o (free with seq_out_free). Returns the count.
+ * No system call when nothing is queued. */
 typedef void (*seq_out_fn)(void *arg, struct seq_out *o);
 size_t seq_worker_drain(struct seq *s, int w, seq_out_fn fn, void *arg);
 /* The zxid of the txn the sequencer is applying or last applied (seq_cst).

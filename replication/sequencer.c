@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -45,7 +46,8 @@ static void queue_init(struct seq_queue *q)
 static void queue_push(struct seq_queue *q, struct seq_qnode *n)
 {
     atomic_store_explicit(&n->next, NULL, memory_order_relaxed);
-    struct seq_qnode *prev = atomic_exchange_explicit(&q->head, n, memory_order_acq_rel);
+    /* seq_cst: one side of the sleep protocol (see wake_if_sleeping) */
+    struct seq_qnode *prev = atomic_exchange_explicit(&q->head, n, memory_order_seq_cst);
     atomic_store_explicit(&prev->next, n, memory_order_release);
 }
 
@@ -79,7 +81,7 @@ static struct seq_qnode *queue_pop(struct seq_queue *q)
 static bool queue_empty(struct seq_queue *q)
 {
     return q->tail == &q->stub && atomic_load_explicit(&q->stub.next, memory_order_acquire) == NULL &&
-           atomic_load_explicit(&q->head, memory_order_acquire) == &q->stub;
+           atomic_load_explicit(&q->head, memory_order_seq_cst) == &q->stub;
 }
 
 /* Pops one node, waiting out a producer caught mid-push (a few instructions). */
@@ -94,6 +96,7 @@ static struct seq_qnode *queue_take(struct seq_queue *q)
 struct seq_outq {
     struct seq_queue q;
     int efd;
+    atomic_bool sleeping; /* the worker announced it may block in epoll_wait */
 };
 
 struct seq {
@@ -103,6 +106,8 @@ struct seq {
 
     struct seq_queue in;
     int in_efd;
+    atomic_bool sleeping; /* the sequencer announced it may block in poll */
+    atomic_bool role;     /* the sequencer role is held (rounds, ticks, the in-queue's tail) */
     struct seq_outq out[SEQ_WORKERS_MAX];
 
     pthread_t thread;
@@ -168,11 +173,25 @@ static void session_passwd(const struct seq *s, int64_t id, uint8_t out[16])
     memcpy(out + 8, &b, 8);
 }
 
+/* Wake-ups follow one protocol on every queue. The consumer stores
+ * sleeping = true and re-checks its queue's head before it blocks; the
+ * producer exchanges the head (its push) and writes the eventfd only if it
+ * then sees sleeping. All four accesses are seq_cst, so in their single total
+ * order one side sees the other (Dekker): no push is missed, and a busy
+ * consumer costs its producers no syscall. (No fences: GCC's TSan lacks them.) */
+static void wake_if_sleeping(atomic_bool *sleeping, int efd);
+
 static void kick(int efd)
 {
     uint64_t one = 1;
     ssize_t n = write(efd, &one, sizeof(one));
     (void)n; /* EAGAIN means the counter is already non-zero: the reader will wake */
+}
+
+static void wake_if_sleeping(atomic_bool *sleeping, int efd)
+{
+    if (atomic_load_explicit(sleeping, memory_order_seq_cst))
+        kick(efd);
 }
 
 static int32_t clamp_timeout(const struct seq *s, int32_t want)
@@ -758,7 +777,7 @@ void seq_run_round(struct seq *s, struct seq_req **reqs, size_t n, int64_t now_m
     free(es);
     for (int w = 0; w < s->nworkers; w++)
         if (kicked[w] || after != before)
-            kick(s->out[w].efd);
+            wake_if_sleeping(&s->out[w].sleeping, s->out[w].efd);
     atomic_fetch_add_explicit(&s->st_rounds, 1, memory_order_relaxed);
     if (n > atomic_load_explicit(&s->st_max_round, memory_order_relaxed))
         atomic_store_explicit(&s->st_max_round, n, memory_order_relaxed);
@@ -835,7 +854,7 @@ static void expire_sessions(struct seq *s, int64_t now_ms, int64_t wall_ms)
             o->session_id = x.owners[i].session;
             out_push(s, x.owners[i].worker, o);
             if (x.owners[i].worker >= 0 && x.owners[i].worker < s->nworkers)
-                kick(s->out[x.owners[i].worker].efd);
+                wake_if_sleeping(&s->out[x.owners[i].worker].sleeping, s->out[x.owners[i].worker].efd);
         }
     }
     atomic_fetch_add_explicit(&s->st_expired, n, memory_order_relaxed);
@@ -889,6 +908,28 @@ void seq_tick(struct seq *s, int64_t now_ms, int64_t wall_ms)
     }
 }
 
+/* ---- the sequencer role ----------------------------------------------------
+ * Whoever holds the role is the single writer: it consumes the in-queue, runs
+ * rounds and ticks. Acquire/release on the flag orders one holder's tree
+ * changes before the next holder's. */
+static bool role_try(struct seq *s)
+{
+    bool free_ = false;
+    return atomic_compare_exchange_strong_explicit(&s->role, &free_, true, memory_order_acquire,
+                                                   memory_order_relaxed);
+}
+
+static void role_take(struct seq *s)
+{
+    while (!role_try(s))
+        sched_yield(); /* a worker is finishing a round inline: microseconds */
+}
+
+static void role_release(struct seq *s)
+{
+    atomic_store_explicit(&s->role, false, memory_order_release);
+}
+
 /* ---- the thread ------------------------------------------------------------ */
 
 static size_t take_round(struct seq *s, struct seq_req **reqs)
@@ -903,6 +944,52 @@ static size_t take_round(struct seq *s, struct seq_req **reqs)
     return n;
 }
 
+/* Blocks until a producer kicks or a tick is due. The emptiness re-check
+ * after announcing sleep needs the role (it reads the queue's tail); if a
+ * worker holds it, that worker drains the queue and producers that come
+ * after see us asleep and kick. */
+static void sleep_until_work(struct seq *s)
+{
+    struct pollfd pfd = { .fd = s->in_efd, .events = POLLIN };
+    int wait_ms = s->cfg.tick_ms < 100 ? s->cfg.tick_ms : 100;
+    atomic_store(&s->sleeping, true); /* seq_cst */
+    bool empty = true;
+    if (role_try(s)) {
+        empty = queue_empty(&s->in);
+        role_release(s);
+    }
+    if (empty && poll(&pfd, 1, wait_ms) > 0) {
+        uint64_t v;
+        ssize_t r = read(s->in_efd, &v, sizeof(v));
+        (void)r;
+    }
+    atomic_store(&s->sleeping, false);
+}
+
+bool seq_run_inline(struct seq *s)
+{
+    if (!s->cfg.inline_rounds || !role_try(s))
+        return false;
+    struct seq_req *reqs[SEQ_ROUND_MAX];
+    int64_t now_ms = clock_ms(CLOCK_MONOTONIC);
+    int64_t wall_ms = clock_ms(CLOCK_REALTIME);
+    rcu_read_lock();
+    /* Bounded: a worker serves its own connections too. What is left is the
+     * sequencer thread's (the producers kick it). */
+    for (int rounds = 0; rounds < 4; rounds++) {
+        size_t n = take_round(s, reqs);
+        if (n == 0)
+            break;
+        seq_run_round(s, reqs, n, now_ms, wall_ms);
+    }
+    rcu_read_unlock();
+    bool more = !queue_empty(&s->in);
+    role_release(s);
+    if (more)
+        kick(s->in_efd);
+    return true;
+}
+
 static void *seq_thread(void *arg)
 {
     struct seq *s = arg;
@@ -913,13 +1000,7 @@ static void *seq_thread(void *arg)
     }
     rcu_register_thread();
     while (!atomic_load(&s->stop)) {
-        struct pollfd pfd = { .fd = s->in_efd, .events = POLLIN };
-        int wait_ms = s->cfg.tick_ms < 100 ? s->cfg.tick_ms : 100;
-        if (queue_empty(&s->in) && poll(&pfd, 1, wait_ms) > 0) {
-            uint64_t v;
-            ssize_t r = read(s->in_efd, &v, sizeof(v));
-            (void)r;
-        }
+        role_take(s);
         int64_t now_ms = clock_ms(CLOCK_MONOTONIC);
         int64_t wall_ms = clock_ms(CLOCK_REALTIME);
         size_t n = take_round(s, reqs);
@@ -928,6 +1009,10 @@ static void *seq_thread(void *arg)
             seq_run_round(s, reqs, n, now_ms, wall_ms);
         seq_tick(s, now_ms, wall_ms);
         rcu_read_unlock();
+        bool more = !queue_empty(&s->in);
+        role_release(s);
+        if (!more)
+            sleep_until_work(s);
     }
     rcu_unregister_thread();
     free(reqs);
@@ -993,7 +1078,7 @@ void seq_stop(struct seq *s)
     if (!s->running)
         return;
     atomic_store(&s->stop, true);
-    kick(s->in_efd);
+    kick(s->in_efd); /* unconditionally: it may be between its checks */
     pthread_join(s->thread, NULL);
     s->running = false;
 }
@@ -1029,7 +1114,32 @@ void seq_submit(struct seq *s, struct seq_req *r)
 {
     atomic_fetch_add_explicit(&s->st_outstanding, 1, memory_order_relaxed);
     queue_push(&s->in, &r->node);
-    kick(s->in_efd);
+}
+
+void seq_kick(struct seq *s)
+{
+    wake_if_sleeping(&s->sleeping, s->in_efd);
+}
+
+bool seq_worker_idle_begin(struct seq *s, int w)
+{
+    atomic_store(&s->out[w].sleeping, true); /* seq_cst */
+    if (queue_empty(&s->out[w].q))
+        return true;
+    atomic_store(&s->out[w].sleeping, false);
+    return false;
+}
+
+void seq_worker_idle_end(struct seq *s, int w)
+{
+    atomic_store_explicit(&s->out[w].sleeping, false, memory_order_relaxed);
+}
+
+void seq_worker_ack(struct seq *s, int w)
+{
+    uint64_t v;
+    ssize_t r = read(s->out[w].efd, &v, sizeof(v));
+    (void)r; /* EAGAIN: another pass already consumed the signal */
 }
 
 int seq_worker_fd(const struct seq *s, int w)
@@ -1039,9 +1149,6 @@ int seq_worker_fd(const struct seq *s, int w)
 
 size_t seq_worker_drain(struct seq *s, int w, seq_out_fn fn, void *arg)
 {
-    uint64_t v;
-    ssize_t r = read(s->out[w].efd, &v, sizeof(v));
-    (void)r; /* EAGAIN when nothing was signalled: the queue is checked anyway */
     size_t n = 0;
     struct seq_qnode *node;
     while ((node = queue_take(&s->out[w].q)) != NULL) {

@@ -141,6 +141,7 @@ static const struct setting key_settings[] = {
     ROW("DigestAuthenticationProvider.superDigest", K_DIGEST, super_digest, 0, 0, true),
     ROW("larch.workers", K_INT32, workers, 1, WORKERS_MAX, false),
     ROW("larch.logLevel", K_LOGLEVEL, log_level, 0, 3, false),
+    ROW_SET("larch.inlineSequencer", K_BOOL, inline_sequencer, inline_sequencer_set, 0, 0),
 };
 
 static const struct setting flag_settings[] = {
@@ -166,6 +167,7 @@ static const struct setting flag_settings[] = {
     ROW("--max-buffer", K_INT32, max_buffer_bytes, 1, INT32_MAX, false),
     ROW("--log-level", K_LOGLEVEL, log_level, 0, 3, false),
     ROW("--read-only", K_ONOFF, read_only_mode, 0, 0, false),
+    ROW_SET("--inline-sequencer", K_ONOFF, inline_sequencer, inline_sequencer_set, 0, 0),
 };
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -1083,6 +1085,11 @@ const char *config_usage(void)
            "                            127.0.0.1)\n"
            "  --workers N               worker threads, 1-64 (larch.workers; default CPUs - 1,\n"
            "                            at least 1)\n"
+           "  --inline-sequencer on|off run write rounds on the worker that submitted them\n"
+           "                            when it can take the sequencer role (flat combining)\n"
+           "                            (larch.inlineSequencer; default: on when larchd has\n"
+           "                            fewer CPUs than workers + 1, so no context switch per\n"
+           "                            write; off when the sequencer has a core of its own)\n"
            "  --tick-time MS            tickTime (default 2000)\n"
            "  --min-session-timeout MS  minSessionTimeout (default 2 x tickTime; -1 = default)\n"
            "  --max-session-timeout MS  maxSessionTimeout (default 20 x tickTime; -1 = default)\n"
@@ -1124,6 +1131,7 @@ const char *config_usage(void)
            "  DigestAuthenticationProvider.superDigest=   (none) *\n"
            "  larch.workers=                    (CPUs - 1, at least 1, at most 64)\n"
            "  larch.logLevel=info               (error, warn, info, debug)\n"
+           "  larch.inlineSequencer=            (auto: true when CPUs < workers + 1)\n"
            "Keys marked * may also be written with or without a \"zookeeper.\" prefix.\n"
            "Ensemble and JVM keys (initLimit, syncLimit, server.N, admin.*, ssl.*, ...) are\n"
            "accepted with a warning and ignored: larchd runs standalone.\n"
@@ -1183,5 +1191,7 @@ size_t config_format(const struct config *c, char *out, size_t cap)
     const char *level = c->log_level >= 0 && c->log_level < (int32_t)COUNT(log_level_names)
                             ? log_level_names[c->log_level] : "info";
     out_printf(&o, "larch.workers=%d\nlarch.logLevel=%s\n", c->workers, level);
+    if (c->inline_sequencer_set)
+        out_printf(&o, "larch.inlineSequencer=%s\n", c->inline_sequencer ? "true" : "false");
     return o.used;
 }

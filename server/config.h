@@ -44,6 +44,8 @@ struct config {
     /* larchd-only (flags, and the same names as zoo.cfg keys) */
     int32_t workers;                /* --workers / larch.workers, default: cores - 1, at least 1 */
     int32_t log_level;              /* --log-level: 0 error .. 3 debug, default 2 (info) */
+    bool inline_sequencer;          /* --inline-sequencer / larch.inlineSequencer; unset: auto */
+    bool inline_sequencer_set;      /* given explicitly (else main decides from CPU affinity) */
     /* which of the above were set explicitly (bit per field is overkill: only what
      * derived defaults need) */
     bool min_session_set, max_session_set, data_log_dir_set;
