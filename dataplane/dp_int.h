@@ -134,6 +134,7 @@ struct dp {
 /* tcp.c */
 int64_t dp_now_us(void);
 void conn_queue_reply(struct conn *c, const struct zk_wbuf *frame);
+void conn_frame_added(struct conn *c);
 void conn_close(struct conn *c, bool hard);
 void worker_wait_events(struct worker *w, int64_t need_zxid);
 struct tree_auth conn_auth(const struct conn *c);

@@ -23,7 +23,6 @@ struct rd {
     struct zk_wbuf *out;
     const struct tree *t;
     int64_t before_zxid; /* tree_last_zxid before the lookup */
-    bool watch_added;
 };
 
 /* Paths arrive as jute strings; the tree wants (ptr, len). A NUL inside a
@@ -37,11 +36,11 @@ static void add_watch(struct rd *r, struct zk_str path, enum watch_kind kind, in
 {
     struct worker *w = r->c->w;
     pthread_mutex_lock(&w->watch_lock);
-    int rc = watch_add(w->wt, path.ptr, (size_t)path.len, kind, r->c->token, seen);
+    /* Out of memory leaves the watch unset: the read still answers, as a
+     * ZooKeeper server under memory pressure would (no error code exists). */
+    (void)watch_add(w->wt, path.ptr, (size_t)path.len, kind, r->c->token, seen);
     atomic_store_explicit(&w->nwatches, watch_count(w->wt), memory_order_relaxed);
     pthread_mutex_unlock(&w->watch_lock);
-    if (rc == ZK_OK)
-        r->watch_added = true;
 }
 
 /* ---- single reads: each writes its response body, returns the error code ---- */
@@ -411,8 +410,18 @@ bool dp_serve_read(struct conn *c, int32_t xid, int32_t op, const uint8_t *body,
                    int64_t arrived_us)
 {
     struct worker *w = c->w;
-    struct zk_wbuf *out = &w->scratch;
-    zk_wbuf_reset(out);
+    /* Invariant 3 only constrains a reply when this worker already held
+     * watches: one of them may have an event pending that the lookup could
+     * observe, and the reply must wait behind it (built in scratch). A watch
+     * this read registers fires only for txns newer than what the reply
+     * shows, so without earlier watches the reply is encoded straight into
+     * the connection's output. setWatches emits notifications while it runs,
+     * so it always uses scratch. */
+    bool had_watches = atomic_load_explicit(&w->nwatches, memory_order_relaxed) > 0;
+    bool direct = !had_watches && op != ZK_OP_SETWATCHES && op != ZK_OP_SETWATCHES2;
+    struct zk_wbuf *out = direct ? &c->out : &w->scratch;
+    if (!direct)
+        zk_wbuf_reset(out);
     size_t mark = zk_frame_begin(out);
     size_t hdr_at = out->len;
     struct zk_reply_header ph = { 0 };
@@ -438,13 +447,16 @@ bool dp_serve_read(struct conn *c, int32_t xid, int32_t op, const uint8_t *body,
     patch_reply_header(out, hdr_at, xid, zxid, rc);
     zk_frame_end(out, mark);
 
-    /* Invariant 3: events the lookup may have observed go out first. The
-     * applying zxid is read after the lookup (seq_cst), so it bounds what the
-     * lookup saw. Workers without watches have nobody to notify. */
-    if (atomic_load_explicit(&w->nwatches, memory_order_relaxed) > 0 || r.watch_added)
-        worker_wait_events(w, seq_applying_zxid(w->dp->seq));
-    conn_queue_reply(c, out);
-    zk_wbuf_reset(out);
+    if (direct) {
+        conn_frame_added(c);
+    } else {
+        /* Events the lookup may have observed go out first. The applying
+         * zxid is read after the lookup (seq_cst), so it bounds what it saw. */
+        if (had_watches)
+            worker_wait_events(w, seq_applying_zxid(w->dp->seq));
+        conn_queue_reply(c, out);
+        zk_wbuf_reset(out);
+    }
     atomic_store_explicit(&c->last_zxid, zxid, memory_order_relaxed);
     if (op != ZK_OP_PING)
         conn_note_latency(c, arrived_us);

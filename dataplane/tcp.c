@@ -294,11 +294,10 @@ void conn_close(struct conn *c, bool hard)
 
 /* ---- output -------------------------------------------------------------- */
 
-static void out_append(struct conn *c, const void *p, size_t len)
+/* Bookkeeping after a frame was added to c->out (by out_append, or encoded
+ * there directly by a read): limits, counters, the flush list. */
+void conn_frame_added(struct conn *c)
 {
-    if (c->closing && c->hard_close)
-        return;
-    zk_put_raw(&c->out, p, len);
     if (c->out.err || c->out.len - c->out_off > DP_OUT_MAX) {
         fprintf(stderr, "larchd: dropping %s: %zu bytes unsent\n", c->peer, c->out.len - c->out_off);
         conn_close(c, true);
@@ -307,6 +306,14 @@ static void out_append(struct conn *c, const void *p, size_t len)
     COUNTER_ADD(c->tx, 1);
     COUNTER_ADD(c->w->st_tx, 1);
     mark_dirty(c);
+}
+
+static void out_append(struct conn *c, const void *p, size_t len)
+{
+    if (c->closing && c->hard_close)
+        return;
+    zk_put_raw(&c->out, p, len);
+    conn_frame_added(c);
 }
 
 void conn_queue_reply(struct conn *c, const struct zk_wbuf *frame)

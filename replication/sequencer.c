@@ -122,6 +122,7 @@ struct seq {
     int64_t last_reap_ms;
 
     _Atomic uint64_t st_writes, st_rounds, st_expired, st_max_round, st_outstanding;
+    struct seq_evbuf *evb; /* the role holder's event buffer (see struct seq_evbuf) */
 };
 
 /* One request of a round and what it turned into. */
@@ -137,11 +138,19 @@ struct seq_entry {
     int64_t reply_zxid;
 };
 
-/* Events of the round being applied (tree_apply callback target). */
+/* Events of the round being applied (tree_apply callback target). Reused
+ * round after round: the paths go into one arena, so a round costs a single
+ * allocation, the batch itself (push_events), however many events it has. */
 struct seq_evbuf {
-    struct seq_event *items;
+    struct seq_evrec {
+        int32_t type;
+        int64_t zxid;
+        size_t path_off; /* into paths */
+    } *items;
     uint32_t count;
     uint32_t cap;
+    char *paths;
+    size_t plen, pcap;
     bool oom;
 };
 
@@ -256,10 +265,7 @@ static void events_unref(struct seq_events *ev)
 {
     if (!ev || __atomic_sub_fetch(&ev->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
-    for (uint32_t i = 0; i < ev->count; i++)
-        free(ev->items[i].path);
-    free(ev->items);
-    free(ev);
+    free(ev); /* items and paths live in the same block (push_events) */
 }
 
 void seq_out_free(struct seq_out *o)
@@ -478,27 +484,40 @@ static void prep_connect(struct seq *s, struct seq_entry *e, int64_t wall_ms)
 
 /* ---- phase 3: apply -------------------------------------------------------- */
 
-static void collect_event(void *arg, const struct tree_event *ev)
+static bool evbuf_grow(struct seq_evbuf *b, size_t path_bytes)
 {
-    struct seq_evbuf *b = arg;
-    if (b->oom)
-        return;
     if (b->count == b->cap) {
-        uint32_t ncap = b->cap ? b->cap * 2 : 16;
-        struct seq_event *n = realloc(b->items, ncap * sizeof(*n));
-        if (!n) {
-            b->oom = true;
-            return;
-        }
+        uint32_t ncap = b->cap ? b->cap * 2 : 64;
+        struct seq_evrec *n = realloc(b->items, ncap * sizeof(*n));
+        if (!n)
+            return false;
         b->items = n;
         b->cap = ncap;
     }
-    char *path = strdup(ev->path);
-    if (!path) {
+    if (b->pcap - b->plen < path_bytes) {
+        size_t ncap = b->pcap ? b->pcap * 2 : 4096;
+        while (ncap - b->plen < path_bytes)
+            ncap *= 2;
+        char *n = realloc(b->paths, ncap);
+        if (!n)
+            return false;
+        b->paths = n;
+        b->pcap = ncap;
+    }
+    return true;
+}
+
+static void collect_event(void *arg, const struct tree_event *ev)
+{
+    struct seq_evbuf *b = arg;
+    size_t len = strlen(ev->path) + 1;
+    if (b->oom || !evbuf_grow(b, len)) {
         b->oom = true;
         return;
     }
-    b->items[b->count++] = (struct seq_event){ .type = ev->type, .zxid = ev->zxid, .path = path };
+    memcpy(b->paths + b->plen, ev->path, len);
+    b->items[b->count++] = (struct seq_evrec){ .type = ev->type, .zxid = ev->zxid, .path_off = b->plen };
+    b->plen += len;
 }
 
 static void apply_entry(struct seq *s, struct seq_entry *e, struct seq_evbuf *evb)
@@ -705,16 +724,25 @@ static void handle_disconnect(struct seq *s, const struct seq_req *r)
  * workers learn through_zxid and stop waiting (invariant 3 fast path). */
 static void push_events(struct seq *s, struct seq_evbuf *evb, int64_t through)
 {
-    struct seq_events *ev = calloc(1, sizeof(*ev));
+    /* One block: the header, the events, then their paths. */
+    size_t items_bytes = (size_t)evb->count * sizeof(struct seq_event);
+    struct seq_events *ev = malloc(sizeof(*ev) + items_bytes + evb->plen);
     if (!ev) {
-        for (uint32_t i = 0; i < evb->count; i++)
-            free(evb->items[i].path);
-        free(evb->items);
+        /* Workers waiting on through_zxid give up after a bounded spin and
+         * say so; events lost to OOM cannot be recovered here. */
+        fprintf(stderr, "larchd: sequencer: out of memory for %u watch events\n", evb->count);
         return;
     }
     ev->through_zxid = through;
     ev->count = evb->count;
-    ev->items = evb->items;
+    ev->items = (struct seq_event *)(ev + 1);
+    char *paths = (char *)ev->items + items_bytes;
+    if (evb->plen)
+        memcpy(paths, evb->paths, evb->plen);
+    for (uint32_t i = 0; i < evb->count; i++)
+        ev->items[i] = (struct seq_event){ .type = evb->items[i].type,
+                                           .zxid = evb->items[i].zxid,
+                                           .path = paths + evb->items[i].path_off };
     ev->refs = (unsigned long)s->nworkers;
     for (int w = 0; w < s->nworkers; w++) {
         struct seq_out *o = out_new(SEQ_OUT_EVENTS, 0);
@@ -747,15 +775,16 @@ void seq_run_round(struct seq *s, struct seq_req **reqs, size_t n, int64_t now_m
     }
     /* Durability point: a standalone server without a log has nothing to
      * wait for. The txn log makes the round durable here, before apply. */
-    struct seq_evbuf evb = { 0 };
+    struct seq_evbuf *evb = s->evb;
+    evb->count = 0;
+    evb->plen = 0;
+    evb->oom = false;
     for (size_t i = 0; i < n; i++)
-        apply_entry(s, &es[i], &evb);
+        apply_entry(s, &es[i], evb);
     tree_prep_reset(s->tree);
     int64_t after = tree_last_zxid(s->tree);
-    if (after != before || evb.count)
-        push_events(s, &evb, after);
-    else
-        free(evb.items);
+    if (after != before || evb->count)
+        push_events(s, evb, after);
     bool kicked[SEQ_WORKERS_MAX] = { false };
     for (size_t i = 0; i < n; i++) {
         struct seq_entry *e = &es[i];
@@ -1036,6 +1065,11 @@ struct seq *seq_new(struct tree *t, const struct seq_cfg *cfg, int nworkers)
         s->cfg.container_check_ms = 60000;
     s->nworkers = nworkers;
     s->in_efd = -1;
+    s->evb = calloc(1, sizeof(*s->evb));
+    if (!s->evb) {
+        free(s);
+        return NULL;
+    }
     for (int w = 0; w < SEQ_WORKERS_MAX; w++)
         s->out[w].efd = -1;
     queue_init(&s->in);
@@ -1105,6 +1139,9 @@ void seq_free(struct seq *s)
     }
     if (s->in_efd >= 0)
         close(s->in_efd);
+    free(s->evb->items);
+    free(s->evb->paths);
+    free(s->evb);
     free(s);
 }
 
