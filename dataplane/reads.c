@@ -259,60 +259,44 @@ static int read_remove_watches(struct rd *r, struct zk_rbuf *in, bool remove)
 
 /* ---- setWatches: re-arm after a reconnect (DataTree.setWatches) ---------- */
 
-static void setw_data(struct rd *r, const struct zk_strvec *v, int64_t rel)
+/* One path of a setWatches list: fire now for a change the client missed
+ * while it was disconnected (relative to its last zxid rel), else re-arm the
+ * watch with the state observed now. Persistent kinds are re-armed as is. */
+static void setw_one(struct rd *r, struct zk_str p, enum watch_kind kind, int64_t rel)
 {
-    for (int32_t i = 0; i < v->count; i++) {
-        struct tree_view tv;
-        struct zk_str p = v->items[i];
-        int rc = path_ok(p) ? tree_get(r->t, p.ptr, (size_t)p.len, &tv) : ZK_ENONODE;
+    struct tree_view tv = { 0 };
+    bool exists = path_ok(p) && tree_get(r->t, p.ptr, (size_t)p.len, &tv) == ZK_OK;
+    int32_t fire = 0;
+    int64_t seen = r->before_zxid;
+    switch (kind) {
+    case WATCH_DATA:
+        fire = !exists ? ZK_EVENT_DELETED : tv.stat.mzxid > rel ? ZK_EVENT_DATA_CHANGED : 0;
+        seen = tv.stat.mzxid;
+        break;
+    case WATCH_EXIST:
+        fire = exists ? ZK_EVENT_CREATED : 0;
+        break;
+    case WATCH_CHILD:
+        fire = !exists ? ZK_EVENT_DELETED : tv.stat.pzxid > rel ? ZK_EVENT_CHILD_CHANGED : 0;
+        seen = tv.stat.pzxid;
+        break;
+    case WATCH_PERSISTENT:
+    case WATCH_PERSISTENT_RECURSIVE:
+        break;
+    }
+    if (fire) {
         char path[TREE_PATH_MAX + 1];
         snprintf(path, sizeof(path), "%.*s", p.len > 0 ? p.len : 0, p.ptr ? p.ptr : "");
-        if (rc != ZK_OK)
-            conn_send_event(r->c, ZK_EVENT_DELETED, path);
-        else if (tv.stat.mzxid > rel)
-            conn_send_event(r->c, ZK_EVENT_DATA_CHANGED, path);
-        else
-            add_watch(r, p, WATCH_DATA, tv.stat.mzxid);
+        conn_send_event(r->c, fire, path);
+    } else if (path_ok(p)) {
+        add_watch(r, p, kind, seen);
     }
 }
 
-static void setw_exist(struct rd *r, const struct zk_strvec *v)
-{
-    for (int32_t i = 0; i < v->count; i++) {
-        struct tree_view tv;
-        struct zk_str p = v->items[i];
-        int rc = path_ok(p) ? tree_get(r->t, p.ptr, (size_t)p.len, &tv) : ZK_ENONODE;
-        char path[TREE_PATH_MAX + 1];
-        snprintf(path, sizeof(path), "%.*s", p.len > 0 ? p.len : 0, p.ptr ? p.ptr : "");
-        if (rc == ZK_OK)
-            conn_send_event(r->c, ZK_EVENT_CREATED, path);
-        else if (path_ok(p))
-            add_watch(r, p, WATCH_EXIST, r->before_zxid);
-    }
-}
-
-static void setw_child(struct rd *r, const struct zk_strvec *v, int64_t rel)
-{
-    for (int32_t i = 0; i < v->count; i++) {
-        struct tree_view tv;
-        struct zk_str p = v->items[i];
-        int rc = path_ok(p) ? tree_get(r->t, p.ptr, (size_t)p.len, &tv) : ZK_ENONODE;
-        char path[TREE_PATH_MAX + 1];
-        snprintf(path, sizeof(path), "%.*s", p.len > 0 ? p.len : 0, p.ptr ? p.ptr : "");
-        if (rc != ZK_OK)
-            conn_send_event(r->c, ZK_EVENT_DELETED, path);
-        else if (tv.stat.pzxid > rel)
-            conn_send_event(r->c, ZK_EVENT_CHILD_CHANGED, path);
-        else
-            add_watch(r, p, WATCH_CHILD, tv.stat.pzxid);
-    }
-}
-
-static void setw_persistent(struct rd *r, const struct zk_strvec *v, enum watch_kind kind)
+static void setw_list(struct rd *r, const struct zk_strvec *v, enum watch_kind kind, int64_t rel)
 {
     for (int32_t i = 0; i < v->count; i++)
-        if (path_ok(v->items[i]))
-            add_watch(r, v->items[i], kind, r->before_zxid);
+        setw_one(r, v->items[i], kind, rel);
 }
 
 static int read_set_watches(struct rd *r, struct zk_rbuf *in, bool v2)
@@ -320,11 +304,11 @@ static int read_set_watches(struct rd *r, struct zk_rbuf *in, bool v2)
     struct zk_setwatches_req q;
     if (!zk_get_setwatches_req(in, &q, v2))
         return ZK_EMARSHALLINGERROR;
-    setw_data(r, &q.data, q.relative_zxid);
-    setw_exist(r, &q.exist);
-    setw_child(r, &q.child, q.relative_zxid);
-    setw_persistent(r, &q.persistent, WATCH_PERSISTENT);
-    setw_persistent(r, &q.persistent_recursive, WATCH_PERSISTENT_RECURSIVE);
+    setw_list(r, &q.data, WATCH_DATA, q.relative_zxid);
+    setw_list(r, &q.exist, WATCH_EXIST, q.relative_zxid);
+    setw_list(r, &q.child, WATCH_CHILD, q.relative_zxid);
+    setw_list(r, &q.persistent, WATCH_PERSISTENT, q.relative_zxid);
+    setw_list(r, &q.persistent_recursive, WATCH_PERSISTENT_RECURSIVE, q.relative_zxid);
     zk_setwatches_req_free(&q);
     return ZK_OK;
 }
