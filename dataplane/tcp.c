@@ -435,50 +435,56 @@ void reply_header_only(struct conn *c, int32_t xid, int32_t err)
     zk_wbuf_reset(w);
 }
 
+/* ZooKeeper answers a failed auth with AUTHFAILED (xid -4) and closes. */
+static void auth_failed(struct conn *c)
+{
+    reply_header_only(c, ZK_XID_AUTH, ZK_EAUTHFAILED);
+    conn_close(c, false);
+}
+
+/* Adds the identity "digest:user:base64(sha1(user:password))" to c, once;
+ * the super digest marks the connection as the super user. */
+static bool add_digest_identity(struct conn *c, const char *user_pw, size_t len)
+{
+    const char *colon = memchr(user_pw, ':', len);
+    char hash[29];
+    tree_digest_of(user_pw, len, hash);
+    char *id = NULL;
+    if (asprintf(&id, "%.*s:%s", (int)(colon - user_pw), user_pw, hash) < 0)
+        return false;
+    for (int32_t i = 0; i < c->nauth; i++) {
+        if (strcmp(c->auth[i].id, id) == 0) {
+            free(id);
+            return true;
+        }
+    }
+    char *scheme = strdup("digest");
+    if (!scheme) {
+        free(id);
+        return false;
+    }
+    c->auth[c->nauth].scheme = scheme;
+    c->auth[c->nauth].id = id;
+    c->nauth++;
+    if (c->w->dp->super_digest[0] && strcmp(id, c->w->dp->super_digest) == 0)
+        c->super = true;
+    return true;
+}
+
 /* AuthPacket: only "digest" is an auth provider here, as in a stock server
- * without SASL. ZooKeeper answers a failed auth with AUTHFAILED and closes. */
-static void handle_auth(struct conn *c, int32_t xid, const uint8_t *body, size_t len)
+ * without SASL. */
+static void handle_auth(struct conn *c, const uint8_t *body, size_t len)
 {
     struct zk_rbuf r;
     struct zk_auth_packet a;
     zk_rbuf_init(&r, body, len);
-    if (!zk_get_auth_packet(&r, &a) || a.scheme.len != 6 || memcmp(a.scheme.ptr, "digest", 6) != 0 ||
-        a.auth.len <= 0 || !memchr(a.auth.ptr, ':', (size_t)a.auth.len) || c->nauth == DP_AUTH_MAX) {
-        reply_header_only(c, ZK_XID_AUTH, ZK_EAUTHFAILED);
-        conn_close(c, false);
+    bool ok = zk_get_auth_packet(&r, &a) && a.scheme.len == 6 && memcmp(a.scheme.ptr, "digest", 6) == 0 &&
+              a.auth.len > 0 && memchr(a.auth.ptr, ':', (size_t)a.auth.len) && c->nauth < DP_AUTH_MAX &&
+              add_digest_identity(c, a.auth.ptr, (size_t)a.auth.len);
+    if (!ok) {
+        auth_failed(c);
         return;
     }
-    const char *colon = memchr(a.auth.ptr, ':', (size_t)a.auth.len);
-    size_t ulen = (size_t)(colon - a.auth.ptr);
-    char hash[29];
-    tree_digest_of(a.auth.ptr, (size_t)a.auth.len, hash);
-    char *id = malloc(ulen + 1 + sizeof(hash));
-    char *scheme = strdup("digest");
-    if (!id || !scheme) {
-        free(id);
-        free(scheme);
-        reply_header_only(c, ZK_XID_AUTH, ZK_EAUTHFAILED);
-        conn_close(c, false);
-        return;
-    }
-    memcpy(id, a.auth.ptr, ulen);
-    id[ulen] = ':';
-    memcpy(id + ulen + 1, hash, sizeof(hash));
-    id[ulen + 1 + strnlen(hash, sizeof(hash))] = '\0';
-    bool dup = false;
-    for (int32_t i = 0; i < c->nauth; i++)
-        dup = dup || strcmp(c->auth[i].id, id) == 0;
-    if (dup) {
-        free(id);
-        free(scheme);
-    } else {
-        c->auth[c->nauth].scheme = scheme;
-        c->auth[c->nauth].id = id;
-        c->nauth++;
-        if (c->w->dp->super_digest[0] && strcmp(id, c->w->dp->super_digest) == 0)
-            c->super = true;
-    }
-    (void)xid;
     reply_header_only(c, ZK_XID_AUTH, ZK_OK);
 }
 
@@ -538,7 +544,7 @@ static void dispatch(struct conn *c, const uint8_t *frame, size_t len, int64_t a
         return;
     }
     if (h.type == ZK_OP_AUTH) {
-        handle_auth(c, h.xid, body, blen);
+        handle_auth(c, body, blen);
         return;
     }
     if (h.type == ZK_OP_SASL || !op_is_known(h.type)) {
