@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "replication/txnlog.h"
 #include "tree/tree.h"
 
 #define SEQ_WORKERS_MAX 64
@@ -48,6 +49,12 @@ struct seq_cfg {
     bool ttl_enabled;
     int32_t tick_ms; /* expiry scan period */
     bool inline_rounds; /* workers may run rounds themselves (seq_run_inline) */
+    uint64_t passwd_secret; /* keys session passwords; 0: random per process. A
+                             * durable server keeps it in its data dir so that
+                             * clients can reattach after a restart */
+    struct txnlog *log; /* NULL: not durable. Else every round's txns are
+                         * synced before apply (group commit), and rounds
+                         * are never run inline (workers never wait on disk) */
 };
 
 /* What a worker sends. Owned by the sequencer once submitted (it frees it). */
@@ -168,13 +175,21 @@ struct seq_stats {
     uint64_t sessions_expired;
     uint64_t max_round;
     uint64_t outstanding;     /* submitted, not yet answered */
+    int64_t log_error;        /* -errno of the failing log sync, 0 when writes flow */
+    uint64_t log_syncs;       /* successful group commits */
 };
 void seq_get_stats(const struct seq *s, struct seq_stats *out);
 
 /* ---- pure core (also used by tests without the thread) ----------------- */
 /* Runs one round over reqs (taking ownership) at now_ms (monotonic) and
- * wall_ms (for ctime/mtime), pushing outputs to the worker queues. */
+ * wall_ms (for ctime/mtime), pushing outputs to the worker queues. With a
+ * log, a round whose sync fails (disk full, I/O error) is held: nothing of it
+ * is applied or answered until seq_retry_held succeeds (DESIGN.md invariant
+ * 4: never acknowledge what is not durable), and no new round may start. */
 void seq_run_round(struct seq *s, struct seq_req **reqs, size_t n, int64_t now_ms, int64_t wall_ms);
+/* True when no round is held; otherwise retries its sync and, on success,
+ * finishes it (apply, events, replies) and returns true. */
+bool seq_retry_held(struct seq *s);
 /* Expires idle sessions and reaps containers/TTL nodes due at now_ms. */
 void seq_tick(struct seq *s, int64_t now_ms, int64_t wall_ms);
 

@@ -123,6 +123,16 @@ struct seq {
 
     _Atomic uint64_t st_writes, st_rounds, st_expired, st_max_round, st_outstanding;
     struct seq_evbuf *evb; /* the role holder's event buffer (see struct seq_evbuf) */
+    /* A round prepared but not durable (its log sync failed): retried on
+     * ticks; while it is held no other round starts. */
+    struct seq_held {
+        struct seq_entry *es;
+        size_t n;
+        int64_t before_zxid;
+        int64_t now_ms;
+    } held;
+    _Atomic int64_t log_error;
+    _Atomic uint64_t log_syncs;
 };
 
 /* One request of a round and what it turned into. */
@@ -133,6 +143,7 @@ struct seq_entry {
     struct tree_req *subs; /* multi sub-requests (decoded views into req->body) */
     int32_t err;           /* prep or decode error to reply with */
     bool has_txn;          /* txn.ops must be applied */
+    bool logged;           /* appended to the txn log (exactly once) */
     bool marshalling_error;
     struct tree_op_result *results;
     int64_t reply_zxid;
@@ -757,24 +768,31 @@ static void push_events(struct seq *s, struct seq_evbuf *evb, int64_t through)
         events_unref(ev);
 }
 
-void seq_run_round(struct seq *s, struct seq_req **reqs, size_t n, int64_t now_ms, int64_t wall_ms)
+/* Invariant 4: the round's txns reach the log and one fdatasync covers them
+ * all (group commit: while the sequencer syncs, the next round accumulates
+ * in the inbound queue). Each txn is appended once; a retry after a failed
+ * sync only syncs again (the log rewrites from its last durable offset). */
+static int make_durable(struct seq *s, struct seq_entry *es, size_t n)
 {
-    struct seq_entry *es = calloc(n ? n : 1, sizeof(*es));
-    if (!es) {
-        for (size_t i = 0; i < n; i++)
-            seq_req_free(reqs[i]);
-        return;
-    }
-    int64_t before = tree_last_zxid(s->tree);
+    if (!s->cfg.log)
+        return 0;
     for (size_t i = 0; i < n; i++) {
-        es[i].req = reqs[i];
-        if (reqs[i]->kind == SEQ_REQ_WRITE)
-            prep_write(s, &es[i], wall_ms);
-        else if (reqs[i]->kind == SEQ_REQ_CONNECT)
-            prep_connect(s, &es[i], wall_ms);
+        if (!es[i].has_txn || es[i].logged)
+            continue;
+        int rc = txnlog_append(s->cfg.log, &es[i].txn);
+        if (rc != 0)
+            return rc;
+        es[i].logged = true;
     }
-    /* Durability point: a standalone server without a log has nothing to
-     * wait for. The txn log makes the round durable here, before apply. */
+    int rc = txnlog_sync(s->cfg.log);
+    if (rc == 0)
+        atomic_fetch_add_explicit(&s->log_syncs, 1, memory_order_relaxed);
+    return rc;
+}
+
+/* Apply, one event batch per worker, then the replies in request order. */
+static void finish_round(struct seq *s, struct seq_entry *es, size_t n, int64_t before, int64_t now_ms)
+{
     struct seq_evbuf *evb = s->evb;
     evb->count = 0;
     evb->plen = 0;
@@ -811,6 +829,51 @@ void seq_run_round(struct seq *s, struct seq_req **reqs, size_t n, int64_t now_m
     if (n > atomic_load_explicit(&s->st_max_round, memory_order_relaxed))
         atomic_store_explicit(&s->st_max_round, n, memory_order_relaxed);
     atomic_fetch_sub_explicit(&s->st_outstanding, n, memory_order_relaxed);
+}
+
+void seq_run_round(struct seq *s, struct seq_req **reqs, size_t n, int64_t now_ms, int64_t wall_ms)
+{
+    struct seq_entry *es = calloc(n ? n : 1, sizeof(*es));
+    if (!es) {
+        for (size_t i = 0; i < n; i++)
+            seq_req_free(reqs[i]);
+        atomic_fetch_sub_explicit(&s->st_outstanding, n, memory_order_relaxed);
+        return;
+    }
+    int64_t before = tree_last_zxid(s->tree);
+    for (size_t i = 0; i < n; i++) {
+        es[i].req = reqs[i];
+        if (reqs[i]->kind == SEQ_REQ_WRITE)
+            prep_write(s, &es[i], wall_ms);
+        else if (reqs[i]->kind == SEQ_REQ_CONNECT)
+            prep_connect(s, &es[i], wall_ms);
+    }
+    int rc = make_durable(s, es, n);
+    if (rc != 0) {
+        /* Not durable: keep everything, answer nothing, serve reads on. */
+        fprintf(stderr, "larchd: txn log sync failed (%s): writes wait until it succeeds\n", strerror(-rc));
+        atomic_store(&s->log_error, rc);
+        s->held = (struct seq_held){ .es = es, .n = n, .before_zxid = before, .now_ms = now_ms };
+        return;
+    }
+    finish_round(s, es, n, before, now_ms);
+}
+
+bool seq_retry_held(struct seq *s)
+{
+    if (!s->held.es)
+        return true;
+    int rc = make_durable(s, s->held.es, s->held.n);
+    if (rc != 0) {
+        atomic_store(&s->log_error, rc);
+        return false;
+    }
+    fprintf(stderr, "larchd: txn log sync succeeded again: %zu held requests proceed\n", s->held.n);
+    atomic_store(&s->log_error, 0);
+    struct seq_held h = s->held;
+    s->held = (struct seq_held){ 0 };
+    finish_round(s, h.es, h.n, h.before_zxid, h.now_ms);
+    return true;
 }
 
 /* ---- ticks: session expiry and the container/TTL reaper ------------------ */
@@ -927,11 +990,13 @@ static void reap_nodes(struct seq *s, int64_t now_ms, int64_t wall_ms)
 
 void seq_tick(struct seq *s, int64_t now_ms, int64_t wall_ms)
 {
+    if (s->held.es)
+        return; /* no new rounds while one waits for the disk */
     if (now_ms - s->last_expiry_scan_ms >= s->cfg.tick_ms) {
         s->last_expiry_scan_ms = now_ms;
         expire_sessions(s, now_ms, wall_ms);
     }
-    if (now_ms - s->last_reap_ms >= s->cfg.container_check_ms) {
+    if (now_ms - s->last_reap_ms >= s->cfg.container_check_ms && !s->held.es) {
         s->last_reap_ms = now_ms;
         reap_nodes(s, now_ms, wall_ms);
     }
@@ -1032,16 +1097,25 @@ static void *seq_thread(void *arg)
         role_take(s);
         int64_t now_ms = clock_ms(CLOCK_MONOTONIC);
         int64_t wall_ms = clock_ms(CLOCK_REALTIME);
-        size_t n = take_round(s, reqs);
         rcu_read_lock(); /* tree_session_find in reply_connect/disconnect */
-        if (n)
-            seq_run_round(s, reqs, n, now_ms, wall_ms);
-        seq_tick(s, now_ms, wall_ms);
+        bool flowing = seq_retry_held(s);
+        if (flowing) {
+            size_t n = take_round(s, reqs);
+            if (n)
+                seq_run_round(s, reqs, n, now_ms, wall_ms);
+            if (!s->held.es)
+                seq_tick(s, now_ms, wall_ms);
+        }
         rcu_read_unlock();
-        bool more = !queue_empty(&s->in);
+        bool more = flowing && !s->held.es && !queue_empty(&s->in);
         role_release(s);
-        if (!more)
+        if (!flowing || s->held.es) {
+            /* Disk full or failing: retry the held round every tick. */
+            struct timespec pause = { .tv_sec = 0, .tv_nsec = 100 * 1000000L };
+            nanosleep(&pause, NULL);
+        } else if (!more) {
             sleep_until_work(s);
+        }
     }
     rcu_unregister_thread();
     free(reqs);
@@ -1064,6 +1138,8 @@ struct seq *seq_new(struct tree *t, const struct seq_cfg *cfg, int nworkers)
     if (s->cfg.container_check_ms <= 0)
         s->cfg.container_check_ms = 60000;
     s->nworkers = nworkers;
+    if (s->cfg.log)
+        s->cfg.inline_rounds = false; /* a worker must never wait on fdatasync */
     s->in_efd = -1;
     s->evb = calloc(1, sizeof(*s->evb));
     if (!s->evb) {
@@ -1082,7 +1158,9 @@ struct seq *seq_new(struct tree *t, const struct seq_cfg *cfg, int nworkers)
         if (s->out[w].efd < 0)
             goto fail;
     }
-    if (getrandom(&s->passwd_secret, sizeof(s->passwd_secret), 0) != sizeof(s->passwd_secret))
+    s->passwd_secret = cfg->passwd_secret;
+    if (s->passwd_secret == 0 &&
+        getrandom(&s->passwd_secret, sizeof(s->passwd_secret), 0) != sizeof(s->passwd_secret))
         s->passwd_secret = mix64((uint64_t)clock_ms(CLOCK_REALTIME) ^ (uint64_t)getpid());
     /* ZooKeeper's SessionTrackerImpl.initializeNextSessionId: time in the
      * middle bits, server id (0 standalone) in the top byte. */
@@ -1129,6 +1207,12 @@ void seq_free(struct seq *s)
     if (!s)
         return;
     seq_stop(s);
+    if (s->held.es) {
+        for (size_t i = 0; i < s->held.n; i++)
+            entry_release(&s->held.es[i]);
+        free(s->held.es);
+        s->held.es = NULL;
+    }
     drain_free_in(s);
     for (int w = 0; w < s->nworkers; w++) {
         struct seq_qnode *node;
@@ -1208,4 +1292,6 @@ void seq_get_stats(const struct seq *s, struct seq_stats *out)
     out->sessions_expired = atomic_load_explicit(&m->st_expired, memory_order_relaxed);
     out->max_round = atomic_load_explicit(&m->st_max_round, memory_order_relaxed);
     out->outstanding = atomic_load_explicit(&m->st_outstanding, memory_order_relaxed);
+    out->log_error = atomic_load_explicit(&m->log_error, memory_order_relaxed);
+    out->log_syncs = atomic_load_explicit(&m->log_syncs, memory_order_relaxed);
 }

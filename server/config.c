@@ -132,6 +132,7 @@ static const struct setting key_settings[] = {
     ROW("readonlymode.enabled", K_BOOL, read_only_mode, 0, 0, true),
     /* SyncRequestProcessor never snapshots more often than every 2 txns. */
     ROW("snapCount", K_INT32, snap_count, 2, INT32_MAX, true),
+    ROW("preAllocSize", K_INT32, prealloc_kb, 1, 1048576, true),
     ROW("autopurge.snapRetainCount", K_SNAP_RETAIN, autopurge_snap_retain, 3, INT32_MAX, false),
     ROW("autopurge.purgeInterval", K_INT32, autopurge_interval_h, 0, INT32_MAX, false),
     ROW("globalOutstandingLimit", K_INT32, global_outstanding_limit, 1, INT32_MAX, true),
@@ -178,7 +179,7 @@ static const struct setting flag_settings[] = {
 static const char *const ignored_keys[] = {
     "initLimit", "syncLimit", "server.", "group.", "weight.", "peerType", "electionAlg",
     "electionPortBindRetry", "standaloneEnabled", "reconfigEnabled", "quorumListenOnAllIPs",
-    "admin.", "metricsProvider.", "audit.enable", "preAllocSize", "forceSync",
+    "admin.", "metricsProvider.", "audit.enable", "forceSync",
     "secureClientPort", "secureClientPortAddress", "ssl.", "sslQuorum", "authProvider.",
     "sessionRequireClientSASLAuth", "enforce.auth.", "clientPortListenBacklog",
     "localSessionsEnabled", "localSessionsUpgradingEnabled", "connectToLearnerMasterLimit",
@@ -548,6 +549,7 @@ void config_defaults(struct config *c)
     c->extended_types = true;
     c->max_buffer_bytes = 0xfffff;
     c->snap_count = 100000;
+    c->prealloc_kb = 65536; /* ZooKeeper's preAllocSize: 64 MiB */
     c->autopurge_snap_retain = 3;
     c->autopurge_interval_h = 0;
     c->container_check_ms = 60000;
@@ -1122,6 +1124,7 @@ const char *config_usage(void)
            "  4lw.commands.whitelist=srvr      *\n"
            "  readonlymode.enabled=false        *\n"
            "  snapCount=100000                  *\n"
+           "  preAllocSize=65536                (KB preallocated per txn log chunk) *\n"
            "  autopurge.snapRetainCount=3       (at least 3)\n"
            "  autopurge.purgeInterval=0         (hours; 0 = never)\n"
            "  globalOutstandingLimit=1000       *\n"
@@ -1136,8 +1139,9 @@ const char *config_usage(void)
            "Ensemble and JVM keys (initLimit, syncLimit, server.N, admin.*, ssl.*, ...) are\n"
            "accepted with a warning and ignored: larchd runs standalone.\n"
            "\n"
-           "Note: this version keeps data in memory only. dataDir and dataLogDir are\n"
-           "accepted but nothing is written to them yet: data is NOT durable across restarts.\n";
+           "Durability: with dataDir set, every write is in the txn log (fdatasync, group\n"
+           "commit) before it is acknowledged, snapshots are taken every snapCount txns,\n"
+           "and a restart recovers from them. Without dataDir data is in memory only.\n";
 }
 
 struct out_buf {
@@ -1183,7 +1187,8 @@ size_t config_format(const struct config *c, char *out, size_t cap)
                c->four_letter_words);
     out_printf(&o, "readonlymode.enabled=%s\nzookeeper.extendedTypesEnabled=%s\n",
                c->read_only_mode ? "true" : "false", c->extended_types ? "true" : "false");
-    out_printf(&o, "jute.maxbuffer=%d\nsnapCount=%d\n", c->max_buffer_bytes, c->snap_count);
+    out_printf(&o, "jute.maxbuffer=%d\nsnapCount=%d\npreAllocSize=%d\n", c->max_buffer_bytes,
+               c->snap_count, c->prealloc_kb);
     out_printf(&o, "autopurge.snapRetainCount=%d\nautopurge.purgeInterval=%d\n",
                c->autopurge_snap_retain, c->autopurge_interval_h);
     out_printf(&o, "globalOutstandingLimit=%d\nznode.container.checkIntervalMs=%lld\n",

@@ -36,7 +36,8 @@ struct config {
     char super_digest[512];         /* DigestAuthenticationProvider.superDigest "user:base64" */
     bool extended_types;            /* zookeeper.extendedTypesEnabled (TTL), default true */
     int32_t max_buffer_bytes;       /* jute.maxbuffer, default 0xfffff */
-    int32_t snap_count;             /* snapCount, default 100000 (used by the log issue) */
+    int32_t snap_count;             /* snapCount, default 100000: txns between snapshots */
+    int32_t prealloc_kb;            /* preAllocSize, default 65536 (KB): log preallocation chunk */
     int32_t autopurge_snap_retain;  /* autopurge.snapRetainCount, default 3 */
     int32_t autopurge_interval_h;   /* autopurge.purgeInterval, default 0 */
     int64_t container_check_ms;     /* znode.container.checkIntervalMs, default 60000 */

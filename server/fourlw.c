@@ -138,7 +138,17 @@ static void put_mntr(struct server *srv, struct zk_wbuf *out)
     outf(out, "zk_larch_sequencer_max_round\t%" PRIu64 "\n", q.max_round);
     outf(out, "zk_larch_sessions_expired\t%" PRIu64 "\n", q.sessions_expired);
     outf(out, "zk_larch_workers\t%d\n", srv->cfg.workers);
-    outf(out, "zk_larch_durable\tfalse\n");
+    outf(out, "zk_larch_durable\t%s\n", srv->dur ? "true" : "false");
+    /* Nonzero while writes wait for the disk (full, failing): see README. */
+    outf(out, "zk_larch_log_error\t%" PRId64 "\n", q.log_error);
+    outf(out, "zk_larch_log_syncs\t%" PRIu64 "\n", q.log_syncs);
+    if (srv->dur) {
+        struct durability_stats ds;
+        durability_get_stats(srv->dur, &ds);
+        outf(out, "zk_larch_last_snapshot_zxid\t0x%" PRIx64 "\n", (uint64_t)ds.last_snapshot_zxid);
+        outf(out, "zk_larch_snapshots\t%" PRIu64 "\n", ds.snapshots);
+        outf(out, "zk_larch_snapshot_error\t%" PRId64 "\n", ds.last_snapshot_error);
+    }
 }
 
 static void put_envi(struct server *srv, struct zk_wbuf *out)

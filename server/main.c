@@ -51,6 +51,13 @@ static int start(struct server *srv)
         fprintf(stderr, "larchd: out of memory building the tree\n");
         return -1;
     }
+    if (c->data_dir[0]) {
+        char err[512];
+        if (durability_open(c, srv->tree, &srv->dur, err, sizeof(err)) != 0) {
+            fprintf(stderr, "larchd: %s\n", err);
+            return -1;
+        }
+    }
     struct seq_cfg scfg = {
         .min_session_timeout_ms = c->min_session_timeout_ms,
         .max_session_timeout_ms = c->max_session_timeout_ms,
@@ -58,6 +65,8 @@ static int start(struct server *srv)
         .ttl_enabled = c->extended_types,
         .tick_ms = c->tick_time_ms / 2 > 0 ? c->tick_time_ms / 2 : 1,
         .inline_rounds = want_inline_sequencer(c),
+        .passwd_secret = srv->dur ? durability_secret(srv->dur) : 0,
+        .log = srv->dur ? durability_log(srv->dur) : NULL,
     };
     srv->seq = seq_new(srv->tree, &scfg, c->workers);
     if (!srv->seq) {
@@ -85,6 +94,8 @@ static int start(struct server *srv)
     int rc = seq_start(srv->seq);
     if (rc == 0)
         rc = dp_start(srv->dp);
+    if (rc == 0 && srv->dur)
+        rc = durability_start(srv->dur);
     if (rc != 0) {
         fprintf(stderr, "larchd: cannot start threads: %s\n", strerror(-rc));
         return -1;
@@ -99,18 +110,37 @@ static void stop(struct server *srv)
         dp_stop(srv->dp);
     if (srv->seq)
         seq_stop(srv->seq);
+    durability_stop(srv->dur);
     dp_free(srv->dp);
     seq_free(srv->seq);
+    durability_free(srv->dur); /* after the sequencer: it used the log */
     if (srv->tree) {
         rcu_barrier(); /* callbacks that free old versions finish before the tree goes */
         tree_free(srv->tree);
     }
 }
 
+/* larchd --purge [flags]: one purge of the data dirs, then exit. The flag is
+ * taken out before the rest of the command line is parsed as usual. */
+static bool take_purge_flag(int *argc, char **argv)
+{
+    bool found = false;
+    int n = 0;
+    for (int i = 0; i < *argc; i++) {
+        if (i > 0 && strcmp(argv[i], "--purge") == 0)
+            found = true;
+        else
+            argv[n++] = argv[i];
+    }
+    *argc = n;
+    return found;
+}
+
 int main(int argc, char **argv)
 {
     static struct server srv;
     bool want_help = false, want_version = false;
+    bool want_purge = take_purge_flag(&argc, argv);
     config_defaults(&srv.cfg);
     if (config_from_args(&srv.cfg, argc, argv, report, NULL, &want_help, &want_version) != 0) {
         fprintf(stderr, "larchd: see 'larchd --help'\n");
@@ -126,6 +156,9 @@ int main(int argc, char **argv)
     }
     if (config_finish(&srv.cfg, report, NULL) != 0)
         return 2;
+    if (want_purge)
+        return durability_purge(&srv.cfg) == 0 ? 0 : 1;
+    rcu_register_thread(); /* recovery applies txns on this thread */
 
     /* Threads inherit this mask; only main takes the signals, via sigwait. */
     sigset_t set;
@@ -137,15 +170,18 @@ int main(int argc, char **argv)
 
     if (start(&srv) != 0) {
         stop(&srv);
+        rcu_unregister_thread();
         return 1;
     }
-    fprintf(stderr,
-            "larchd: serving on %s:%d (%d workers + 1 sequencer%s; data is in memory only, not durable yet)\n",
+    fprintf(stderr, "larchd: serving on %s:%d (%d workers + 1 sequencer%s; %s%s)\n",
             srv.cfg.client_port_address, dp_port(srv.dp), srv.cfg.workers,
-            want_inline_sequencer(&srv.cfg) ? ", write rounds inline on workers" : "");
+            want_inline_sequencer(&srv.cfg) && !srv.dur ? ", write rounds inline on workers" : "",
+            srv.dur ? "durable in " : "no dataDir: data is in memory only",
+            srv.dur ? srv.cfg.data_dir : "");
     int sig = 0;
     sigwait(&set, &sig);
     fprintf(stderr, "larchd: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     stop(&srv);
+    rcu_unregister_thread();
     return 0;
 }

@@ -8,6 +8,7 @@
 #include "dataplane/dataplane.h"
 #include "replication/replication.h"
 #include "server/config.h"
+#include "server/durability.h"
 #include "tree/tree.h"
 
 #define LARCH_VERSION "0.1.0"
@@ -20,6 +21,7 @@ struct server {
     struct tree *tree;
     struct seq *seq;
     struct dp *dp;
+    struct durability *dur; /* NULL without a dataDir: in memory only */
     int64_t started_ms;
 };
 

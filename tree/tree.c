@@ -698,3 +698,27 @@ void tree_reapable(const struct tree *t, int64_t now_ms, tree_path_fn fn, void *
     reap_candidates(t, &t->ttls, now_ms, fn, arg);
     tree_read_unlock();
 }
+
+/* ---- snapshot support ------------------------------------------------------------ */
+
+/* digest_node over loose parts, for tree/snapshot.c: the writer hashes a
+ * node it captured (with num_children = the children it wrote) and the
+ * loader hashes what it built before publishing, and both must agree with
+ * tree_digest. Kept next to digest_node so the two cannot drift apart. */
+uint64_t tree_digest_parts(const char *path, size_t path_len, const struct zk_stat *st,
+                           const struct zdata *data, const struct tree_acl *acl)
+{
+    uint64_t h = tree_hash_bytes(path, path_len);
+    h = digest_stat(h, st);
+    if (data != NULL)
+        h = tree_hash_mix(h, tree_hash_bytes(data->bytes, (size_t)data->len));
+    else
+        h = tree_hash_mix(h, UINT64_MAX);
+    for (int32_t i = 0; acl != NULL && i < acl->count; i++) {
+        const struct tree_acl_entry *e = &acl->items[i];
+        h = tree_hash_mix(h, (uint64_t)(uint32_t)e->perms);
+        h = tree_hash_mix(h, tree_hash_bytes(e->scheme, strlen(e->scheme)));
+        h = tree_hash_mix(h, tree_hash_bytes(e->id, strlen(e->id)));
+    }
+    return h;
+}

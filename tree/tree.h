@@ -305,4 +305,79 @@ typedef void (*watch_visit_fn)(void *arg, uint64_t conn, enum watch_kind kind, c
 void watch_each(const struct watch_table *wt, watch_visit_fn fn, void *arg);
 size_t watch_count(const struct watch_table *wt);
 
+/* ---- snapshots ------------------------------------------------------------
+ * A snapshot is the tree's nodes and sessions as bytes (tree/snapshot.c; no
+ * file I/O here: bytes go out through a callback and come back in a buffer).
+ *
+ * It is FUZZY, as ZooKeeper's: tree_snapshot_write may run on any thread
+ * registered with liburcu while the sequencer keeps applying txns. It reads
+ * tree_last_zxid first (zxid_start), then walks the tree taking
+ * rcu_read_lock once per node, so no grace period waits on the walk. Each
+ * node is captured as of some moment at or after zxid_start; recovery loads
+ * the snapshot and replays the log from zxid_start + 1, which converges
+ * because tree_apply is idempotent. The digest in the trailer is the digest
+ * of the snapshot's content (what tree_digest gives for the loaded tree), not
+ * of the live tree at any one moment.
+ *
+ * Format (little-endian, version 1):
+ *   header   "LRSN", u32 version, i64 zxid_start
+ *   nodes    in post-order (children before their parent, "/" last):
+ *            'N', u32 path_len, path, i64 czxid mzxid ctime mtime
+ *            ephemeral_owner pzxid, i32 version cversion aversion,
+ *            u32 children (how many child records precede it as its
+ *            children: the node's num_children), i32 data_len (-1: null
+ *            data), data, i32 acl_count (0: the shared open ACL, -1: no ACL),
+ *            acl_count x (i32 perms, u32 len, scheme, u32 len, id)
+ *   sessions 'S', i64 id, i32 timeout_ms
+ *   trailer  'T', u64 node_count, u64 session_count, u64 digest,
+ *            u32 CRC-32C of every byte before this field
+ * Stats are ZooKeeper's StatPersisted (cversion counts creations, the owner
+ * keeps the container/TTL encodings), not the client-adjusted Stat. */
+#define TREE_SNAP_MAGIC "LRSN"
+#define TREE_SNAP_VERSION 1u
+
+/* Errors of tree_snapshot_load besides -ENOMEM (each distinct, all < 0). */
+enum tree_snap_err {
+    TREE_SNAP_ETRUNC = -2001,   /* shorter than a header plus a trailer */
+    TREE_SNAP_EMAGIC = -2002,   /* not "LRSN" */
+    TREE_SNAP_EVERSION = -2003, /* a version this code does not read */
+    TREE_SNAP_ECRC = -2004,     /* CRC-32C mismatch (corruption or truncation) */
+    TREE_SNAP_EFORMAT = -2005,  /* CRC fine but the content does not parse */
+    TREE_SNAP_EDIGEST = -2006,  /* loaded content does not hash to the trailer's digest */
+    TREE_SNAP_ENOTFRESH = -2007 /* target tree is not as tree_new made it */
+};
+
+struct tree_snap_info {
+    int64_t zxid_start;    /* replay the log from the txn after this zxid */
+    uint64_t node_count;   /* nodes in the snapshot */
+    uint64_t session_count;
+    uint64_t digest;       /* tree_digest of the snapshot's content */
+    uint64_t size_bytes;   /* bytes written / read */
+};
+
+/* Receives the next len bytes of a snapshot. Returns 0 or -errno (which
+ * stops the write and is returned by tree_snapshot_write). */
+typedef int (*tree_snap_out_fn)(void *arg, const void *bytes, size_t len);
+
+/* Writes a fuzzy snapshot of t through out (see above). Any thread
+ * registered with liburcu, NOT holding rcu_read_lock (the walk takes and
+ * releases it per node). out is never called with the lock held. Returns 0
+ * with info filled (when not NULL), -ENOMEM, or out's error. */
+int tree_snapshot_write(const struct tree *t, tree_snap_out_fn out, void *arg,
+                        struct tree_snap_info *info);
+
+/* Loads a snapshot into t, which must be as tree_new returned it (else
+ * TREE_SNAP_ENOTFRESH). Sequencer thread (or before the tree is shared),
+ * not holding rcu_read_lock. Checks magic, version and CRC, then parses and
+ * builds everything off to the side and verifies node count and digest
+ * against the trailer; any failure up to there returns its error and leaves
+ * t unchanged. Then it publishes the nodes, the ephemeral/container/TTL
+ * indexes and the sessions, and sets the last zxid to zxid_start (not to
+ * anything newer a fuzzy walk captured, so replay starts early enough).
+ * Returns 0 with info filled (when not NULL). -ENOMEM during publishing
+ * leaves t partly loaded: free it. Loaded sessions have last_seen_ms 0 and no
+ * owner; the caller restarts their timeouts (ZooKeeper's SessionTracker does
+ * the same at recovery) before expiry runs. */
+int tree_snapshot_load(struct tree *t, const void *buf, size_t len, struct tree_snap_info *info);
+
 #endif /* LARCH_TREE_H */

@@ -240,4 +240,9 @@ void tree_pending_free(struct tree *t);
 /* Frees what op owns and zeroes it. */
 void tree_txn_op_clear(struct txn_op *op);
 
+/* ---- snapshots (tree.c) ---------------------------------------------------------- */
+/* The per-node term of tree_digest over loose parts (st.num_children as given). */
+uint64_t tree_digest_parts(const char *path, size_t path_len, const struct zk_stat *st,
+                           const struct zdata *data, const struct tree_acl *acl);
+
 #endif /* LARCH_TREE_INT_H */

@@ -848,7 +848,8 @@ static void test_usage_mentions_everything(void **state)
         "globalOutstandingLimit=1000", "znode.container.checkIntervalMs=60000",
         "jute.maxbuffer=1048575", "zookeeper.extendedTypesEnabled=true",
         "DigestAuthenticationProvider.superDigest=", "larch.workers=", "larch.logLevel=info",
-        "NOT durable",
+        "preAllocSize=65536", "--inline-sequencer", "larch.inlineSequencer=",
+        "Without dataDir data is in memory only",
     };
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
         if (strstr(u, words[i]) == NULL)

@@ -1,0 +1,206 @@
+/*
+ * txnlog — the write-ahead log of txns (DESIGN.md invariant 4: a write is
+ * acknowledged only after its txn is durable), and the storage interface it
+ * does all its I/O through.
+ *
+ * Layout (modelled on ZooKeeper's FileTxnLog): a log directory holds
+ * segments named "log.<zxid of their first record, lower-case hex>". Each
+ * segment opens with a 16-byte header (magic "LRCH", u32 version, u64 db id)
+ * followed by records [u32 payload length][u32 CRC-32C of payload][payload],
+ * big-endian, payload = txn_encode() of one txn. Segments are preallocated
+ * in chunks (ZooKeeper's FilePadding) so that fdatasync does not have to
+ * write file-size metadata on every group commit; the zeros after the last
+ * record mark the end of the data.
+ *
+ * Recovery: a torn tail (a partial record or a CRC mismatch in the last
+ * record(s) of the last segment, followed only by zeros or garbage) is
+ * truncated, never replayed. Damage followed by a valid record, or damage in
+ * any other segment, is refused with TXNLOG_ECORRUPT and nothing is deleted.
+ *
+ * Threading: a struct txnlog is owned by one thread (the sequencer or its log
+ * flusher); nothing here locks. Replay (recovery) must run before a writer
+ * opens the directory, never beside one: it may truncate bytes the writer
+ * has written but not yet synced. Purge may run beside the writer on another
+ * thread: it never touches the last segment. A struct storage may be shared
+ * only if its implementation says so: the POSIX one may, the in-memory one
+ * is single-threaded.
+ *
+ * Errors are negative: -errno from storage, TXNLOG_ECORRUPT / TXNLOG_EORDER
+ * for log contents, which are outside the errno range.
+ */
+#ifndef LARCH_TXNLOG_H
+#define LARCH_TXNLOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tree/tree.h"
+
+/* ---- storage interface (SQLite test6.c style) -------------------------- */
+struct storage;
+struct storage_file {
+    struct storage *st; /* set by the implementation's open */
+};
+
+#define STORAGE_CREATE 1 /* open: create when missing and truncate to zero bytes */
+
+/* list: called once per directory entry name (not "." or ".."); a nonzero
+ * return stops the listing and is returned by storage_list. */
+typedef int (*storage_name_fn)(void *arg, const char *name);
+
+/* Every function returns 0 (or a count where stated) or -errno. */
+struct storage_ops {
+    int (*open)(struct storage *s, const char *path, int flags, struct storage_file **out);
+    int (*pwrite)(struct storage_file *f, const void *buf, size_t len, uint64_t off);
+    int (*pread)(struct storage_file *f, void *buf, size_t len, uint64_t off, size_t *got);
+    int (*datasync)(struct storage_file *f);
+    int (*truncate)(struct storage_file *f, uint64_t size);
+    int (*preallocate)(struct storage_file *f, uint64_t off, uint64_t len);
+    int (*size)(struct storage_file *f, uint64_t *out);
+    int (*close)(struct storage_file *f);
+    int (*list)(struct storage *s, const char *dir, storage_name_fn fn, void *arg);
+    int (*unlink)(struct storage *s, const char *path);
+    int (*rename)(struct storage *s, const char *from, const char *to);
+    int (*sync_dir)(struct storage *s, const char *dir);
+    void (*destroy)(struct storage *s);
+};
+struct storage {
+    const struct storage_ops *ops;
+};
+
+/* Thin dispatchers over s->ops / f->st->ops. pwrite writes all of buf or
+ * fails (a failed pwrite may have written a prefix). pread sets *got to the
+ * bytes read, short only at end of file. preallocate makes [off, off+len)
+ * allocated, reading as zeros where the file did not reach; it never changes
+ * bytes already in the file. close releases f even when it fails. */
+int storage_open(struct storage *s, const char *path, int flags, struct storage_file **out);
+int storage_pwrite(struct storage_file *f, const void *buf, size_t len, uint64_t off);
+int storage_pread(struct storage_file *f, void *buf, size_t len, uint64_t off, size_t *got);
+int storage_datasync(struct storage_file *f);
+int storage_truncate(struct storage_file *f, uint64_t size);
+int storage_preallocate(struct storage_file *f, uint64_t off, uint64_t len);
+int storage_size(struct storage_file *f, uint64_t *out);
+int storage_close(struct storage_file *f);
+int storage_list(struct storage *s, const char *dir, storage_name_fn fn, void *arg);
+int storage_unlink(struct storage *s, const char *path);
+int storage_rename(struct storage *s, const char *from, const char *to);
+int storage_sync_dir(struct storage *s, const char *dir);
+void storage_destroy(struct storage *s);
+
+/* Real files (open/pwrite/fdatasync/posix_fallocate...). Thread-safe: it
+ * holds no state. NULL on allocation failure. */
+struct storage *storage_posix_new(void);
+
+/* An in-memory file system for tests. Each file keeps its durable bytes and
+ * the writes/resizes issued since its last datasync ("pending", in issue
+ * order across all files). Creating, renaming and unlinking names is
+ * durable at once (directory durability is not simulated). Single-threaded. */
+struct storage *storage_mem_new(void);
+/* Simulates power loss: pending operations are applied to the durable image
+ * in the order they were issued until keep_bytes written bytes have been
+ * applied; the write crossing that point is torn (its prefix lands, the
+ * rest keeps the old bytes, or becomes garbage when garbage is true), every
+ * later operation is lost. Then every file's contents become its durable
+ * image. SIZE_MAX keeps everything, 0 drops every pending write. Open
+ * handles stay valid and see the post-crash contents. */
+void storage_mem_crash(struct storage *s, size_t keep_bytes, bool garbage);
+/* Total size of all files; writes and preallocations that would take it
+ * past bytes_max fail with -ENOSPC (a write lands up to the limit first).
+ * UINT64_MAX removes the limit. */
+void storage_mem_set_space(struct storage *s, uint64_t bytes_max);
+uint64_t storage_mem_used(const struct storage *s);
+/* The next count datasync calls fail with err (for example -EIO) and leave
+ * the file's pending operations pending. */
+void storage_mem_fail_sync(struct storage *s, int err, unsigned count);
+
+/* ---- txn codec ------------------------------------------------------------ */
+#define TXNLOG_ECORRUPT (-100001) /* damaged log contents other than a torn tail */
+#define TXNLOG_EORDER (-100002)   /* zxids not strictly increasing */
+
+#define TXNLOG_RECORD_BYTES_MAX (32u << 20) /* payload bound, far above jute.maxbuffer */
+
+/* A growable byte buffer; free p with free(). */
+struct txnlog_buf {
+    uint8_t *p;
+    size_t len;
+    size_t cap;
+};
+
+/* Appends the encoding of x to b (big-endian; every txn_op field that is
+ * set, so decode(encode(x)) equals x field by field). 0, -ENOMEM, or
+ * -EINVAL when x breaks a bound (path > TREE_PATH_MAX, ACL > TREE_ACL_MAX,
+ * encoding > TXNLOG_RECORD_BYTES_MAX: b is then left as it was). */
+int txn_encode(struct txnlog_buf *b, const struct txn *x);
+/* Decodes exactly len bytes into *out, which then owns what txn_free frees
+ * (paths and data malloc'd, ACLs with one reference; an ACL equal to
+ * world:anyone ALL is the shared tree_acl_open()). 0, -ENOMEM, or -EBADMSG
+ * for malformed or out-of-bounds input (*out is then empty). */
+int txn_decode(const uint8_t *p, size_t len, struct txn *out);
+
+/* CRC-32C (Castagnoli), as used in record frames. */
+uint32_t txnlog_crc32c(uint32_t crc, const void *p, size_t len);
+
+/* ---- writer ---------------------------------------------------------------- */
+struct txnlog_opts {
+    uint64_t db_id;               /* written into segment headers */
+    uint64_t segment_bytes_max;   /* roll to a new segment once a segment has this many bytes */
+    uint64_t prealloc_bytes;      /* preallocation chunk */
+};
+#define TXNLOG_SEGMENT_BYTES_DEFAULT (64u << 20)
+#define TXNLOG_PREALLOC_BYTES_DEFAULT (64u << 20)
+
+struct txnlog;
+
+/* Opens the log in dir (which must exist) through st, which must outlive
+ * the log. Checks the last segment (and earlier ones while those hold no
+ * record) as txnlog_replay does, without decoding: truncates a torn tail,
+ * refuses damage with TXNLOG_ECORRUPT/TXNLOG_EORDER, and remembers the last
+ * durable zxid. Recovery replays the whole log first, which checks the rest. Like ZooKeeper after a restart, the first
+ * sync starts a new segment. opts NULL (or zero fields) means defaults. */
+int txnlog_open(struct storage *st, const char *dir, const struct txnlog_opts *opts,
+                struct txnlog **out);
+/* Frees the log without any I/O: records appended but not synced are lost,
+ * as on a crash. */
+void txnlog_close(struct txnlog *log);
+/* Buffers x (encoded now, so x may be freed on return). x->zxid must be
+ * greater than every zxid appended before (TXNLOG_EORDER otherwise). 0,
+ * -ENOMEM or -EINVAL (see txn_encode). Nothing is durable until sync. */
+int txnlog_append(struct txnlog *log, const struct txn *x);
+/* Group commit: writes every buffered record (rolling segments as needed)
+ * and fdatasyncs. 0 when all of them are durable. On error (-errno) none of
+ * this call's records is reported durable, they stay buffered, and the next
+ * sync rewrites them from the last durable offset, so retrying after the
+ * cause is gone yields each record exactly once. The caller must not reply
+ * to (or reuse the zxids of) records whose sync failed. */
+int txnlog_sync(struct txnlog *log);
+/* Highest zxid appended (buffered or durable); 0 for an empty log. */
+int64_t txnlog_last_zxid(const struct txnlog *log);
+/* Highest zxid known durable (after open's scan or a successful sync). */
+int64_t txnlog_durable_zxid(const struct txnlog *log);
+
+/* ---- reader / recovery -------------------------------------------------- */
+/* Called once per record with zxid > from_zxid, in zxid order. x is freed by
+ * replay after the call unless the callback takes its ops (sets x->ops to
+ * NULL and x->nops to 0, then owning and txn_free'ing them). A nonzero
+ * return stops replay and is returned. */
+typedef int (*txnlog_replay_fn)(void *arg, struct txn *x);
+struct txnlog_replay_stats {
+    uint64_t records;     /* callbacks made */
+    uint64_t torn_bytes;  /* bytes of torn tail removed (0: clean end) */
+    int64_t last_zxid;    /* highest zxid in the log (0 when empty) */
+};
+/* Replays dir. Truncates a torn tail of the last segment (or removes a last
+ * segment whose header never became durable) and reports its size in
+ * stats->torn_bytes; refuses damage anywhere else with TXNLOG_ECORRUPT and
+ * non-increasing zxids with TXNLOG_EORDER, deleting nothing. Segments wholly
+ * before from_zxid are skipped unread. stats may be NULL. */
+int txnlog_replay(struct storage *st, const char *dir, int64_t from_zxid, txnlog_replay_fn fn,
+                  void *arg, struct txnlog_replay_stats *stats);
+
+/* Removes the segments whose records all precede keep_from_zxid (a later
+ * segment starts at or before it); never the one holding it, never the
+ * last. Returns how many were removed, or -errno. */
+int txnlog_purge(struct storage *st, const char *dir, int64_t keep_from_zxid);
+
+#endif /* LARCH_TXNLOG_H */

@@ -1,0 +1,527 @@
+/*
+ * durability.c — recovery, snapshots and purge over the storage interface.
+ * See durability.h for the layout and the rules.
+ */
+#include "server/durability.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <urcu.h>
+
+#define SUBDIR "larch"
+#define SNAP_PREFIX "snapshot."
+#define SNAP_WRITE_CHUNK (1u << 20)
+#define SNAPS_MAX 4096
+
+struct durability {
+    char snap_dir[4200];
+    char log_dir[4200];
+    int32_t snap_count;
+    int32_t retain;
+    int32_t purge_interval_h;
+    struct storage *st;
+    struct txnlog *log;
+    struct tree *tree;
+    uint64_t secret;
+    pthread_t thread;
+    bool running;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    bool stop;
+    _Atomic int64_t last_snap_zxid;
+    _Atomic uint64_t snapshots;
+    _Atomic int64_t snap_error;
+};
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* mkdir -p: the data dirs may be given but not exist yet (ZooKeeper creates them). */
+static int make_dirs(const char *path)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof(tmp), "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+            return -errno;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+static void dirs_of(const struct config *c, char *snap_dir, char *log_dir, size_t len)
+{
+    snprintf(snap_dir, len, "%s/" SUBDIR, c->data_dir);
+    snprintf(log_dir, len, "%s/" SUBDIR, c->data_log_dir[0] ? c->data_log_dir : c->data_dir);
+}
+
+/* ---- files through the storage interface ------------------------------- */
+
+static int read_file(struct storage *st, const char *path, uint8_t **out, size_t *len)
+{
+    struct storage_file *f;
+    int rc = storage_open(st, path, 0, &f);
+    if (rc != 0)
+        return rc;
+    uint64_t size = 0;
+    rc = storage_size(f, &size);
+    uint8_t *buf = rc == 0 ? malloc(size ? size : 1) : NULL;
+    size_t got = 0;
+    if (rc == 0 && !buf)
+        rc = -ENOMEM;
+    if (rc == 0)
+        rc = storage_pread(f, buf, size, 0, &got);
+    storage_close(f);
+    if (rc == 0 && got != size)
+        rc = -EIO;
+    if (rc != 0) {
+        free(buf);
+        return rc;
+    }
+    *out = buf;
+    *len = size;
+    return 0;
+}
+
+/* The session-password key: created once, kept forever (clients' passwords
+ * must stay valid across restarts). */
+static int load_secret(struct durability *d)
+{
+    char path[4300];
+    snprintf(path, sizeof(path), "%s/secret", d->snap_dir);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (read_file(d->st, path, &buf, &len) == 0 && len == 8) {
+        memcpy(&d->secret, buf, 8);
+        free(buf);
+        return 0;
+    }
+    free(buf);
+    while (d->secret == 0)
+        if (getrandom(&d->secret, sizeof(d->secret), 0) != sizeof(d->secret))
+            return -EIO;
+    char tmp[4310];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    struct storage_file *f;
+    int rc = storage_open(d->st, tmp, STORAGE_CREATE, &f);
+    if (rc != 0)
+        return rc;
+    rc = storage_pwrite(f, &d->secret, 8, 0);
+    if (rc == 0)
+        rc = storage_datasync(f);
+    storage_close(f);
+    if (rc == 0)
+        rc = storage_rename(d->st, tmp, path);
+    if (rc == 0)
+        rc = storage_sync_dir(d->st, d->snap_dir);
+    return rc;
+}
+
+/* ---- snapshot files ------------------------------------------------------- */
+
+struct snap_list {
+    int64_t zxid[SNAPS_MAX];
+    size_t n;
+};
+
+static int collect_snapshot(void *arg, const char *name)
+{
+    struct snap_list *l = arg;
+    size_t plen = strlen(SNAP_PREFIX);
+    if (strncmp(name, SNAP_PREFIX, plen) != 0 || l->n == SNAPS_MAX)
+        return 0;
+    char *end = NULL;
+    unsigned long long z = strtoull(name + plen, &end, 16);
+    if (end == name + plen || *end != '\0') /* ".tmp" leftovers of a crash are skipped */
+        return 0;
+    l->zxid[l->n++] = (int64_t)z;
+    return 0;
+}
+
+static int by_zxid_desc(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static int list_snapshots(struct storage *st, const char *dir, struct snap_list *l)
+{
+    l->n = 0;
+    int rc = storage_list(st, dir, collect_snapshot, l);
+    if (rc == 0 && l->n > 1)
+        qsort(l->zxid, l->n, sizeof(l->zxid[0]), by_zxid_desc);
+    return rc;
+}
+
+static void snap_path(const char *dir, int64_t zxid, char *out, size_t len)
+{
+    snprintf(out, len, "%s/" SNAP_PREFIX "%" PRIx64, dir, (uint64_t)zxid);
+}
+
+/* Loads the newest snapshot that validates. No snapshot at all is a fresh
+ * start; snapshots of which none validates refuse the start (nothing is
+ * deleted: an operator decides). */
+static int load_newest_snapshot(struct durability *d, int64_t *zxid, char *err, size_t errlen)
+{
+    struct snap_list *l = malloc(sizeof(*l));
+    if (!l)
+        return -ENOMEM;
+    int rc = list_snapshots(d->st, d->snap_dir, l);
+    *zxid = 0;
+    for (size_t i = 0; rc == 0 && i < l->n; i++) {
+        char path[4300];
+        snap_path(d->snap_dir, l->zxid[i], path, sizeof(path));
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        int64_t t0 = mono_ms();
+        int lrc = read_file(d->st, path, &buf, &len);
+        struct tree_snap_info info;
+        if (lrc == 0)
+            lrc = tree_snapshot_load(d->tree, buf, len, &info);
+        free(buf);
+        if (lrc == 0) {
+            fprintf(stderr, "larchd: loaded %s: %" PRIu64 " nodes, %" PRIu64 " sessions in %" PRId64 " ms\n", path,
+                    info.node_count, info.session_count, mono_ms() - t0);
+            *zxid = info.zxid_start;
+            free(l);
+            return 0;
+        }
+        if (lrc == -ENOMEM) {
+            rc = lrc;
+            break;
+        }
+        fprintf(stderr, "larchd: snapshot %s is not valid (error %d); trying an older one\n", path, lrc);
+    }
+    if (rc == 0 && l->n > 0) {
+        snprintf(err, errlen, "none of the %zu snapshots in %s is valid; refusing to start (nothing was deleted)",
+                 l->n, d->snap_dir);
+        rc = -EINVAL;
+    }
+    free(l);
+    return rc;
+}
+
+static int replay_one(void *arg, struct txn *x)
+{
+    /* Idempotent: txns the fuzzy snapshot already holds change nothing. */
+    (void)tree_apply(arg, x, NULL, NULL, NULL);
+    return 0;
+}
+
+static void restart_session_clock(void *arg, struct tree_session *s)
+{
+    /* ZooKeeper's SessionTracker restarts every timeout at recovery. */
+    atomic_store_explicit(&s->last_seen_ms, *(int64_t *)arg, memory_order_relaxed);
+}
+
+static int recover(struct durability *d, char *err, size_t errlen)
+{
+    int64_t t0 = mono_ms();
+    int64_t snap_zxid = 0;
+    int rc = load_newest_snapshot(d, &snap_zxid, err, errlen);
+    if (rc != 0) {
+        if (!err[0])
+            snprintf(err, errlen, "loading snapshots from %s: %s", d->snap_dir, strerror(-rc));
+        return rc;
+    }
+    struct txnlog_replay_stats rs;
+    rc = txnlog_replay(d->st, d->log_dir, snap_zxid, replay_one, d->tree, &rs);
+    if (rc != 0) {
+        snprintf(err, errlen, "replaying the txn log in %s: %s; refusing to start (nothing was deleted)",
+                 d->log_dir, rc == TXNLOG_ECORRUPT ? "corrupt record before the end of the log"
+                             : rc == TXNLOG_EORDER ? "zxids out of order" : strerror(-rc));
+        return rc;
+    }
+    if (rs.torn_bytes)
+        fprintf(stderr, "larchd: txn log had a torn tail: dropped %" PRIu64 " bytes after zxid 0x%" PRIx64 "\n",
+                rs.torn_bytes, (uint64_t)rs.last_zxid);
+    int64_t now = mono_ms();
+    tree_session_each(d->tree, restart_session_clock, &now);
+    atomic_store(&d->last_snap_zxid, snap_zxid);
+    fprintf(stderr, "larchd: recovered to zxid 0x%" PRIx64 " (snapshot 0x%" PRIx64 " + %" PRIu64 " txns) in %" PRId64 " ms\n",
+            (uint64_t)tree_last_zxid(d->tree), (uint64_t)snap_zxid, rs.records, now - t0);
+    return 0;
+}
+
+int durability_open(const struct config *c, struct tree *t, struct durability **out, char *err, size_t errlen)
+{
+    err[0] = '\0';
+    struct durability *d = calloc(1, sizeof(*d));
+    if (!d) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    d->tree = t;
+    d->snap_count = c->snap_count;
+    d->retain = c->autopurge_snap_retain < 3 ? 3 : c->autopurge_snap_retain;
+    d->purge_interval_h = c->autopurge_interval_h;
+    pthread_mutex_init(&d->lock, NULL);
+    pthread_cond_init(&d->wake, NULL);
+    dirs_of(c, d->snap_dir, d->log_dir, sizeof(d->snap_dir));
+    int rc = make_dirs(d->snap_dir);
+    if (rc == 0)
+        rc = make_dirs(d->log_dir);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot create %s / %s: %s", d->snap_dir, d->log_dir, strerror(-rc));
+        goto fail;
+    }
+    d->st = storage_posix_new();
+    if (!d->st) {
+        rc = -ENOMEM;
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    rc = load_secret(d);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot keep the session key in %s: %s", d->snap_dir, strerror(-rc));
+        goto fail;
+    }
+    rc = recover(d, err, errlen);
+    if (rc != 0)
+        goto fail;
+    struct txnlog_opts opts = { .prealloc_bytes = (uint64_t)c->prealloc_kb * 1024 };
+    rc = txnlog_open(d->st, d->log_dir, &opts, &d->log);
+    if (rc != 0) {
+        snprintf(err, errlen, "opening the txn log in %s: error %d", d->log_dir, rc);
+        goto fail;
+    }
+    *out = d;
+    return 0;
+fail:
+    durability_free(d);
+    return rc;
+}
+
+struct txnlog *durability_log(struct durability *d)
+{
+    return d->log;
+}
+
+uint64_t durability_secret(const struct durability *d)
+{
+    return d->secret;
+}
+
+/* ---- writing a snapshot --------------------------------------------------- */
+
+struct snap_writer {
+    struct storage_file *f;
+    uint64_t off;
+    uint8_t *buf;
+    size_t len;
+};
+
+static int writer_flush(struct snap_writer *w)
+{
+    if (w->len == 0)
+        return 0;
+    int rc = storage_pwrite(w->f, w->buf, w->len, w->off);
+    w->off += w->len;
+    w->len = 0;
+    return rc;
+}
+
+static int writer_out(void *arg, const void *bytes, size_t len)
+{
+    struct snap_writer *w = arg;
+    const uint8_t *p = bytes;
+    while (len) {
+        size_t n = SNAP_WRITE_CHUNK - w->len < len ? SNAP_WRITE_CHUNK - w->len : len;
+        memcpy(w->buf + w->len, p, n);
+        w->len += n;
+        p += n;
+        len -= n;
+        if (w->len == SNAP_WRITE_CHUNK) {
+            int rc = writer_flush(w);
+            if (rc != 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/* Writes snapshot.<zxid_start> through a .tmp file: datasync, rename, sync
+ * the directory, so a crash leaves either the old set or the new file whole. */
+static int take_snapshot(struct durability *d)
+{
+    char tmp[4300], path[4300];
+    snprintf(tmp, sizeof(tmp), "%s/" SNAP_PREFIX "tmp", d->snap_dir);
+    struct snap_writer w = { .buf = malloc(SNAP_WRITE_CHUNK) };
+    if (!w.buf)
+        return -ENOMEM;
+    int rc = storage_open(d->st, tmp, STORAGE_CREATE, &w.f);
+    if (rc != 0) {
+        free(w.buf);
+        return rc;
+    }
+    struct tree_snap_info info;
+    int64_t t0 = mono_ms();
+    rc = tree_snapshot_write(d->tree, writer_out, &w, &info);
+    if (rc == 0)
+        rc = writer_flush(&w);
+    if (rc == 0)
+        rc = storage_datasync(w.f);
+    storage_close(w.f);
+    free(w.buf);
+    if (rc == 0) {
+        snap_path(d->snap_dir, info.zxid_start, path, sizeof(path));
+        rc = storage_rename(d->st, tmp, path);
+    }
+    if (rc == 0)
+        rc = storage_sync_dir(d->st, d->snap_dir);
+    if (rc != 0) {
+        storage_unlink(d->st, tmp);
+        return rc;
+    }
+    atomic_store(&d->last_snap_zxid, info.zxid_start);
+    atomic_fetch_add(&d->snapshots, 1);
+    fprintf(stderr, "larchd: snapshot 0x%" PRIx64 ": %" PRIu64 " nodes, %" PRIu64 " bytes in %" PRId64 " ms\n",
+            (uint64_t)info.zxid_start, info.node_count, info.size_bytes, mono_ms() - t0);
+    return 0;
+}
+
+/* Keeps the newest `retain` snapshots and the log segments they need. */
+static int purge_dirs(struct storage *st, const char *snap_dir, const char *log_dir, int32_t retain, bool verbose)
+{
+    struct snap_list *l = malloc(sizeof(*l));
+    if (!l)
+        return -ENOMEM;
+    int rc = list_snapshots(st, snap_dir, l);
+    size_t removed = 0;
+    for (size_t i = (size_t)retain; rc == 0 && i < l->n; i++) {
+        char path[4300];
+        snap_path(snap_dir, l->zxid[i], path, sizeof(path));
+        rc = storage_unlink(st, path);
+        removed += rc == 0;
+        if (rc == 0 && verbose)
+            printf("removed %s\n", path);
+    }
+    int logs = 0;
+    if (rc == 0 && l->n >= (size_t)retain) {
+        /* Replay from the oldest kept snapshot needs the txns after it. */
+        logs = txnlog_purge(st, log_dir, l->zxid[(size_t)retain - 1] + 1);
+        if (logs < 0)
+            rc = logs;
+    }
+    if (rc == 0 && verbose)
+        printf("kept %zu snapshots; removed %zu snapshots and %d log segments\n",
+               l->n < (size_t)retain ? l->n : (size_t)retain, removed, logs);
+    free(l);
+    return rc;
+}
+
+static void *snapshot_thread(void *arg)
+{
+    struct durability *d = arg;
+    rcu_register_thread();
+    int64_t last_purge = mono_ms();
+    pthread_mutex_lock(&d->lock);
+    while (!d->stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 1;
+        pthread_cond_timedwait(&d->wake, &d->lock, &until);
+        if (d->stop)
+            break;
+        pthread_mutex_unlock(&d->lock);
+        int64_t applied = tree_last_zxid(d->tree);
+        if (applied - atomic_load(&d->last_snap_zxid) >= d->snap_count) {
+            int rc = take_snapshot(d);
+            atomic_store(&d->snap_error, rc);
+            if (rc != 0)
+                fprintf(stderr, "larchd: snapshot failed: %s (retrying later)\n", strerror(-rc));
+        }
+        int64_t interval_ms = (int64_t)d->purge_interval_h * 3600 * 1000;
+        if (interval_ms > 0 && mono_ms() - last_purge >= interval_ms) {
+            last_purge = mono_ms();
+            int rc = purge_dirs(d->st, d->snap_dir, d->log_dir, d->retain, false);
+            if (rc != 0)
+                fprintf(stderr, "larchd: autopurge failed: %s\n", strerror(-rc));
+        }
+        pthread_mutex_lock(&d->lock);
+    }
+    pthread_mutex_unlock(&d->lock);
+    rcu_unregister_thread();
+    return NULL;
+}
+
+int durability_start(struct durability *d)
+{
+    int rc = pthread_create(&d->thread, NULL, snapshot_thread, d);
+    if (rc != 0)
+        return -rc;
+    d->running = true;
+    return 0;
+}
+
+void durability_stop(struct durability *d)
+{
+    if (!d || !d->running)
+        return;
+    pthread_mutex_lock(&d->lock);
+    d->stop = true;
+    pthread_cond_signal(&d->wake);
+    pthread_mutex_unlock(&d->lock);
+    pthread_join(d->thread, NULL);
+    d->running = false;
+}
+
+void durability_free(struct durability *d)
+{
+    if (!d)
+        return;
+    durability_stop(d);
+    if (d->log)
+        txnlog_close(d->log);
+    if (d->st)
+        storage_destroy(d->st);
+    pthread_mutex_destroy(&d->lock);
+    pthread_cond_destroy(&d->wake);
+    free(d);
+}
+
+void durability_get_stats(struct durability *d, struct durability_stats *out)
+{
+    out->last_snapshot_zxid = atomic_load(&d->last_snap_zxid);
+    out->snapshots = atomic_load(&d->snapshots);
+    out->last_snapshot_error = atomic_load(&d->snap_error);
+}
+
+int durability_purge(const struct config *c)
+{
+    if (!c->data_dir[0]) {
+        fprintf(stderr, "larchd: --purge needs dataDir (--data-dir or zoo.cfg)\n");
+        return -1;
+    }
+    char snap_dir[4200], log_dir[4200];
+    dirs_of(c, snap_dir, log_dir, sizeof(snap_dir));
+    struct storage *st = storage_posix_new();
+    if (!st)
+        return -1;
+    int32_t retain = c->autopurge_snap_retain < 3 ? 3 : c->autopurge_snap_retain;
+    int rc = purge_dirs(st, snap_dir, log_dir, retain, true);
+    storage_destroy(st);
+    if (rc != 0) {
+        fprintf(stderr, "larchd: purge of %s failed: %s\n", snap_dir, strerror(-rc));
+        return -1;
+    }
+    return 0;
+}

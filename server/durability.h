@@ -1,0 +1,54 @@
+/*
+ * durability — larchd's data directories: recovery at start, the txn log the
+ * sequencer makes durable, fuzzy snapshots every snapCount txns, and purge.
+ *
+ * Layout: snapshots in <dataDir>/larch/snapshot.<zxid hex>, the log in
+ * <dataLogDir>/larch/log.<zxid hex> (a subdirectory of our own, so a
+ * ZooKeeper data dir is never misread), and <dataDir>/larch/secret, the key
+ * of session passwords (clients reattach after a restart).
+ *
+ * Recovery (durability_open): load the newest snapshot that validates, then
+ * replay the log after its zxid (apply is idempotent, so the fuzzy snapshot
+ * converges); a torn log tail is truncated with a log line saying how many
+ * bytes went; corruption in the middle of the log, or snapshots none of
+ * which validates, refuse the start with a message and delete nothing.
+ *
+ * Threading: durability_open runs on main before any thread starts; the
+ * snapshot/purge thread (durability_start) reads the tree under RCU only.
+ */
+#ifndef LARCH_SERVER_DURABILITY_H
+#define LARCH_SERVER_DURABILITY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "replication/txnlog.h"
+#include "server/config.h"
+#include "tree/tree.h"
+
+struct durability;
+
+/* Recovers t (fresh from tree_new) from c's data dirs and opens the log.
+ * Writes the reason to err on failure. */
+int durability_open(const struct config *c, struct tree *t, struct durability **out, char *err,
+                    size_t errlen);
+struct txnlog *durability_log(struct durability *d);
+uint64_t durability_secret(const struct durability *d);
+/* Starts the snapshot/purge thread (0 or -errno); stop joins it. */
+int durability_start(struct durability *d);
+void durability_stop(struct durability *d);
+/* Frees d; the log must no longer be in use (the sequencer is stopped). */
+void durability_free(struct durability *d);
+
+struct durability_stats {
+    int64_t last_snapshot_zxid;
+    uint64_t snapshots;
+    int64_t last_snapshot_error; /* -errno, 0 when the last one succeeded */
+};
+void durability_get_stats(struct durability *d, struct durability_stats *out);
+
+/* larchd --purge: keeps autopurge.snapRetainCount snapshots (at least 3) and
+ * the log they need, removes the rest, prints what it did. 0 or -1. */
+int durability_purge(const struct config *c);
+
+#endif /* LARCH_SERVER_DURABILITY_H */

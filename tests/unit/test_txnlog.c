@@ -1,0 +1,1020 @@
+/*
+ * test_txnlog.c — txn codec, log framing, torn-tail recovery, segment
+ * rolling, crash/ENOSPC/EIO simulation through the in-memory storage, purge,
+ * and a smoke test of the POSIX storage on a temporary directory.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <urcu.h>
+
+#include "replication/txnlog.h"
+
+#define LOG_DIR "/log"
+
+/* ---- building and comparing txns ----------------------------------------------- */
+
+static char *xstrdup(const char *s)
+{
+    char *p = strdup(s);
+    assert_non_null(p);
+    return p;
+}
+
+static uint8_t *xbytes(const char *s, int32_t len)
+{
+    uint8_t *p = malloc(len > 0 ? (size_t)len : 1);
+    assert_non_null(p);
+    if (len > 0)
+        memcpy(p, s, (size_t)len);
+    return p;
+}
+
+/* A custom ACL built through the same constructor prep uses. */
+static struct tree_acl *custom_acl(void)
+{
+    struct zk_acl items[] = {
+        { ZK_PERM_READ | ZK_PERM_WRITE, { zk_str_c("digest"), zk_str_c("bob:c2VjcmV0aGFzaA==") } },
+        { ZK_PERM_ALL, { zk_str_c("ip"), zk_str_c("10.0.0.0/8") } },
+        { ZK_PERM_ADMIN, { zk_str_c("world"), zk_str_c("anyone") } },
+    };
+    struct zk_aclvec req = { 3, items };
+    struct tree_auth super = { .super = true };
+    struct tree_acl *acl = NULL;
+    assert_int_equal(tree_acl_from_request(&req, &super, &acl), ZK_OK);
+    assert_int_equal(acl->count, 3);
+    return acl;
+}
+
+static struct txn_op op_create(int32_t type, const char *path, const char *data, int32_t len,
+                               struct tree_acl *acl, int64_t owner, int32_t pcv)
+{
+    return (struct txn_op){ .type = type, .client_type = ZK_OP_CREATE2, .path = xstrdup(path),
+                            .data = len >= 0 ? xbytes(data, len) : NULL, .data_len = len,
+                            .acl = acl, .ephemeral_owner = owner, .parent_cversion = pcv };
+}
+
+static struct txn_op op_path(int32_t type, const char *path, int32_t version, int32_t pcv)
+{
+    return (struct txn_op){ .type = type, .client_type = type, .path = xstrdup(path),
+                            .data_len = -1, .version = version, .parent_cversion = pcv };
+}
+
+static struct txn_op op_setdata(const char *path, const char *data, int32_t len, int32_t version)
+{
+    struct txn_op op = op_path(TXN_SETDATA, path, version, 0);
+    op.data = len >= 0 ? xbytes(data, len) : NULL;
+    op.data_len = len;
+    return op;
+}
+
+static struct txn_op op_error(int32_t err)
+{
+    return (struct txn_op){ .type = TXN_ERROR, .client_type = ZK_OP_CREATE, .data_len = -1,
+                            .err = err };
+}
+
+static void txn_init(struct txn *x, int64_t zxid, int32_t type, uint32_t nops)
+{
+    *x = (struct txn){ .zxid = zxid, .session_id = 0x1234567890abcdefLL, .cxid = (int32_t)zxid,
+                       .time_ms = 1700000000000LL + zxid, .type = type, .nops = nops };
+    x->ops = calloc(nops, sizeof *x->ops);
+    assert_non_null(x->ops);
+}
+
+/* Txn number k of the 13 shapes the codec must carry: one per type plus
+ * the data / ACL / multi variants. */
+#define SHAPES 13
+static void txn_shape(int k, int64_t zxid, struct txn *x)
+{
+    switch (k % SHAPES) {
+    case 0:
+        txn_init(x, zxid, TXN_CREATE, 1);
+        x->ops[0] = op_create(TXN_CREATE, "/a/node-0000000001", "hello", 5, custom_acl(),
+                              0x55, 7);
+        break;
+    case 1: /* null data, open ACL, ephemeral */
+        txn_init(x, zxid, TXN_CREATE, 1);
+        x->ops[0] = op_create(TXN_CREATE, "/e", NULL, -1, tree_acl_open(), 0x1234, -1);
+        break;
+    case 2: /* empty (not null) data */
+        txn_init(x, zxid, TXN_CREATE_CONTAINER, 1);
+        x->ops[0] = op_create(TXN_CREATE_CONTAINER, "/c", "", 0, tree_acl_open(),
+                              TREE_OWNER_CONTAINER, 3);
+        break;
+    case 3:
+        txn_init(x, zxid, TXN_CREATE_TTL, 1);
+        x->ops[0] = op_create(TXN_CREATE_TTL, "/ttl", "x", 1, custom_acl(),
+                              TREE_OWNER_TTL_MASK | 60000, 1);
+        break;
+    case 4:
+        txn_init(x, zxid, TXN_DELETE, 1);
+        x->ops[0] = op_path(TXN_DELETE, "/a/b", 0, 12);
+        break;
+    case 5:
+        txn_init(x, zxid, TXN_SETDATA, 1);
+        x->ops[0] = op_setdata("/a", "\0binary\xff", 8, 42);
+        break;
+    case 6:
+        txn_init(x, zxid, TXN_SETACL, 1);
+        x->ops[0] = op_path(TXN_SETACL, "/a", 3, 0);
+        x->ops[0].acl = custom_acl();
+        break;
+    case 7:
+        txn_init(x, zxid, TXN_CHECK, 1);
+        x->ops[0] = op_path(TXN_CHECK, "/a", -1, 0);
+        break;
+    case 8:
+        txn_init(x, zxid, TXN_MULTI, 4);
+        x->ops[0] = op_create(TXN_CREATE, "/m", "d", 1, tree_acl_open(), 0, -1);
+        x->ops[1] = op_setdata("/m", NULL, -1, 1);
+        x->ops[2] = op_path(TXN_CHECK, "/m", 1, 0);
+        x->ops[3] = op_path(TXN_DELETE, "/m", 0, -1);
+        break;
+    case 9: /* failed multi: OK, the failing error, then runtime inconsistency */
+        txn_init(x, zxid, TXN_MULTI, 3);
+        x->ops[0] = op_error(ZK_OK);
+        x->ops[1] = op_error(ZK_EBADVERSION);
+        x->ops[2] = op_error(ZK_ERUNTIMEINCONSISTENCY);
+        break;
+    case 10:
+        txn_init(x, zxid, TXN_CREATE_SESSION, 1);
+        x->ops[0] = (struct txn_op){ .type = TXN_CREATE_SESSION, .client_type = TXN_CREATE_SESSION,
+                                     .data_len = -1, .timeout_ms = 30000 };
+        break;
+    case 11: /* closeSession as tree_prep produces it: close, then its ephemerals */
+        txn_init(x, zxid, TXN_CLOSE_SESSION, 3);
+        x->ops[0] = (struct txn_op){ .type = TXN_CLOSE_SESSION, .client_type = TXN_CLOSE_SESSION,
+                                     .data_len = -1 };
+        x->ops[1] = op_path(TXN_DELETE, "/e1", 0, -1);
+        x->ops[2] = op_path(TXN_DELETE, "/dir/e2", 0, 9);
+        break;
+    default: /* empty multi */
+        txn_init(x, zxid, TXN_MULTI, 0);
+        break;
+    }
+}
+
+static void assert_acl_equal(const struct tree_acl *a, const struct tree_acl *b)
+{
+    if (a == NULL || b == NULL) {
+        assert_ptr_equal(a, b);
+        return;
+    }
+    assert_int_equal(a->count, b->count);
+    for (int32_t i = 0; i < a->count; i++) {
+        assert_int_equal(a->items[i].perms, b->items[i].perms);
+        assert_string_equal(a->items[i].scheme, b->items[i].scheme);
+        assert_string_equal(a->items[i].id, b->items[i].id);
+    }
+}
+
+static void assert_op_equal(const struct txn_op *a, const struct txn_op *b)
+{
+    assert_int_equal(a->type, b->type);
+    assert_int_equal(a->client_type, b->client_type);
+    if (a->path == NULL || b->path == NULL)
+        assert_ptr_equal(a->path, b->path);
+    else
+        assert_string_equal(a->path, b->path);
+    assert_int_equal(a->data_len, b->data_len);
+    assert_int_equal(a->data == NULL, b->data == NULL);
+    if (a->data_len > 0)
+        assert_memory_equal(a->data, b->data, (size_t)a->data_len);
+    assert_acl_equal(a->acl, b->acl);
+    assert_int_equal(a->ephemeral_owner, b->ephemeral_owner);
+    assert_int_equal(a->version, b->version);
+    assert_int_equal(a->parent_cversion, b->parent_cversion);
+    assert_int_equal(a->timeout_ms, b->timeout_ms);
+    assert_int_equal(a->err, b->err);
+}
+
+static void assert_txn_equal(const struct txn *a, const struct txn *b)
+{
+    assert_int_equal(a->zxid, b->zxid);
+    assert_int_equal(a->session_id, b->session_id);
+    assert_int_equal(a->cxid, b->cxid);
+    assert_int_equal(a->time_ms, b->time_ms);
+    assert_int_equal(a->type, b->type);
+    assert_int_equal(a->nops, b->nops);
+    for (uint32_t i = 0; i < a->nops; i++)
+        assert_op_equal(&a->ops[i], &b->ops[i]);
+}
+
+/* Asserts that x equals the txn the tests wrote for its zxid. */
+static void assert_is_generated(const struct txn *x)
+{
+    struct txn want;
+    txn_shape((int)x->zxid, x->zxid, &want);
+    assert_txn_equal(x, &want);
+    txn_free(&want);
+}
+
+/* ---- codec --------------------------------------------------------------------- */
+
+static void test_codec_round_trip_every_type(void **state)
+{
+    for (int k = 0; k < SHAPES; k++) {
+        struct txn x, y;
+        txn_shape(k, ((int64_t)5 << 32) | (k + 1), &x);
+        struct txnlog_buf b = { 0 };
+        assert_int_equal(txn_encode(&b, &x), 0);
+        assert_int_equal(txn_decode(b.p, b.len, &y), 0);
+        assert_txn_equal(&x, &y);
+        if (k == 1 || k == 2) /* the open list decodes to the shared one */
+            assert_ptr_equal(y.ops[0].acl, tree_acl_open());
+        /* re-encoding the decoded txn gives the same bytes */
+        struct txnlog_buf b2 = { 0 };
+        assert_int_equal(txn_encode(&b2, &y), 0);
+        assert_int_equal(b2.len, b.len);
+        assert_memory_equal(b2.p, b.p, b.len);
+        txn_free(&x);
+        txn_free(&y);
+        free(b.p);
+        free(b2.p);
+    }
+}
+
+static void test_codec_rejects_truncated_and_trailing(void **state)
+{
+    for (int k = 0; k < SHAPES; k++) {
+        struct txn x, y;
+        txn_shape(k, k + 1, &x);
+        struct txnlog_buf b = { 0 };
+        assert_int_equal(txn_encode(&b, &x), 0);
+        for (size_t n = 0; n < b.len; n++) {
+            assert_int_equal(txn_decode(b.p, n, &y), -EBADMSG);
+            assert_null(y.ops);
+        }
+        uint8_t *longer = malloc(b.len + 1); /* one trailing byte is refused too */
+        assert_non_null(longer);
+        memcpy(longer, b.p, b.len);
+        longer[b.len] = 0;
+        assert_int_equal(txn_decode(longer, b.len + 1, &y), -EBADMSG);
+        free(longer);
+        txn_free(&x);
+        free(b.p);
+    }
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+/* Lengths and counts far beyond the record are refused before allocating. */
+static void test_codec_rejects_absurd_lengths(void **state)
+{
+    struct txn x, y;
+    txn_shape(4, 1, &x); /* delete: header, op fixed part, then the path length */
+    struct txnlog_buf b = { 0 };
+    assert_int_equal(txn_encode(&b, &x), 0);
+    const size_t nops_at = 32, path_len_at = 36 + 9;
+    put32(b.p + path_len_at, 0xFFFFFFFFu);
+    assert_int_equal(txn_decode(b.p, b.len, &y), -EBADMSG);
+    put32(b.p + path_len_at, (uint32_t)strlen("/a/b"));
+    assert_int_equal(txn_decode(b.p, b.len, &y), 0);
+    txn_free(&y);
+    put32(b.p + nops_at, 0xFFFFFFFFu);
+    assert_int_equal(txn_decode(b.p, b.len, &y), -EBADMSG);
+    put32(b.p + nops_at, 1);
+    put32(b.p + 36, 0x7777); /* unknown op type */
+    assert_int_equal(txn_decode(b.p, b.len, &y), -EBADMSG);
+    txn_free(&x);
+    free(b.p);
+
+    /* an encoder never writes what the decoder would refuse */
+    txn_init(&x, 1, TXN_CREATE, 1);
+    char *long_path = malloc(TREE_PATH_MAX + 2);
+    assert_non_null(long_path);
+    memset(long_path, 'a', TREE_PATH_MAX + 1);
+    long_path[0] = '/';
+    long_path[TREE_PATH_MAX + 1] = '\0';
+    x.ops[0] = (struct txn_op){ .type = TXN_CREATE, .path = long_path, .data_len = -1 };
+    struct txnlog_buf e = { 0 };
+    assert_int_equal(txn_encode(&e, &x), -EINVAL);
+    assert_int_equal(e.len, 0);
+    txn_free(&x);
+    free(e.p);
+}
+
+/* ---- log helpers --------------------------------------------------------------- */
+
+struct collect {
+    struct txn *items;
+    size_t n;
+    size_t cap;
+};
+
+/* Takes ownership of each replayed txn (the documented way to keep one). */
+static int collect_fn(void *arg, struct txn *x)
+{
+    struct collect *c = arg;
+    if (c->n == c->cap) {
+        c->cap = c->cap ? c->cap * 2 : 16;
+        c->items = realloc(c->items, c->cap * sizeof *c->items);
+        assert_non_null(c->items);
+    }
+    c->items[c->n++] = *x;
+    x->ops = NULL;
+    x->nops = 0;
+    return 0;
+}
+
+static void collect_free(struct collect *c)
+{
+    for (size_t i = 0; i < c->n; i++)
+        txn_free(&c->items[i]);
+    free(c->items);
+    *c = (struct collect){ 0 };
+}
+
+/* Replays dir and asserts the records are exactly zxids first..first+n-1,
+ * each equal to what was written. Returns n. */
+static size_t replay_check(struct storage *st, int64_t from, int64_t first,
+                           struct txnlog_replay_stats *stats)
+{
+    struct collect c = { 0 };
+    struct txnlog_replay_stats local;
+    assert_int_equal(txnlog_replay(st, LOG_DIR, from, collect_fn, &c, stats ? stats : &local), 0);
+    for (size_t i = 0; i < c.n; i++) {
+        assert_int_equal(c.items[i].zxid, first + (int64_t)i);
+        assert_is_generated(&c.items[i]);
+    }
+    size_t n = c.n;
+    assert_int_equal((stats ? stats : &local)->records, n);
+    collect_free(&c);
+    return n;
+}
+
+static struct txnlog *log_open(struct storage *st, uint64_t seg_max, uint64_t prealloc)
+{
+    struct txnlog_opts o = { .db_id = 77, .segment_bytes_max = seg_max,
+                             .prealloc_bytes = prealloc };
+    struct txnlog *log = NULL;
+    assert_int_equal(txnlog_open(st, LOG_DIR, &o, &log), 0);
+    return log;
+}
+
+/* Appends zxids first..last, syncing after every per_sync records and at the end. */
+static void log_write(struct txnlog *log, int64_t first, int64_t last, int per_sync)
+{
+    for (int64_t z = first; z <= last; z++) {
+        struct txn x;
+        txn_shape((int)z, z, &x);
+        assert_int_equal(txnlog_append(log, &x), 0);
+        txn_free(&x);
+        if ((z - first + 1) % per_sync == 0 || z == last)
+            assert_int_equal(txnlog_sync(log), 0);
+    }
+    assert_int_equal(txnlog_durable_zxid(log), last);
+}
+
+static void log_append_only(struct txnlog *log, int64_t first, int64_t last)
+{
+    for (int64_t z = first; z <= last; z++) {
+        struct txn x;
+        txn_shape((int)z, z, &x);
+        assert_int_equal(txnlog_append(log, &x), 0);
+        txn_free(&x);
+    }
+}
+
+static size_t record_bytes(int64_t zxid)
+{
+    struct txn x;
+    txn_shape((int)zxid, zxid, &x);
+    struct txnlog_buf b = { 0 };
+    assert_int_equal(txn_encode(&b, &x), 0);
+    size_t n = b.len + 8;
+    txn_free(&x);
+    free(b.p);
+    return n;
+}
+
+struct names {
+    int64_t zxid[256];
+    size_t n;
+};
+
+static int name_fn(void *arg, const char *name)
+{
+    struct names *ns = arg;
+    assert_true(ns->n < 256);
+    assert_int_equal(strncmp(name, "log.", 4), 0);
+    ns->zxid[ns->n++] = (int64_t)strtoull(name + 4, NULL, 16);
+    return 0;
+}
+
+static int cmp64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static struct names seg_names(struct storage *st)
+{
+    struct names ns = { .n = 0 };
+    assert_int_equal(storage_list(st, LOG_DIR, name_fn, &ns), 0);
+    qsort(ns.zxid, ns.n, sizeof ns.zxid[0], cmp64);
+    return ns;
+}
+
+static void seg_name(int64_t zxid, char *out, size_t cap)
+{
+    snprintf(out, cap, LOG_DIR "/log.%llx", (unsigned long long)zxid);
+}
+
+static void flip_bit(struct storage *st, const char *path, uint64_t off, int bit)
+{
+    struct storage_file *f;
+    assert_int_equal(storage_open(st, path, 0, &f), 0);
+    uint8_t b;
+    size_t got;
+    assert_int_equal(storage_pread(f, &b, 1, off, &got), 0);
+    assert_int_equal(got, 1);
+    b ^= (uint8_t)(1u << bit);
+    assert_int_equal(storage_pwrite(f, &b, 1, off), 0);
+    assert_int_equal(storage_datasync(f), 0);
+    assert_int_equal(storage_close(f), 0);
+}
+
+static uint64_t file_size(struct storage *st, const char *path)
+{
+    struct storage_file *f;
+    assert_int_equal(storage_open(st, path, 0, &f), 0);
+    uint64_t size;
+    assert_int_equal(storage_size(f, &size), 0);
+    assert_int_equal(storage_close(f), 0);
+    return size;
+}
+
+/* A one-segment log of zxids 1..n, synced, writer closed. */
+static struct storage *one_segment_log(int64_t n)
+{
+    struct storage *st = storage_mem_new();
+    assert_non_null(st);
+    struct txnlog *log = log_open(st, 1 << 20, 1 << 16);
+    log_write(log, 1, n, 2);
+    txnlog_close(log);
+    return st;
+}
+
+/* ---- framing, CRC, torn tails ------------------------------------------------------ */
+
+static void test_bit_flip_mid_log_is_refused(void **state)
+{
+    struct storage *st = one_segment_log(5);
+    char path[64];
+    seg_name(1, path, sizeof path);
+    uint64_t start = 16 + record_bytes(1) + record_bytes(2);
+    uint64_t end = start + record_bytes(3);
+    uint64_t used = storage_mem_used(st);
+    struct collect c = { 0 };
+    for (uint64_t off = start; off < end; off++) {
+        for (int bit = 0; bit < 8; bit++) {
+            flip_bit(st, path, off, bit);
+            assert_int_equal(txnlog_replay(st, LOG_DIR, 0, collect_fn, &c, NULL), TXNLOG_ECORRUPT);
+            collect_free(&c);
+            flip_bit(st, path, off, bit);
+        }
+    }
+    /* the segment header is checked too */
+    for (uint64_t off = 0; off < 8; off++) {
+        flip_bit(st, path, off, 3);
+        assert_int_equal(txnlog_replay(st, LOG_DIR, 0, collect_fn, &c, NULL), TXNLOG_ECORRUPT);
+        collect_free(&c);
+        flip_bit(st, path, off, 3);
+    }
+    /* refusing deleted nothing, and the restored log is intact */
+    assert_int_equal(storage_mem_used(st), used);
+    assert_int_equal(replay_check(st, 0, 1, NULL), 5);
+    storage_destroy(st);
+}
+
+static void test_bit_flip_in_last_record_is_torn_tail(void **state)
+{
+    uint64_t start = 16;
+    for (int64_t z = 1; z < 5; z++)
+        start += record_bytes(z);
+    uint64_t len = record_bytes(5);
+    char path[64];
+    seg_name(1, path, sizeof path);
+    for (uint64_t off = start; off < start + len; off++) {
+        for (int bit = 0; bit < 8; bit += 3) {
+            struct storage *st = one_segment_log(5);
+            flip_bit(st, path, off, bit);
+            struct txnlog_replay_stats s;
+            assert_int_equal(replay_check(st, 0, 1, &s), 4);
+            assert_true(s.torn_bytes > 0 && s.torn_bytes <= len);
+            assert_int_equal(s.last_zxid, 4);
+            assert_int_equal(file_size(st, path), start);
+            storage_destroy(st);
+        }
+    }
+}
+
+/* Tears the write of record 6 at every byte: replay yields 1..5 (all six
+ * once the whole record landed), never part of a record, and the repaired
+ * log accepts new records. */
+static void torn_tail_at_every_offset(bool garbage)
+{
+    size_t len = record_bytes(6);
+    for (size_t cut = 0; cut <= len; cut++) {
+        struct storage *st = storage_mem_new();
+        struct txnlog *log = log_open(st, 1 << 20, 1 << 16);
+        log_write(log, 1, 5, 5);
+        log_append_only(log, 6, 6);
+        storage_mem_fail_sync(st, -EIO, 1);
+        assert_int_equal(txnlog_sync(log), -EIO);
+        assert_int_equal(txnlog_durable_zxid(log), 5);
+        storage_mem_crash(st, cut, garbage);
+        txnlog_close(log);
+
+        struct txnlog_replay_stats s;
+        size_t want = cut == len ? 6 : 5;
+        assert_int_equal(replay_check(st, 0, 1, &s), want);
+        assert_true(s.torn_bytes <= len);
+        if (garbage && cut > 0 && cut < len)
+            assert_true(s.torn_bytes > 0);
+        assert_int_equal(replay_check(st, 0, 1, &s), want);
+        assert_int_equal(s.torn_bytes, 0); /* the repair stuck */
+
+        log = log_open(st, 1 << 20, 1 << 16);
+        assert_int_equal(txnlog_last_zxid(log), (int64_t)want);
+        log_write(log, (int64_t)want + 1, (int64_t)want + 2, 1);
+        txnlog_close(log);
+        assert_int_equal(replay_check(st, 0, 1, NULL), want + 2);
+        storage_destroy(st);
+    }
+}
+
+static void test_torn_tail_every_offset(void **state)
+{
+    torn_tail_at_every_offset(false);
+}
+
+static void test_torn_tail_every_offset_garbage(void **state)
+{
+    torn_tail_at_every_offset(true);
+}
+
+static void test_garbage_in_non_last_segment_is_refused(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct txnlog *log = log_open(st, 300, 512);
+    log_write(log, 1, 20, 1);
+    txnlog_close(log);
+    struct names ns = seg_names(st);
+    assert_true(ns.n >= 3);
+    char path[64];
+    seg_name(ns.zxid[0], path, sizeof path);
+    uint64_t size = file_size(st, path);
+    assert_int_equal(size % 512, 0);
+    flip_bit(st, path, size - 1, 0); /* in the preallocated zeros */
+    struct collect c = { 0 };
+    assert_int_equal(txnlog_replay(st, LOG_DIR, 0, collect_fn, &c, NULL), TXNLOG_ECORRUPT);
+    collect_free(&c);
+    flip_bit(st, path, size - 1, 0);
+    /* damage in the last record of a non-last segment is not a torn tail */
+    flip_bit(st, path, 16 + record_bytes(ns.zxid[0]) - 1, 0);
+    assert_int_equal(txnlog_replay(st, LOG_DIR, 0, collect_fn, &c, NULL), TXNLOG_ECORRUPT);
+    collect_free(&c);
+    assert_int_equal(seg_names(st).n, ns.n);
+    assert_int_equal(file_size(st, path), size);
+    /* the writer only checks the last segment, which is fine */
+    log = log_open(st, 300, 512);
+    txnlog_close(log);
+    storage_destroy(st);
+}
+
+static void test_writer_open_refuses_corrupt_last_segment(void **state)
+{
+    struct storage *st = one_segment_log(5);
+    char path[64];
+    seg_name(1, path, sizeof path);
+    flip_bit(st, path, 16 + 8 + 2, 1); /* inside record 1 */
+    struct txnlog *log = NULL;
+    struct txnlog_opts o = { .db_id = 77 };
+    assert_int_equal(txnlog_open(st, LOG_DIR, &o, &log), TXNLOG_ECORRUPT);
+    assert_null(log);
+    storage_destroy(st);
+}
+
+static void test_zxid_order_enforced(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct txnlog *log = log_open(st, 1 << 20, 4096);
+    log_write(log, 1, 3, 3);
+    struct txn x;
+    txn_shape(3, 3, &x);
+    assert_int_equal(txnlog_append(log, &x), TXNLOG_EORDER);
+    x.zxid = 2;
+    assert_int_equal(txnlog_append(log, &x), TXNLOG_EORDER);
+    txn_free(&x);
+    assert_int_equal(txnlog_last_zxid(log), 3);
+    txnlog_close(log);
+    /* a segment whose first record is not the zxid it is named after */
+    assert_int_equal(storage_rename(st, LOG_DIR "/log.1", LOG_DIR "/log.2"), 0);
+    struct collect c = { 0 };
+    assert_int_equal(txnlog_replay(st, LOG_DIR, 0, collect_fn, &c, NULL), TXNLOG_EORDER);
+    collect_free(&c);
+    storage_destroy(st);
+}
+
+/* ---- segments ---------------------------------------------------------------------- */
+
+static void test_segments_roll_and_replay_across(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct txnlog *log = log_open(st, 600, 256);
+    log_write(log, 1, 60, 7);
+    txnlog_close(log);
+    struct names ns = seg_names(st);
+    assert_true(ns.n >= 4);
+    assert_int_equal(ns.zxid[0], 1);
+    for (size_t i = 0; i < ns.n; i++) {
+        char path[64];
+        seg_name(ns.zxid[i], path, sizeof path);
+        uint64_t size = file_size(st, path);
+        assert_int_equal(size % 256, 0); /* grown in preallocation chunks */
+        assert_true(size <= 600 + 2 * 256);
+    }
+    struct txnlog_replay_stats s;
+    assert_int_equal(replay_check(st, 0, 1, &s), 60);
+    assert_int_equal(s.last_zxid, 60);
+    assert_int_equal(replay_check(st, 25, 26, NULL), 35);
+    assert_int_equal(replay_check(st, ns.zxid[2] - 1, ns.zxid[2], NULL), 61 - ns.zxid[2]);
+    assert_int_equal(replay_check(st, 60, 61, NULL), 0);
+
+    /* a restarted writer starts a new segment, as ZooKeeper does */
+    log = log_open(st, 600, 256);
+    assert_int_equal(txnlog_last_zxid(log), 60);
+    log_write(log, 61, 65, 5);
+    txnlog_close(log);
+    struct names after = seg_names(st);
+    assert_int_equal(after.n, ns.n + 1);
+    assert_int_equal(after.zxid[after.n - 1], 61);
+    assert_int_equal(replay_check(st, 0, 1, NULL), 65);
+    storage_destroy(st);
+}
+
+static void test_purge_keeps_what_it_must(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct txnlog *log = log_open(st, 400, 512);
+    log_write(log, 1, 40, 3);
+    txnlog_close(log);
+    struct names ns = seg_names(st);
+    assert_true(ns.n >= 5);
+    assert_true(ns.zxid[3] + 1 < ns.zxid[4]);
+
+    assert_int_equal(txnlog_purge(st, LOG_DIR, ns.zxid[2]), 2);
+    struct names left = seg_names(st);
+    assert_int_equal(left.n, ns.n - 2);
+    assert_int_equal(left.zxid[0], ns.zxid[2]);
+    /* keep_from inside segment 3: segment 2 goes, 3 (holding it) stays */
+    assert_int_equal(txnlog_purge(st, LOG_DIR, ns.zxid[3] + 1), 1);
+    left = seg_names(st);
+    assert_int_equal(left.zxid[0], ns.zxid[3]);
+    assert_int_equal(replay_check(st, ns.zxid[3], ns.zxid[3] + 1, NULL), 40 - ns.zxid[3]);
+    assert_int_equal(replay_check(st, 0, ns.zxid[3], NULL), 41 - ns.zxid[3]);
+    /* nothing to do is fine; the last segment always stays */
+    assert_int_equal(txnlog_purge(st, LOG_DIR, ns.zxid[3]), 0);
+    assert_int_equal(txnlog_purge(st, LOG_DIR, INT64_MAX), (int)(ns.n - 4));
+    left = seg_names(st);
+    assert_int_equal(left.n, 1);
+    assert_int_equal(left.zxid[0], ns.zxid[ns.n - 1]);
+    assert_int_equal(replay_check(st, 0, ns.zxid[ns.n - 1], NULL), 41 - ns.zxid[ns.n - 1]);
+    storage_destroy(st);
+}
+
+/* ---- crashes and disk errors ---------------------------------------------------------- */
+
+static uint32_t next_rand(uint32_t *s)
+{
+    *s = *s * 1103515245u + 12345u;
+    return *s >> 16;
+}
+
+/* Random group commits, then a sync that fails and a crash at a random
+ * point: every synced record survives, unsynced ones survive only as a
+ * prefix of whole records, and the log keeps working afterwards. */
+static void test_crash_keeps_synced_records(void **state)
+{
+    for (uint32_t seed = 1; seed <= 300; seed++) {
+        uint32_t r = seed;
+        struct storage *st = storage_mem_new();
+        struct txnlog *log = log_open(st, 500 + next_rand(&r) % 500, 128 << (next_rand(&r) % 3));
+        int64_t synced = next_rand(&r) % 25;
+        if (synced > 0)
+            log_write(log, 1, synced, 1 + (int)(next_rand(&r) % 6));
+        int64_t extra = 1 + next_rand(&r) % 12;
+        log_append_only(log, synced + 1, synced + extra);
+        storage_mem_fail_sync(st, -EIO, 1);
+        assert_int_equal(txnlog_sync(log), -EIO);
+        size_t keep = next_rand(&r) % (size_t)(extra * 120 + 64);
+        storage_mem_crash(st, keep, (seed & 1) != 0);
+        txnlog_close(log);
+
+        size_t n = replay_check(st, 0, 1, NULL);
+        if (n < (size_t)synced || n > (size_t)(synced + extra))
+            fail_msg("seed %u: %zu records, synced %lld, extra %lld", seed, n,
+                     (long long)synced, (long long)extra);
+        log = log_open(st, 700, 256);
+        assert_int_equal(txnlog_last_zxid(log), (int64_t)n);
+        log_write(log, (int64_t)n + 1, (int64_t)n + 3, 2);
+        txnlog_close(log);
+        assert_int_equal(replay_check(st, 0, 1, NULL), n + 3);
+        storage_destroy(st);
+    }
+}
+
+static void test_crash_after_sync_keeps_everything(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct txnlog *log = log_open(st, 400, 256);
+    log_write(log, 1, 30, 4);
+    storage_mem_crash(st, 0, true); /* nothing pending: nothing lost */
+    txnlog_close(log);
+    assert_int_equal(replay_check(st, 0, 1, NULL), 30);
+    storage_destroy(st);
+}
+
+static void test_enospc_then_space_returns(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct txnlog *log = log_open(st, 1 << 20, 1024);
+    log_write(log, 1, 5, 5);
+    storage_mem_set_space(st, storage_mem_used(st)); /* the disk is full */
+    log_append_only(log, 6, 25);                     /* more than the 1 KiB chunk */
+    assert_int_equal(txnlog_sync(log), -ENOSPC);
+    assert_int_equal(txnlog_durable_zxid(log), 5);
+    assert_int_equal(txnlog_last_zxid(log), 25);
+    assert_int_equal(txnlog_sync(log), -ENOSPC); /* still full: still refused */
+    storage_mem_set_space(st, UINT64_MAX);
+    assert_int_equal(txnlog_sync(log), 0);
+    assert_int_equal(txnlog_durable_zxid(log), 25);
+    log_write(log, 26, 27, 1);
+    txnlog_close(log);
+    assert_int_equal(replay_check(st, 0, 1, NULL), 27);
+    storage_destroy(st);
+}
+
+/* ENOSPC while creating the next segment: the half-made segment goes away
+ * and the retry rolls again. */
+static void test_enospc_on_roll(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct txnlog *log = log_open(st, 300, 512);
+    log_write(log, 1, 6, 6);
+    size_t before = seg_names(st).n;
+    storage_mem_set_space(st, storage_mem_used(st) + 100);
+    log_append_only(log, 7, 12);
+    assert_int_equal(txnlog_sync(log), -ENOSPC);
+    assert_int_equal(seg_names(st).n, before);
+    storage_mem_crash(st, 0, false); /* crash now: exactly the synced records */
+    txnlog_close(log);
+    assert_int_equal(replay_check(st, 0, 1, NULL), 6);
+
+    log = log_open(st, 300, 512);
+    storage_mem_set_space(st, storage_mem_used(st) + 100);
+    log_append_only(log, 7, 12);
+    assert_int_equal(txnlog_sync(log), -ENOSPC);
+    storage_mem_set_space(st, UINT64_MAX);
+    assert_int_equal(txnlog_sync(log), 0);
+    txnlog_close(log);
+    assert_true(seg_names(st).n > before);
+    assert_int_equal(replay_check(st, 0, 1, NULL), 12);
+    storage_destroy(st);
+}
+
+static void test_eio_on_sync_then_retry(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct txnlog *log = log_open(st, 500, 256);
+    log_write(log, 1, 10, 3);
+    log_append_only(log, 11, 20);
+    storage_mem_fail_sync(st, -EIO, 2);
+    assert_int_equal(txnlog_sync(log), -EIO);
+    assert_int_equal(txnlog_sync(log), -EIO);
+    assert_int_equal(txnlog_durable_zxid(log), 10);
+    log_append_only(log, 21, 22); /* appends keep buffering meanwhile */
+    assert_int_equal(txnlog_sync(log), 0);
+    assert_int_equal(txnlog_durable_zxid(log), 22);
+    storage_mem_crash(st, 0, false);
+    txnlog_close(log);
+    assert_int_equal(replay_check(st, 0, 1, NULL), 22);
+    storage_destroy(st);
+}
+
+/* ---- end to end with the tree ---------------------------------------------------- */
+
+struct tree_run {
+    struct tree *t;
+    struct txnlog *log;
+    int64_t zxid;
+};
+
+static struct zk_str S(const char *s)
+{
+    return (struct zk_str){ s, (int32_t)strlen(s) };
+}
+
+static struct zk_acl world_all = { ZK_PERM_ALL, { { "world", 5 }, { "anyone", 6 } } };
+
+static struct tree_req req_create(const char *path, const char *data, int32_t flags)
+{
+    struct tree_req r = { .type = ZK_OP_CREATE2 };
+    r.u.create.path = S(path);
+    r.u.create.data = data != NULL ? S(data) : ZK_STR_NULL;
+    r.u.create.acl = (struct zk_aclvec){ 1, &world_all };
+    r.u.create.flags = flags;
+    r.u.create.ttl = -1;
+    return r;
+}
+
+/* The sequencer's order: prep, log, sync, then apply. */
+static void run_logged(struct tree_run *tr, int64_t session, const struct tree_req *r)
+{
+    static const struct tree_prep_cfg cfg = { .ttl_enabled = true };
+    static const struct tree_auth auth = { .super = true };
+    struct txn x = { .zxid = tr->zxid + 1, .session_id = session, .cxid = 3,
+                     .time_ms = 1700000000000LL + tr->zxid };
+    int err = tree_prep(tr->t, &cfg, r, &auth, &x);
+    if (err == ZK_OK || x.nops > 0) {
+        tr->zxid++;
+        assert_int_equal(txnlog_append(tr->log, &x), 0);
+        assert_int_equal(txnlog_sync(tr->log), 0);
+        assert_int_equal(tree_apply(tr->t, &x, NULL, NULL, NULL), ZK_OK);
+    }
+    txn_free(&x);
+    tree_prep_reset(tr->t);
+}
+
+static int apply_fn(void *arg, struct txn *x)
+{
+    assert_int_equal(tree_apply(arg, x, NULL, NULL, NULL), ZK_OK);
+    return 0;
+}
+
+/* Txns that prep produced survive the log: replaying them into a new tree
+ * gives the same digest, and replaying again changes nothing. */
+static void test_prepped_txns_replay_to_same_tree(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct tree_run tr = { .t = tree_new(), .log = log_open(st, 700, 512) };
+    assert_non_null(tr.t);
+    struct tree_req sess = { .type = ZK_OP_CREATESESSION, .u.session_timeout_ms = 30000 };
+    run_logged(&tr, 0x42, &sess);
+    struct tree_req r = req_create("/app", "cfg", ZK_PERSISTENT);
+    run_logged(&tr, 0x42, &r);
+    r = req_create("/app/lock-", NULL, ZK_EPHEMERAL_SEQUENTIAL);
+    run_logged(&tr, 0x42, &r);
+    r = req_create("/app/e", "", ZK_EPHEMERAL);
+    run_logged(&tr, 0x42, &r);
+    r = req_create("/box", "", ZK_CONTAINER);
+    r.type = ZK_OP_CREATECONTAINER;
+    run_logged(&tr, 0x42, &r);
+    struct tree_req sub[3] = { req_create("/app/m", "1", ZK_PERSISTENT),
+                               { .type = ZK_OP_SETDATA }, { .type = ZK_OP_CHECK } };
+    sub[1].u.setdata = (struct zk_setdata_req){ S("/app/m"), S("22"), 0 };
+    sub[2].u.del = (struct zk_path_version_req){ S("/app/m"), 1 };
+    struct tree_req multi = { .type = ZK_OP_MULTI, .ops = sub, .nops = 3 };
+    run_logged(&tr, 0x42, &multi);
+    /* the same multi again fails (NODEEXISTS): logged as a multi of error ops */
+    run_logged(&tr, 0x42, &multi);
+    struct tree_req del = { .type = ZK_OP_DELETE, .u.del = { S("/app/m"), -1 } };
+    run_logged(&tr, 0x42, &del);
+    struct tree_req close = { .type = ZK_OP_CLOSESESSION };
+    run_logged(&tr, 0x42, &close);
+    txnlog_close(tr.log);
+    assert_int_equal(tr.zxid, 9);
+
+    struct tree *t2 = tree_new();
+    assert_non_null(t2);
+    struct txnlog_replay_stats s;
+    assert_int_equal(txnlog_replay(st, LOG_DIR, 0, apply_fn, t2, &s), 0);
+    assert_int_equal(s.records, 9);
+    assert_int_equal(tree_last_zxid(t2), 9);
+    assert_true(tree_digest(t2) == tree_digest(tr.t));
+    assert_int_equal(txnlog_replay(st, LOG_DIR, 0, apply_fn, t2, &s), 0);
+    assert_true(tree_digest(t2) == tree_digest(tr.t));
+    tree_free(t2);
+    tree_free(tr.t);
+    storage_destroy(st);
+}
+
+/* ---- POSIX storage ------------------------------------------------------------------ */
+
+struct rm_ctx {
+    struct storage *st;
+    const char *dir;
+};
+
+static int rm_fn(void *arg, const char *name)
+{
+    struct rm_ctx *c = arg;
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", c->dir, name);
+    return storage_unlink(c->st, path);
+}
+
+static int count_fn(void *arg, const char *name)
+{
+    (*(size_t *)arg)++;
+    return 0;
+}
+
+static int count_fn_collect(void *arg, struct txn *x)
+{
+    assert_is_generated(x);
+    (*(int64_t *)arg)++;
+    return 0;
+}
+
+static void test_posix_storage_round_trip(void **state)
+{
+    char dir[] = "/tmp/txnlog-test-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct storage *st = storage_posix_new();
+    assert_non_null(st);
+    struct txnlog_opts o = { .db_id = 9, .segment_bytes_max = 2048, .prealloc_bytes = 4096 };
+    struct txnlog *log = NULL;
+    assert_int_equal(txnlog_open(st, dir, &o, &log), 0);
+    for (int64_t z = 1; z <= 40; z++) {
+        struct txn x;
+        txn_shape((int)z, z, &x);
+        assert_int_equal(txnlog_append(log, &x), 0);
+        txn_free(&x);
+        if (z % 5 == 0)
+            assert_int_equal(txnlog_sync(log), 0);
+    }
+    txnlog_close(log);
+    size_t files = 0;
+    assert_int_equal(storage_list(st, dir, count_fn, &files), 0);
+    assert_true(files >= 2);
+    char path[256];
+    snprintf(path, sizeof path, "%s/log.1", dir);
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(sb.st_size % 4096, 0);
+
+    int64_t n = 0;
+    struct txnlog_replay_stats s;
+    assert_int_equal(txnlog_replay(st, dir, 0, count_fn_collect, &n, &s), 0);
+    assert_int_equal(n, 40);
+    assert_int_equal(s.last_zxid, 40);
+    assert_int_equal(s.torn_bytes, 0);
+    assert_true(txnlog_purge(st, dir, 40) >= 1);
+    assert_int_equal(txnlog_open(st, dir, &o, &log), 0);
+    assert_int_equal(txnlog_last_zxid(log), 40);
+    txnlog_close(log);
+
+    struct rm_ctx rc = { st, dir };
+    assert_int_equal(storage_list(st, dir, rm_fn, &rc), 0);
+    assert_int_equal(rmdir(dir), 0);
+    storage_destroy(st);
+}
+
+int main(void)
+{
+    rcu_register_thread();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_codec_round_trip_every_type),
+        cmocka_unit_test(test_codec_rejects_truncated_and_trailing),
+        cmocka_unit_test(test_codec_rejects_absurd_lengths),
+        cmocka_unit_test(test_bit_flip_mid_log_is_refused),
+        cmocka_unit_test(test_bit_flip_in_last_record_is_torn_tail),
+        cmocka_unit_test(test_torn_tail_every_offset),
+        cmocka_unit_test(test_torn_tail_every_offset_garbage),
+        cmocka_unit_test(test_garbage_in_non_last_segment_is_refused),
+        cmocka_unit_test(test_writer_open_refuses_corrupt_last_segment),
+        cmocka_unit_test(test_zxid_order_enforced),
+        cmocka_unit_test(test_segments_roll_and_replay_across),
+        cmocka_unit_test(test_purge_keeps_what_it_must),
+        cmocka_unit_test(test_crash_keeps_synced_records),
+        cmocka_unit_test(test_crash_after_sync_keeps_everything),
+        cmocka_unit_test(test_enospc_then_space_returns),
+        cmocka_unit_test(test_enospc_on_roll),
+        cmocka_unit_test(test_eio_on_sync_then_retry),
+        cmocka_unit_test(test_prepped_txns_replay_to_same_tree),
+        cmocka_unit_test(test_posix_storage_round_trip),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    rcu_unregister_thread();
+    return failed;
+}
