@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -425,6 +426,67 @@ static void test_round_keeps_request_order(void **state)
     outs_free(&o);
 }
 
+/* Invariant 4 at the sequencer: with a log, a round whose sync fails is
+ * held (nothing applied, nothing answered, no new round) and finishes once
+ * the disk has room again. The in-memory storage gives ENOSPC on demand. */
+static void test_full_disk_holds_round_until_space_returns(void **state)
+{
+    struct fx *f = *state;
+    struct storage *st = storage_mem_new();
+    assert_non_null(st);
+    struct txnlog_opts opts = { .prealloc_bytes = 4096, .segment_bytes_max = 1 << 20 };
+    struct txnlog *log = NULL;
+    assert_int_equal(txnlog_open(st, "/log", &opts, &log), 0);
+    struct seq_cfg cfg = { .min_session_timeout_ms = 4000, .max_session_timeout_ms = 40000,
+                           .container_check_ms = 60000, .tick_ms = 1000, .log = log };
+    struct seq *s = seq_new(f->t, &cfg, 2);
+    assert_non_null(s);
+    struct fx g = { .t = f->t, .s = s };
+    int64_t id = connect_session(&g, 0, 7, 10000, NULL);
+    storage_mem_set_space(st, storage_mem_used(st)); /* the disk is now full */
+    /* 8 KiB of data: the record outgrows the 4 KiB preallocated chunk, so the
+     * log must allocate, and cannot. */
+    static char big[8192];
+    memset(big, 'x', sizeof(big));
+    struct zk_acl open_acl = { .perms = ZK_PERM_ALL, .id = { zk_str_c("world"), zk_str_c("anyone") } };
+    struct zk_create_req q = { .path = zk_str_c("/held"), .data = { big, (int32_t)sizeof(big) },
+                               .acl = { .count = 1, .items = &open_acl }, .flags = ZK_PERSISTENT };
+    struct zk_wbuf b;
+    zk_wbuf_init(&b);
+    zk_put_create_req(&b, &q, false);
+    run(&g, write_req(0, 7, id, 31, ZK_OP_CREATE, &b), NOW);
+    zk_wbuf_free(&b);
+    struct outs o = { 0 };
+    drain(&g, 0, &o);
+    assert_int_equal(o.n, 0); /* not durable: no reply, no event */
+    struct seq_stats stats;
+    seq_get_stats(s, &stats);
+    assert_int_equal(stats.log_error, -ENOSPC);
+    rcu_read_lock();
+    struct tree_view v;
+    assert_int_equal(tree_get(f->t, "/held", 5, &v), ZK_ENONODE); /* not applied either */
+    assert_false(seq_retry_held(s));
+    rcu_read_unlock();
+    storage_mem_set_space(st, UINT64_MAX);
+    rcu_read_lock();
+    assert_true(seq_retry_held(s));
+    assert_int_equal(tree_get(f->t, "/held", 5, &v), ZK_OK);
+    rcu_read_unlock();
+    drain(&g, 0, &o);
+    assert_int_equal(o.n, 2);
+    struct zk_rbuf r;
+    struct zk_reply_header h = parse_reply(o.v[1], &r);
+    assert_int_equal(h.xid, 31);
+    assert_int_equal(h.err, ZK_OK);
+    outs_free(&o);
+    seq_get_stats(s, &stats);
+    assert_int_equal(stats.log_error, 0);
+    assert_int_equal(txnlog_durable_zxid(log), h.zxid);
+    seq_free(s);
+    txnlog_close(log);
+    storage_destroy(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -439,6 +501,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_expiry_deletes_ephemerals_and_closes_owner, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_session_replies_then_closes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_round_keeps_request_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_full_disk_holds_round_until_space_returns, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
