@@ -1,0 +1,297 @@
+/*
+ * larch-logdump — prints larchd's txn log segments and snapshots, as
+ * ZooKeeper's LogFormatter and SnapshotFormatter do for theirs.
+ *
+ *   larch-logdump DIR_OR_SEGMENT...   every record of log.* segments
+ *   larch-logdump SNAPSHOT_FILE       every node and session of a snapshot
+ *
+ * Read-only: unlike recovery it never truncates a torn tail; it reports
+ * where the readable records end and why. Segment format: replication/txnlog.h.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <urcu.h>
+
+#include "replication/txnlog.h"
+#include "tree/tree.h"
+
+#define SEG_HEADER_BYTES 16u /* "LRCH", u32 version, u64 db id */
+
+static uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static int read_all(const char *path, uint8_t **out, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -errno;
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || st.st_size < 0) {
+        fclose(f);
+        return -EIO;
+    }
+    uint8_t *buf = malloc((size_t)st.st_size + 1);
+    size_t got = buf ? fread(buf, 1, (size_t)st.st_size, f) : 0;
+    fclose(f);
+    if (!buf || got != (size_t)st.st_size) {
+        free(buf);
+        return buf ? -EIO : -ENOMEM;
+    }
+    *out = buf;
+    *len = got;
+    return 0;
+}
+
+static const char *txn_name(int32_t type)
+{
+    switch (type) {
+    case TXN_CREATE: return "create";
+    case TXN_DELETE: return "delete";
+    case TXN_SETDATA: return "setData";
+    case TXN_SETACL: return "setACL";
+    case TXN_CHECK: return "check";
+    case TXN_MULTI: return "multi";
+    case TXN_CREATE_CONTAINER: return "createContainer";
+    case TXN_CREATE_TTL: return "createTTL";
+    case TXN_CREATE_SESSION: return "createSession";
+    case TXN_CLOSE_SESSION: return "closeSession";
+    case TXN_ERROR: return "error";
+    default: return "unknown";
+    }
+}
+
+static void print_op(const struct txn_op *op)
+{
+    printf("    %s", txn_name(op->type));
+    if (op->path)
+        printf(" %s", op->path);
+    if (op->type == TXN_CREATE || op->type == TXN_CREATE_CONTAINER || op->type == TXN_CREATE_TTL ||
+        op->type == TXN_SETDATA)
+        printf(" data=%d bytes", op->data_len);
+    if (op->ephemeral_owner)
+        printf(" owner=0x%" PRIx64, (uint64_t)op->ephemeral_owner);
+    if (op->type == TXN_SETDATA || op->type == TXN_SETACL || op->type == TXN_CHECK)
+        printf(" version=%d", op->version);
+    if (op->type == TXN_CREATE_SESSION)
+        printf(" timeout=%dms", op->timeout_ms);
+    if (op->type == TXN_ERROR)
+        printf(" err=%d", op->err);
+    printf("\n");
+}
+
+static void print_txn(const struct txn *x)
+{
+    time_t secs = (time_t)(x->time_ms / 1000);
+    struct tm tm;
+    char when[32];
+    strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", gmtime_r(&secs, &tm));
+    printf("%s.%03d session 0x%" PRIx64 " cxid 0x%x zxid 0x%" PRIx64 " %s\n", when, (int)(x->time_ms % 1000),
+           (uint64_t)x->session_id, (unsigned)x->cxid, (uint64_t)x->zxid, txn_name(x->type));
+    for (uint32_t i = 0; i < x->nops; i++)
+        print_op(&x->ops[i]);
+}
+
+/* Prints one segment; returns the records read or -1 when it could not be read. */
+static long dump_segment(const char *path)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = read_all(path, &buf, &len);
+    if (rc != 0) {
+        fprintf(stderr, "larch-logdump: %s: %s\n", path, strerror(-rc));
+        return -1;
+    }
+    if (len < SEG_HEADER_BYTES || memcmp(buf, "LRCH", 4) != 0) {
+        fprintf(stderr, "larch-logdump: %s: not a larch txn log segment\n", path);
+        free(buf);
+        return -1;
+    }
+    printf("# %s: version %u\n", path, be32(buf + 4));
+    size_t off = SEG_HEADER_BYTES;
+    long n = 0;
+    while (off + 8 <= len) {
+        uint32_t rlen = be32(buf + off), crc = be32(buf + off + 4);
+        if (rlen == 0 && crc == 0)
+            break; /* preallocated zeros: the end of the data */
+        struct txn x;
+        if (rlen > len - off - 8 || txnlog_crc32c(0, buf + off + 8, rlen) != crc ||
+            txn_decode(buf + off + 8, rlen, &x) != 0) {
+            printf("# record at offset %zu is torn or corrupt: %zu bytes after it are unreadable\n", off, len - off);
+            break;
+        }
+        print_txn(&x);
+        txn_free(&x);
+        off += 8 + rlen;
+        n++;
+    }
+    printf("# %ld records\n", n);
+    free(buf);
+    return n;
+}
+
+static int by_name_zxid(const void *a, const void *b)
+{
+    unsigned long long x = strtoull(*(char *const *)a + 4, NULL, 16);
+    unsigned long long y = strtoull(*(char *const *)b + 4, NULL, 16);
+    return x < y ? -1 : x > y;
+}
+
+static int dump_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "larch-logdump: %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    char **names = NULL;
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "log.", 4) != 0)
+            continue;
+        char **grown = realloc(names, (n + 1) * sizeof(*names));
+        if (!grown || !(grown[n] = strdup(e->d_name))) {
+            names = grown ? grown : names;
+            break;
+        }
+        names = grown;
+        n++;
+    }
+    closedir(d);
+    qsort(names, n, sizeof(*names), by_name_zxid);
+    int status = n ? 0 : 1;
+    if (!n)
+        fprintf(stderr, "larch-logdump: %s holds no log.* segments\n", dir);
+    for (size_t i = 0; i < n; i++) {
+        char path[8192];
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        if (dump_segment(path) < 0)
+            status = 1;
+        free(names[i]);
+    }
+    free(names);
+    return status;
+}
+
+/* Depth-first from "/": every node with its Stat, as SnapshotFormatter. */
+struct walk {
+    const struct tree *t;
+    char path[TREE_PATH_MAX + 1];
+    size_t len;
+    char **kids;
+    size_t nkids, cap;
+};
+
+static void collect_kid(void *arg, const char *name, size_t len)
+{
+    struct walk *w = arg;
+    if (w->nkids == w->cap) {
+        size_t ncap = w->cap ? w->cap * 2 : 16;
+        char **n = realloc(w->kids, ncap * sizeof(*n));
+        if (!n)
+            return;
+        w->kids = n;
+        w->cap = ncap;
+    }
+    w->kids[w->nkids] = strndup(name, len);
+    if (w->kids[w->nkids])
+        w->nkids++;
+}
+
+static void print_node(const struct tree *t, const char *path)
+{
+    struct walk w = { .t = t };
+    struct tree_view v;
+    rcu_read_lock();
+    if (tree_get_children(t, path, strlen(path), &v, collect_kid, &w) != ZK_OK) {
+        rcu_read_unlock();
+        return;
+    }
+    printf("%s\n  cZxid = 0x%" PRIx64 "\n  mZxid = 0x%" PRIx64 "\n  pZxid = 0x%" PRIx64
+           "\n  version = %d cversion = %d aversion = %d\n  ephemeralOwner = 0x%" PRIx64
+           "\n  dataLength = %d numChildren = %d\n",
+           path, (uint64_t)v.stat.czxid, (uint64_t)v.stat.mzxid, (uint64_t)v.stat.pzxid, v.stat.version,
+           v.stat.cversion, v.stat.aversion, (uint64_t)v.stat.ephemeral_owner, v.stat.data_length,
+           v.stat.num_children);
+    rcu_read_unlock();
+    for (size_t i = 0; i < w.nkids; i++) {
+        char child[TREE_PATH_MAX + 2];
+        snprintf(child, sizeof(child), "%s/%s", strcmp(path, "/") == 0 ? "" : path, w.kids[i]);
+        print_node(t, child);
+        free(w.kids[i]);
+    }
+    free(w.kids);
+}
+
+static void print_session(void *arg, struct tree_session *s)
+{
+    (void)arg;
+    printf("session 0x%" PRIx64 " timeout %dms\n", (uint64_t)s->id, s->timeout_ms);
+}
+
+static int dump_snapshot(const char *path)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = read_all(path, &buf, &len);
+    if (rc != 0) {
+        fprintf(stderr, "larch-logdump: %s: %s\n", path, strerror(-rc));
+        return 1;
+    }
+    struct tree *t = tree_new();
+    struct tree_snap_info info;
+    rc = t ? tree_snapshot_load(t, buf, len, &info) : -ENOMEM;
+    free(buf);
+    if (rc != 0) {
+        fprintf(stderr, "larch-logdump: %s: not a valid snapshot (error %d)\n", path, rc);
+        if (t)
+            tree_free(t);
+        return 1;
+    }
+    printf("# %s: zxid 0x%" PRIx64 ", %" PRIu64 " nodes, %" PRIu64 " sessions, digest %016" PRIx64 "\n", path,
+           (uint64_t)info.zxid_start, info.node_count, info.session_count, info.digest);
+    print_node(t, "/");
+    tree_session_each(t, print_session, NULL);
+    rcu_barrier();
+    tree_free(t);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        fprintf(argc < 2 ? stderr : stdout,
+                "usage: larch-logdump PATH...\n"
+                "  PATH is a txn log directory (<dataLogDir>/larch: every log.* segment in\n"
+                "  zxid order), one log.<zxid> segment, or a snapshot.<zxid> file.\n"
+                "  Read-only: a torn tail is reported, never truncated.\n");
+        return argc < 2 ? 2 : 0;
+    }
+    rcu_register_thread();
+    int status = 0;
+    for (int i = 1; i < argc; i++) {
+        struct stat st;
+        const char *base = strrchr(argv[i], '/') ? strrchr(argv[i], '/') + 1 : argv[i];
+        if (stat(argv[i], &st) != 0) {
+            fprintf(stderr, "larch-logdump: %s: %s\n", argv[i], strerror(errno));
+            status = 1;
+        } else if (S_ISDIR(st.st_mode)) {
+            status |= dump_dir(argv[i]);
+        } else if (strncmp(base, "snapshot.", 9) == 0) {
+            status |= dump_snapshot(argv[i]);
+        } else if (dump_segment(argv[i]) < 0) {
+            status = 1;
+        }
+    }
+    rcu_unregister_thread();
+    return status;
+}
