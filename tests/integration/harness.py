@@ -268,8 +268,11 @@ class Server:
             f.write("znode.container.checkIntervalMs=500\n")
         argv = [self.binary, "--config", cfg_path, "--port", str(self.port), "--bind", HOST,
                 "--tick-time", str(TICK_TIME_MS), "--4lw", "*",
-                "--super-digest", SUPER_DIGEST, "--ttl", "on",
-                "--data-dir", data_dir]
+                "--super-digest", SUPER_DIGEST, "--ttl", "on"]
+        # Durable by default; LARCHD_IN_MEMORY=1 runs without a data dir (the
+        # only mode where write rounds may run inline on workers).
+        if os.environ.get("LARCHD_IN_MEMORY") != "1":
+            argv += ["--data-dir", data_dir]
         if self.max_client_cnxns is not None:
             argv += ["--max-client-cnxns", str(self.max_client_cnxns)]
         if self.min_session_timeout_ms is not None:
