@@ -8,7 +8,6 @@
  * starts a new segment instead of appending to the old one.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,30 +36,10 @@
 
 /* ---- CRC-32C ------------------------------------------------------------------ */
 
-static uint32_t crc_table[256];
-static pthread_once_t crc_table_once = PTHREAD_ONCE_INIT;
-
-/* Table for the reflected Castagnoli polynomial; built once, then read-only. */
-static void crc_table_build(void)
-{
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = (c & 1u) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-        crc_table[i] = c;
-    }
-}
-
-/* Byte-at-a-time: a few hundred MB/s, far above what one fdatasync per
- * group commit lets through; SSE4.2 crc32 can replace it if profiles say so. */
+/* One CRC-32C for the whole server: snapshots use the same (tree/crc32c.c). */
 uint32_t txnlog_crc32c(uint32_t crc, const void *p, size_t len)
 {
-    (void)pthread_once(&crc_table_once, crc_table_build);
-    const uint8_t *b = p;
-    crc = ~crc;
-    for (size_t i = 0; i < len; i++)
-        crc = crc_table[(crc ^ b[i]) & 0xFFu] ^ (crc >> 8);
-    return ~crc;
+    return tree_crc32c(crc, p, len);
 }
 
 /* ---- big-endian buffer helpers ---------------------------------------------- */

@@ -32,45 +32,6 @@
 #define ACL_OPEN 0  /* acl_count meaning the shared world:anyone ALL list */
 #define ACL_NONE -1 /* acl_count meaning a node without an ACL */
 
-/* ---- CRC-32C (Castagnoli, reflected 0x82F63B78), slicing by 8 -------------------
- * The table lives in the caller's context (8 KiB, ~20 us to build), so there is
- * no global state to initialise across threads. About 1.5 GB/s in software. */
-struct crc32c {
-    uint32_t tab[8][256];
-};
-
-static void crc32c_init(struct crc32c *c)
-{
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t v = i;
-        for (int b = 0; b < 8; b++)
-            v = (v >> 1) ^ (0x82F63B78u & (0u - (v & 1u)));
-        c->tab[0][i] = v;
-    }
-    for (uint32_t i = 0; i < 256; i++) {
-        for (int k = 1; k < 8; k++)
-            c->tab[k][i] = (c->tab[k - 1][i] >> 8) ^ c->tab[0][c->tab[k - 1][i] & 0xFF];
-    }
-}
-
-/* crc is the running value (0 to start); returns the updated CRC. */
-static uint32_t crc32c_update(const struct crc32c *c, uint32_t crc, const uint8_t *p, size_t n)
-{
-    crc = ~crc;
-    while (n >= 8) {
-        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                             (uint32_t)p[3] << 24);
-        crc = c->tab[7][lo & 0xFF] ^ c->tab[6][(lo >> 8) & 0xFF] ^ c->tab[5][(lo >> 16) & 0xFF] ^
-              c->tab[4][lo >> 24] ^ c->tab[3][p[4]] ^ c->tab[2][p[5]] ^ c->tab[1][p[6]] ^
-              c->tab[0][p[7]];
-        p += 8;
-        n -= 8;
-    }
-    while (n-- > 0)
-        crc = (crc >> 8) ^ c->tab[0][(crc ^ *p++) & 0xFF];
-    return ~crc;
-}
-
 /* ---- little-endian fields ------------------------------------------------------- */
 
 static void le64_store(uint8_t *p, uint64_t v)
@@ -112,14 +73,13 @@ struct sink {
     uint32_t crc;
     uint64_t total_bytes;
     int err;
-    struct crc32c crc_tab;
 };
 
 static void sink_flush(struct sink *s)
 {
     if (s->err != 0 || s->len == 0)
         return;
-    s->crc = crc32c_update(&s->crc_tab, s->crc, s->buf, s->len);
+    s->crc = tree_crc32c(s->crc, s->buf, s->len);
     s->total_bytes += s->len;
     s->err = s->out(s->arg, s->buf, s->len);
     s->len = 0;
@@ -449,7 +409,6 @@ int tree_snapshot_write(const struct tree *t, tree_snap_out_fn out, void *arg,
     }
     s->out = out;
     s->arg = arg;
-    crc32c_init(&s->crc_tab);
 
     /* everything applied up to here is in the walk; later txns may be too */
     int64_t zxid_start = tree_last_zxid(t);
@@ -872,12 +831,7 @@ static int load_validate(const uint8_t *b, size_t len)
         return TREE_SNAP_EMAGIC;
     if (le32_load(b + 4) != TREE_SNAP_VERSION)
         return TREE_SNAP_EVERSION;
-    struct crc32c *c = malloc(sizeof *c);
-    if (c == NULL)
-        return -ENOMEM;
-    crc32c_init(c);
-    uint32_t crc = crc32c_update(c, 0, b, len - 4);
-    free(c);
+    uint32_t crc = tree_crc32c(0, b, len - 4);
     return crc == le32_load(b + len - 4) ? 0 : TREE_SNAP_ECRC;
 }
 
