@@ -336,16 +336,6 @@ static void free_set(void *p)
     }
 }
 
-void tree_owned_drop(struct tree *t, int64_t owner)
-{
-    void *set;
-    if (tmap_del(&t->ephemerals, &owner, sizeof owner, &set)) {
-        atomic_fetch_sub_explicit(&t->ephemeral_count, (int64_t)((struct tmap *)set)->count,
-                                  memory_order_relaxed);
-        free_set(set);
-    }
-}
-
 void tree_index_del(struct tree *t, const char *path, size_t len, int64_t owner)
 {
     if (owner == 0)
@@ -361,8 +351,8 @@ void tree_index_del(struct tree *t, const char *path, size_t len, int64_t owner)
     struct tmap *set = tree_owned_paths(t, owner);
     if (set != NULL && tmap_del(set, path, len, NULL)) {
         atomic_fetch_sub_explicit(&t->ephemeral_count, 1, memory_order_relaxed);
-        if (set->count == 0)
-            tree_owned_drop(t, owner);
+        if (set->count == 0 && tmap_del(&t->ephemerals, &owner, sizeof owner, NULL))
+            free_set(set); /* the session's last ephemeral has gone */
     }
 }
 

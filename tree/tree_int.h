@@ -221,8 +221,6 @@ int tree_index_add(struct tree *t, const char *path, size_t len, int64_t owner);
 void tree_index_del(struct tree *t, const char *path, size_t len, int64_t owner);
 /* The set of paths a session owns, or NULL. */
 struct tmap *tree_owned_paths(const struct tree *t, int64_t owner);
-/* Drops the (empty or leftover) path set of owner. */
-void tree_owned_drop(struct tree *t, int64_t owner);
 
 /* ---- sessions (session.c) --------------------------------------------------- */
 struct sess *tree_sess_lookup(const struct tree *t, int64_t id);

@@ -275,7 +275,9 @@ static int apply_setacl(const struct apply_ctx *a, const struct txn_op *op,
 /* ---- sessions --------------------------------------------------------------- */
 
 /* After the txn's own deletes, anything the session still owns goes too
- * (DataTree.killSession's "unexpected extra paths"), then the session. */
+ * (DataTree.killSession's "unexpected extra paths"), then the session.
+ * Nodes created after this txn (czxid above its zxid) are a later
+ * incarnation and stay, with their owner index entries. */
 static int close_session(const struct apply_ctx *a)
 {
     int64_t id = a->x->session_id;
@@ -299,7 +301,11 @@ static int close_session(const struct apply_ctx *a)
         if (oom || copies == NULL)
             rc = ZK_ESYSTEMERROR;
         free(copies);
-        tree_owned_drop(a->t, id);
+        /* No blanket drop of the owner set: in a replay over a fuzzy
+         * snapshot a path may hold a later incarnation the session owns
+         * again (delete_path skips it), and its index entry must stay so a
+         * later close still finds it. Every delete that ran took its own
+         * entry out, and the set went with its last one. */
     }
     tree_sess_remove(a->t, id);
     return rc;

@@ -685,6 +685,50 @@ static void test_close_session_deletes_ephemerals(void **state)
     assert_int_equal(run1(f, sid, &close), ZK_ESESSIONEXPIRED);
 }
 
+/* A log replayed over a fuzzy snapshot can apply a closeSession to a tree
+ * that already holds the session's next incarnation of one of its
+ * ephemerals. The close must leave that node and its owner index entry
+ * alone, or a later close of the session would leave the node behind. */
+static void test_replayed_close_keeps_later_incarnation(void **state)
+{
+    struct fx *f = *state;
+    const int64_t sid = 0x43;
+    struct tree_req cs = req_session(ZK_OP_CREATESESSION);
+    struct tree_req close = req_session(ZK_OP_CLOSESESSION);
+    struct tree_req e = req_create("/e", "x", ZK_EPHEMERAL);
+    struct tree_req reqs[] = { cs, e, close, cs, e };
+    struct txn x[5];
+    for (size_t i = 0; i < 5; i++) {
+        assert_int_equal(prep(f, sid, &reqs[i], &x[i]), ZK_OK);
+        apply(f, &x[i], NULL);
+        tree_prep_reset(f->t);
+    }
+    int64_t czxid = stat_of(f, "/e").czxid;
+    assert_int_equal(czxid, x[4].zxid);
+
+    for (size_t i = 2; i < 5; i++) /* replay from the first close */
+        assert_int_equal(tree_apply(f->t, &x[i], NULL, NULL, NULL), ZK_OK);
+    assert_true(exists(f, "/e"));
+    assert_int_equal(stat_of(f, "/e").czxid, czxid);
+    struct paths ps = { .n = 0 };
+    tree_session_ephemerals(f->t, sid, NULL, collect_path, &ps);
+    assert_int_equal(ps.n, 1);
+    assert_string_equal(ps.p[0], "/e");
+    paths_free(&ps);
+    struct tree_stats st;
+    tree_stats(f->t, &st);
+    assert_int_equal(st.ephemeral_count, 1);
+
+    struct tree_op_result res[2] = { { 0 } };
+    assert_int_equal(run(f, sid, &close, res, 2), ZK_OK);
+    tree_results_free(res, 2);
+    assert_false(exists(f, "/e"));
+    tree_stats(f->t, &st);
+    assert_int_equal(st.ephemeral_count, 0);
+    for (size_t i = 0; i < 5; i++)
+        txn_free(&x[i]);
+}
+
 static void test_close_session_sees_pending_changes(void **state)
 {
     struct fx *f = *state;
@@ -1207,6 +1251,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_check, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sequential_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_session_deletes_ephemerals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replayed_close_keeps_later_incarnation, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_close_session_sees_pending_changes, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_dropped_close_reopens_session, setup, teardown),
