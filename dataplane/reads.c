@@ -230,7 +230,7 @@ static int read_add_watch(struct rd *r, struct zk_rbuf *in)
     struct zk_path_mode_req q;
     if (!zk_get_path_mode_req(in, &q))
         return ZK_EMARSHALLINGERROR;
-    if (q.path.len <= 0 || tree_path_validate(q.path.ptr, (size_t)q.path.len) != ZK_OK)
+    if (q.path.len <= 0 || zk_path_validate(q.path.ptr, (size_t)q.path.len) != ZK_OK)
         return ZK_EBADARGUMENTS;
     if (q.mode != ZK_ADD_WATCH_PERSISTENT && q.mode != ZK_ADD_WATCH_PERSISTENT_RECURSIVE)
         return ZK_EBADARGUMENTS;

@@ -448,7 +448,7 @@ static bool add_digest_identity(struct conn *c, const char *user_pw, size_t len)
 {
     const char *colon = memchr(user_pw, ':', len);
     char hash[29];
-    tree_digest_of(user_pw, len, hash);
+    zk_digest_of(user_pw, len, hash);
     char *id = NULL;
     if (asprintf(&id, "%.*s:%s", (int)(colon - user_pw), user_pw, hash) < 0)
         return false;

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 /* ---- limits ----------------------------------------------------------- */
+#define ZK_PATH_MAX 4096 /* longest path either side accepts, in bytes */
 #define ZK_MAX_BUFFER_DEFAULT (1024 * 1024 - 1) /* jute.maxbuffer: 0xfffff */
 #define ZK_VECTOR_MAX 1000000                  /* sanity bound on vector counts */
 
@@ -380,5 +381,13 @@ const char *zk_op_name(int32_t op);
 const char *zk_err_name(int32_t err);
 /* True for ops that change the tree or session state (go to the sequencer). */
 bool zk_op_is_write(int32_t op);
+
+/* ---- paths and digests (path.c, digest.c) ----------------------------- */
+/* ZooKeeper's PathUtils.validatePath: absolute, no empty, "." or ".." segment,
+ * no trailing slash (except "/"), no NUL or the banned control/unicode ranges.
+ * Returns ZK_OK or ZK_EBADARGUMENTS. */
+int zk_path_validate(const char *path, size_t len);
+/* ZooKeeper's digest: base64(sha1("user:password")); out gets 28 chars + NUL. */
+void zk_digest_of(const char *user_colon_password, size_t len, char out[29]);
 
 #endif /* LARCH_PROTO_H */

@@ -154,7 +154,7 @@ static int validate_path(struct zk_str p)
 {
     if (p.ptr == NULL || p.len <= 0)
         return ZK_EBADARGUMENTS;
-    return tree_path_validate(p.ptr, (size_t)p.len);
+    return zk_path_validate(p.ptr, (size_t)p.len);
 }
 
 /* The only path checks ZooKeeper makes before it looks up the parent
@@ -314,7 +314,7 @@ static int create_under_parent(struct prep_ctx *c, const struct tree_req *r, str
     char *path = final_path(p, mode_is_sequential(mode), parent.st.cversion);
     if (path == NULL)
         return ZK_ESYSTEMERROR;
-    int err = tree_path_validate(path, strlen(path));
+    int err = zk_path_validate(path, strlen(path));
     if (err == ZK_OK && rec_get(c->t, path, strlen(path), &existing))
         err = ZK_ENODEEXISTS;
     if (err == ZK_OK && tree_owner_is_session(parent.st.ephemeral_owner))

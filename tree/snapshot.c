@@ -685,7 +685,7 @@ static int load_node(struct loader *l)
         return TREE_SNAP_EFORMAT; /* more nodes than the trailer says */
     uint32_t len = rd_u32(&l->r);
     const char *path = len <= TREE_PATH_MAX ? (const char *)rd_take(&l->r, len) : NULL;
-    if (path == NULL || tree_path_validate(path, len) != ZK_OK)
+    if (path == NULL || zk_path_validate(path, len) != ZK_OK)
         return TREE_SNAP_EFORMAT;
     struct zver *v = calloc(1, sizeof *v);
     if (v == NULL)

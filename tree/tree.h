@@ -33,7 +33,7 @@
 #include "proto/proto.h"
 
 /* ---- limits ----------------------------------------------------------- */
-#define TREE_PATH_MAX 4096          /* bytes, longer paths get ZK_EBADARGUMENTS */
+#define TREE_PATH_MAX ZK_PATH_MAX /* bytes, longer paths get ZK_EBADARGUMENTS */
 #define TREE_ACL_MAX 1024           /* entries in one ACL list */
 #define TREE_MULTI_OPS_MAX 10000    /* ops in one multi */
 #define TREE_TTL_MAX 0xFFFFFFFFFFLL /* ZooKeeper's EphemeralType.MAX_TTL */
@@ -85,14 +85,8 @@ struct tree_acl *tree_acl_ref(struct tree_acl *acl);
 void tree_acl_unref(struct tree_acl *acl); /* frees at zero (call only after a grace period if readers may hold it) */
 /* The open ACL (world:anyone, ALL). A shared static list: ref/unref are no-ops on it. */
 struct tree_acl *tree_acl_open(void);
-/* ZooKeeper's digest: base64(sha1("user:password")); out must hold 29 bytes. */
-void tree_digest_of(const char *user_colon_password, size_t len, char out[29]);
 
 /* ---- paths -------------------------------------------------------------- */
-/* ZooKeeper's PathUtils.validatePath: absolute, no empty, "." or ".." segment,
- * no trailing slash (except "/"), no NUL or the banned control/unicode ranges.
- * Returns ZK_OK or ZK_EBADARGUMENTS. */
-int tree_path_validate(const char *path, size_t len);
 
 /* ---- lifecycle ------------------------------------------------------------- */
 /* A new tree holding "/" and "/zookeeper" (and "/zookeeper/quota", "/zookeeper/config")

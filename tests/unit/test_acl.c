@@ -84,7 +84,7 @@ static void test_digest_vectors(void **state)
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         char out[29];
         memset(out, 'X', sizeof out);
-        tree_digest_of(v[i].in, v[i].len, out);
+        zk_digest_of(v[i].in, v[i].len, out);
         assert_string_equal(out, v[i].out);
     }
 }
@@ -105,7 +105,7 @@ static void test_digest_block_boundaries(void **state)
     memset(buf, 'x', sizeof buf);
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         char out[29];
-        tree_digest_of(buf, v[i].len, out);
+        zk_digest_of(buf, v[i].len, out);
         assert_string_equal(out, v[i].out);
     }
 }
@@ -611,7 +611,7 @@ static void test_path_table(void **state)
     };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         size_t len = v[i].len ? v[i].len : strlen(v[i].path);
-        int rc = tree_path_validate(v[i].path, len);
+        int rc = zk_path_validate(v[i].path, len);
         if (rc != v[i].rc)
             fail_msg("path row %zu '%s': got %d want %d", i, v[i].path, rc, v[i].rc);
     }
@@ -636,7 +636,7 @@ static void test_path_unicode_ranges(void **state)
         { "/\xe4\xb8\xad/\xe6\x96\x87", 0, ZK_OK },   /* CJK segments */
     };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-        int rc = tree_path_validate(v[i].path, strlen(v[i].path));
+        int rc = zk_path_validate(v[i].path, strlen(v[i].path));
         if (rc != v[i].rc)
             fail_msg("unicode row %zu: got %d want %d", i, rc, v[i].rc);
     }
@@ -660,7 +660,7 @@ static void test_path_malformed_utf8(void **state)
         "/\xfe",
     };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-        int rc = tree_path_validate(v[i], strlen(v[i]));
+        int rc = zk_path_validate(v[i], strlen(v[i]));
         if (rc != ZK_EBADARGUMENTS)
             fail_msg("malformed row %zu accepted", i);
     }
@@ -672,13 +672,13 @@ static void test_path_length_limits(void **state)
     assert_non_null(p);
     memset(p, 'a', TREE_PATH_MAX + 1);
     p[0] = '/';
-    assert_int_equal(tree_path_validate(p, TREE_PATH_MAX), ZK_OK);
-    assert_int_equal(tree_path_validate(p, TREE_PATH_MAX + 1), ZK_EBADARGUMENTS);
+    assert_int_equal(zk_path_validate(p, TREE_PATH_MAX), ZK_OK);
+    assert_int_equal(zk_path_validate(p, TREE_PATH_MAX + 1), ZK_EBADARGUMENTS);
     free(p);
-    assert_int_equal(tree_path_validate("", 0), ZK_EBADARGUMENTS);
-    assert_int_equal(tree_path_validate(NULL, 0), ZK_EBADARGUMENTS);
+    assert_int_equal(zk_path_validate("", 0), ZK_EBADARGUMENTS);
+    assert_int_equal(zk_path_validate(NULL, 0), ZK_EBADARGUMENTS);
     /* Only len bytes count: "/a/" cut at 2 is "/a". */
-    assert_int_equal(tree_path_validate("/a/", 2), ZK_OK);
+    assert_int_equal(zk_path_validate("/a/", 2), ZK_OK);
 }
 
 int main(void)

@@ -187,7 +187,7 @@ static void build_rich_tree(struct fx *f)
     assert_int_equal(run1(f, 0, &r), ZK_OK);
 
     char digest_id[64] = "bob:";
-    tree_digest_of("bob:secret", 10, digest_id + 4);
+    zk_digest_of("bob:secret", 10, digest_id + 4);
     struct zk_acl custom[] = {
         { ZK_PERM_READ | ZK_PERM_WRITE, { S("digest"), S(digest_id) } },
         { ZK_PERM_READ, { S("ip"), S("10.1.0.0/16") } },

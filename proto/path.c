@@ -9,11 +9,12 @@
  *  - Code points above U+FFFF become surrogate pairs (U+D800..U+DFFF), which
  *    lie in the banned U+D800..U+F8FF range, so every 4-byte sequence is
  *    rejected too.
- * Pure function, any thread.
+ * Pure function, any thread; larchd checks client paths with it and
+ * liblarch checks them before they leave the client.
  */
 #include <string.h>
 
-#include "tree/tree.h"
+#include "proto/proto.h"
 
 /* The characters validatePath refuses: NUL and C0 controls, DEL and the C1
  * controls, surrogates and the private use area, and U+FFF0..U+FFFF. */
@@ -92,9 +93,9 @@ static bool characters_valid(const char *path, size_t len)
     return true;
 }
 
-int tree_path_validate(const char *path, size_t len)
+int zk_path_validate(const char *path, size_t len)
 {
-    if (path == NULL || len == 0 || len > TREE_PATH_MAX || path[0] != '/')
+    if (path == NULL || len == 0 || len > ZK_PATH_MAX || path[0] != '/')
         return ZK_EBADARGUMENTS;
     if (len == 1)
         return ZK_OK;

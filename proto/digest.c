@@ -1,0 +1,144 @@
+/*
+ * digest.c — the hash of ZooKeeper's digest auth scheme, base64(sha1(
+ * "user:password")), written from FIPS 180-4 and RFC 4648 so neither larchd
+ * nor liblarch needs a crypto library. Pure, any thread.
+ */
+#include <string.h>
+
+#include "proto/proto.h"
+
+/* ---- SHA-1 (FIPS 180-4, section 6.1) ---------------------------------- */
+
+struct sha1 {
+    uint32_t h[5];
+    uint64_t total_bytes;
+    uint8_t block[64];
+    size_t block_len;
+};
+
+static uint32_t rotl32(uint32_t x, unsigned n)
+{
+    return (x << n) | (x >> (32 - n));
+}
+
+static void sha1_init(struct sha1 *s)
+{
+    s->h[0] = 0x67452301u;
+    s->h[1] = 0xEFCDAB89u;
+    s->h[2] = 0x98BADCFEu;
+    s->h[3] = 0x10325476u;
+    s->h[4] = 0xC3D2E1F0u;
+    s->total_bytes = 0;
+    s->block_len = 0;
+}
+
+/* One 512-bit block: message schedule of 80 words, then 80 rounds whose
+ * function and constant change every 20 rounds (Ch, Parity, Maj, Parity). */
+static void sha1_compress(uint32_t h[5], const uint8_t block[64])
+{
+    uint32_t w[80];
+    for (int t = 0; t < 16; t++)
+        w[t] = (uint32_t)block[4 * t] << 24 | (uint32_t)block[4 * t + 1] << 16 |
+               (uint32_t)block[4 * t + 2] << 8 | (uint32_t)block[4 * t + 3];
+    for (int t = 16; t < 80; t++)
+        w[t] = rotl32(w[t - 3] ^ w[t - 8] ^ w[t - 14] ^ w[t - 16], 1);
+
+    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
+    for (int t = 0; t < 80; t++) {
+        uint32_t f, k;
+        if (t < 20) {
+            f = (b & c) | (~b & d);
+            k = 0x5A827999u;
+        } else if (t < 40) {
+            f = b ^ c ^ d;
+            k = 0x6ED9EBA1u;
+        } else if (t < 60) {
+            f = (b & c) | (b & d) | (c & d);
+            k = 0x8F1BBCDCu;
+        } else {
+            f = b ^ c ^ d;
+            k = 0xCA62C1D6u;
+        }
+        uint32_t tmp = rotl32(a, 5) + f + e + k + w[t];
+        e = d;
+        d = c;
+        c = rotl32(b, 30);
+        b = a;
+        a = tmp;
+    }
+    h[0] += a;
+    h[1] += b;
+    h[2] += c;
+    h[3] += d;
+    h[4] += e;
+}
+
+static void sha1_update(struct sha1 *s, const uint8_t *p, size_t len)
+{
+    s->total_bytes += len;
+    while (len > 0) {
+        size_t take = 64 - s->block_len;
+        if (take > len)
+            take = len;
+        memcpy(s->block + s->block_len, p, take);
+        s->block_len += take;
+        p += take;
+        len -= take;
+        if (s->block_len == 64) {
+            sha1_compress(s->h, s->block);
+            s->block_len = 0;
+        }
+    }
+}
+
+/* Padding (5.1.1): a 1 bit, zeros up to 56 mod 64 bytes, then the message
+ * length in bits as a big-endian 64-bit integer. */
+static void sha1_final(struct sha1 *s, uint8_t out[20])
+{
+    uint64_t bits = s->total_bytes * 8;
+    uint8_t pad[72] = { 0x80 };
+    size_t pad_len = (s->block_len < 56) ? 56 - s->block_len : 120 - s->block_len;
+    for (int i = 0; i < 8; i++)
+        pad[pad_len + (size_t)i] = (uint8_t)(bits >> (56 - 8 * i));
+    sha1_update(s, pad, pad_len + 8);
+    for (int i = 0; i < 5; i++) {
+        out[4 * i] = (uint8_t)(s->h[i] >> 24);
+        out[4 * i + 1] = (uint8_t)(s->h[i] >> 16);
+        out[4 * i + 2] = (uint8_t)(s->h[i] >> 8);
+        out[4 * i + 3] = (uint8_t)s->h[i];
+    }
+}
+
+/* ---- base64 (RFC 4648 section 4, with '=' padding) --------------------- */
+
+/* Encodes n bytes into out, which must hold 4 * ceil(n / 3) + 1 bytes. */
+static void base64_encode(const uint8_t *in, size_t n, char *out)
+{
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16;
+        if (i + 1 < n)
+            v |= (uint32_t)in[i + 1] << 8;
+        if (i + 2 < n)
+            v |= in[i + 2];
+        out[o++] = alphabet[(v >> 18) & 63];
+        out[o++] = alphabet[(v >> 12) & 63];
+        out[o++] = (i + 1 < n) ? alphabet[(v >> 6) & 63] : '=';
+        out[o++] = (i + 2 < n) ? alphabet[v & 63] : '=';
+    }
+    out[o] = '\0';
+}
+
+/* DigestAuthenticationProvider.generateDigest hashes the whole "user:password"
+ * string and keeps the user part in clear; callers build "user:" + out. */
+void zk_digest_of(const char *user_colon_password, size_t len, char out[29])
+{
+    struct sha1 s;
+    uint8_t md[20];
+    sha1_init(&s);
+    sha1_update(&s, (const uint8_t *)user_colon_password, len);
+    sha1_final(&s, md);
+    base64_encode(md, sizeof md, out);
+}
