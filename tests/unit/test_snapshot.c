@@ -654,7 +654,11 @@ static void test_fuzzy_snapshot_replays_to_live_digest(void **state)
     for (size_t i = 0; i < nlog; i++) {
         if (log[i].zxid <= z.info.zxid_start)
             continue;
-        assert_int_equal(tree_apply(t2, &log[i], NULL, NULL, NULL), ZK_OK);
+        /* As recovery replays (durability.c, ZooKeeper's processTxn): a txn
+         * may meet a node the walk saw already deleted by a later txn
+         * (setData on it, a create under it) and fail; only the end state
+         * counts, and it is compared below. */
+        (void)tree_apply(t2, &log[i], NULL, NULL, NULL);
         replayed++;
     }
     assert_true(replayed >= (size_t)FUZZY_TXNS_PER_FLUSH * 2);
