@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -387,10 +388,8 @@ int larch_server(struct larch *lh, char *out, size_t cap)
 {
     pthread_mutex_lock(&lh->mu);
     int rc = connected(lh->state) && lh->server[0] != '\0' ? ZK_OK : ZK_ECONNECTIONLOSS;
-    if (rc == ZK_OK && strlen(lh->server) >= cap)
+    if (rc == ZK_OK && (size_t)snprintf(out, cap, "%s", lh->server) >= cap)
         rc = ZK_EBADARGUMENTS;
-    if (rc == ZK_OK)
-        memcpy(out, lh->server, strlen(lh->server) + 1);
     pthread_mutex_unlock(&lh->mu);
     return rc;
 }
