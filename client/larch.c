@@ -667,6 +667,20 @@ static struct lc_req *build_multi(struct larch *lh, const struct larch_op *ops, 
     return r;
 }
 
+/* Runs a built request (or returns err when building it failed) and copies
+ * the reply's Stat, for the calls that return nothing else. */
+static int call_stat(struct larch *lh, struct lc_req *r, int err, struct zk_stat *stat)
+{
+    if (r == NULL)
+        return err;
+    struct lc_reply rep;
+    int rc = call(lh, r, &rep);
+    if (rc == ZK_OK && stat != NULL && rep.has_stat)
+        *stat = rep.stat;
+    lc_reply_free(&rep);
+    return rc;
+}
+
 /* ---- synchronous API ------------------------------------------------------------------ */
 
 int larch_create(struct larch *lh, const char *path, const void *data, int32_t len,
@@ -695,12 +709,7 @@ int larch_delete(struct larch *lh, const char *path, int32_t version)
 {
     int err;
     struct lc_req *r = build_path(lh, LC_DELETE, ZK_OP_DELETE, path, true, version, &err);
-    if (r == NULL)
-        return err;
-    struct lc_reply rep;
-    int rc = call(lh, r, &rep);
-    lc_reply_free(&rep);
-    return rc;
+    return call_stat(lh, r, err, NULL);
 }
 
 int larch_exists(struct larch *lh, const char *path, larch_watch_fn w, void *wctx,
@@ -709,14 +718,7 @@ int larch_exists(struct larch *lh, const char *path, larch_watch_fn w, void *wct
     int err;
     struct lc_req *r =
         build_path_watch(lh, LC_EXISTS, ZK_OP_EXISTS, LC_W_DATA, path, w, wctx, &err);
-    if (r == NULL)
-        return err;
-    struct lc_reply rep;
-    int rc = call(lh, r, &rep);
-    if (rc == ZK_OK && stat != NULL)
-        *stat = rep.stat;
-    lc_reply_free(&rep);
-    return rc;
+    return call_stat(lh, r, err, stat);
 }
 
 int larch_get(struct larch *lh, const char *path, larch_watch_fn w, void *wctx, char **data,
@@ -752,14 +754,7 @@ int larch_set(struct larch *lh, const char *path, const void *data, int32_t len,
 {
     int err;
     struct lc_req *r = build_set(lh, path, data, len, version, &err);
-    if (r == NULL)
-        return err;
-    struct lc_reply rep;
-    int rc = call(lh, r, &rep);
-    if (rc == ZK_OK && stat != NULL)
-        *stat = rep.stat;
-    lc_reply_free(&rep);
-    return rc;
+    return call_stat(lh, r, err, stat);
 }
 
 int larch_get_children(struct larch *lh, const char *path, larch_watch_fn w, void *wctx,
@@ -810,24 +805,14 @@ int larch_set_acl(struct larch *lh, const char *path, int32_t version,
 {
     int err;
     struct lc_req *r = build_setacl(lh, path, version, acl, &err);
-    if (r == NULL)
-        return err;
-    struct lc_reply rep;
-    int rc = call(lh, r, &rep);
-    lc_reply_free(&rep);
-    return rc;
+    return call_stat(lh, r, err, NULL);
 }
 
 int larch_sync(struct larch *lh, const char *path)
 {
     int err;
     struct lc_req *r = build_path(lh, LC_SYNC, ZK_OP_SYNC, path, false, 0, &err);
-    if (r == NULL)
-        return err;
-    struct lc_reply rep;
-    int rc = call(lh, r, &rep);
-    lc_reply_free(&rep);
-    return rc;
+    return call_stat(lh, r, err, NULL);
 }
 
 /* Remembers credentials for every later reconnect. mu held. */
@@ -871,10 +856,7 @@ int larch_add_auth(struct larch *lh, const char *scheme, const void *cred, int32
         lc_req_free(r);
         return ZK_ESYSTEMERROR;
     }
-    struct lc_reply rep;
-    rc = call(lh, r, &rep);
-    lc_reply_free(&rep);
-    return rc;
+    return call_stat(lh, r, ZK_OK, NULL);
 }
 
 int larch_add_watch(struct larch *lh, const char *path, int32_t mode, larch_watch_fn w,
@@ -892,10 +874,7 @@ int larch_add_watch(struct larch *lh, const char *path, int32_t mode, larch_watc
         lc_req_free(r);
         return ZK_ESYSTEMERROR;
     }
-    struct lc_reply rep;
-    int rc = call(lh, r, &rep);
-    lc_reply_free(&rep);
-    return rc;
+    return call_stat(lh, r, ZK_OK, NULL);
 }
 
 /* The registry kinds a removeWatches type covers (WatcherType). */
@@ -988,11 +967,7 @@ int larch_remove_watches(struct larch *lh, const char *path, int32_t type, larch
         int err;
         struct lc_req *r =
             build_path(lh, LC_REMOVEWATCHES, ZK_OP_REMOVEWATCHES, path, true, type, &err);
-        if (r == NULL)
-            return err;
-        struct lc_reply rep;
-        int rc = call(lh, r, &rep);
-        lc_reply_free(&rep);
+        int rc = call_stat(lh, r, err, NULL);
         /* NOWATCHER: the server's watch already fired; ours is stale */
         if (rc != ZK_OK && rc != ZK_ENOWATCHER)
             return rc;
