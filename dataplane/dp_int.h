@@ -54,6 +54,12 @@ struct conn {
     size_t in_len, in_cap;
     struct zk_wbuf out;
     size_t out_off;
+    /* While a read reply that set a watch waits for events (worker_wait_events),
+     * notifications of txns newer than fence_zxid (what the read saw) go to
+     * deferred and follow the reply: the client must hold the watch before
+     * its notification arrives. INT64_MAX when no reply is fenced. */
+    int64_t fence_zxid;
+    struct zk_wbuf deferred;
 
     int64_t session_id;
     int32_t timeout_ms;
@@ -96,6 +102,7 @@ struct worker {
     _Atomic size_t nwatches; /* mirror of watch_count for the lock-free fast path */
 
     int64_t events_through; /* events of every txn <= this were delivered */
+    int64_t firing_zxid;    /* the txn whose events watch_fire is delivering */
     int64_t now_ms;         /* monotonic clock, read once per loop pass ... */
     int64_t now_us;         /* ... (arrival and latency stamps: stats are in ms) */
     struct zk_wbuf scratch; /* a read reply is built here before it is queued */
@@ -142,6 +149,8 @@ void conn_note_latency(struct conn *c, int64_t arrived_us);
 void conn_send_event(struct conn *c, int32_t type, const char *path);
 void reply_header_only(struct conn *c, int32_t xid, int32_t err);
 void worker_fire(void *arg, uint64_t conn, int32_t type, const char *path);
+/* Ends c's reply fence: notifications deferred behind the reply follow it. */
+void conn_fence_release(struct conn *c);
 struct conn *worker_conn(struct worker *w, uint64_t token);
 
 /* reads.c: serve one request of an active connection from the tree.

@@ -23,6 +23,7 @@ struct rd {
     struct zk_wbuf *out;
     const struct tree *t;
     int64_t before_zxid; /* tree_last_zxid before the lookup */
+    int64_t fence_zxid;  /* the oldest view a watch set here was registered with */
 };
 
 /* Paths arrive as jute strings; the tree wants (ptr, len). A NUL inside a
@@ -41,6 +42,8 @@ static void add_watch(struct rd *r, struct zk_str path, enum watch_kind kind, in
     (void)watch_add(w->wt, path.ptr, (size_t)path.len, kind, r->c->token, seen);
     atomic_store_explicit(&w->nwatches, watch_count(w->wt), memory_order_relaxed);
     pthread_mutex_unlock(&w->watch_lock);
+    if (seen < r->fence_zxid)
+        r->fence_zxid = seen;
 }
 
 /* ---- single reads: each writes its response body, returns the error code ---- */
@@ -413,7 +416,7 @@ bool dp_serve_read(struct conn *c, int32_t xid, int32_t op, const uint8_t *body,
     size_t body_at = out->len;
     struct zk_rbuf in;
     zk_rbuf_init(&in, body, len);
-    struct rd r = { .c = c, .out = out, .t = w->dp->tree };
+    struct rd r = { .c = c, .out = out, .t = w->dp->tree, .fence_zxid = INT64_MAX };
 
     rcu_read_lock();
     r.before_zxid = tree_last_zxid(r.t);
@@ -435,11 +438,17 @@ bool dp_serve_read(struct conn *c, int32_t xid, int32_t op, const uint8_t *body,
         conn_frame_added(c);
     } else {
         /* Events the lookup may have observed go out first. The applying
-         * zxid is read after the lookup (seq_cst), so it bounds what it saw. */
-        if (had_watches)
+         * zxid is read after the lookup (seq_cst), so it bounds what it saw.
+         * Events newer than a watch this read set wait behind the reply:
+         * the client registers the watch when the reply arrives, and a
+         * notification before it would be dropped (and the watch spent). */
+        if (had_watches) {
+            c->fence_zxid = r.fence_zxid;
             worker_wait_events(w, seq_applying_zxid(w->dp->seq));
+        }
         conn_queue_reply(c, out);
         zk_wbuf_reset(out);
+        conn_fence_release(c);
     }
     atomic_store_explicit(&c->last_zxid, zxid, memory_order_relaxed);
     if (op != ZK_OP_PING)

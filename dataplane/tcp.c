@@ -209,6 +209,8 @@ static void accept_one(struct worker *w, int fd, const struct sockaddr_storage *
     c->w = w;
     c->state = CONN_NEW;
     zk_wbuf_init(&c->out);
+    zk_wbuf_init(&c->deferred);
+    c->fence_zxid = INT64_MAX;
     snprintf(c->peer_ip, sizeof(c->peer_ip), "%s", ip);
     snprintf(c->peer, sizeof(c->peer), "%s:%d", ip, port);
     conn_stats_init(c);
@@ -276,6 +278,7 @@ static void conn_destroy(struct conn *c)
         free((char *)c->auth[i].id);
     }
     zk_wbuf_free(&c->out);
+    zk_wbuf_free(&c->deferred);
     free(c->in);
     free(c);
 }
@@ -326,16 +329,21 @@ void conn_queue_reply(struct conn *c, const struct zk_wbuf *frame)
 }
 
 /* A watch notification: xid -1, zxid -1, then WatcherEvent(type, SyncConnected, path). */
-void conn_send_event(struct conn *c, int32_t type, const char *path)
+static void put_event(struct zk_wbuf *w, int32_t type, const char *path)
 {
-    struct zk_wbuf *w = &c->w->aux;
-    size_t keep = w->len;
     size_t mark = zk_frame_begin(w);
     struct zk_reply_header h = { .xid = ZK_XID_NOTIFICATION, .zxid = -1, .err = ZK_OK };
     zk_put_reply_header(w, &h);
     struct zk_watcher_event ev = { .type = type, .state = ZK_STATE_SYNC_CONNECTED, .path = zk_str_c(path) };
     zk_put_watcher_event(w, &ev);
     zk_frame_end(w, mark);
+}
+
+void conn_send_event(struct conn *c, int32_t type, const char *path)
+{
+    struct zk_wbuf *w = &c->w->aux;
+    size_t keep = w->len;
+    put_event(w, type, path);
     if (!w->err)
         out_append(c, w->p + keep, w->len - keep);
     w->len = keep;
@@ -345,8 +353,25 @@ void worker_fire(void *arg, uint64_t token, int32_t type, const char *path)
 {
     struct worker *w = arg;
     struct conn *c = worker_conn(w, token);
-    if (c && !c->closing)
+    if (c == NULL || c->closing)
+        return;
+    if (w->firing_zxid > c->fence_zxid)
+        put_event(&c->deferred, type, path); /* after the fenced reply */
+    else
         conn_send_event(c, type, path);
+}
+
+void conn_fence_release(struct conn *c)
+{
+    c->fence_zxid = INT64_MAX;
+    if (c->deferred.len == 0)
+        return;
+    if (c->deferred.err)
+        conn_close(c, true); /* a notification was lost to OOM: the client must resync */
+    else
+        out_append(c, c->deferred.p, c->deferred.len);
+    zk_wbuf_reset(&c->deferred);
+    c->deferred.err = false;
 }
 
 static void flush_conn(struct conn *c)
@@ -773,6 +798,7 @@ static void deliver_events(struct worker *w, const struct seq_events *ev)
         pthread_mutex_lock(&w->watch_lock);
         for (uint32_t i = 0; i < ev->count; i++) {
             struct tree_event te = { .type = ev->items[i].type, .path = ev->items[i].path, .zxid = ev->items[i].zxid };
+            w->firing_zxid = te.zxid;
             watch_fire(w->wt, &te, worker_fire, w);
         }
         atomic_store_explicit(&w->nwatches, watch_count(w->wt), memory_order_relaxed);

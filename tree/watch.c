@@ -42,8 +42,9 @@ struct watch_node {
     struct watch_conn *conn;
     struct watch_node *path_prev, *path_next;
     struct watch_node *conn_prev, *conn_next;
-    int64_t seen_zxid[WATCH_PERSISTENT_RECURSIVE + 1]; /* indexed by kind */
-    unsigned kinds;                                    /* BIT(kind) set */
+    int64_t seen_zxid[WATCH_PERSISTENT_RECURSIVE + 1];  /* indexed by kind */
+    int64_t rearm_zxid[WATCH_PERSISTENT_RECURSIVE + 1]; /* latest registration's view */
+    unsigned kinds;                                     /* BIT(kind) set */
 };
 
 struct watch_path {
@@ -386,17 +387,22 @@ void watch_table_free(struct watch_table *wt)
 /* Sets kind on node n. A second registration of the same kind keeps the
  * older seen_zxid: the client's first read promised a notification for any
  * change after what it saw then, and an extra notification is harmless
- * while a missed one is not (DESIGN.md invariant 3). */
+ * while a missed one is not (DESIGN.md invariant 3). It also remembers the
+ * newest view (rearm_zxid): an event that the newer read already saw fires
+ * the older promise but must leave the newer one armed. */
 static void node_set_kind(struct watch_table *wt, struct watch_node *n, enum watch_kind kind,
                           int64_t seen_zxid)
 {
     if (n->kinds & BIT(kind)) {
         if (seen_zxid < n->seen_zxid[kind])
             n->seen_zxid[kind] = seen_zxid;
+        if (seen_zxid > n->rearm_zxid[kind])
+            n->rearm_zxid[kind] = seen_zxid;
         return;
     }
     n->kinds |= BIT(kind);
     n->seen_zxid[kind] = seen_zxid;
+    n->rearm_zxid[kind] = seen_zxid;
     wt->watch_count++;
     if (kind == WATCH_PERSISTENT_RECURSIVE) {
         n->path->recursive++;
@@ -489,6 +495,23 @@ static void fire_ancestor(const struct fire_ctx *c, struct watch_path *wp)
             notify_once(c, n->conn);
 }
 
+/* The one-shot kinds among fired that the event used up. A kind whose
+ * latest registration already saw the event stays armed from that view:
+ * two reads set one merged watch, and the event fires only the older. */
+static unsigned spent_kinds(struct watch_node *n, unsigned fired, int64_t zxid)
+{
+    unsigned spent = 0;
+    for (int k = WATCH_DATA; k <= WATCH_CHILD; k++) {
+        if (!(fired & BIT(k)))
+            continue;
+        if (zxid <= n->rearm_zxid[k])
+            n->seen_zxid[k] = n->rearm_zxid[k];
+        else
+            spent |= BIT(k);
+    }
+    return spent;
+}
+
 /* Watches on the event's own path: notify, then drop the one-shot kinds that
  * fired (and the node, path and connection records that become empty). */
 static void fire_exact(const struct fire_ctx *c, struct watch_path *wp, unsigned want)
@@ -500,7 +523,7 @@ static void fire_exact(const struct fire_ctx *c, struct watch_path *wp, unsigned
         if (due == 0)
             continue;
         notify_once(c, n->conn);
-        if (node_drop_kinds(c->wt, n, due & KINDS_ONE_SHOT)) {
+        if (node_drop_kinds(c->wt, n, spent_kinds(n, due & KINDS_ONE_SHOT, c->ev->zxid))) {
             struct watch_conn *wc = n->conn;
             node_unlink_free(n);
             conn_release_if_empty(c->wt, wc);

@@ -106,6 +106,7 @@ class OneShotWatchTest(ServerTestCase, unittest.TestCase):
 
 class WatchOrderTest(ServerTestCase, unittest.TestCase):
     ROUNDS = 30
+    FENCE_SECONDS = 4.0
 
     def test_notification_before_reply_showing_new_data(self):
         a, b = self.raw(), self.raw()
@@ -146,6 +147,59 @@ class WatchOrderTest(ServerTestCase, unittest.TestCase):
                             "round %d: a read showed v%d before its notification" % (i, version))
             self.assertEqual(kinds(a.events), [(EVENT_DATA_CHANGED, p)])
             self.assertEqual(b.wait_reply(wxid).err, OK)
+
+    def test_no_notification_before_the_reply_that_set_its_watch(self):
+        # Several sessions re-arm a data watch on a node another session
+        # rewrites back to back. A client registers a watch when the reply
+        # arrives, so a notification sent ahead of that reply is dropped by
+        # the client and the watch is lost. (larchd once sent the event of
+        # a txn newer than the read ahead of the reply while the worker
+        # waited for older events; 30-50 per reader in 30k rounds.)
+        p = unique_path("fence")
+        w = self.raw()
+        self.assertEqual(w.create(p, b"0").err, OK)
+        stop = threading.Event()
+        errors = []
+
+        def writer():
+            while not stop.is_set():
+                w.set_data(p, b"x")
+
+        def reader(r, counts):
+            deadline = time.monotonic() + self.FENCE_SECONDS
+            while time.monotonic() < deadline:
+                before = len(r.events)
+                self.assertEqual(r.get_data(p, watch=True).err, OK)
+                if len(r.events) > before:
+                    counts["early"] += 1
+                    del r.events[before:]
+                    continue
+                if r.wait_event(5.0, pred=lambda e: e.path == p) is None:
+                    counts["lost"] += 1
+                counts["rounds"] += 1
+
+        readers = [self.raw() for _ in range(3)]
+        counts = [dict(early=0, lost=0, rounds=0) for _ in readers]
+
+        def guarded(r, c):
+            try:
+                reader(r, c)
+            except Exception as e:  # surfaced below, in the test thread
+                errors.append(e)
+
+        wt = threading.Thread(target=writer)
+        wt.start()
+        ts = [threading.Thread(target=guarded, args=(r, c)) for r, c in zip(readers, counts)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(self.FENCE_SECONDS + 30)
+        stop.set()
+        wt.join(30)
+        self.assertEqual(errors, [])
+        self.assertTrue(all(c["rounds"] > 0 for c in counts), counts)
+        self.assertEqual([c["early"] for c in counts], [0] * 3, counts)
+        self.assertEqual([c["lost"] for c in counts], [0] * 3, counts)
 
     def test_replies_keep_request_order(self):
         a = self.raw()

@@ -329,7 +329,9 @@ static void test_seen_zxid_filters_old_events(void **state)
 }
 
 /* Registering a kind again keeps one watch and the older seen_zxid, so the
- * first read's promise of a notification still holds. */
+ * first read's promise of a notification still holds; an event the newer
+ * read already saw fires that promise but leaves the watch armed from the
+ * newer view, which a later event then fires once. */
 static void test_duplicate_add_keeps_one_watch_and_oldest_zxid(void **state)
 {
     struct watch_table *wt = table();
@@ -339,12 +341,23 @@ static void test_duplicate_add_keeps_one_watch_and_oldest_zxid(void **state)
     assert_int_equal(watch_count(wt), 1);
     fire(wt, ZK_EVENT_DATA_CHANGED, "/a", 15, &r);
     assert_int_equal(r.n, 1);
+    assert_int_equal(watch_count(wt), 1); /* the read that saw 20 still waits */
+    fire(wt, ZK_EVENT_DATA_CHANGED, "/a", 18, &r);
+    assert_int_equal(r.n, 0);
+    fire(wt, ZK_EVENT_DATA_CHANGED, "/a", 21, &r);
+    assert_int_equal(r.n, 1);
     assert_int_equal(watch_count(wt), 0);
 
+    /* the same in the other order */
     assert_int_equal(add(wt, "/a", WATCH_DATA, 1, 20), ZK_OK);
     assert_int_equal(add(wt, "/a", WATCH_DATA, 1, 10), ZK_OK);
     fire(wt, ZK_EVENT_DATA_CHANGED, "/a", 15, &r);
     assert_int_equal(r.n, 1);
+    assert_int_equal(watch_count(wt), 1);
+    /* an event past both views spends it */
+    fire(wt, ZK_EVENT_DELETED, "/a", 25, &r);
+    assert_int_equal(r.n, 1);
+    assert_int_equal(watch_count(wt), 0);
     watch_table_free(wt);
 }
 
