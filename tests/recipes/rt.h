@@ -9,7 +9,11 @@
 #ifndef LARCH_TESTS_RT_H
 #define LARCH_TESTS_RT_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "client/larch.h"
 
@@ -35,5 +39,59 @@ int rt_delete_tree(struct larch *lh, const char *path);
 int64_t rt_now_ms(void);
 /* Sleeps ms milliseconds. */
 void rt_sleep_ms(int64_t ms);
+
+/* ---- shared by several test programs ------------------------------------- */
+/* parent/name (malloc'd), or a failed cmocka assertion. */
+char *rt_path(const char *parent, const char *name);
+/* Polls cond(arg) every 5 ms for at most RT_WAIT_MS; its last answer. */
+bool rt_eventually(bool (*cond)(void *), void *arg);
+/* Waits until *flag is set, polling every 2 ms for at most RT_WAIT_MS;
+ * whether it was. No cmocka: worker threads call it. */
+bool rt_await_flag(atomic_bool *flag);
+/* The number of children of dir, which must exist (cmocka assertion). */
+int32_t rt_count_children(struct larch *lh, const char *dir);
+/* The number of children of dir whose name begins with prefix: 0 when dir
+ * does not exist, -1 on another error. No cmocka: worker threads may call it. */
+int32_t rt_count_prefixed(struct larch *lh, const char *dir, const char *prefix);
+/* Whether name begins with prefix. */
+bool rt_has_prefix(const char *name, const char *prefix);
+/* The end of a test: deletes root and everything under it (a cmocka
+ * assertion), frees root and closes lh. */
+void rt_finish(struct larch *lh, char *root);
+
+/* ---- exactly-once delivery through a queue recipe -------------------------- */
+/* How rt_check_delivery drives a queue recipe (q is its object). */
+struct rt_queue_ops {
+    int (*open)(struct larch *lh, const char *path, void **q);
+    void (*free)(void *q);
+    /* Puts len bytes with priority (a FIFO queue ignores it). */
+    int (*put)(void *q, int priority, const char *item, int32_t len);
+    /* Takes one item within timeout_ms; *priority gets its priority (0 for
+     * a FIFO queue). */
+    int (*take)(void *q, int *priority, char **data, int32_t *len, int32_t timeout_ms);
+    int levels; /* a producer's item i goes in with priority i % levels */
+};
+/* Producers and consumers, each on its own handle and thread, move items
+ * through the queue at path, optionally while their connections are
+ * dropped one after another every 25 ms. Then asserts: every item delivered
+ * exactly once, each consumer saw each producer's items of one priority in
+ * put order, and the queue is empty. */
+void rt_check_delivery(const struct rt_queue_ops *ops, const char *path, int producers,
+                       int consumers, int items, bool chaos);
+
+/* ---- a client in a child process (to be killed) ---------------------------- */
+/* Runs in the child, on its own connected handle: sets up what the test
+ * needs and returns a one-line report for the parent (no newline), or NULL
+ * when the setup failed. No cmocka here. */
+typedef const char *(*rt_child_fn)(struct larch *lh, void *arg);
+/* Forks a child that opens its own handle, runs child(lh, arg), reports
+ * the line to the parent and then waits (at most RT_WAIT_MS) to be killed.
+ * Returns the child's pid once its report is in, copied to line (cap bytes;
+ * may be NULL); a child whose setup failed fails a cmocka assertion. Fork
+ * only while this process has no handle open: no thread may live across
+ * fork(). */
+pid_t rt_spawn(rt_child_fn child, void *arg, char *line, size_t cap);
+/* Kills a child with SIGKILL and reaps it (cmocka assertions). */
+void rt_kill(pid_t pid);
 
 #endif
