@@ -404,7 +404,8 @@ void larch_disconnect(struct larch *lh)
 
 /* ---- building and submitting requests ------------------------------------------------- */
 
-/* A request with its frame started: length, a placeholder xid, the opcode. */
+/* A request with its frame started: length, xid 0 (submit patches in the
+ * real one under the lock, so xids go out in queue order), the opcode. */
 static struct lc_req *req_new(enum lc_kind kind, int32_t op)
 {
     struct lc_req *r = calloc(1, sizeof *r);
