@@ -40,7 +40,15 @@ struct dp_cfg {
     int workers;
     int32_t max_buffer_bytes;  /* jute.maxbuffer: larger frames close the connection */
     int32_t max_client_cnxns;  /* per peer IP; 0 = unlimited */
-    int32_t max_outstanding;   /* queued requests per connection before reads pause */
+    int32_t max_cnxns;         /* maxCnxns: all client connections; 0 = unlimited */
+    int32_t max_outstanding;   /* globalOutstandingLimit: requests read and not yet
+                                * answered, server-wide, before reading pauses */
+    int32_t sessionless_timeout_ms; /* a connection without a session is closed after this */
+    /* Memory budget (DESIGN.md invariant 6), in bytes; 0 = the default. */
+    int64_t conn_max_buffer_bytes;  /* unparsed input + queued requests per connection */
+    int64_t conn_out_high_water_bytes; /* unsent output above which a connection is not read */
+    int64_t conn_max_unsent_bytes;  /* unsent output that closes a connection (slow consumer) */
+    int64_t max_buffered_bytes;     /* everything every connection holds: memory pressure above */
     const char *super_digest;  /* "user:base64" or "" */
     dp_fourlw_fn fourlw;
     void *fourlw_arg;
@@ -68,6 +76,15 @@ struct dp_stats {
     uint64_t watch_paths;      /* distinct watched paths (approximate: per worker) */
     uint64_t latency_min_us, latency_max_us, latency_sum_us, latency_count;
     uint64_t reads, writes;
+    /* the memory budget */
+    uint64_t buffered_bytes;        /* held by connections now */
+    uint64_t buffered_bytes_limit;  /* cfg.max_buffered_bytes */
+    bool memory_pressure;
+    uint64_t throttled_connections; /* reading paused now */
+    uint64_t throttle_events;       /* times reading was paused for a budget */
+    uint64_t slow_consumer_closes;  /* closed for unsent output */
+    uint64_t sessionless_timeouts;  /* closed before completing the handshake */
+    uint64_t connections_refused;   /* maxCnxns / maxClientCnxns */
 };
 void dp_get_stats(struct dp *dp, struct dp_stats *out);
 void dp_reset_stats(struct dp *dp);

@@ -1,7 +1,22 @@
 /*
- * dp_int.h — private to dataplane/: the worker and connection structures
- * shared by tcp.c (event loop, framing, sequencer outputs) and reads.c (the
- * read operations served from the RCU tree).
+ * dp_int.h — private to dataplane/: the worker and connection structures.
+ *
+ * Three files share them:
+ *   tcp.c    the transport: epoll loop, accept, recv/send, the connection
+ *            lifecycle (close, reap), deadlines, setup and introspection;
+ *   conn.c   the session logic a connection runs over any byte stream:
+ *            framing, handshake, four-letter words, per-session FIFO,
+ *            dispatch, auth, sequencer outputs, and the memory budget that
+ *            decides when a connection may be read;
+ *   reads.c  the read operations served from the RCU tree.
+ *
+ * Everything here runs on the worker that owns the connection, except the
+ * fields marked as read by other threads (relaxed atomics, for stats).
+ *
+ * Connection lifetime (the rule that keeps list walks safe): conn_close only
+ * marks a connection; the transport frees it in exactly one place, at the end
+ * of a loop pass, after every list that may name it (dirty, resume) has been
+ * walked. A connection marked dead is never put on a list again.
  */
 #ifndef LARCH_DP_INT_H
 #define LARCH_DP_INT_H
@@ -11,8 +26,12 @@
 
 #include "dataplane/dataplane.h"
 
-#define DP_AUTH_MAX 16          /* addauth identities per connection */
-#define DP_OUT_MAX (64u << 20)  /* unsent bytes before a slow reader is dropped */
+#define DP_AUTH_MAX 16               /* addauth identities per connection */
+#define DP_READ_CHUNK 65536          /* one recv; the worker's receive buffer */
+#define DP_HEAVY_BYTES (64u << 10)   /* under memory pressure, heavier connections are not read */
+#define DP_OUT_KEEP_BYTES (64u << 10) /* a flushed output buffer above this is freed */
+#define DP_DEADLINE_SCAN_MS 250      /* how often the connection deadlines are checked */
+#define DP_LINGER_MS 2000            /* a soft close whose output the client does not read turns hard */
 
 /* Adds v to a counter only its owning worker writes: a relaxed load and
  * store, no lock-prefixed add (other threads only read it, for stats). */
@@ -42,14 +61,20 @@ struct conn {
     enum conn_state state;
     bool closing;           /* close once out is flushed (or at once if hard) */
     bool hard_close;
-    bool epollout;          /* EPOLLOUT registered */
-    bool epollin_paused;    /* too much queued: stop reading */
+    bool dead;              /* on the worker's dead list: freed at the end of the pass */
     bool dirty;             /* on the worker's flush list */
-    bool resume;            /* queued frames can run again */
+    bool resume;            /* on the worker's resume list: queued work can run again */
+    bool epollout;          /* output is waiting for the socket: EPOLLOUT wanted */
+    uint32_t ev_mask;       /* the epoll interest registered now */
+    bool input_full;        /* paused at conn_max_buffer_bytes until half of it is free */
+    bool throttled;         /* reading is paused for a budget (counted once per pause) */
     bool client_sent_ro;
     struct conn *next_dirty;
     struct conn *next_resume;
+    struct conn *next_dead;
 
+    /* Unparsed input: empty (NULL) between frames; holds the start of a
+     * frame that has not fully arrived, or frames parsing had to leave. */
     uint8_t *in;
     size_t in_len, in_cap;
     struct zk_wbuf out;
@@ -64,10 +89,16 @@ struct conn {
     int64_t session_id;
     int32_t timeout_ms;
     int64_t last_touch_ms;
-    uint32_t pending; /* requests at the sequencer */
+    int64_t accepted_ms;      /* monotonic: the sessionless deadline counts from here */
+    int64_t closing_ms;       /* monotonic: when a soft close began (it lingers at most DP_LINGER_MS) */
+    uint32_t pending;         /* requests at the sequencer (0 or 1: FIFO holds the rest) */
+    size_t seq_bytes;         /* request bytes the sequencer holds for us */
     struct qframe *q_head, *q_tail;
     uint32_t queued;
+    size_t q_bytes;
     int64_t pending_since_us; /* arrival of the oldest request at the sequencer */
+    size_t mem_accounted;     /* this connection's share of w->mem_bytes */
+    uint32_t outstanding_accounted; /* its share of w->outstanding */
 
     struct tree_authid auth[DP_AUTH_MAX];
     int32_t nauth;
@@ -103,19 +134,35 @@ struct worker {
 
     int64_t events_through; /* events of every txn <= this were delivered */
     int64_t firing_zxid;    /* the txn whose events watch_fire is delivering */
+    const struct tree_acl *firing_acl; /* READ on it is needed to hear that event */
     int64_t now_ms;         /* monotonic clock, read once per loop pass ... */
     int64_t now_us;         /* ... (arrival and latency stamps: stats are in ms) */
+    int64_t next_scan_ms;   /* next sessionless-deadline scan */
+    int64_t next_pressure_log_ms; /* memory pressure changes are logged at most once a second */
+    uint8_t *rbuf;          /* DP_READ_CHUNK bytes: every recv lands here first */
     struct zk_wbuf scratch; /* a read reply is built here before it is queued */
     struct zk_wbuf aux;     /* everything else (events, header-only and connect
                              * replies): those can be produced while a read
                              * reply waits in scratch (worker_wait_events) */
     struct conn *dirty;
     struct conn *resume;
+    struct conn *dead;
     bool draining;
     bool submitted; /* requests went to the sequencer this pass: kick once at its end */
+    bool global_paused; /* a connection was paused for memory pressure or
+                         * globalOutstandingLimit since they last lifted */
+
+    /* Budget (conn.c): bytes and requests this worker's connections hold.
+     * Owned by the worker; published to the st_ mirrors for other threads. */
+    size_t mem_bytes;
+    uint32_t outstanding;
+    _Atomic size_t st_mem_bytes;
+    _Atomic uint32_t st_outstanding;
+    _Atomic uint32_t st_throttled; /* connections whose reading is paused now */
 
     _Atomic uint64_t st_rx, st_tx, st_reads, st_writes;
     _Atomic uint64_t st_lat_min, st_lat_max, st_lat_sum, st_lat_count;
+    _Atomic uint64_t st_throttle_events, st_slow_closes, st_sessionless_closes;
 };
 
 struct dp {
@@ -130,6 +177,9 @@ struct dp {
     atomic_bool stop;
     struct worker *workers;
     int nworkers;
+    atomic_bool pressure;       /* buffered bytes passed cfg.max_buffered_bytes */
+    _Atomic uint32_t nconns;    /* open connections, for maxCnxns */
+    _Atomic uint64_t st_refused; /* connections refused by maxCnxns / maxClientCnxns */
     pthread_mutex_t ip_lock; /* per-IP connection counts (accept/close only) */
     struct ip_count {
         char ip[64];
@@ -138,20 +188,68 @@ struct dp {
     size_t nips, cap_ips;
 };
 
-/* tcp.c */
+/* ---- tcp.c: the transport ------------------------------------------------ */
 int64_t dp_now_us(void);
+/* Marks c for closing. hard: drop unsent output; otherwise flush it first.
+ * Never frees: the connection is reaped at the end of the loop pass. */
+void conn_close(struct conn *c, bool hard);
+/* Puts c on the pass's flush list (output to send, interest to update). */
+void conn_mark_dirty(struct conn *c);
+/* Puts c on the resume list: its queued requests or buffered input can run. */
+void conn_mark_resume(struct conn *c);
+struct conn *worker_conn(struct worker *w, uint64_t token);
+
+/* The test seam: tests and the connection fuzzer drive a dataplane that was
+ * created (dp_new) but not started, from one registered RCU thread. adopt
+ * registers fd (any stream socket) as a connection of that worker; pass runs
+ * one loop pass without blocking; close_all closes and frees every
+ * connection. */
+void dp_test_adopt(struct dp *dp, int worker, int fd, const char *ip, int port);
+void dp_test_pass(struct dp *dp, int worker);
+void dp_test_close_all(struct dp *dp, int worker);
+
+/* ---- conn.c: the session logic ------------------------------------------- */
+/* Feeds n received bytes to c: frames are parsed and run in order; what
+ * cannot run yet (a frame still arriving, or output over its high-water
+ * mark) is kept in c->in. False when out of memory (c is then closed). */
+void conn_input(struct conn *c, const uint8_t *p, size_t n);
+/* Runs what c can run now: queued requests, then frames left in c->in. */
+void conn_progress(struct conn *c);
+/* Whether the transport should read from c now (the budget's decision). */
+bool conn_wants_input(struct conn *c);
+/* True when conn_progress would run something now (after output drained). */
+bool conn_has_runnable_work(const struct conn *c);
+/* Unsent output bytes. */
+size_t conn_unsent(const struct conn *c);
+/* Bytes c holds (input, queued requests, requests at the sequencer, output
+ * buffers); brings the worker's totals up to date. */
+void conn_account(struct conn *c);
+/* Frees c's session-side resources (queue, auth ids, buffers) and tells the
+ * sequencer the session lost its connection. Called once, by the reaper. */
+void conn_release(struct conn *c);
+/* Starts c after accept. */
+void conn_init(struct conn *c, struct worker *w, int fd, const char *ip, int port);
+/* Takes every sequencer output for this worker. */
+void worker_drain_sequencer(struct worker *w);
+/* Wakes the sequencer once for everything this pass submitted. */
+void worker_kick_sequencer(struct worker *w);
+/* Publishes the worker's budget and decides memory pressure (once a pass);
+ * connections paused for a global reason are re-examined when it clears. */
+void worker_budget_pass(struct worker *w);
+
 void conn_queue_reply(struct conn *c, const struct zk_wbuf *frame);
 void conn_frame_added(struct conn *c);
-void conn_close(struct conn *c, bool hard);
 void worker_wait_events(struct worker *w, int64_t need_zxid);
 struct tree_auth conn_auth(const struct conn *c);
 void conn_note_latency(struct conn *c, int64_t arrived_us);
-void conn_send_event(struct conn *c, int32_t type, const char *path);
+/* A notification to c unless the connection's identity lacks READ on acl
+ * (NULL: no check) — ZooKeeper's check that keeps ACL-hidden nodes out of
+ * watch events (CVE-2024-23944). */
+void conn_send_event(struct conn *c, int32_t type, struct zk_str path, const struct tree_acl *acl);
 void reply_header_only(struct conn *c, int32_t xid, int32_t err);
 void worker_fire(void *arg, uint64_t conn, int32_t type, const char *path);
 /* Ends c's reply fence: notifications deferred behind the reply follow it. */
 void conn_fence_release(struct conn *c);
-struct conn *worker_conn(struct worker *w, uint64_t token);
 
 /* reads.c: serve one request of an active connection from the tree.
  * Returns true when the request was handled (reply queued), false when it

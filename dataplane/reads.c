@@ -26,11 +26,26 @@ struct rd {
     int64_t fence_zxid;  /* the oldest view a watch set here was registered with */
 };
 
-/* Paths arrive as jute strings; the tree wants (ptr, len). A NUL inside a
- * path can never name a node: ZooKeeper answers BADARGUMENTS for it. */
+/* Paths arrive as jute strings; the tree wants (ptr, len). As ZooKeeper
+ * answers: a null path is a marshalling error (the connection stays); ""
+ * reads the root, since DataTree keeps the root under "" as well as "/" (a
+ * watch set on "" is kept and never fires, there too); a NUL inside a path
+ * names no node. */
+static int lookup(const struct rd *r, struct zk_str p, struct tree_view *v)
+{
+    if (p.len < 0)
+        return ZK_EMARSHALLINGERROR;
+    if (p.len == 0)
+        return tree_get(r->t, "/", 1, v);
+    if (memchr(p.ptr, '\0', (size_t)p.len) != NULL)
+        return ZK_ENONODE;
+    return tree_get(r->t, p.ptr, (size_t)p.len, v);
+}
+
+/* A path a watch may be registered on (see lookup). */
 static bool path_ok(struct zk_str p)
 {
-    return p.len > 0 && memchr(p.ptr, '\0', (size_t)p.len) == NULL;
+    return p.len >= 0 && (p.len == 0 || memchr(p.ptr, '\0', (size_t)p.len) == NULL);
 }
 
 static void add_watch(struct rd *r, struct zk_str path, enum watch_kind kind, int64_t seen)
@@ -53,15 +68,15 @@ static int read_exists(struct rd *r, struct zk_rbuf *in)
     struct zk_path_watch_req q;
     if (!zk_get_path_watch_req(in, &q))
         return ZK_EMARSHALLINGERROR;
-    if (q.path.len < 0 || (q.path.len > 0 && memchr(q.path.ptr, '\0', (size_t)q.path.len)))
-        return ZK_EBADARGUMENTS;
+    if (q.path.len > 0 && memchr(q.path.ptr, '\0', (size_t)q.path.len))
+        return ZK_EBADARGUMENTS; /* exists alone validates (ZooKeeper's answer) */
     struct tree_view v;
-    int rc = path_ok(q.path) ? tree_get(r->t, q.path.ptr, (size_t)q.path.len, &v) : ZK_ENONODE;
+    int rc = lookup(r, q.path, &v);
     if (rc == ZK_OK) {
         if (q.watch)
             add_watch(r, q.path, WATCH_DATA, v.stat.mzxid);
         zk_put_stat(r->out, &v.stat);
-    } else if (q.watch && path_ok(q.path)) {
+    } else if (rc == ZK_ENONODE && q.watch) {
         add_watch(r, q.path, WATCH_EXIST, r->before_zxid);
     }
     return rc;
@@ -69,9 +84,7 @@ static int read_exists(struct rd *r, struct zk_rbuf *in)
 
 static int lookup_readable(struct rd *r, struct zk_str path, struct tree_view *v)
 {
-    if (!path_ok(path))
-        return ZK_ENONODE;
-    int rc = tree_get(r->t, path.ptr, (size_t)path.len, v);
+    int rc = lookup(r, path, v);
     if (rc != ZK_OK)
         return rc;
     struct tree_auth a = conn_auth(r->c);
@@ -124,13 +137,16 @@ static void patch_i32(struct zk_wbuf *w, size_t at, int32_t v)
  * on NOAUTH: both come from one version of the node. */
 static int get_children_body(struct rd *r, struct zk_path_watch_req *q, bool with_stat)
 {
+    if (q->path.len < 0)
+        return ZK_EMARSHALLINGERROR;
     if (!path_ok(q->path))
         return ZK_ENONODE;
+    struct zk_str p = q->path.len == 0 ? zk_str_c("/") : q->path; /* see lookup */
     size_t count_at = r->out->len;
     zk_put_i32(r->out, 0);
     struct child_list l = { .out = r->out, .count = 0 };
     struct tree_view v;
-    int rc = tree_get_children(r->t, q->path.ptr, (size_t)q->path.len, &v, put_child, &l);
+    int rc = tree_get_children(r->t, p.ptr, (size_t)p.len, &v, put_child, &l);
     if (rc != ZK_OK) {
         r->out->len = count_at;
         return rc;
@@ -163,10 +179,8 @@ static int read_get_acl(struct rd *r, struct zk_rbuf *in)
     struct zk_path_req q;
     if (!zk_get_path_req(in, &q))
         return ZK_EMARSHALLINGERROR;
-    if (!path_ok(q.path))
-        return ZK_ENONODE;
     struct tree_view v;
-    int rc = tree_get(r->t, q.path.ptr, (size_t)q.path.len, &v);
+    int rc = lookup(r, q.path, &v);
     if (rc != ZK_OK)
         return rc;
     struct tree_auth a = conn_auth(r->c);
@@ -182,9 +196,10 @@ static int read_get_acl(struct rd *r, struct zk_rbuf *in)
             zk_put_str(r->out, zk_str_c(e->scheme));
             const char *colon = strchr(e->id, ':');
             if (strcmp(e->scheme, "digest") == 0 && colon) {
-                char masked[512];
-                int n = snprintf(masked, sizeof(masked), "%.*s:x", (int)(colon - e->id), e->id);
-                zk_put_bytes(r->out, masked, n < (int)sizeof(masked) ? n : (int)sizeof(masked) - 1);
+                int32_t user = (int32_t)(colon - e->id);
+                zk_put_i32(r->out, user + 2); /* "user:x", written in place */
+                zk_put_raw(r->out, e->id, (size_t)user);
+                zk_put_raw(r->out, ":x", 2);
             } else {
                 zk_put_str(r->out, zk_str_c(e->id));
             }
@@ -203,10 +218,14 @@ static int read_all_children_number(struct rd *r, struct zk_rbuf *in)
     int rc = lookup_readable(r, q.path, &v);
     if (rc != ZK_OK)
         return rc;
+    /* ZooKeeper counts the keys under path + "/": for "" that is every node
+     * but the "" entry itself, the root's count plus one. */
+    bool root_alias = q.path.len == 0;
     int64_t n = 0;
-    rc = tree_count_descendants(r->t, q.path.ptr, (size_t)q.path.len, &n);
+    rc = tree_count_descendants(r->t, root_alias ? "/" : q.path.ptr, root_alias ? 1 : (size_t)q.path.len, &n);
     if (rc != ZK_OK)
         return rc;
+    n += root_alias;
     zk_put_i32(r->out, n > INT32_MAX ? INT32_MAX : (int32_t)n);
     return ZK_OK;
 }
@@ -233,12 +252,15 @@ static int read_add_watch(struct rd *r, struct zk_rbuf *in)
     struct zk_path_mode_req q;
     if (!zk_get_path_mode_req(in, &q))
         return ZK_EMARSHALLINGERROR;
-    if (q.path.len <= 0 || zk_path_validate(q.path.ptr, (size_t)q.path.len) != ZK_OK)
+    /* ZooKeeper takes a null or empty path and answers OK (a watch on ""
+     * never fires); other paths must be valid. */
+    if (q.path.len > 0 && zk_path_validate(q.path.ptr, (size_t)q.path.len) != ZK_OK)
         return ZK_EBADARGUMENTS;
     if (q.mode != ZK_ADD_WATCH_PERSISTENT && q.mode != ZK_ADD_WATCH_PERSISTENT_RECURSIVE)
         return ZK_EBADARGUMENTS;
-    add_watch(r, q.path, q.mode == ZK_ADD_WATCH_PERSISTENT ? WATCH_PERSISTENT : WATCH_PERSISTENT_RECURSIVE,
-              r->before_zxid);
+    if (q.path.len >= 0)
+        add_watch(r, q.path, q.mode == ZK_ADD_WATCH_PERSISTENT ? WATCH_PERSISTENT : WATCH_PERSISTENT_RECURSIVE,
+                  r->before_zxid);
     zk_put_i32(r->out, 0); /* ErrorResponse(0), as ZooKeeper answers addWatch */
     return ZK_OK;
 }
@@ -248,8 +270,8 @@ static int read_remove_watches(struct rd *r, struct zk_rbuf *in, bool remove)
     struct zk_path_mode_req q;
     if (!zk_get_path_mode_req(in, &q))
         return ZK_EMARSHALLINGERROR;
-    if (q.path.len <= 0)
-        return ZK_EBADARGUMENTS;
+    if (q.path.len < 0) /* ZooKeeper's answers to a null path */
+        return remove ? ZK_ENOWATCHER : ZK_EMARSHALLINGERROR;
     if (q.mode != ZK_WATCHER_CHILDREN && q.mode != ZK_WATCHER_DATA && q.mode != ZK_WATCHER_ANY)
         return ZK_EBADARGUMENTS;
     struct worker *w = r->c->w;
@@ -268,7 +290,7 @@ static int read_remove_watches(struct rd *r, struct zk_rbuf *in, bool remove)
 static void setw_one(struct rd *r, struct zk_str p, enum watch_kind kind, int64_t rel)
 {
     struct tree_view tv = { 0 };
-    bool exists = path_ok(p) && tree_get(r->t, p.ptr, (size_t)p.len, &tv) == ZK_OK;
+    bool exists = lookup(r, p, &tv) == ZK_OK;
     int32_t fire = 0;
     int64_t seen = r->before_zxid;
     switch (kind) {
@@ -288,9 +310,9 @@ static void setw_one(struct rd *r, struct zk_str p, enum watch_kind kind, int64_
         break;
     }
     if (fire) {
-        char path[TREE_PATH_MAX + 1];
-        snprintf(path, sizeof(path), "%.*s", p.len > 0 ? p.len : 0, p.ptr ? p.ptr : "");
-        conn_send_event(r->c, fire, path);
+        /* READ on the node is needed to hear of it (ZooKeeper's setWatches
+         * passes the node's ACL); a deletion names a node that is gone. */
+        conn_send_event(r->c, fire, p, exists ? tv.acl : NULL);
     } else if (path_ok(p)) {
         add_watch(r, p, kind, seen);
     }
@@ -302,11 +324,25 @@ static void setw_list(struct rd *r, const struct zk_strvec *v, enum watch_kind k
         setw_one(r, v->items[i], kind, rel);
 }
 
+static bool has_null(const struct zk_strvec *v)
+{
+    for (int32_t i = 0; i < v->count; i++)
+        if (v->items[i].len < 0)
+            return true;
+    return false;
+}
+
+/* A null path in the data, exist or child list is ZooKeeper's marshalling
+ * error, before anything is armed; in the persistent lists it is skipped. */
 static int read_set_watches(struct rd *r, struct zk_rbuf *in, bool v2)
 {
     struct zk_setwatches_req q;
     if (!zk_get_setwatches_req(in, &q, v2))
         return ZK_EMARSHALLINGERROR;
+    if (has_null(&q.data) || has_null(&q.exist) || has_null(&q.child)) {
+        zk_setwatches_req_free(&q);
+        return ZK_EMARSHALLINGERROR;
+    }
     setw_list(r, &q.data, WATCH_DATA, q.relative_zxid);
     setw_list(r, &q.exist, WATCH_EXIST, q.relative_zxid);
     setw_list(r, &q.child, WATCH_CHILD, q.relative_zxid);
@@ -327,8 +363,9 @@ static int read_multi(struct rd *r, struct zk_rbuf *in)
         if (h.done)
             break;
         struct zk_path_watch_req q;
-        if ((h.type != ZK_OP_GETDATA && h.type != ZK_OP_GETCHILDREN) || !zk_get_path_watch_req(in, &q))
-            return ZK_EMARSHALLINGERROR;
+        if ((h.type != ZK_OP_GETDATA && h.type != ZK_OP_GETCHILDREN) || !zk_get_path_watch_req(in, &q) ||
+            q.path.len < 0)
+            return ZK_EMARSHALLINGERROR; /* the whole request, as ZooKeeper answers */
         size_t hdr_at = r->out->len;
         struct zk_multi_header oh = { .type = h.type, .done = false, .err = 0 };
         zk_put_multi_header(r->out, &oh);

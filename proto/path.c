@@ -95,7 +95,7 @@ static bool characters_valid(const char *path, size_t len)
 
 int zk_path_validate(const char *path, size_t len)
 {
-    if (path == NULL || len == 0 || len > ZK_PATH_MAX || path[0] != '/')
+    if (path == NULL || len == 0 || path[0] != '/')
         return ZK_EBADARGUMENTS;
     if (len == 1)
         return ZK_OK;

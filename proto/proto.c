@@ -137,7 +137,9 @@ bool zk_get_bool(struct zk_rbuf *r, bool *v)
 }
 
 /* Points empty strings at a static "" rather than at the frame, so callers
- * can hand ptr to memcpy/strncmp even when the frame pointer is NULL. */
+ * can hand ptr to memcpy/strncmp even when the frame pointer is NULL. The
+ * only bound on the length is the input: the frame a string arrives in is
+ * already limited by jute.maxbuffer, which may be configured above 1 MiB. */
 bool zk_get_str(struct zk_rbuf *r, struct zk_str *v)
 {
     int32_t n;
@@ -147,7 +149,7 @@ bool zk_get_str(struct zk_rbuf *r, struct zk_str *v)
         *v = ZK_STR_NULL;
         return true;
     }
-    if (n < 0 || n > ZK_MAX_BUFFER_DEFAULT)
+    if (n < 0)
         return rbuf_fail(r);
     const uint8_t *b;
     if (!rbuf_take(r, (size_t)n, &b))

@@ -22,7 +22,9 @@
 #include <stdint.h>
 
 /* ---- limits ----------------------------------------------------------- */
-#define ZK_PATH_MAX 4096 /* longest path either side accepts, in bytes */
+/* No path length limit: as in ZooKeeper, a path is bounded only by the frame
+ * it arrives in (jute.maxbuffer), and nothing here keeps one in a fixed-size
+ * buffer. */
 #define ZK_MAX_BUFFER_DEFAULT (1024 * 1024 - 1) /* jute.maxbuffer: 0xfffff */
 #define ZK_VECTOR_MAX 1000000                  /* sanity bound on vector counts */
 
@@ -301,7 +303,7 @@ size_t zk_rbuf_left(const struct zk_rbuf *r);
 bool zk_get_i32(struct zk_rbuf *r, int32_t *v);
 bool zk_get_i64(struct zk_rbuf *r, int64_t *v);
 bool zk_get_bool(struct zk_rbuf *r, bool *v);
-bool zk_get_str(struct zk_rbuf *r, struct zk_str *v); /* string or buffer */
+bool zk_get_str(struct zk_rbuf *r, struct zk_str *v); /* string or buffer; bounded by the input only */
 bool zk_get_strvec(struct zk_rbuf *r, struct zk_strvec *v);
 
 /* ---- writer ----------------------------------------------------------- */
@@ -385,7 +387,7 @@ bool zk_op_is_write(int32_t op);
 /* ---- paths and digests (path.c, digest.c) ----------------------------- */
 /* ZooKeeper's PathUtils.validatePath: absolute, no empty, "." or ".." segment,
  * no trailing slash (except "/"), no NUL or the banned control/unicode ranges.
- * Returns ZK_OK or ZK_EBADARGUMENTS. */
+ * Any length (O(len), no allocation). Returns ZK_OK or ZK_EBADARGUMENTS. */
 int zk_path_validate(const char *path, size_t len);
 /* ZooKeeper's digest: base64(sha1("user:password")); out gets 28 chars + NUL. */
 void zk_digest_of(const char *user_colon_password, size_t len, char out[29]);

@@ -33,6 +33,8 @@
 
 #define SEQ_WORKERS_MAX 64
 #define SEQ_ROUND_MAX 512 /* requests prepared and applied per round */
+#define SEQ_PASSWD_BYTES 16     /* a session password, as ConnectResponse carries it */
+#define SEQ_PASSWD_KEY_BYTES 32 /* the HMAC-SHA-256 key passwords derive from */
 
 struct seq;
 
@@ -49,9 +51,12 @@ struct seq_cfg {
     bool ttl_enabled;
     int32_t tick_ms; /* expiry scan period */
     bool inline_rounds; /* workers may run rounds themselves (seq_run_inline) */
-    uint64_t passwd_secret; /* keys session passwords; 0: random per process. A
-                             * durable server keeps it in its data dir so that
-                             * clients can reattach after a restart */
+    /* Session passwords are HMAC-SHA-256(passwd_key, session id as 8
+     * big-endian bytes), first 16 bytes. Unset: a random key per process. A
+     * durable server keeps its key in its data dir so that clients can
+     * reattach after a restart. seq_new copies it. */
+    uint8_t passwd_key[SEQ_PASSWD_KEY_BYTES];
+    bool passwd_key_set;
     struct txnlog *log; /* NULL: not durable. Else every round's txns are
                          * synced before apply (group commit), and rounds
                          * are never run inline (workers never wait on disk) */
@@ -72,9 +77,11 @@ struct seq_req {
     /* WRITE */
     int32_t xid;
     int32_t op;
-    /* CONNECT */
+    /* CONNECT: the password's first (up to) 16 bytes and the length the
+     * client sent, which may be anything: a reattach with any length but 16
+     * is a wrong password (timeout 0), never a reason to drop the owner */
     int32_t timeout_ms;
-    uint8_t passwd[16];
+    uint8_t passwd[SEQ_PASSWD_BYTES];
     int32_t passwd_len;
     int64_t last_zxid_seen;
     /* caller's identity (WRITE): owned copies */
@@ -99,13 +106,23 @@ enum seq_out_kind {
     SEQ_OUT_CONNECT = 3, /* connect result: frame is the ConnectResponse */
     SEQ_OUT_CLOSE = 4,   /* close conn (expired, moved or closed session) after flushing frame */
 };
+/* One watch event as tree_apply reported it (struct tree_event). The worker
+ * delivers it to a watcher only when the watcher's connection has READ on
+ * acl (tree_acl_permits; NULL permits everyone), as ZooKeeper does. */
 struct seq_event {
     int32_t type;
     int64_t zxid;
     char *path;
+    /* One reference, owned by the batch: taken by the sequencer while the
+     * event's node version was alive, dropped when the batch is freed. That
+     * drop happens on whichever worker frees the batch last, with no grace
+     * period, and that is safe: a node version drops its own reference only
+     * in a call_rcu callback, so when the batch's is the last one no reader
+     * can still hold the pointer (tree.h, struct tree_acl). */
+    struct tree_acl *acl;
 };
 struct seq_events {
-    unsigned long refs; /* shared by all workers; the last drain frees it */
+    unsigned long refs; /* shared by all workers; the last seq_out_free frees it */
     int64_t through_zxid;
     uint32_t count;
     struct seq_event *items;
@@ -116,7 +133,7 @@ struct seq_out {
     uint64_t conn;
     int64_t session_id;
     int32_t timeout_ms;     /* CONNECT: negotiated, 0 = session expired/invalid */
-    uint8_t passwd[16];     /* CONNECT: the session password */
+    uint8_t passwd[SEQ_PASSWD_BYTES]; /* CONNECT: the session password (zeros when refused) */
     bool pending_done;      /* REPLY: answers a request counted as pending */
     struct seq_events *events; /* EVENTS */
     uint8_t *frame;         /* REPLY/CONNECT/CLOSE: a complete length-prefixed frame, or NULL */

@@ -24,6 +24,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <urcu.h>
 
 /* ---- MPSC queue (Vyukov): producers exchange the head, the one consumer
@@ -117,7 +120,7 @@ struct seq {
     _Atomic int64_t applying_zxid;
     int64_t next_zxid_counter;
     uint64_t next_session_id;
-    uint64_t passwd_secret;
+    uint8_t passwd_key[SEQ_PASSWD_KEY_BYTES];
     int64_t last_expiry_scan_ms;
     int64_t last_reap_ms;
 
@@ -151,12 +154,15 @@ struct seq_entry {
 
 /* Events of the round being applied (tree_apply callback target). Reused
  * round after round: the paths go into one arena, so a round costs a single
- * allocation, the batch itself (push_events), however many events it has. */
+ * allocation, the batch itself (push_events), however many events it has.
+ * Each record holds one ACL reference, which push_events hands to the batch
+ * (or drops, when the batch cannot be built). */
 struct seq_evbuf {
     struct seq_evrec {
         int32_t type;
         int64_t zxid;
         size_t path_off; /* into paths */
+        struct tree_acl *acl; /* one reference, or NULL */
     } *items;
     uint32_t count;
     uint32_t cap;
@@ -174,23 +180,38 @@ static int64_t clock_ms(clockid_t id)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* splitmix64: a fast, well-mixed 64-bit permutation (Steele et al. 2014). */
-static uint64_t mix64(uint64_t x)
+/* The session password is a MAC of the id, so it need not be stored
+ * (ZooKeeper derives it from the id too, with java.util.Random seeded by
+ * sessionId ^ secret, which is invertible; this is not): HMAC-SHA-256 keyed
+ * by the server's 32-byte secret over the id as 8 big-endian bytes, cut to
+ * the 16 bytes a ConnectResponse carries. Without the key, knowing ids and
+ * other sessions' passwords does not give a password. False only if
+ * libcrypto fails, which the caller treats as a wrong password. */
+static bool session_passwd(const struct seq *s, int64_t id, uint8_t out[SEQ_PASSWD_BYTES])
 {
-    x += 0x9E3779B97F4A7C15ULL;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-    return x ^ (x >> 31);
+    uint8_t msg[8], mac[EVP_MAX_MD_SIZE];
+    unsigned int mac_len = 0;
+    for (int i = 0; i < 8; i++)
+        msg[i] = (uint8_t)((uint64_t)id >> (56 - 8 * i));
+    if (HMAC(EVP_sha256(), s->passwd_key, sizeof s->passwd_key, msg, sizeof msg, mac, &mac_len) ==
+            NULL ||
+        mac_len < SEQ_PASSWD_BYTES)
+        return false;
+    memcpy(out, mac, SEQ_PASSWD_BYTES);
+    OPENSSL_cleanse(mac, sizeof mac);
+    return true;
 }
 
-/* The session password is a keyed hash of the id, so it need not be stored:
- * ZooKeeper derives it from the id too (Random(sessionId ^ secret)). */
-static void session_passwd(const struct seq *s, int64_t id, uint8_t out[16])
+/* Constant time, so a client probing passwords learns nothing from how long
+ * a refusal takes. Any length but 16 is wrong (ZooKeeper's Arrays.equals). */
+static bool passwd_matches(const struct seq *s, const struct seq_req *r)
 {
-    uint64_t a = mix64((uint64_t)id ^ s->passwd_secret);
-    uint64_t b = mix64(a ^ s->passwd_secret);
-    memcpy(out, &a, 8);
-    memcpy(out + 8, &b, 8);
+    uint8_t want[SEQ_PASSWD_BYTES];
+    if (r->passwd_len != SEQ_PASSWD_BYTES || !session_passwd(s, r->session_id, want))
+        return false;
+    bool ok = CRYPTO_memcmp(want, r->passwd, SEQ_PASSWD_BYTES) == 0;
+    OPENSSL_cleanse(want, sizeof want);
+    return ok;
 }
 
 /* Wake-ups follow one protocol on every queue. The consumer stores
@@ -272,10 +293,16 @@ void seq_req_free(struct seq_req *r)
     free(r);
 }
 
+/* The last worker to drop the batch frees it and drops its ACL references,
+ * on that worker's thread with no grace period: safe by tree.h's lifetime
+ * rule (struct tree_acl), since no reader can hold a list whose last
+ * reference is this batch's. */
 static void events_unref(struct seq_events *ev)
 {
     if (!ev || __atomic_sub_fetch(&ev->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
+    for (uint32_t i = 0; i < ev->count; i++)
+        tree_acl_unref(ev->items[i].acl);
     free(ev); /* items and paths live in the same block (push_events) */
 }
 
@@ -412,7 +439,14 @@ static struct tree_auth entry_auth(const struct seq_req *r)
 
 static void prep_txn(struct seq *s, struct seq_entry *e, int64_t wall_ms)
 {
-    struct tree_prep_cfg pcfg = { .ttl_enabled = s->cfg.ttl_enabled };
+    /* Every txn prep accepts fits one log record: a request whose txn would
+     * not (an "auth" ACL expanded into many long digest ids) is answered
+     * BADARGUMENTS here instead of failing txnlog_append and holding every
+     * later round (make_durable asserts it never does). Bounded with or
+     * without a log, so a request gets the same answer on every server. */
+    struct tree_prep_cfg pcfg = { .ttl_enabled = s->cfg.ttl_enabled,
+                                  .max_txn_bytes = TXNLOG_TXN_OPS_BYTES_MAX,
+                                  .op_bytes = txn_op_encoded_bytes };
     struct tree_auth auth = entry_auth(e->req);
     e->txn.zxid = s->next_zxid_counter;
     e->txn.session_id = e->req->session_id;
@@ -518,6 +552,8 @@ static bool evbuf_grow(struct seq_evbuf *b, size_t path_bytes)
     return true;
 }
 
+/* Runs inside tree_apply, whose read-side section keeps ev->acl alive
+ * (even a deleted node's): the reference taken here keeps it for workers. */
 static void collect_event(void *arg, const struct tree_event *ev)
 {
     struct seq_evbuf *b = arg;
@@ -527,8 +563,20 @@ static void collect_event(void *arg, const struct tree_event *ev)
         return;
     }
     memcpy(b->paths + b->plen, ev->path, len);
-    b->items[b->count++] = (struct seq_evrec){ .type = ev->type, .zxid = ev->zxid, .path_off = b->plen };
+    b->items[b->count++] = (struct seq_evrec){
+        .type = ev->type, .zxid = ev->zxid, .path_off = b->plen,
+        .acl = tree_acl_ref((struct tree_acl *)ev->acl),
+    };
     b->plen += len;
+}
+
+/* Drops the records' ACL references (a batch that could not be built). */
+static void evbuf_drop(struct seq_evbuf *b)
+{
+    for (uint32_t i = 0; i < b->count; i++)
+        tree_acl_unref(b->items[i].acl);
+    b->count = 0;
+    b->plen = 0;
 }
 
 static void apply_entry(struct seq *s, struct seq_entry *e, struct seq_evbuf *evb)
@@ -607,19 +655,20 @@ static void collect_path(void *arg, const char *path)
 /* GetEphemeralsResponse: a string vector; count patched after the walk. */
 static void put_ephemerals(struct seq *s, struct zk_wbuf *w, const struct seq_entry *e)
 {
-    char prefix[TREE_PATH_MAX + 1];
     const struct zk_str *p = &e->treq.u.path.path;
     size_t n = p->len > 0 && p->ptr ? (size_t)p->len : 0;
-    if (n > TREE_PATH_MAX)
-        n = TREE_PATH_MAX;
-    if (n)
-        memcpy(prefix, p->ptr, n);
-    prefix[n] = '\0';
+    /* a heap copy: the prefix may be as long as the frame */
+    char *prefix = n ? strndup(p->ptr, n) : NULL;
+    if (n && !prefix) {
+        w->err = true; /* no reply can be built: the connection closes */
+        return;
+    }
     size_t count_at = w->len;
     zk_put_i32(w, 0);
     size_t before = w->len;
     int32_t count = 0;
-    tree_session_ephemerals(s->tree, e->req->session_id, n ? prefix : NULL, collect_path, w);
+    tree_session_ephemerals(s->tree, e->req->session_id, prefix, collect_path, w);
+    free(prefix);
     /* Count the strings written: walk the lengths back. */
     struct zk_rbuf rb;
     zk_rbuf_init(&rb, w->p + before, w->len - before);
@@ -708,18 +757,18 @@ static void reply_connect(struct seq *s, struct seq_entry *e, int64_t now_ms)
         return;
     o->session_id = r->session_id;
     struct tree_session *ts = tree_session_find(s->tree, r->session_id);
-    uint8_t pw[16];
-    session_passwd(s, r->session_id, pw);
-    bool pw_ok = e->has_txn || (r->passwd_len == 16 && memcmp(pw, r->passwd, 16) == 0);
-    if (ts && !ts->closing && pw_ok) {
+    /* a new session (its createSession txn) needs no password; a reattach
+     * must bring the right one, else nothing changes for the owner */
+    bool pw_ok = e->has_txn || passwd_matches(s, r);
+    if (ts && !ts->closing && pw_ok && session_passwd(s, r->session_id, o->passwd)) {
         take_ownership(s, ts, r->worker, r->conn, now_ms);
         o->timeout_ms = ts->timeout_ms;
-        memcpy(o->passwd, pw, 16);
     } else {
         /* Unknown, expired or wrong password: timeout 0 tells the client its
          * session is gone, exactly as ZooKeeper answers. */
         o->timeout_ms = 0;
         o->session_id = 0;
+        memset(o->passwd, 0, sizeof o->passwd);
     }
     out_push(s, r->worker, o);
 }
@@ -742,6 +791,7 @@ static void push_events(struct seq *s, struct seq_evbuf *evb, int64_t through)
         /* Workers waiting on through_zxid give up after a bounded spin and
          * say so; events lost to OOM cannot be recovered here. */
         fprintf(stderr, "larchd: sequencer: out of memory for %u watch events\n", evb->count);
+        evbuf_drop(evb);
         return;
     }
     ev->through_zxid = through;
@@ -750,10 +800,19 @@ static void push_events(struct seq *s, struct seq_evbuf *evb, int64_t through)
     char *paths = (char *)ev->items + items_bytes;
     if (evb->plen)
         memcpy(paths, evb->paths, evb->plen);
+    /* the records' ACL references move to the batch */
     for (uint32_t i = 0; i < evb->count; i++)
         ev->items[i] = (struct seq_event){ .type = evb->items[i].type,
                                            .zxid = evb->items[i].zxid,
-                                           .path = paths + evb->items[i].path_off };
+                                           .path = paths + evb->items[i].path_off,
+                                           .acl = evb->items[i].acl };
+    evb->count = 0;
+    evb->plen = 0;
+    if (s->nworkers == 0) {
+        ev->refs = 1;
+        events_unref(ev);
+        return;
+    }
     ev->refs = (unsigned long)s->nworkers;
     for (int w = 0; w < s->nworkers; w++) {
         struct seq_out *o = out_new(SEQ_OUT_EVENTS, 0);
@@ -764,8 +823,6 @@ static void push_events(struct seq *s, struct seq_evbuf *evb, int64_t through)
         o->events = ev;
         out_push(s, w, o);
     }
-    if (s->nworkers == 0)
-        events_unref(ev);
 }
 
 /* Invariant 4: the round's txns reach the log and one fdatasync covers them
@@ -780,6 +837,14 @@ static int make_durable(struct seq *s, struct seq_entry *es, size_t n)
         if (!es[i].has_txn || es[i].logged)
             continue;
         int rc = txnlog_append(s->cfg.log, &es[i].txn);
+        if (rc == -EINVAL) {
+            /* prep bounds every txn by the record (prep_txn): one it
+             * accepted that the log refuses is a bug, not a disk problem,
+             * and holding the round for it would stall every write. */
+            fprintf(stderr, "larchd: sequencer: txn 0x%llx does not fit a log record; aborting\n",
+                    (unsigned long long)es[i].txn.zxid);
+            abort();
+        }
         if (rc != 0)
             return rc;
         es[i].logged = true;
@@ -794,8 +859,7 @@ static int make_durable(struct seq *s, struct seq_entry *es, size_t n)
 static void finish_round(struct seq *s, struct seq_entry *es, size_t n, int64_t before, int64_t now_ms)
 {
     struct seq_evbuf *evb = s->evb;
-    evb->count = 0;
-    evb->plen = 0;
+    evbuf_drop(evb); /* a no-op: push_events took or dropped the last round's records */
     evb->oom = false;
     for (size_t i = 0; i < n; i++)
         apply_entry(s, &es[i], evb);
@@ -1124,6 +1188,25 @@ static void *seq_thread(void *arg)
 
 /* ---- lifecycle ----------------------------------------------------------- */
 
+/* The configured key, or 32 fresh random bytes: then passwords are good for
+ * this process only (a server without a data dir loses its sessions on
+ * restart anyway). 0, or -1 when the kernel gives no randomness. */
+static int passwd_key_init(struct seq *s, const struct seq_cfg *cfg)
+{
+    if (cfg->passwd_key_set) {
+        memcpy(s->passwd_key, cfg->passwd_key, sizeof s->passwd_key);
+        return 0;
+    }
+    size_t got = 0;
+    while (got < sizeof s->passwd_key) {
+        ssize_t n = getrandom(s->passwd_key + got, sizeof s->passwd_key - got, 0);
+        if (n < 0 && errno != EINTR)
+            return -1;
+        got += n > 0 ? (size_t)n : 0;
+    }
+    return 0;
+}
+
 struct seq *seq_new(struct tree *t, const struct seq_cfg *cfg, int nworkers)
 {
     if (nworkers < 0 || nworkers > SEQ_WORKERS_MAX)
@@ -1158,10 +1241,8 @@ struct seq *seq_new(struct tree *t, const struct seq_cfg *cfg, int nworkers)
         if (s->out[w].efd < 0)
             goto fail;
     }
-    s->passwd_secret = cfg->passwd_secret;
-    if (s->passwd_secret == 0 &&
-        getrandom(&s->passwd_secret, sizeof(s->passwd_secret), 0) != sizeof(s->passwd_secret))
-        s->passwd_secret = mix64((uint64_t)clock_ms(CLOCK_REALTIME) ^ (uint64_t)getpid());
+    if (passwd_key_init(s, cfg) != 0)
+        goto fail;
     /* ZooKeeper's SessionTrackerImpl.initializeNextSessionId: time in the
      * middle bits, server id (0 standalone) in the top byte. */
     s->next_session_id = ((uint64_t)clock_ms(CLOCK_REALTIME) << 24) >> 8;
@@ -1223,9 +1304,11 @@ void seq_free(struct seq *s)
     }
     if (s->in_efd >= 0)
         close(s->in_efd);
+    evbuf_drop(s->evb);
     free(s->evb->items);
     free(s->evb->paths);
     free(s->evb);
+    OPENSSL_cleanse(s->passwd_key, sizeof s->passwd_key);
     free(s);
 }
 

@@ -8,6 +8,7 @@
  * starts a new segment instead of appending to the old one.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,9 +29,8 @@
 #define SEG_VERSION 1u
 #define SEG_HEADER_BYTES 16u       /* magic, u32 version, u64 db id */
 #define FRAME_BYTES 8u             /* u32 payload length, u32 CRC-32C */
-#define TXN_HEADER_BYTES 36u       /* zxid, session, cxid, time, type, nops */
 #define OP_MIN_BYTES 9u            /* type, client type, field mask */
-#define ACL_STR_BYTES_MAX 65535u   /* scheme or id; real ones are far shorter */
+#define ACL_ENTRY_MIN_BYTES 12u    /* perms, scheme length, id length */
 #define SEG_FILE_BYTES_MAX (1ull << 34) /* refuse to read absurd segment files */
 #define SEG_NAME_PREFIX "log."
 
@@ -202,6 +202,34 @@ static bool type_known(int32_t type)
     }
 }
 
+/* The sizes below are encode_op's layout, field by field; encode_op
+ * asserts that what it wrote is what txn_op_encoded_bytes says. */
+static size_t acl_encoded_bytes(const struct tree_acl *acl)
+{
+    size_t n = 4; /* count */
+    for (int32_t i = 0; i < acl->count; i++)
+        n += ACL_ENTRY_MIN_BYTES + strlen(acl->items[i].scheme) + strlen(acl->items[i].id);
+    return n;
+}
+
+size_t txn_op_encoded_bytes(const struct txn_op *op)
+{
+    uint8_t f = op_fields(op);
+    size_t n = OP_MIN_BYTES;
+    if (f & F_PATH)
+        n += 4 + strlen(op->path);
+    if (f & F_DATA)
+        n += 4 + (size_t)op->data_len;
+    if (f & F_ACL)
+        n += acl_encoded_bytes(op->acl);
+    n += (f & F_OWNER) ? 8 : 0;
+    n += (f & F_VERSION) ? 4 : 0;
+    n += (f & F_PCVERSION) ? 4 : 0;
+    n += (f & F_TIMEOUT) ? 4 : 0;
+    n += (f & F_ERR) ? 4 : 0;
+    return n;
+}
+
 static int encode_acl(struct wr *w, const struct tree_acl *acl)
 {
     if (acl->count < 0 || acl->count > TREE_ACL_MAX)
@@ -210,7 +238,9 @@ static int encode_acl(struct wr *w, const struct tree_acl *acl)
     for (int32_t i = 0; i < acl->count; i++) {
         const struct tree_acl_entry *e = &acl->items[i];
         size_t sl = strlen(e->scheme), il = strlen(e->id);
-        if (sl > ACL_STR_BYTES_MAX || il > ACL_STR_BYTES_MAX)
+        /* no bound of their own, as paths: "auth" expands into the caller's
+         * digest ids, which may be long; the record bound covers them */
+        if (sl > TXNLOG_RECORD_BYTES_MAX || il > TXNLOG_RECORD_BYTES_MAX)
             return -EINVAL;
         put_u32(w, (uint32_t)e->perms);
         put_u32(w, (uint32_t)sl);
@@ -223,13 +253,16 @@ static int encode_acl(struct wr *w, const struct tree_acl *acl)
 
 static int encode_op(struct wr *w, const struct txn_op *op)
 {
+    size_t start = w->b->len;
     uint8_t f = op_fields(op);
     put_u32(w, (uint32_t)op->type);
     put_u32(w, (uint32_t)op->client_type);
     put_u8(w, f);
     if (f & F_PATH) {
+        /* no path limit of its own: the record bound covers it (checked
+         * here too, so a huge path is refused before it is copied) */
         size_t n = strlen(op->path);
-        if (n > TREE_PATH_MAX)
+        if (n > TXNLOG_RECORD_BYTES_MAX)
             return -EINVAL;
         put_u32(w, (uint32_t)n);
         put_bytes(w, op->path, n);
@@ -250,6 +283,8 @@ static int encode_op(struct wr *w, const struct txn_op *op)
         put_u32(w, (uint32_t)op->timeout_ms);
     if (f & F_ERR)
         put_u32(w, (uint32_t)op->err);
+    /* prep sizes txns with txn_op_encoded_bytes: the two must not drift */
+    TL_ASSERT(w->err != 0 || w->b->len - start == txn_op_encoded_bytes(op));
     return 0;
 }
 
@@ -263,26 +298,32 @@ int txn_encode(struct txnlog_buf *b, const struct txn *x)
     put_u64(&w, (uint64_t)x->time_ms);
     put_u32(&w, (uint32_t)x->type);
     put_u32(&w, x->nops);
+    /* the sequencer's bound for ops leaves exactly this much for the header */
+    TL_ASSERT(w.err != 0 || b->len - start == TXNLOG_TXN_HEADER_BYTES);
     int rc = 0;
-    for (uint32_t i = 0; rc == 0 && i < x->nops; i++)
+    for (uint32_t i = 0; rc == 0 && i < x->nops; i++) {
         rc = encode_op(&w, &x->ops[i]);
+        /* stop at the first op past the bound rather than copy the rest */
+        if (rc == 0 && b->len - start > TXNLOG_RECORD_BYTES_MAX)
+            rc = -EINVAL;
+    }
     if (rc == 0)
         rc = w.err;
-    if (rc == 0 && b->len - start > TXNLOG_RECORD_BYTES_MAX)
-        rc = -EINVAL;
     if (rc != 0)
         b->len = start;
-    TL_ASSERT(rc != 0 || b->len - start >= TXN_HEADER_BYTES);
+    TL_ASSERT(rc != 0 || b->len - start <= TXNLOG_RECORD_BYTES_MAX);
     return rc;
 }
 
-/* A NUL-terminated copy of n bytes that must not contain NUL (C strings in
- * the tree could not represent it). NULL and r->bad on bad input. */
-static char *get_str(struct rd *r, size_t n_max, bool *oom)
+/* A NUL-terminated copy of a length-prefixed string that must not contain
+ * NUL (C strings in the tree could not represent it). Strings (paths, ACL
+ * schemes and ids) have no bound of their own: take() refuses a length that
+ * runs past the record's end before anything is allocated, so garbage
+ * never allocates more than the record still holds. NULL and r->bad on bad
+ * input. */
+static char *get_str(struct rd *r, bool *oom)
 {
     uint32_t n = get_u32(r);
-    if (n > n_max)
-        r->bad = true;
     const uint8_t *p = r->bad ? NULL : take(r, n);
     if (p == NULL || memchr(p, '\0', n) != NULL) {
         r->bad = true;
@@ -309,7 +350,7 @@ static bool acl_is_open_list(const struct tree_acl *acl)
 static struct tree_acl *decode_acl(struct rd *r, bool *oom)
 {
     uint32_t count = get_u32(r);
-    if (r->bad || count > TREE_ACL_MAX || count > (r->len - r->pos) / 12) {
+    if (r->bad || count > TREE_ACL_MAX || count > (r->len - r->pos) / ACL_ENTRY_MIN_BYTES) {
         r->bad = true;
         return NULL;
     }
@@ -325,8 +366,8 @@ static struct tree_acl *decode_acl(struct rd *r, bool *oom)
     for (uint32_t i = 0; i < count && !r->bad && !*oom; i++) {
         struct tree_acl_entry *e = &acl->items[i];
         e->perms = (int32_t)get_u32(r);
-        e->scheme = get_str(r, ACL_STR_BYTES_MAX, oom);
-        e->id = e->scheme != NULL ? get_str(r, ACL_STR_BYTES_MAX, oom) : NULL;
+        e->scheme = get_str(r, oom);
+        e->id = e->scheme != NULL ? get_str(r, oom) : NULL;
         acl->count++;
         if (e->id == NULL)
             break;
@@ -365,7 +406,7 @@ static void decode_op(struct rd *r, struct txn_op *op, bool *oom)
     if (!type_known(op->type) || op->type == TXN_MULTI)
         r->bad = true;
     if ((f & F_PATH) && !r->bad)
-        op->path = get_str(r, TREE_PATH_MAX, oom);
+        op->path = get_str(r, oom); /* bounded by the record, see get_str */
     if ((f & F_DATA) && !r->bad && !*oom)
         decode_data(r, op, oom);
     if ((f & F_ACL) && !r->bad && !*oom)
@@ -531,17 +572,57 @@ static int seg_read(struct storage *st, const char *path, uint8_t **buf, size_t 
     return 0;
 }
 
-/* The total length of the record framed at off, or 0 when there is no
- * intact record there (short, absurd length, or CRC mismatch). */
-static size_t record_at(const uint8_t *buf, size_t len, size_t off)
+#define CRC32C_POLY 0x82F63B78u /* reflected, as tree/crc32c.c */
+
+/* a * b modulo the CRC-32C polynomial, bit-reflected (x^0 is the top bit),
+ * as zlib's multmodp. */
+static uint32_t crc_mulmod(uint32_t a, uint32_t b)
 {
+    uint32_t p = 0;
+    for (uint32_t m = 1u << 31; m != 0; m >>= 1) {
+        if (a & m)
+            p ^= b;
+        b = b & 1 ? (b >> 1) ^ CRC32C_POLY : b >> 1;
+    }
+    return p;
+}
+
+/* The CRC-32C of the bytes crc covers followed by n zero bytes, in
+ * O(log n): a zero byte multiplies the (inverted) register by x^8, so n of
+ * them multiply it by x^(8n) mod P (zlib's crc32_combine does the same). */
+static uint32_t crc32c_zeros(uint32_t crc, uint64_t n)
+{
+    uint32_t x8n = 1u << 31, x8pow = 1u << 23; /* x^0; x^(8 * 2^i) */
+    for (; n != 0; n >>= 1) {
+        if (n & 1)
+            x8n = crc_mulmod(x8n, x8pow);
+        x8pow = crc_mulmod(x8pow, x8pow);
+    }
+    return ~crc_mulmod(x8n, ~crc);
+}
+
+/* The total length of the record framed at off in buf[0, len), or 0 when
+ * there is no intact record there (short, absurd length, or CRC mismatch).
+ * Every byte from zeros_from on is known to be zero (len when nothing is
+ * known): a payload may end in zeros (a closeSession's last byte is 0),
+ * and its CRC over them is extended arithmetically, so that probing every
+ * offset of a torn tail costs its nonzero bytes, not the preallocated
+ * chunk after it (up to 64 MiB for each plausible length). */
+static size_t record_at(const uint8_t *buf, size_t len, size_t zeros_from, size_t off)
+{
+    TL_ASSERT(zeros_from <= len);
     if (off > len || len - off < FRAME_BYTES)
         return 0;
     uint32_t plen = get_be32(buf + off);
-    if (plen < TXN_HEADER_BYTES || plen > TXNLOG_RECORD_BYTES_MAX ||
+    if (plen < TXNLOG_TXN_HEADER_BYTES || plen > TXNLOG_RECORD_BYTES_MAX ||
         len - off - FRAME_BYTES < plen)
         return 0;
-    if (txnlog_crc32c(0, buf + off + FRAME_BYTES, plen) != get_be32(buf + off + 4))
+    size_t start = off + FRAME_BYTES, end = start + plen;
+    size_t stop = end < zeros_from ? end : start > zeros_from ? start : zeros_from;
+    uint32_t crc = txnlog_crc32c(0, buf + start, stop - start);
+    if (stop < end)
+        crc = crc32c_zeros(crc, end - stop);
+    if (crc != get_be32(buf + off + 4))
         return 0;
     return FRAME_BYTES + plen;
 }
@@ -554,12 +635,16 @@ static size_t nonzero_end(const uint8_t *buf, size_t len)
     return len;
 }
 
-/* True when an intact record starts anywhere in [from, end): then damage
- * before it is not a torn tail but lost data in the middle of the log. */
-static bool intact_record_after(const uint8_t *buf, size_t end, size_t from)
+/* True when an intact record starts at or after from: then damage before
+ * it is not a torn tail but lost data in the middle of the log. nz is one
+ * past the last nonzero byte. A record starts below nz (its length is not
+ * zero) but may end past it, in its own trailing zeros: it is framed
+ * against all len bytes, never against nz. */
+static bool intact_record_after(const uint8_t *buf, size_t len, size_t nz, size_t from)
 {
-    for (size_t pos = from; pos < end; pos++) {
-        if (record_at(buf, end, pos) != 0)
+    TL_ASSERT(nz <= len && (nz == len || buf[nz] == 0));
+    for (size_t pos = from; pos < nz; pos++) {
+        if (record_at(buf, len, nz, pos) != 0)
             return true;
     }
     return false;
@@ -573,6 +658,8 @@ struct scan {
     int64_t from_zxid;
     txnlog_replay_fn fn; /* NULL: check only, decode nothing */
     void *arg;
+    bool probe;          /* repair nothing, only note in repair_needed */
+    bool repair_needed;  /* a probe found a torn tail (or segment) */
     int64_t last_zxid; /* INT64_MIN until a record is seen */
     uint64_t db_id;
     bool have_db_id;
@@ -606,7 +693,7 @@ static int seg_check_tail(const uint8_t *buf, size_t len, bool is_last, struct s
     size_t nz = nonzero_end(buf, len);
     if (nz <= lay->valid_end)
         return 0;
-    if (!is_last || intact_record_after(buf, nz, lay->valid_end + 1))
+    if (!is_last || intact_record_after(buf, len, nz, lay->valid_end + 1))
         return TXNLOG_ECORRUPT;
     lay->torn_bytes = nz - lay->valid_end;
     return 0;
@@ -622,14 +709,15 @@ static int seg_check(struct scan *s, const struct seg *seg, const uint8_t *buf, 
     *lay = (struct seg_layout){ 0 };
     if (!seg_header_ok(s, buf, len)) {
         size_t nz = nonzero_end(buf, len);
-        if (!is_last || intact_record_after(buf, nz, 0))
+        if (!is_last || intact_record_after(buf, len, nz, 0))
             return TXNLOG_ECORRUPT;
+        /* nz may be 0 (created, never written): it goes all the same */
         lay->drop_file = true;
         lay->torn_bytes = nz;
         return 0;
     }
     size_t off = SEG_HEADER_BYTES, n;
-    while ((n = record_at(buf, len, off)) != 0) {
+    while ((n = record_at(buf, len, len, off)) != 0) {
         int64_t zxid = (int64_t)get_be64(buf + off + FRAME_BYTES);
         if (zxid <= s->last_zxid || zxid >= upper ||
             (off == SEG_HEADER_BYTES && zxid != seg->zxid))
@@ -687,7 +775,7 @@ static int seg_repair(struct scan *s, const char *path, const struct seg_layout 
 
 static int scan_segment(struct scan *s, const struct seg_list *l, size_t i)
 {
-    char path[TREE_PATH_MAX + 64];
+    char path[PATH_MAX];
     int rc = seg_path(s->dir, l->items[i].zxid, path, sizeof path);
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -702,9 +790,11 @@ static int scan_segment(struct scan *s, const struct seg_list *l, size_t i)
     if (rc == 0 && s->fn != NULL && !lay.drop_file)
         rc = seg_deliver(s, buf, lay.valid_end);
     /* repair last, once everything before it was accepted */
-    if (rc == 0 && lay.torn_bytes > 0) {
+    if (rc == 0 && (lay.torn_bytes > 0 || lay.drop_file)) {
+        s->repair_needed = true;
         s->stats.torn_bytes = lay.torn_bytes;
-        rc = seg_repair(s, path, &lay);
+        if (!s->probe)
+            rc = seg_repair(s, path, &lay);
     }
     free(buf);
     return rc;
@@ -755,7 +845,7 @@ int txnlog_purge(struct storage *st, const char *dir, int64_t keep_from_zxid)
     if (rc != 0)
         return rc;
     int removed = 0;
-    char path[TREE_PATH_MAX + 64];
+    char path[PATH_MAX];
     /* never the last segment: the writer may be appending to it */
     for (size_t i = 0; rc == 0 && i + 1 < l.count && l.items[i + 1].zxid <= keep_from_zxid; i++) {
         rc = seg_path(dir, l.items[i].zxid, path, sizeof path);
@@ -793,15 +883,27 @@ struct txnlog {
 };
 
 /* The last zxid in the log: scanning only the last segment is enough unless
- * it holds no record, then one segment further back at a time. */
+ * it holds no record, then one segment further back at a time. Those
+ * probes repair nothing: as in replay, a torn last segment may go only
+ * once every segment scanned before it was accepted (and l would name a
+ * removed file). After a crash, one more pass over the same segments
+ * repairs, as replay would. */
 static int open_scan(struct storage *st, const char *dir, int64_t *last)
 {
     struct seg_list l;
     int rc = seg_list_load(st, dir, &l);
     struct scan s = { .st = st, .dir = dir, .last_zxid = INT64_MIN };
-    for (size_t k = l.count; rc == 0 && k > 0 && s.last_zxid == INT64_MIN; k--) {
+    size_t first = l.count;
+    while (rc == 0 && first > 0 && s.last_zxid == INT64_MIN) {
+        first--;
+        s = (struct scan){ .st = st, .dir = dir, .last_zxid = INT64_MIN, .probe = true };
+        rc = scan_from(&s, &l, first);
+    }
+    if (rc == 0 && s.repair_needed) {
+        int64_t probed = s.last_zxid;
         s = (struct scan){ .st = st, .dir = dir, .last_zxid = INT64_MIN };
-        rc = scan_from(&s, &l, k - 1);
+        rc = scan_from(&s, &l, first);
+        TL_ASSERT(rc != 0 || s.last_zxid == probed);
     }
     free(l.items);
     *last = s.last_zxid == INT64_MIN ? 0 : s.last_zxid;
@@ -918,7 +1020,7 @@ static int seg_prealloc(struct seg_pos *p, uint64_t chunk, uint64_t end)
 /* Creates segment "log.<zxid>": header, first chunk, and a durable name. */
 static int seg_create(struct txnlog *log, int64_t zxid, struct seg_pos *out)
 {
-    char path[TREE_PATH_MAX + 64];
+    char path[PATH_MAX];
     int rc = seg_path(log->dir, zxid, path, sizeof path);
     struct storage_file *f = NULL;
     if (rc == 0)
@@ -1000,7 +1102,7 @@ static void attempt_undo(struct txnlog *log, struct sync_attempt *a)
 {
     if (log->cur.file != NULL && log->cur.file != a->saved.file)
         (void)storage_close(log->cur.file);
-    char path[TREE_PATH_MAX + 64];
+    char path[PATH_MAX];
     for (size_t i = 0; i < a->ncreated; i++) {
         if (seg_path(log->dir, a->created[i], path, sizeof path) == 0)
             (void)storage_unlink(log->st, path);

@@ -10,7 +10,9 @@
  * big-endian, payload = txn_encode() of one txn. Segments are preallocated
  * in chunks (ZooKeeper's FilePadding) so that fdatasync does not have to
  * write file-size metadata on every group commit; the zeros after the last
- * record mark the end of the data.
+ * record mark the end of the data. A payload may itself end in zeros (every
+ * closeSession does), so recovery frames records against the whole file,
+ * never against its last nonzero byte.
  *
  * Recovery: a torn tail (a partial record or a CRC mismatch in the last
  * record(s) of the last segment, followed only by zeros or garbage) is
@@ -119,6 +121,12 @@ void storage_mem_fail_sync(struct storage *s, int err, unsigned count);
 #define TXNLOG_EORDER (-100002)   /* zxids not strictly increasing */
 
 #define TXNLOG_RECORD_BYTES_MAX (32u << 20) /* payload bound, far above jute.maxbuffer */
+#define TXNLOG_TXN_HEADER_BYTES 36u /* zxid, session, cxid, time, type, nops */
+/* What a record leaves for a txn's ops: the bound the sequencer hands prep
+ * (tree_prep_cfg.max_txn_bytes, counted with txn_op_encoded_bytes), so that
+ * every txn prep accepts fits one record. The frame (length, CRC) is not
+ * part of the payload bound and costs nothing here. */
+#define TXNLOG_TXN_OPS_BYTES_MAX (TXNLOG_RECORD_BYTES_MAX - TXNLOG_TXN_HEADER_BYTES)
 
 /* A growable byte buffer; free p with free(). */
 struct txnlog_buf {
@@ -129,9 +137,16 @@ struct txnlog_buf {
 
 /* Appends the encoding of x to b (big-endian; every txn_op field that is
  * set, so decode(encode(x)) equals x field by field). 0, -ENOMEM, or
- * -EINVAL when x breaks a bound (path > TREE_PATH_MAX, ACL > TREE_ACL_MAX,
- * encoding > TXNLOG_RECORD_BYTES_MAX: b is then left as it was). */
+ * -EINVAL when x breaks a bound (ACL > TREE_ACL_MAX, encoding >
+ * TXNLOG_RECORD_BYTES_MAX: b is then left as it was). Paths, data and ACL
+ * scheme/id strings have no bound of their own: the record's covers them,
+ * here and in txn_decode. A txn takes exactly TXNLOG_TXN_HEADER_BYTES plus
+ * txn_op_encoded_bytes of each op (asserted on every encode). */
 int txn_encode(struct txnlog_buf *b, const struct txn *x);
+/* The exact bytes txn_encode writes for op: the one place that knows the
+ * encoding's per-field sizes. Pure, any thread; prep counts txns with it
+ * (tree_prep_cfg.op_bytes) so that no txn it accepts is refused here. */
+size_t txn_op_encoded_bytes(const struct txn_op *op);
 /* Decodes exactly len bytes into *out, which then owns what txn_free frees
  * (paths and data malloc'd, ACLs with one reference; an ACL equal to
  * world:anyone ALL is the shared tree_acl_open()). 0, -ENOMEM, or -EBADMSG
@@ -156,7 +171,9 @@ struct txnlog;
  * the log. Checks the last segment (and earlier ones while those hold no
  * record) as txnlog_replay does, without decoding: truncates a torn tail,
  * refuses damage with TXNLOG_ECORRUPT/TXNLOG_EORDER, and remembers the last
- * durable zxid. Recovery replays the whole log first, which checks the rest. Like ZooKeeper after a restart, the first
+ * durable zxid. Like replay, it repairs only once every segment it read was
+ * accepted, so it needs no replay before it; recovery replays the whole log
+ * first, which checks the rest. Like ZooKeeper after a restart, the first
  * sync starts a new segment. opts NULL (or zero fields) means defaults. */
 int txnlog_open(struct storage *st, const char *dir, const struct txnlog_opts *opts,
                 struct txnlog **out);
@@ -165,7 +182,8 @@ int txnlog_open(struct storage *st, const char *dir, const struct txnlog_opts *o
 void txnlog_close(struct txnlog *log);
 /* Buffers x (encoded now, so x may be freed on return). x->zxid must be
  * greater than every zxid appended before (TXNLOG_EORDER otherwise). 0,
- * -ENOMEM or -EINVAL (see txn_encode). Nothing is durable until sync. */
+ * -ENOMEM or -EINVAL (see txn_encode; never for a txn tree_prep accepted
+ * under TXNLOG_TXN_OPS_BYTES_MAX). Nothing is durable until sync. */
 int txnlog_append(struct txnlog *log, const struct txn *x);
 /* Group commit: writes every buffered record (rolling segments as needed)
  * and fdatasyncs. 0 when all of them are durable. On error (-errno) none of
@@ -187,14 +205,15 @@ int64_t txnlog_durable_zxid(const struct txnlog *log);
 typedef int (*txnlog_replay_fn)(void *arg, struct txn *x);
 struct txnlog_replay_stats {
     uint64_t records;     /* callbacks made */
-    uint64_t torn_bytes;  /* bytes of torn tail removed (0: clean end) */
+    uint64_t torn_bytes;  /* nonzero bytes of torn tail removed (0: clean end) */
     int64_t last_zxid;    /* highest zxid in the log (0 when empty) */
 };
 /* Replays dir. Truncates a torn tail of the last segment (or removes a last
- * segment whose header never became durable) and reports its size in
- * stats->torn_bytes; refuses damage anywhere else with TXNLOG_ECORRUPT and
- * non-increasing zxids with TXNLOG_EORDER, deleting nothing. Segments wholly
- * before from_zxid are skipped unread. stats may be NULL. */
+ * segment whose header never became durable, even an empty one) and reports
+ * its nonzero bytes in stats->torn_bytes; refuses damage anywhere else with
+ * TXNLOG_ECORRUPT and non-increasing zxids with TXNLOG_EORDER, deleting
+ * nothing. Segments wholly before from_zxid are skipped unread. stats may
+ * be NULL. */
 int txnlog_replay(struct storage *st, const char *dir, int64_t from_zxid, txnlog_replay_fn fn,
                   void *arg, struct txnlog_replay_stats *stats);
 

@@ -136,8 +136,18 @@ static const struct setting key_settings[] = {
     ROW("autopurge.snapRetainCount", K_SNAP_RETAIN, autopurge_snap_retain, 3, INT32_MAX, false),
     ROW("autopurge.purgeInterval", K_INT32, autopurge_interval_h, 0, INT32_MAX, false),
     ROW("globalOutstandingLimit", K_INT32, global_outstanding_limit, 1, INT32_MAX, true),
+    ROW("maxCnxns", K_INT32, max_cnxns, 0, INT32_MAX, false),
+    ROW("nio.sessionlessCnxnTimeout", K_INT32, sessionless_timeout_ms, 1, INT32_MAX, true),
+    ROW("larch.maxBufferedBytes", K_INT64, max_buffered_bytes, 1 << 20, INT64_MAX, false),
+    ROW_SET("larch.connection.maxBufferBytes", K_INT64, conn_max_buffer_bytes, conn_max_buffer_set,
+            0, INT64_MAX),
+    ROW("larch.connection.outputHighWaterBytes", K_INT64, conn_out_high_water_bytes, 1, INT64_MAX,
+        false),
+    ROW("larch.connection.maxUnsentBytes", K_INT64, conn_max_unsent_bytes, 1, INT64_MAX, false),
     ROW("znode.container.checkIntervalMs", K_INT64, container_check_ms, 1, INT64_MAX, true),
-    ROW("jute.maxbuffer", K_INT32, max_buffer_bytes, 1, INT32_MAX, true),
+    /* A frame must fit one txn log record (TXNLOG_RECORD_BYTES_MAX, 32 MiB)
+     * with room for what prep adds: larger would be refused at write time. */
+    ROW("jute.maxbuffer", K_INT32, max_buffer_bytes, 1, JUTE_MAXBUFFER_MAX, true),
     ROW("extendedTypesEnabled", K_BOOL, extended_types, 0, 0, true),
     ROW("DigestAuthenticationProvider.superDigest", K_DIGEST, super_digest, 0, 0, true),
     ROW("larch.workers", K_INT32, workers, 1, WORKERS_MAX, false),
@@ -165,7 +175,7 @@ static const struct setting flag_settings[] = {
     ROW("--ttl", K_ONOFF, extended_types, 0, 0, false),
     ROW("--data-dir", K_STRING, data_dir, 0, 0, false),
     ROW_SET("--data-log-dir", K_STRING, data_log_dir, data_log_dir_set, 0, 0),
-    ROW("--max-buffer", K_INT32, max_buffer_bytes, 1, INT32_MAX, false),
+    ROW("--max-buffer", K_INT32, max_buffer_bytes, 1, JUTE_MAXBUFFER_MAX, false),
     ROW("--log-level", K_LOGLEVEL, log_level, 0, 3, false),
     ROW("--read-only", K_ONOFF, read_only_mode, 0, 0, false),
     ROW_SET("--inline-sequencer", K_ONOFF, inline_sequencer, inline_sequencer_set, 0, 0),
@@ -183,7 +193,7 @@ static const char *const ignored_keys[] = {
     "secureClientPort", "secureClientPortAddress", "ssl.", "sslQuorum", "authProvider.",
     "sessionRequireClientSASLAuth", "enforce.auth.", "clientPortListenBacklog",
     "localSessionsEnabled", "localSessionsUpgradingEnabled", "connectToLearnerMasterLimit",
-    "maxCnxns", "syncEnabled", "dynamicConfigFile", "serverCnxnFactory", "observerMasterPort",
+    "syncEnabled", "dynamicConfigFile", "serverCnxnFactory", "observerMasterPort",
     "quorum.", "multiAddress.", "skipACL", "enforceQuota", "maxResponseCacheSize",
     "maxGetChildrenResponseCacheSize", "fsync.warningthresholdms", "leaderServes", "cnxTimeout",
     "digest.enabled", "snapshot.", "txnLogSizeLimitInKb", "snapSizeLimitInKb", "jvm.",
@@ -328,6 +338,7 @@ static void apply_int(struct config *c, const struct setting *s, const char *val
         *(int64_t *)field_of(c, s) = v;
     else
         *(int32_t *)field_of(c, s) = (int32_t)v;
+    mark_set(c, s, true);
 }
 
 static void apply_port(struct config *c, const struct setting *s, const char *value,
@@ -399,8 +410,11 @@ static void apply_bool(struct config *c, const struct setting *s, const char *va
         *(bool *)field_of(c, s) = true;
     else if (strcasecmp(value, no) == 0)
         *(bool *)field_of(c, s) = false;
-    else
+    else {
         report(r, SEV_ERROR, "'%.*s' is not %s or %s", VALUE_ECHO_MAX, value, yes, no);
+        return;
+    }
+    mark_set(c, s, true);
 }
 
 static void apply_string(struct config *c, const struct setting *s, const char *value,
@@ -554,6 +568,12 @@ void config_defaults(struct config *c)
     c->autopurge_interval_h = 0;
     c->container_check_ms = 60000;
     c->global_outstanding_limit = 1000;
+    c->max_cnxns = 0;
+    c->sessionless_timeout_ms = 10000;
+    c->max_buffered_bytes = (int64_t)256 << 20;
+    c->conn_max_buffer_bytes = 0; /* derived from jute.maxbuffer by config_finish */
+    c->conn_out_high_water_bytes = 1 << 20;
+    c->conn_max_unsent_bytes = 16 << 20;
     /* One core is the sequencer's; the rest serve reads (DESIGN.md threads). */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     long workers = cpus > 1 ? cpus - 1 : 1;
@@ -1041,6 +1061,29 @@ static void finish_session_timeouts(struct config *c, struct reporter *r)
                c->min_session_timeout_ms, c->max_session_timeout_ms);
 }
 
+/* The memory budget's cross-field rules (see dataplane/conn.c): a
+ * connection's input bound must hold two frames, or one frame arriving
+ * behind a full queue could never complete; a slow consumer cannot be
+ * closed below the mark at which its reading already stops. */
+static void finish_budget(struct config *c, struct reporter *r)
+{
+    int64_t two_frames = 2 * ((int64_t)c->max_buffer_bytes + 4);
+    if (!c->conn_max_buffer_set)
+        c->conn_max_buffer_bytes = two_frames;
+    else if (c->conn_max_buffer_bytes < two_frames)
+        report(r, SEV_ERROR, "larch.connection.maxBufferBytes=%lld must be at least %lld "
+                             "(two frames of jute.maxbuffer=%d)",
+               (long long)c->conn_max_buffer_bytes, (long long)two_frames, c->max_buffer_bytes);
+    if (c->conn_max_unsent_bytes < c->conn_out_high_water_bytes)
+        report(r, SEV_ERROR, "larch.connection.maxUnsentBytes=%lld must be at least "
+                             "larch.connection.outputHighWaterBytes=%lld",
+               (long long)c->conn_max_unsent_bytes, (long long)c->conn_out_high_water_bytes);
+    if (c->max_buffered_bytes < c->conn_max_buffer_bytes)
+        report(r, SEV_ERROR, "larch.maxBufferedBytes=%lld must be at least "
+                             "larch.connection.maxBufferBytes=%lld",
+               (long long)c->max_buffered_bytes, (long long)c->conn_max_buffer_bytes);
+}
+
 int config_finish(struct config *c, config_report_fn fn, void *arg)
 {
     assert(c != NULL);
@@ -1048,6 +1091,7 @@ int config_finish(struct config *c, config_report_fn fn, void *arg)
 
     check_ranges(c, &r);
     finish_session_timeouts(c, &r);
+    finish_budget(c, &r);
     if (c->client_port_address[0] == '\0')
         report(&r, SEV_ERROR, "clientPortAddress must not be empty");
     /* ZooKeeper writes the txn log into dataDir unless dataLogDir is given. */
@@ -1105,7 +1149,8 @@ const char *config_usage(void)
            "                            ZooKeeper's default is off)\n"
            "  --data-dir DIR            dataDir (default none)\n"
            "  --data-log-dir DIR        dataLogDir (default: dataDir)\n"
-           "  --max-buffer BYTES        jute.maxbuffer, largest packet (default 1048575)\n"
+           "  --max-buffer BYTES        jute.maxbuffer, largest packet (default 1048575, at\n"
+           "                            most 16777216)\n"
            "  --log-level LEVEL         error, warn, info or debug (larch.logLevel; default info)\n"
            "  --read-only on|off        readonlymode.enabled (default off)\n"
            "  -h, --help                print this text and exit\n"
@@ -1127,9 +1172,20 @@ const char *config_usage(void)
            "  preAllocSize=65536                (KB preallocated per txn log chunk) *\n"
            "  autopurge.snapRetainCount=3       (at least 3)\n"
            "  autopurge.purgeInterval=0         (hours; 0 = never)\n"
-           "  globalOutstandingLimit=1000       *\n"
+           "  globalOutstandingLimit=1000       (requests read and not yet answered,\n"
+           "                                    server-wide, before reading pauses) *\n"
+           "  maxCnxns=0                        (client connections in all; 0 = unlimited)\n"
+           "  nio.sessionlessCnxnTimeout=10000  (ms a connection may take to open its session) *\n"
+           "  larch.maxBufferedBytes=268435456  (bytes all connections may hold: above it,\n"
+           "                                    heavy connections are not read)\n"
+           "  larch.connection.maxBufferBytes=  (unparsed input + queued requests per\n"
+           "                                    connection; default and minimum: 2 frames)\n"
+           "  larch.connection.outputHighWaterBytes=1048576 (unsent output above which a\n"
+           "                                    connection is not read)\n"
+           "  larch.connection.maxUnsentBytes=16777216 (unsent output that closes a\n"
+           "                                    connection: the client is not reading)\n"
            "  znode.container.checkIntervalMs=60000 *\n"
-           "  jute.maxbuffer=1048575            *\n"
+           "  jute.maxbuffer=1048575            (at most 16 MiB: a txn log record is 32 MiB) *\n"
            "  zookeeper.extendedTypesEnabled=true *\n"
            "  DigestAuthenticationProvider.superDigest=   (none) *\n"
            "  larch.workers=                    (CPUs - 1, at least 1, at most 64)\n"
@@ -1193,6 +1249,12 @@ size_t config_format(const struct config *c, char *out, size_t cap)
                c->autopurge_snap_retain, c->autopurge_interval_h);
     out_printf(&o, "globalOutstandingLimit=%d\nznode.container.checkIntervalMs=%lld\n",
                c->global_outstanding_limit, (long long)c->container_check_ms);
+    out_printf(&o, "maxCnxns=%d\nzookeeper.nio.sessionlessCnxnTimeout=%d\n", c->max_cnxns,
+               c->sessionless_timeout_ms);
+    out_printf(&o, "larch.maxBufferedBytes=%lld\nlarch.connection.maxBufferBytes=%lld\n",
+               (long long)c->max_buffered_bytes, (long long)c->conn_max_buffer_bytes);
+    out_printf(&o, "larch.connection.outputHighWaterBytes=%lld\nlarch.connection.maxUnsentBytes=%lld\n",
+               (long long)c->conn_out_high_water_bytes, (long long)c->conn_max_unsent_bytes);
     const char *level = c->log_level >= 0 && c->log_level < (int32_t)COUNT(log_level_names)
                             ? log_level_names[c->log_level] : "info";
     out_printf(&o, "larch.workers=%d\nlarch.logLevel=%s\n", c->workers, level);

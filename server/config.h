@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #define CONFIG_MSG_MAX 512
+#define JUTE_MAXBUFFER_MAX (16 << 20) /* half a txn log record (replication/txnlog.h) */
 
 struct config {
     /* zoo.cfg keys */
@@ -42,6 +43,13 @@ struct config {
     int32_t autopurge_interval_h;   /* autopurge.purgeInterval, default 0 */
     int64_t container_check_ms;     /* znode.container.checkIntervalMs, default 60000 */
     int32_t global_outstanding_limit; /* globalOutstandingLimit, default 1000 */
+    int32_t max_cnxns;              /* maxCnxns: all client connections, default 0 = unlimited */
+    int32_t sessionless_timeout_ms; /* zookeeper.nio.sessionlessCnxnTimeout, default 10000 */
+    /* the memory budget (bytes; DESIGN.md invariant 6, README "Limits") */
+    int64_t max_buffered_bytes;     /* larch.maxBufferedBytes, default 256 MiB */
+    int64_t conn_max_buffer_bytes;  /* larch.connection.maxBufferBytes, default 2 frames */
+    int64_t conn_out_high_water_bytes; /* larch.connection.outputHighWaterBytes, default 1 MiB */
+    int64_t conn_max_unsent_bytes;  /* larch.connection.maxUnsentBytes, default 16 MiB */
     /* larchd-only (flags, and the same names as zoo.cfg keys) */
     int32_t workers;                /* --workers / larch.workers, default: cores - 1, at least 1 */
     int32_t log_level;              /* --log-level: 0 error .. 3 debug, default 2 (info) */
@@ -49,7 +57,7 @@ struct config {
     bool inline_sequencer_set;      /* given explicitly (else main decides from CPU affinity) */
     /* which of the above were set explicitly (bit per field is overkill: only what
      * derived defaults need) */
-    bool min_session_set, max_session_set, data_log_dir_set;
+    bool min_session_set, max_session_set, data_log_dir_set, conn_max_buffer_set;
 };
 
 /* Fills c with ZooKeeper's defaults (derived ones computed from tickTime by

@@ -31,7 +31,7 @@ struct durability {
     struct storage *st;
     struct txnlog *log;
     struct tree *tree;
-    uint64_t secret;
+    uint8_t passwd_key[SEQ_PASSWD_KEY_BYTES];
     pthread_t thread;
     bool running;
     pthread_mutex_t lock;
@@ -101,38 +101,76 @@ static int read_file(struct storage *st, const char *path, uint8_t **out, size_t
     return 0;
 }
 
-/* The session-password key: created once, kept forever (clients' passwords
- * must stay valid across restarts). */
-static int load_secret(struct durability *d)
+/* Writes the key to path: write, fsync, rename, fsync the directory, so a
+ * crash leaves the old file or the new one, never a torn key. The file is
+ * made owner-only before the key goes in: whoever reads it can forge every
+ * session's password. */
+static int write_key(struct durability *d, const char *path)
 {
-    char path[4300];
-    snprintf(path, sizeof(path), "%s/secret", d->snap_dir);
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    if (read_file(d->st, path, &buf, &len) == 0 && len == 8) {
-        memcpy(&d->secret, buf, 8);
-        free(buf);
-        return 0;
-    }
-    free(buf);
-    while (d->secret == 0)
-        if (getrandom(&d->secret, sizeof(d->secret), 0) != sizeof(d->secret))
-            return -EIO;
     char tmp[4310];
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     struct storage_file *f;
     int rc = storage_open(d->st, tmp, STORAGE_CREATE, &f);
     if (rc != 0)
         return rc;
-    rc = storage_pwrite(f, &d->secret, 8, 0);
+    if (chmod(tmp, 0600) != 0)
+        rc = -errno;
+    if (rc == 0)
+        rc = storage_pwrite(f, d->passwd_key, sizeof d->passwd_key, 0);
     if (rc == 0)
         rc = storage_datasync(f);
-    storage_close(f);
+    int crc = storage_close(f);
+    if (rc == 0)
+        rc = crc;
     if (rc == 0)
         rc = storage_rename(d->st, tmp, path);
     if (rc == 0)
         rc = storage_sync_dir(d->st, d->snap_dir);
     return rc;
+}
+
+static int random_key(uint8_t *key, size_t len)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = getrandom(key + got, len - got, 0);
+        if (n < 0 && errno != EINTR)
+            return -errno;
+        got += n > 0 ? (size_t)n : 0;
+    }
+    return 0;
+}
+
+/* The session-password key (HMAC-SHA-256, 32 bytes): created once, kept
+ * forever, since clients' passwords must stay valid across restarts. A file
+ * of any other size is replaced: the 8-byte secret of older versions (whose
+ * passwords could be forged) or a damaged one. Only a missing file or a
+ * good one is read without a log line; a read error refuses the start
+ * rather than replacing a key that may be fine. */
+static int load_secret(struct durability *d)
+{
+    char path[4300];
+    snprintf(path, sizeof(path), "%s/secret", d->snap_dir);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = read_file(d->st, path, &buf, &len);
+    if (rc == 0 && len == sizeof d->passwd_key) {
+        memcpy(d->passwd_key, buf, len);
+        explicit_bzero(buf, len);
+        free(buf);
+        return 0;
+    }
+    if (rc != 0 && rc != -ENOENT)
+        return rc;
+    if (rc == 0) {
+        fprintf(stderr, "larchd: %s holds %zu bytes, not a %zu-byte key%s: replacing it; "
+                        "sessions from before cannot reattach (their clients get a new session)\n",
+                path, len, sizeof d->passwd_key, len == 8 ? " (the old format)" : "");
+        explicit_bzero(buf, len);
+    }
+    free(buf);
+    rc = random_key(d->passwd_key, sizeof d->passwd_key);
+    return rc != 0 ? rc : write_key(d, path);
 }
 
 /* ---- snapshot files ------------------------------------------------------- */
@@ -315,9 +353,9 @@ struct txnlog *durability_log(struct durability *d)
     return d->log;
 }
 
-uint64_t durability_secret(const struct durability *d)
+void durability_passwd_key(const struct durability *d, uint8_t out[SEQ_PASSWD_KEY_BYTES])
 {
-    return d->secret;
+    memcpy(out, d->passwd_key, SEQ_PASSWD_KEY_BYTES);
 }
 
 /* ---- writing a snapshot --------------------------------------------------- */

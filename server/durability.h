@@ -4,8 +4,9 @@
  *
  * Layout: snapshots in <dataDir>/larch/snapshot.<zxid hex>, the log in
  * <dataLogDir>/larch/log.<zxid hex> (a subdirectory of our own, so a
- * ZooKeeper data dir is never misread), and <dataDir>/larch/secret, the key
- * of session passwords (clients reattach after a restart).
+ * ZooKeeper data dir is never misread), and <dataDir>/larch/secret, the
+ * 32-byte HMAC key of session passwords (clients reattach after a restart;
+ * an 8-byte secret from older versions is replaced, with a log line).
  *
  * Recovery (durability_open): load the newest snapshot that validates, then
  * replay the log after its zxid (apply is idempotent, so the fuzzy snapshot
@@ -22,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "replication/replication.h"
 #include "replication/txnlog.h"
 #include "server/config.h"
 #include "tree/tree.h"
@@ -33,7 +35,8 @@ struct durability;
 int durability_open(const struct config *c, struct tree *t, struct durability **out, char *err,
                     size_t errlen);
 struct txnlog *durability_log(struct durability *d);
-uint64_t durability_secret(const struct durability *d);
+/* Copies the session-password key (seq_cfg.passwd_key). */
+void durability_passwd_key(const struct durability *d, uint8_t out[SEQ_PASSWD_KEY_BYTES]);
 /* Starts the snapshot/purge thread (0 or -errno); stop joins it. */
 int durability_start(struct durability *d);
 void durability_stop(struct durability *d);

@@ -19,17 +19,31 @@
 
 #include <urcu.h>
 
+/* Appends the formatted text whole, however long (a watched path may be as
+ * long as a frame): measure, reserve, then format in place. On allocation
+ * failure out->err is set (the caller sends nothing). */
 static void outf(struct zk_wbuf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void outf(struct zk_wbuf *out, const char *fmt, ...)
 {
-    char buf[1024];
-    va_list ap;
+    va_list ap, again;
     va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        return;
-    zk_put_raw(out, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+    /* reserve one more byte for vsnprintf's NUL, which len then excludes */
+    if (n >= 0 && zk_wbuf_reserve(out, (size_t)n + 1)) {
+        vsnprintf((char *)out->p + out->len, (size_t)n + 1, fmt, again);
+        out->len += (size_t)n;
+    }
+    va_end(again);
+}
+
+/* prefix, path, newline: a path goes out as raw bytes, never through a format. */
+static void out_path_line(struct zk_wbuf *out, const char *prefix, const char *path)
+{
+    zk_put_raw(out, prefix, strlen(prefix));
+    zk_put_raw(out, path, strlen(path));
+    zk_put_raw(out, "\n", 1);
 }
 
 bool fourlw_allowed(void *arg, const char *word)
@@ -142,6 +156,15 @@ static void put_mntr(struct server *srv, struct zk_wbuf *out)
     /* Nonzero while writes wait for the disk (full, failing): see README. */
     outf(out, "zk_larch_log_error\t%" PRId64 "\n", q.log_error);
     outf(out, "zk_larch_log_syncs\t%" PRIu64 "\n", q.log_syncs);
+    /* The memory budget (README "Limits and hostile clients"). */
+    outf(out, "zk_larch_buffered_bytes\t%" PRIu64 "\n", d->buffered_bytes);
+    outf(out, "zk_larch_buffered_bytes_limit\t%" PRIu64 "\n", d->buffered_bytes_limit);
+    outf(out, "zk_larch_memory_pressure\t%d\n", d->memory_pressure ? 1 : 0);
+    outf(out, "zk_larch_throttled_connections\t%" PRIu64 "\n", d->throttled_connections);
+    outf(out, "zk_larch_throttle_events\t%" PRIu64 "\n", d->throttle_events);
+    outf(out, "zk_larch_slow_consumer_closes\t%" PRIu64 "\n", d->slow_consumer_closes);
+    outf(out, "zk_larch_sessionless_timeouts\t%" PRIu64 "\n", d->sessionless_timeouts);
+    outf(out, "zk_larch_connections_refused\t%" PRIu64 "\n", d->connections_refused);
     if (srv->dur) {
         struct durability_stats ds;
         durability_get_stats(srv->dur, &ds);
@@ -252,13 +275,13 @@ static void put_watches(struct server *srv, struct zk_wbuf *out, char mode)
         for (size_t i = 0; i < l.n; i++) {
             if (i == 0 || l.v[i].session != l.v[i - 1].session)
                 outf(out, "0x%" PRIx64 "\n", (uint64_t)l.v[i].session);
-            outf(out, "\t%s\n", l.v[i].path);
+            out_path_line(out, "\t", l.v[i].path);
         }
     } else {
         qsort(l.v, l.n, sizeof(*l.v), by_path);
         for (size_t i = 0; i < l.n; i++) {
             if (i == 0 || strcmp(l.v[i].path, l.v[i - 1].path) != 0)
-                outf(out, "%s\n", l.v[i].path);
+                out_path_line(out, "", l.v[i].path);
             outf(out, "\t0x%" PRIx64 "\n", (uint64_t)l.v[i].session);
         }
     }
@@ -311,7 +334,7 @@ static void put_dump(struct server *srv, struct zk_wbuf *out)
     for (size_t i = 0; i < d.eph.n; i++) {
         if (i == 0 || d.eph.v[i].session != d.eph.v[i - 1].session)
             outf(out, "0x%" PRIx64 ":\n", (uint64_t)d.eph.v[i].session);
-        outf(out, "\t%s\n", d.eph.v[i].path);
+        out_path_line(out, "\t", d.eph.v[i].path);
         free(d.eph.v[i].path);
     }
     free(d.eph.v);

@@ -182,37 +182,67 @@ static int dump_dir(const char *dir)
     return status;
 }
 
-/* Depth-first from "/": every node with its Stat, as SnapshotFormatter. */
+/* Depth-first from "/": every node with its Stat, as SnapshotFormatter.
+ * An explicit stack of heap paths, no recursion and no fixed buffers: a
+ * path may be as long as a frame, a tree hundreds of thousands deep. */
 struct walk {
-    const struct tree *t;
-    char path[TREE_PATH_MAX + 1];
-    size_t len;
-    char **kids;
-    size_t nkids, cap;
+    char **paths; /* to visit, the next one last */
+    size_t n, cap;
+    const char *parent; /* the node whose children collect_kid pushes */
+    size_t first;       /* where its children start in paths */
+    bool oom;
 };
+
+static bool walk_push(struct walk *w, char *path)
+{
+    if (!path) {
+        w->oom = true;
+        return false;
+    }
+    if (w->n == w->cap) {
+        size_t ncap = w->cap ? w->cap * 2 : 64;
+        char **np = realloc(w->paths, ncap * sizeof(*np));
+        if (!np) {
+            free(path);
+            w->oom = true;
+            return false;
+        }
+        w->paths = np;
+        w->cap = ncap;
+    }
+    w->paths[w->n++] = path;
+    return true;
+}
+
+/* parent + "/" + name (no doubled slash under "/"), on the heap. */
+static char *child_path(const char *parent, const char *name, size_t len)
+{
+    size_t plen = strcmp(parent, "/") == 0 ? 0 : strlen(parent);
+    char *p = malloc(plen + 1 + len + 1);
+    if (p) {
+        memcpy(p, parent, plen);
+        p[plen] = '/';
+        memcpy(p + plen + 1, name, len);
+        p[plen + 1 + len] = '\0';
+    }
+    return p;
+}
 
 static void collect_kid(void *arg, const char *name, size_t len)
 {
     struct walk *w = arg;
-    if (w->nkids == w->cap) {
-        size_t ncap = w->cap ? w->cap * 2 : 16;
-        char **n = realloc(w->kids, ncap * sizeof(*n));
-        if (!n)
-            return;
-        w->kids = n;
-        w->cap = ncap;
-    }
-    w->kids[w->nkids] = strndup(name, len);
-    if (w->kids[w->nkids])
-        w->nkids++;
+    if (!w->oom)
+        walk_push(w, child_path(w->parent, name, len));
 }
 
-static void print_node(const struct tree *t, const char *path)
+/* Prints path's node and pushes its children so they come out in order. */
+static void print_node(const struct tree *t, struct walk *w, const char *path)
 {
-    struct walk w = { .t = t };
     struct tree_view v;
+    w->parent = path;
+    w->first = w->n;
     rcu_read_lock();
-    if (tree_get_children(t, path, strlen(path), &v, collect_kid, &w) != ZK_OK) {
+    if (tree_get_children(t, path, strlen(path), &v, collect_kid, w) != ZK_OK) {
         rcu_read_unlock();
         return;
     }
@@ -223,13 +253,28 @@ static void print_node(const struct tree *t, const char *path)
            v.stat.cversion, v.stat.aversion, (uint64_t)v.stat.ephemeral_owner, v.stat.data_length,
            v.stat.num_children);
     rcu_read_unlock();
-    for (size_t i = 0; i < w.nkids; i++) {
-        char child[TREE_PATH_MAX + 2];
-        snprintf(child, sizeof(child), "%s/%s", strcmp(path, "/") == 0 ? "" : path, w.kids[i]);
-        print_node(t, child);
-        free(w.kids[i]);
+    /* reverse the children just pushed: the stack pops the first one next */
+    for (size_t i = w->first, j = w->n; i + 1 < j; i++, j--) {
+        char *tmp = w->paths[i];
+        w->paths[i] = w->paths[j - 1];
+        w->paths[j - 1] = tmp;
     }
-    free(w.kids);
+}
+
+/* 0, or -ENOMEM (the output stops short; the caller says so). */
+static int print_tree(const struct tree *t)
+{
+    struct walk w = { 0 };
+    walk_push(&w, strdup("/"));
+    while (w.n > 0 && !w.oom) {
+        char *path = w.paths[--w.n];
+        print_node(t, &w, path);
+        free(path);
+    }
+    while (w.n > 0)
+        free(w.paths[--w.n]);
+    free(w.paths);
+    return w.oom ? -ENOMEM : 0;
 }
 
 static void print_session(void *arg, struct tree_session *s)
@@ -259,11 +304,13 @@ static int dump_snapshot(const char *path)
     }
     printf("# %s: zxid 0x%" PRIx64 ", %" PRIu64 " nodes, %" PRIu64 " sessions, digest %016" PRIx64 "\n", path,
            (uint64_t)info.zxid_start, info.node_count, info.session_count, info.digest);
-    print_node(t, "/");
+    int walk_rc = print_tree(t);
+    if (walk_rc != 0)
+        fprintf(stderr, "larch-logdump: %s: out of memory walking the tree\n", path);
     tree_session_each(t, print_session, NULL);
     rcu_barrier();
     tree_free(t);
-    return 0;
+    return walk_rc != 0;
 }
 
 int main(int argc, char **argv)

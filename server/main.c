@@ -65,10 +65,13 @@ static int start(struct server *srv)
         .ttl_enabled = c->extended_types,
         .tick_ms = c->tick_time_ms / 2 > 0 ? c->tick_time_ms / 2 : 1,
         .inline_rounds = want_inline_sequencer(c),
-        .passwd_secret = srv->dur ? durability_secret(srv->dur) : 0,
+        .passwd_key_set = srv->dur != NULL,
         .log = srv->dur ? durability_log(srv->dur) : NULL,
     };
+    if (srv->dur)
+        durability_passwd_key(srv->dur, scfg.passwd_key);
     srv->seq = seq_new(srv->tree, &scfg, c->workers);
+    explicit_bzero(scfg.passwd_key, sizeof scfg.passwd_key);
     if (!srv->seq) {
         fprintf(stderr, "larchd: cannot create the sequencer: %s\n", strerror(errno));
         return -1;
@@ -79,7 +82,13 @@ static int start(struct server *srv)
         .workers = c->workers,
         .max_buffer_bytes = c->max_buffer_bytes,
         .max_client_cnxns = c->max_client_cnxns,
+        .max_cnxns = c->max_cnxns,
         .max_outstanding = c->global_outstanding_limit,
+        .sessionless_timeout_ms = c->sessionless_timeout_ms,
+        .conn_max_buffer_bytes = c->conn_max_buffer_bytes,
+        .conn_out_high_water_bytes = c->conn_out_high_water_bytes,
+        .conn_max_unsent_bytes = c->conn_max_unsent_bytes,
+        .max_buffered_bytes = c->max_buffered_bytes,
         .super_digest = c->super_digest,
         .fourlw = fourlw_answer,
         .fourlw_arg = srv,

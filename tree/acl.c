@@ -264,44 +264,77 @@ static int32_t auth_expansion_count(const struct tree_auth *auth)
 }
 
 /* Jute strings may carry NUL bytes; a stored ACL is a C string, so such an
- * id could not round-trip and is refused rather than silently truncated. */
+ * id could not round-trip and is refused rather than silently truncated.
+ * The caller has excluded null strings. */
 static bool str_usable(struct zk_str s)
 {
-    return s.len >= 0 && (s.len == 0 || memchr(s.ptr, '\0', (size_t)s.len) == NULL);
+    return s.len == 0 || memchr(s.ptr, '\0', (size_t)s.len) == NULL;
 }
 
-/* Checks one entry as fixupACL does and says how many output entries it
- * becomes (the number of digest ids for "auth", else 1), or -1 if invalid. */
+/* A jute null (length -1); a NULL pointer with bytes claimed counts too. */
+static bool str_is_null(struct zk_str s)
+{
+    return s.len < 0 || (s.ptr == NULL && s.len > 0);
+}
+
+/* Checks one entry (duplicates already dropped) as fixupACL does and says
+ * how many output entries it becomes (the number of digest ids for "auth",
+ * else 1), or the error: ZK_EINVALIDACL, or ZK_EMARSHALLINGERROR where
+ * ZooKeeper dereferences a null id (world's id.equals("anyone"), the
+ * digest and ip providers' isValid). A null scheme is InvalidACL there. */
 static int32_t acl_entry_check(const struct zk_acl *a, const struct tree_auth *auth)
 {
-    if (!str_usable(a->id.scheme) || !str_usable(a->id.id))
-        return -1;
-    if (str_is(a->id.scheme, "world"))
-        return str_is(a->id.id, "anyone") ? 1 : -1;
+    if (str_is_null(a->id.scheme) || !str_usable(a->id.scheme))
+        return ZK_EINVALIDACL;
     if (str_is(a->id.scheme, "auth")) {
         int32_t n = auth_expansion_count(auth);
-        return n > 0 ? n : -1;
+        return n > 0 ? n : ZK_EINVALIDACL;
     }
-    if (str_is(a->id.scheme, "digest"))
-        return digest_id_valid(a->id.id) ? 1 : -1;
-    if (str_is(a->id.scheme, "ip"))
-        return ip_id_valid(a->id.id) ? 1 : -1;
-    return -1;
+    bool world = str_is(a->id.scheme, "world");
+    bool digest = str_is(a->id.scheme, "digest");
+    bool ip = str_is(a->id.scheme, "ip");
+    if (!world && !digest && !ip)
+        return ZK_EINVALIDACL; /* no provider for the scheme */
+    if (str_is_null(a->id.id))
+        return ZK_EMARSHALLINGERROR;
+    if (!str_usable(a->id.id))
+        return ZK_EINVALIDACL;
+    if (world)
+        return str_is(a->id.id, "anyone") ? 1 : ZK_EINVALIDACL;
+    if (digest)
+        return digest_id_valid(a->id.id) ? 1 : ZK_EINVALIDACL;
+    return ip_id_valid(a->id.id) ? 1 : ZK_EINVALIDACL;
 }
 
-/* ACL.equals as removeDuplicates uses it: same perms, scheme and id. */
-static bool zk_acl_equal(const struct zk_acl *a, const struct zk_acl *b)
+/* removeDuplicates keeps an ArrayList and calls later.equals(kept) on each
+ * kept entry until one is equal: ACL.equals compares perms, then
+ * scheme.equals, then id.equals, so a null scheme or id on the later entry
+ * throws once an earlier entry gets that far. Comparing with every earlier
+ * entry (not only the kept ones) reaches the same verdict: a dropped entry
+ * equals a kept one before it. Returns 1 for a duplicate, 0 for a new
+ * entry, or ZK_EMARSHALLINGERROR. */
+static int acl_duplicate_of_earlier(const struct zk_aclvec *req, int32_t i)
 {
-    return a->perms == b->perms && zk_str_eq(a->id.scheme, b->id.scheme) &&
-           zk_str_eq(a->id.id, b->id.id);
+    const struct zk_acl *a = &req->items[i];
+    for (int32_t j = 0; j < i; j++) {
+        const struct zk_acl *b = &req->items[j];
+        if (a->perms != b->perms)
+            continue;
+        if (str_is_null(a->id.scheme))
+            return ZK_EMARSHALLINGERROR;
+        if (!zk_str_eq(a->id.scheme, b->id.scheme))
+            continue;
+        if (str_is_null(a->id.id))
+            return ZK_EMARSHALLINGERROR;
+        if (zk_str_eq(a->id.id, b->id.id))
+            return 1;
+    }
+    return 0;
 }
 
 static bool is_duplicate(const struct zk_aclvec *req, int32_t i)
 {
-    for (int32_t j = 0; j < i; j++)
-        if (zk_acl_equal(&req->items[j], &req->items[i]))
-            return true;
-    return false;
+    return acl_duplicate_of_earlier(req, i) == 1;
 }
 
 static char *dup_bytes(const char *p, size_t n)
@@ -357,20 +390,26 @@ static bool acl_is_open(const struct tree_acl *acl)
 }
 
 /* Validates req (PrepRequestProcessor.fixupACL after removeDuplicates) and
- * sizes the result. Returns ZK_OK with *total set, or ZK_EINVALIDACL. Perms
- * are not range-checked: ZooKeeper stores whatever int the client sent. */
+ * sizes the result. Returns ZK_OK with *total set, ZK_EINVALIDACL, or
+ * ZK_EMARSHALLINGERROR (see acl_entry_check). The whole duplicate pass runs
+ * first, as there. Perms are not range-checked: ZooKeeper stores whatever
+ * int the client sent. */
 static int acl_request_check(const struct zk_aclvec *req, const struct tree_auth *auth,
                              int32_t *total)
 {
     if (req == NULL || req->count <= 0 || req->items == NULL || req->count > TREE_ACL_MAX)
         return ZK_EINVALIDACL;
+    for (int32_t i = 0; i < req->count; i++) {
+        if (acl_duplicate_of_earlier(req, i) < 0)
+            return ZK_EMARSHALLINGERROR;
+    }
     int64_t n = 0;
     for (int32_t i = 0; i < req->count; i++) {
         if (is_duplicate(req, i))
             continue;
         int32_t k = acl_entry_check(&req->items[i], auth);
         if (k < 0)
-            return ZK_EINVALIDACL;
+            return k;
         n += k;
     }
     if (n > TREE_ACL_MAX)

@@ -27,6 +27,7 @@ struct prep_ctx {
     const struct tree_prep_cfg *cfg;
     const struct tree_auth *auth;
     const struct txn *x; /* zxid, time and session of the txn being built */
+    size_t txn_bytes;    /* cfg->op_bytes of the ops accepted so far */
 };
 
 /* ---- overlay records ------------------------------------------------------- */
@@ -148,6 +149,33 @@ static bool permits(const struct prep_ctx *c, const struct tree_acl *acl, int32_
 {
     static const struct tree_auth nobody = { 0 };
     return tree_acl_permits(acl, perm, c->auth != NULL ? c->auth : &nobody);
+}
+
+/* Counts op, as it will be logged, against the txn size bound
+ * (tree_prep_cfg.max_txn_bytes). Called once op is complete and before its
+ * pending change is recorded, so a refused op leaves nothing to undo.
+ * ZooKeeper has no bound of this kind; BADARGUMENTS is its answer for a
+ * request that is well-formed but unacceptable (a bad TTL or create mode).
+ * The ErrorTxn ops of a failed multi need no check: each is a few bytes and
+ * TREE_MULTI_OPS_MAX bounds their count far below any record. */
+static int charge_op(struct prep_ctx *c, const struct txn_op *op)
+{
+    const struct tree_prep_cfg *cfg = c->cfg;
+    if (cfg == NULL || cfg->max_txn_bytes == 0 || cfg->op_bytes == NULL)
+        return ZK_OK;
+    size_t n = cfg->op_bytes(op);
+    if (n > cfg->max_txn_bytes - c->txn_bytes) /* txn_bytes <= max: no wrap */
+        return ZK_EBADARGUMENTS;
+    c->txn_bytes += n;
+    return ZK_OK;
+}
+
+/* A jute null string (length -1). ZooKeeper's prep answers MARSHALLINGERROR
+ * where it dereferences one (its catch-all for exceptions that are not
+ * KeeperExceptions) and BADARGUMENTS where validatePath sees it first. */
+static bool str_is_null(struct zk_str s)
+{
+    return s.len < 0 || (s.ptr == NULL && s.len > 0);
 }
 
 static int validate_path(struct zk_str p)
@@ -332,7 +360,9 @@ static int create_under_parent(struct prep_ctx *c, const struct tree_req *r, str
     op->acl = acl;
     op->ephemeral_owner = create_owner(c, r);
     op->parent_cversion = (int32_t)((uint32_t)parent.st.cversion + 1u);
-    err = record_create(c, p, &parent, op);
+    err = charge_op(c, op);
+    if (err == ZK_OK)
+        err = record_create(c, p, &parent, op);
     if (err != ZK_OK)
         op->acl = NULL; /* the caller still owns acl */
     return err;
@@ -348,6 +378,8 @@ static int prep_create(struct prep_ctx *c, const struct tree_req *r, struct txn_
     /* SessionTracker.checkGlobalSession: unknown or closing -> expired */
     if (ephemeral && !session_live(c->t, c->x->session_id))
         return ZK_ESESSIONEXPIRED;
+    if (str_is_null(q->path))
+        return ZK_EMARSHALLINGERROR; /* validatePathForCreate: path.lastIndexOf NPE */
     err = check_path_shape(q->path);
     if (err != ZK_OK)
         return err;
@@ -378,9 +410,12 @@ static int record_delete(struct prep_ctx *c, const char *path, size_t len, struc
     op->parent_cversion = parent->st.cversion;
     if (op->path == NULL)
         return ZK_ESYSTEMERROR;
+    int err = charge_op(c, op);
+    if (err != ZK_OK)
+        return err;
     parent->st.num_children--;
     parent->st.pzxid = c->x->zxid;
-    int err = rec_put(c->t, path, tree_parent_len(path, len), parent);
+    err = rec_put(c->t, path, tree_parent_len(path, len), parent);
     if (err != ZK_OK)
         return err;
     struct prec gone = { .exists = false };
@@ -398,6 +433,8 @@ static int check_delete_path(struct zk_str p)
 static int prep_delete(struct prep_ctx *c, const struct tree_req *r, struct txn_op *op)
 {
     struct zk_str p = r->u.del.path;
+    if (str_is_null(p))
+        return ZK_EMARSHALLINGERROR; /* getParentPathAndValidate: NPE */
     int err = check_delete_path(p);
     if (err != ZK_OK)
         return err;
@@ -462,6 +499,8 @@ static int prep_setdata(struct prep_ctx *c, const struct tree_req *r, struct txn
     err = copy_data(q->data, op);
     if (err == ZK_OK && (op->path = dup_path(q->path.ptr, (size_t)q->path.len)) == NULL)
         err = ZK_ESYSTEMERROR;
+    if (err == ZK_OK)
+        err = charge_op(c, op);
     if (err == ZK_OK) {
         node.st.version = next;
         node.st.mzxid = c->x->zxid;
@@ -491,11 +530,15 @@ static int setacl_on_node(struct prep_ctx *c, const struct zk_setacl_req *q, str
     op->type = TXN_SETACL;
     op->data_len = -1;
     op->version = next;
-    node.st.aversion = next;
-    node.acl = acl;
-    err = rec_put(c->t, op->path, (size_t)q->path.len, &node);
-    if (err == ZK_OK)
-        op->acl = acl;
+    op->acl = acl;
+    err = charge_op(c, op);
+    if (err == ZK_OK) {
+        node.st.aversion = next;
+        node.acl = acl;
+        err = rec_put(c->t, op->path, (size_t)q->path.len, &node);
+    }
+    if (err != ZK_OK)
+        op->acl = NULL; /* the caller still owns acl */
     return err;
 }
 
@@ -537,7 +580,7 @@ static int prep_check(struct prep_ctx *c, const struct tree_req *r, struct txn_o
     op->data_len = -1;
     op->version = node.st.version;
     op->path = dup_path(p.ptr, (size_t)p.len);
-    return op->path != NULL ? ZK_OK : ZK_ESYSTEMERROR;
+    return op->path != NULL ? charge_op(c, op) : ZK_ESYSTEMERROR;
 }
 
 /* One op that may appear alone or inside a multi. */
@@ -598,14 +641,51 @@ static void multi_fail(struct txn *x, const struct tree_req *r, uint32_t failed,
     }
 }
 
-static int prep_multi(struct prep_ctx *c, const struct tree_req *r, struct txn *x)
+/* The path of an op that may appear in a multi. */
+static struct zk_str multi_op_path(const struct tree_req *r)
+{
+    switch (r->type) {
+    case ZK_OP_CREATE:
+    case ZK_OP_CREATE2:
+    case ZK_OP_CREATECONTAINER:
+    case ZK_OP_CREATETTL:
+        return r->u.create.path;
+    case ZK_OP_SETDATA:
+        return r->u.setdata.path;
+    default: /* delete, check */
+        return r->u.del.path;
+    }
+}
+
+/* Frees whatever ops were prepared: the request fails as a whole. */
+static void multi_abort(struct txn *x)
+{
+    for (uint32_t i = 0; i < x->nops; i++)
+        tree_txn_op_clear(&x->ops[i]);
+    free(x->ops);
+    x->ops = NULL;
+    x->nops = 0;
+}
+
+/* Whole-request checks before any op is prepared: op kinds a write multi
+ * may hold, and no null path (ZooKeeper's getPendingChanges walks every
+ * op's path first and throws on a null one). Both MARSHALLINGERROR. */
+static int multi_precheck(const struct tree_req *r)
 {
     if (r->nops > TREE_MULTI_OPS_MAX || (r->nops > 0 && r->ops == NULL))
         return ZK_EMARSHALLINGERROR;
     for (uint32_t i = 0; i < r->nops; i++) {
-        if (!multi_op_allowed(r->ops[i].type))
+        if (!multi_op_allowed(r->ops[i].type) || str_is_null(multi_op_path(&r->ops[i])))
             return ZK_EMARSHALLINGERROR;
     }
+    return ZK_OK;
+}
+
+static int prep_multi(struct prep_ctx *c, const struct tree_req *r, struct txn *x)
+{
+    int err = multi_precheck(r);
+    if (err != ZK_OK)
+        return err;
     x->type = TXN_MULTI;
     if (r->nops == 0)
         return ZK_OK;
@@ -614,12 +694,18 @@ static int prep_multi(struct prep_ctx *c, const struct tree_req *r, struct txn *
         return ZK_ESYSTEMERROR;
     x->nops = r->nops;
     for (uint32_t i = 0; i < r->nops; i++) {
-        int err = prep_op(c, &r->ops[i], &x->ops[i]);
-        if (err != ZK_OK) {
-            undo_rollback(c->t);
+        err = prep_op(c, &r->ops[i], &x->ops[i]);
+        if (err == ZK_OK)
+            continue;
+        undo_rollback(c->t);
+        /* MARSHALLINGERROR stands for an exception ZooKeeper's multi loop
+         * does not catch per op (a null dereference): the request fails as
+         * a whole, with no per-op results. Any other error is the op's. */
+        if (err == ZK_EMARSHALLINGERROR)
+            multi_abort(x);
+        else
             multi_fail(x, r, i, err);
-            return err;
-        }
+        return err;
     }
     return ZK_OK;
 }
@@ -635,7 +721,8 @@ static int prep_create_session(struct prep_ctx *c, const struct tree_req *r, str
     x->type = TXN_CREATE_SESSION;
     x->ops[0] = (struct txn_op){ .type = TXN_CREATE_SESSION, .client_type = r->type,
                                  .data_len = -1, .timeout_ms = r->u.session_timeout_ms };
-    return set_pending_session(c->t, x->session_id, PS_LIVE);
+    int err = charge_op(c, &x->ops[0]);
+    return err == ZK_OK ? set_pending_session(c->t, x->session_id, PS_LIVE) : err;
 }
 
 /* The paths the session will own once the pending changes are applied:
@@ -674,16 +761,15 @@ static int close_session_ops(struct prep_ctx *c, const struct tree_req *r, struc
     x->type = TXN_CLOSE_SESSION;
     x->ops[0] = (struct txn_op){ .type = TXN_CLOSE_SESSION, .client_type = r->type,
                                  .data_len = -1 };
-    for (size_t i = 0; i < n; i++) {
+    int err = charge_op(c, &x->ops[0]);
+    for (size_t i = 0; err == ZK_OK && i < n; i++) {
         size_t len = strlen(paths[i]);
         struct prec parent;
         if (!rec_get(c->t, paths[i], tree_parent_len(paths[i], len), &parent))
             return ZK_ERUNTIMEINCONSISTENCY; /* an ephemeral always has a parent */
-        int err = record_delete(c, paths[i], len, &parent, r->type, &x->ops[i + 1]);
-        if (err != ZK_OK)
-            return err;
+        err = record_delete(c, paths[i], len, &parent, r->type, &x->ops[i + 1]);
     }
-    return ZK_OK;
+    return err;
 }
 
 static int prep_close_session(struct prep_ctx *c, const struct tree_req *r, struct txn *x)

@@ -684,7 +684,8 @@ static int load_node(struct loader *l)
     if (l->items_len == l->items_max)
         return TREE_SNAP_EFORMAT; /* more nodes than the trailer says */
     uint32_t len = rd_u32(&l->r);
-    const char *path = len <= TREE_PATH_MAX ? (const char *)rd_take(&l->r, len) : NULL;
+    /* no fixed path limit: the bytes left before the trailer bound it */
+    const char *path = (const char *)rd_take(&l->r, len);
     if (path == NULL || zk_path_validate(path, len) != ZK_OK)
         return TREE_SNAP_EFORMAT;
     struct zver *v = calloc(1, sizeof *v);

@@ -33,7 +33,9 @@
 #include "proto/proto.h"
 
 /* ---- limits ----------------------------------------------------------- */
-#define TREE_PATH_MAX ZK_PATH_MAX /* bytes, longer paths get ZK_EBADARGUMENTS */
+/* Paths have no length limit of their own (ZooKeeper has none but the frame
+ * size, jute.maxbuffer): every function here takes any length, keeps paths
+ * in heap copies, and walks them without recursion. */
 #define TREE_ACL_MAX 1024           /* entries in one ACL list */
 #define TREE_MULTI_OPS_MAX 10000    /* ops in one multi */
 #define TREE_TTL_MAX 0xFFFFFFFFFFLL /* ZooKeeper's EphemeralType.MAX_TTL */
@@ -45,7 +47,17 @@
 struct tree;
 
 /* ---- ACLs -------------------------------------------------------------- */
-/* An immutable, reference-counted ACL list. Shared by node versions. */
+/* An immutable, reference-counted ACL list. Shared by node versions.
+ *
+ * Lifetime rule that lets any thread drop a reference without waiting for a
+ * grace period: a published node version (struct zver) drops its reference
+ * only in the call_rcu callback that frees the retired version (tree.c,
+ * zver_free_cb / znode_free_cb), never while readers may still load it.
+ * Readers hold ACL pointers without a reference, but only ones they loaded
+ * from a version inside their rcu_read_lock section. So when a holder of a
+ * counted reference (a snapshot frame, an event batch, a txn) drops the last
+ * one, every version that held the list was retired a grace period ago and
+ * no reader can still see the pointer: freeing at once is safe. */
 struct tree_acl {
     int32_t count;
     struct tree_acl_entry {
@@ -72,8 +84,14 @@ struct tree_auth {
 
 /* Validates and normalises a client ACL the way ZooKeeper's fixupACL does:
  * "auth" entries become one digest entry per digest id the caller has (none ->
- * ZK_EINVALIDACL), "world" needs id "anyone", "digest" ids must be user:hash,
- * "ip" ids must parse as an address or CIDR, an empty list is ZK_EINVALIDACL.
+ * ZK_EINVALIDACL; the entry's own id is ignored, null included, as kazoo's
+ * CREATOR_ALL_ACL sends it), "world" needs id "anyone", "digest" ids must be
+ * user:hash, "ip" ids must parse as an address or CIDR, a null scheme, an
+ * unknown scheme or an empty list is ZK_EINVALIDACL. Where ZooKeeper 3.8
+ * dereferences a null string (a null id for world/digest/ip; in its
+ * duplicate removal, a null scheme or id compared with an earlier entry of
+ * the same perms) it answers MARSHALLINGERROR, and so does this:
+ * ZK_EMARSHALLINGERROR. Entries are checked in order, duplicates first.
  * On success *out is a new list with one reference owned by the caller. */
 int tree_acl_from_request(const struct zk_aclvec *req, const struct tree_auth *auth,
                           struct tree_acl **out);
@@ -82,7 +100,10 @@ bool tree_acl_permits(const struct tree_acl *acl, int32_t perm, const struct tre
 /* Encodes acl as a jute ACL vector. */
 void tree_acl_put(struct zk_wbuf *w, const struct tree_acl *acl);
 struct tree_acl *tree_acl_ref(struct tree_acl *acl);
-void tree_acl_unref(struct tree_acl *acl); /* frees at zero (call only after a grace period if readers may hold it) */
+/* Any thread. Frees at zero, at once: safe for any counted reference by the
+ * lifetime rule above (a list a reader could still hold has a version's
+ * reference left). Dropping a reference the caller never took is a bug. */
+void tree_acl_unref(struct tree_acl *acl);
 /* The open ACL (world:anyone, ALL). A shared static list: ref/unref are no-ops on it. */
 struct tree_acl *tree_acl_open(void);
 
@@ -217,6 +238,20 @@ struct tree_req {
 /* Settings prep honours. */
 struct tree_prep_cfg {
     bool ttl_enabled; /* zookeeper.extendedTypesEnabled */
+    /* The txn size bound: prep refuses, with ZK_EBADARGUMENTS and before it
+     * records any pending change, an op that would take the sum of
+     * op_bytes over the txn's ops past max_txn_bytes. A request is small
+     * (jute.maxbuffer) but its txn need not be: an "auth" ACL entry becomes
+     * one digest entry per identity of the caller, and a closeSession
+     * deletes every ephemeral of the session. 0 (or op_bytes NULL): no
+     * bound. op_bytes is how many bytes the txn log spends on one op; it is
+     * a callback because the log's format belongs to replication/, which
+     * sits above tree/. The sequencer passes txn_op_encoded_bytes and
+     * TXNLOG_TXN_OPS_BYTES_MAX (txnlog.h), which makes the guarantee: every
+     * txn tree_prep accepts can be logged (txnlog_append never answers
+     * -EINVAL for it). Pure, called on the sequencer thread. */
+    size_t max_txn_bytes;
+    size_t (*op_bytes)(const struct txn_op *op);
 };
 /* Validates req for session (with auth) and fills x (zxid, session, cxid and
  * time must be set by the caller beforehand). Returns ZK_OK when x should be
@@ -224,8 +259,16 @@ struct tree_prep_cfg {
  * for multi, where a failed multi yields ZK_OK-free TXN_ERROR ops: each op
  * before the failing one reports ZK_OK, the failing one its error, the ones
  * after ZK_ERUNTIMEINCONSISTENCY, and the return value is the failing op's
- * error). Prep never changes what readers see; it records pending changes so
- * that a later prep in the same batch sees the effect of earlier ones. */
+ * error). ZK_EMARSHALLINGERROR is never an op's error: it fails a multi as a
+ * whole (x then holds no ops), as ZooKeeper does for a null path in any op
+ * or a null it dereferences while preparing one (tree_acl_from_request).
+ * A null path is MARSHALLINGERROR for create and delete, BADARGUMENTS for
+ * setData, setACL, check and deleteContainer (ZooKeeper 3.8's answers).
+ * Paths may have any length; a txn's size is bounded by cfg (see struct
+ * tree_prep_cfg): an op past it fails as any failing op does, so a multi
+ * then fails with the per-op results above and leaves no pending change.
+ * Prep never changes what readers see; it records pending changes so that
+ * a later prep in the same batch sees the effect of earlier ones. */
 int tree_prep(struct tree *t, const struct tree_prep_cfg *cfg, const struct tree_req *req,
               const struct tree_auth *auth, struct txn *x);
 /* Forgets pending changes (after the batch they belong to was applied or dropped). */
@@ -236,6 +279,14 @@ struct tree_event {
     int32_t type;     /* ZK_EVENT_CREATED / DELETED / DATA_CHANGED / CHILD_CHANGED */
     const char *path; /* the node (CHILD_CHANGED: the parent); valid during the callback */
     int64_t zxid;
+    /* The ACL a watcher must have READ on to be told (ZooKeeper passes it
+     * with every triggerWatch, CVE-2024-23944): the node's own ACL for
+     * CREATED, DELETED (the deleted node's) and DATA_CHANGED, the parent's
+     * for CHILD_CHANGED, as that version had it when the event happened.
+     * NULL means none (everyone may read). Valid during the callback only:
+     * a callback that keeps it takes a reference (tree_acl_ref), which it may
+     * drop on any thread (see struct tree_acl). */
+    const struct tree_acl *acl;
 };
 typedef void (*tree_event_fn)(void *arg, const struct tree_event *ev);
 /* Per-op result for the reply: the final path of creates and the stat of

@@ -26,11 +26,15 @@ struct apply_ctx {
     void *ev_arg;
 };
 
-static void emit(const struct apply_ctx *a, int32_t type, const char *path)
+/* acl is that of the version the event is about (tree.h, struct
+ * tree_event); apply holds rcu_read_lock, so it outlives the callback even
+ * when the version was retired just before. */
+static void emit(const struct apply_ctx *a, int32_t type, const char *path,
+                 const struct tree_acl *acl)
 {
     if (a->ev == NULL)
         return;
-    struct tree_event e = { .type = type, .path = path, .zxid = a->x->zxid };
+    struct tree_event e = { .type = type, .path = path, .zxid = a->x->zxid, .acl = acl };
     a->ev(a->ev_arg, &e);
 }
 
@@ -151,8 +155,8 @@ static int apply_create(const struct apply_ctx *a, const struct txn_op *op,
      * that sees the name can look the node up */
     tree_insert(a->t, n);
     znode_publish(parent, pv);
-    emit(a, ZK_EVENT_CREATED, n->path);
-    emit(a, ZK_EVENT_CHILD_CHANGED, parent->path);
+    emit(a, ZK_EVENT_CREATED, n->path, v->acl);
+    emit(a, ZK_EVENT_CHILD_CHANGED, parent->path, pv->acl);
     fill_result(res, n, true);
     return ZK_OK;
 }
@@ -209,11 +213,12 @@ static int delete_path(const struct apply_ctx *a, const char *path)
         return ZK_OK;
     int64_t owner = n->ver->st.ephemeral_owner;
     tree_index_del(a->t, n->path, n->path_len, owner);
-    /* events after the removal is visible (invariant 3); n->path stays
-     * valid because apply holds rcu_read_lock, which defers n's free */
+    /* events after the removal is visible (invariant 3); n->path and the
+     * deleted version's ACL stay valid because apply holds rcu_read_lock,
+     * which defers n's free */
     tree_remove(a->t, n);
-    emit(a, ZK_EVENT_DELETED, n->path);
-    emit(a, ZK_EVENT_CHILD_CHANGED, parent->path);
+    emit(a, ZK_EVENT_DELETED, n->path, n->ver->acl);
+    emit(a, ZK_EVENT_CHILD_CHANGED, parent->path, parent->ver->acl);
     return ZK_OK;
 }
 
@@ -245,7 +250,7 @@ static int apply_setdata(const struct apply_ctx *a, const struct txn_op *op,
         atomic_fetch_add_explicit(&a->t->data_bytes, zver_data_len(nv) - zver_data_len(v),
                                   memory_order_relaxed);
         znode_publish(n, nv);
-        emit(a, ZK_EVENT_DATA_CHANGED, n->path);
+        emit(a, ZK_EVENT_DATA_CHANGED, n->path, nv->acl);
     }
     fill_result(res, n, false);
     return ZK_OK;

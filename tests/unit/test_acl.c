@@ -145,7 +145,8 @@ static void test_fixup_world_needs_anyone(void **state)
     assert_int_equal(fixup_one(ZK_PERM_ALL, "world", "anyone", NULL), ZK_OK);
     assert_int_equal(fixup_one(ZK_PERM_ALL, "world", "everyone", NULL), ZK_EINVALIDACL);
     assert_int_equal(fixup_one(ZK_PERM_ALL, "world", "", NULL), ZK_EINVALIDACL);
-    assert_int_equal(fixup_one(ZK_PERM_ALL, "world", NULL, NULL), ZK_EINVALIDACL);
+    /* ZooKeeper's fixupACL calls id.equals("anyone") on a null id: NPE */
+    assert_int_equal(fixup_one(ZK_PERM_ALL, "world", NULL, NULL), ZK_EMARSHALLINGERROR);
     assert_int_equal(fixup_one(ZK_PERM_ALL, "World", "anyone", NULL), ZK_EINVALIDACL);
 }
 
@@ -177,7 +178,8 @@ static void test_fixup_digest_ids(void **state)
         if (rc != v[i].rc)
             fail_msg("digest id '%s': got %d want %d", v[i].id, rc, v[i].rc);
     }
-    assert_int_equal(fixup_one(ZK_PERM_READ, "digest", NULL, NULL), ZK_EINVALIDACL);
+    /* isValid(null) throws in ZooKeeper: MARSHALLINGERROR, as it answers */
+    assert_int_equal(fixup_one(ZK_PERM_READ, "digest", NULL, NULL), ZK_EMARSHALLINGERROR);
 }
 
 static void test_fixup_ip_ids(void **state)
@@ -329,6 +331,81 @@ static void test_fixup_rejects_nul_bytes_and_oversize(void **state)
     assert_int_equal(tree_acl_from_request(&big, NULL, &out), ZK_OK);
     assert_ptr_equal(out, tree_acl_open());
     free(many);
+}
+
+/* Null and empty scheme/id strings, each row measured against Debian's
+ * ZooKeeper 3.8 (create with this ACL list): MARSHALLINGERROR where its
+ * removeDuplicates (new.equals(kept): perms, then scheme.equals, then
+ * id.equals) or fixupACL (world's id.equals("anyone"), digest/ip isValid)
+ * dereferences a null; "auth" ignores the id, null included (kazoo's
+ * CREATOR_ALL_ACL sends Id("auth", null)). */
+static void test_fixup_null_strings(void **state)
+{
+    static const struct tree_authid ids[] = { { "digest", "u:h" } };
+    const struct tree_auth digest_user = { .ids = ids, .count = 1 };
+    static const struct tree_authid ip_ids[] = { { "ip", "127.0.0.1" } };
+    const struct tree_auth ip_user = { .ids = ip_ids, .count = 1 };
+    static const struct {
+        struct zk_acl items[2];
+        int32_t n;
+        bool authed;
+        int rc;
+    } v[] = {
+        { { { 31, { { "world", 5 }, { NULL, -1 } } } }, 1, false, ZK_EMARSHALLINGERROR },
+        { { { 31, { { "world", 5 }, { "", 0 } } } }, 1, false, ZK_EINVALIDACL },
+        { { { 31, { { "digest", 6 }, { NULL, -1 } } } }, 1, true, ZK_EMARSHALLINGERROR },
+        { { { 31, { { "ip", 2 }, { NULL, -1 } } } }, 1, false, ZK_EMARSHALLINGERROR },
+        { { { 31, { { "ip", 2 }, { "", 0 } } } }, 1, false, ZK_EINVALIDACL },
+        { { { 31, { { "super", 5 }, { NULL, -1 } } } }, 1, false, ZK_EINVALIDACL },
+        { { { 31, { { "sasl", 4 }, { NULL, -1 } } } }, 1, false, ZK_EINVALIDACL },
+        { { { 31, { { NULL, -1 }, { "anyone", 6 } } } }, 1, false, ZK_EINVALIDACL },
+        { { { 31, { { "", 0 }, { "anyone", 6 } } } }, 1, false, ZK_EINVALIDACL },
+        { { { 31, { { "auth", 4 }, { NULL, -1 } } } }, 1, false, ZK_EINVALIDACL },
+        { { { 31, { { "auth", 4 }, { NULL, -1 } } } }, 1, true, ZK_OK },
+        { { { 31, { { "auth", 4 }, { "", 0 } } } }, 1, true, ZK_OK },
+        /* removeDuplicates: the later entry's null is dereferenced when an
+         * earlier one has the same perms (and, for the id, the same scheme) */
+        { { { 31, { { "world", 5 }, { NULL, -1 } } }, { 31, { { "world", 5 }, { NULL, -1 } } } },
+          2, false, ZK_EMARSHALLINGERROR },
+        { { { 31, { { "world", 5 }, { "anyone", 6 } } }, { 31, { { NULL, -1 }, { "x", 1 } } } },
+          2, false, ZK_EMARSHALLINGERROR },
+        { { { 31, { { "world", 5 }, { "anyone", 6 } } }, { 1, { { NULL, -1 }, { "x", 1 } } } },
+          2, false, ZK_EINVALIDACL },
+        { { { 31, { { "world", 5 }, { "anyone", 6 } } }, { 1, { { "world", 5 }, { NULL, -1 } } } },
+          2, false, ZK_EMARSHALLINGERROR },
+        { { { 31, { { "foo", 3 }, { "x", 1 } } }, { 1, { { "world", 5 }, { NULL, -1 } } } },
+          2, false, ZK_EINVALIDACL },
+        { { { 1, { { "world", 5 }, { NULL, -1 } } }, { 31, { { "foo", 3 }, { "x", 1 } } } },
+          2, false, ZK_EMARSHALLINGERROR },
+        { { { 31, { { "auth", 4 }, { NULL, -1 } } }, { 31, { { "auth", 4 }, { NULL, -1 } } } },
+          2, true, ZK_EMARSHALLINGERROR },
+        { { { 31, { { "auth", 4 }, { "", 0 } } }, { 31, { { "auth", 4 }, { NULL, -1 } } } },
+          2, true, ZK_EMARSHALLINGERROR },
+        { { { 31, { { "auth", 4 }, { NULL, -1 } } }, { 31, { { "auth", 4 }, { "", 0 } } } },
+          2, true, ZK_OK },
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        struct zk_aclvec vec = { v[i].n, (struct zk_acl *)v[i].items };
+        struct tree_acl *out = NULL;
+        int rc = tree_acl_from_request(&vec, v[i].authed ? &digest_user : NULL, &out);
+        if (rc != v[i].rc)
+            fail_msg("row %zu: got %d want %d", i, rc, v[i].rc);
+        if (rc == ZK_OK)
+            tree_acl_unref(out);
+    }
+    /* ("auth", null) with only an ip identity: nothing to expand to */
+    assert_int_equal(fixup_one(ZK_PERM_ALL, "auth", NULL, &ip_user), ZK_EINVALIDACL);
+    /* kazoo's CREATOR_ALL_ACL expands to the caller's digest ids; an id
+     * with a NUL byte does not matter for "auth" either */
+    struct zk_acl creator = { ZK_PERM_ALL, { S("auth"), ZK_STR_NULL } };
+    struct tree_acl *acl = fixup_ok(&creator, 1, &digest_user);
+    assert_int_equal(acl->count, 1);
+    assert_entry(acl, 0, ZK_PERM_ALL, "digest", "u:h");
+    tree_acl_unref(acl);
+    creator.id.id = (struct zk_str){ "a\0b", 3 };
+    acl = fixup_ok(&creator, 1, &digest_user);
+    assert_entry(acl, 0, ZK_PERM_ALL, "digest", "u:h");
+    tree_acl_unref(acl);
 }
 
 /* ---- checkACL -------------------------------------------------------------- */
@@ -666,14 +743,18 @@ static void test_path_malformed_utf8(void **state)
     }
 }
 
+/* ZooKeeper bounds a path only by the frame (jute.maxbuffer, which may
+ * exceed 1 MiB): no length is refused here. */
 static void test_path_length_limits(void **state)
 {
-    char *p = malloc(TREE_PATH_MAX + 2);
+    const size_t big = 3u << 20;
+    char *p = malloc(big);
     assert_non_null(p);
-    memset(p, 'a', TREE_PATH_MAX + 1);
+    memset(p, 'a', big);
     p[0] = '/';
-    assert_int_equal(zk_path_validate(p, TREE_PATH_MAX), ZK_OK);
-    assert_int_equal(zk_path_validate(p, TREE_PATH_MAX + 1), ZK_EBADARGUMENTS);
+    assert_int_equal(zk_path_validate(p, 4097), ZK_OK);
+    assert_int_equal(zk_path_validate(p, 200000), ZK_OK);
+    assert_int_equal(zk_path_validate(p, big), ZK_OK);
     free(p);
     assert_int_equal(zk_path_validate("", 0), ZK_EBADARGUMENTS);
     assert_int_equal(zk_path_validate(NULL, 0), ZK_EBADARGUMENTS);
@@ -698,6 +779,7 @@ int main(void)
         cmocka_unit_test(test_fixup_one_bad_entry_rejects_all),
         cmocka_unit_test(test_fixup_keeps_perms_as_sent),
         cmocka_unit_test(test_fixup_rejects_nul_bytes_and_oversize),
+        cmocka_unit_test(test_fixup_null_strings),
         cmocka_unit_test(test_permits_null_and_empty),
         cmocka_unit_test(test_permits_world),
         cmocka_unit_test(test_permits_digest),

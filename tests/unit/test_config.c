@@ -118,6 +118,11 @@ static void test_defaults(void **state)
     assert_int_equal(c.autopurge_interval_h, 0);
     assert_int_equal(c.container_check_ms, 60000);
     assert_int_equal(c.global_outstanding_limit, 1000);
+    assert_int_equal(c.max_cnxns, 0);
+    assert_int_equal(c.sessionless_timeout_ms, 10000);
+    assert_int_equal(c.max_buffered_bytes, 256 << 20);
+    assert_int_equal(c.conn_out_high_water_bytes, 1 << 20);
+    assert_int_equal(c.conn_max_unsent_bytes, 16 << 20);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     long want = cpus > 1 ? cpus - 1 : 1;
     assert_int_equal(c.workers, want > 64 ? 64 : want);
@@ -129,6 +134,55 @@ static void test_defaults(void **state)
     assert_int_equal(c.min_session_timeout_ms, 4000);
     assert_int_equal(c.max_session_timeout_ms, 40000);
     assert_string_equal(c.data_log_dir, "");
+    assert_int_equal(c.conn_max_buffer_bytes, 2 * (0xfffff + 4)); /* two frames */
+}
+
+/* The memory budget's keys and their cross-field rules (dataplane/conn.c):
+ * each rule broken is an error naming the keys, and a valid set is taken. */
+static void test_memory_budget_keys(void **state)
+{
+    struct config c;
+    struct msgs m;
+    assert_int_equal(parse(&c, &m, "larch.maxBufferedBytes=8388608\n"
+                                   "larch.connection.maxBufferBytes=4194304\n"
+                                   "larch.connection.outputHighWaterBytes=65536\n"
+                                   "larch.connection.maxUnsentBytes=131072\n"
+                                   "maxCnxns=500\n"
+                                   "zookeeper.nio.sessionlessCnxnTimeout=1500\n"), 0);
+    assert_int_equal(m.n, 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_int_equal(c.max_buffered_bytes, 8388608);
+    assert_int_equal(c.conn_max_buffer_bytes, 4194304);
+    assert_int_equal(c.conn_out_high_water_bytes, 65536);
+    assert_int_equal(c.conn_max_unsent_bytes, 131072);
+    assert_int_equal(c.max_cnxns, 500);
+    assert_int_equal(c.sessionless_timeout_ms, 1500);
+    /* a key with a "set" flag records that it was given (it was lost for
+     * booleans: larch.inlineSequencer=false did not override the auto choice) */
+    assert_int_equal(parse(&c, &m, "larch.inlineSequencer=false\n"), 0);
+    assert_true(c.inline_sequencer_set);
+    assert_false(c.inline_sequencer);
+    assert_int_equal(parse(&c, &m, "nio.sessionlessCnxnTimeout=2500\n"), 0);
+    assert_int_equal(c.sessionless_timeout_ms, 2500);
+
+    /* the derived default follows jute.maxbuffer */
+    assert_int_equal(parse(&c, &m, "jute.maxbuffer=4000000\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_int_equal(c.conn_max_buffer_bytes, 8000008);
+
+    assert_int_equal(parse(&c, &m, "larch.connection.maxBufferBytes=1000000\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), -1);
+    assert_true(has_msg(&m, 1, "larchd: larch.connection.maxBufferBytes=1000000 must be at least "
+                               "2097158 (two frames of jute.maxbuffer=1048575)"));
+    assert_int_equal(parse(&c, &m, "larch.connection.outputHighWaterBytes=2000000\n"
+                                   "larch.connection.maxUnsentBytes=1000000\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), -1);
+    assert_true(has_msg(&m, 1, "larchd: larch.connection.maxUnsentBytes=1000000 must be at least "
+                               "larch.connection.outputHighWaterBytes=2000000"));
+    assert_int_equal(parse(&c, &m, "larch.maxBufferedBytes=2000000\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), -1);
+    assert_true(has_msg(&m, 1, "larchd: larch.maxBufferedBytes=2000000 must be at least "
+                               "larch.connection.maxBufferBytes=2097158"));
 }
 
 /* ------------------------------------------------------------------ keys */
@@ -335,7 +389,12 @@ static const struct bad_case bad_cases[] = {
     { "globalOutstandingLimit=0", "globalOutstandingLimit: '0' is out of range (must be at least 1)" },
     { "znode.container.checkIntervalMs=0", "znode.container.checkIntervalMs: '0' is out of range (must be at least 1)" },
     { "jute.maxbuffer=1 MB", "jute.maxbuffer: '1 MB' is not a number" },
-    { "zookeeper.jute.maxbuffer=-5", "zookeeper.jute.maxbuffer: '-5' is out of range (must be at least 1)" },
+    { "zookeeper.jute.maxbuffer=-5", "zookeeper.jute.maxbuffer: '-5' is out of range (must be between 1 and 16777216)" },
+    { "jute.maxbuffer=16777217", "jute.maxbuffer: '16777217' is out of range (must be between 1 and 16777216)" },
+    { "maxCnxns=-1", "maxCnxns: '-1' is out of range (must be at least 0)" },
+    { "zookeeper.nio.sessionlessCnxnTimeout=0", "zookeeper.nio.sessionlessCnxnTimeout: '0' is out of range (must be at least 1)" },
+    { "larch.maxBufferedBytes=1000", "larch.maxBufferedBytes: '1000' is out of range (must be at least 1048576)" },
+    { "larch.connection.maxUnsentBytes=lots", "larch.connection.maxUnsentBytes: 'lots' is not a number" },
     { "DigestAuthenticationProvider.superDigest=nocolon", "DigestAuthenticationProvider.superDigest: 'nocolon' is not user:base64-digest" },
     { "DigestAuthenticationProvider.superDigest=:abcd", "DigestAuthenticationProvider.superDigest: ':abcd' is not user:base64-digest" },
     { "zookeeper.DigestAuthenticationProvider.superDigest=su:not base64!", "zookeeper.DigestAuthenticationProvider.superDigest: 'su:not base64!' is not user:base64-digest" },
@@ -848,7 +907,10 @@ static void test_usage_mentions_everything(void **state)
         "globalOutstandingLimit=1000", "znode.container.checkIntervalMs=60000",
         "jute.maxbuffer=1048575", "zookeeper.extendedTypesEnabled=true",
         "DigestAuthenticationProvider.superDigest=", "larch.workers=", "larch.logLevel=info",
-        "preAllocSize=65536", "--inline-sequencer", "larch.inlineSequencer=",
+        "preAllocSize=65536", "--inline-sequencer", "larch.inlineSequencer=", "maxCnxns=0",
+        "nio.sessionlessCnxnTimeout=10000", "larch.maxBufferedBytes=268435456",
+        "larch.connection.maxBufferBytes=", "larch.connection.outputHighWaterBytes=1048576",
+        "larch.connection.maxUnsentBytes=16777216",
         "Without dataDir data is in memory only",
     };
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
@@ -862,6 +924,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_memory_budget_keys),
         cmocka_unit_test(test_every_key),
         cmocka_unit_test(test_prefixed_keys),
         cmocka_unit_test(test_separators_and_blanks),

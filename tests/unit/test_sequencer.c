@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/hmac.h>
 #include <urcu.h>
 
 #include "replication/replication.h"
@@ -487,6 +488,284 @@ static void test_full_disk_holds_round_until_space_returns(void **state)
     storage_destroy(st);
 }
 
+/* ---- a txn that would not fit a log record --------------------------------- */
+
+#define BIG_IDS 8
+#define BIG_ID_BYTES 150000
+#define BIG_PERMS 31
+
+/* A create of path whose ACL is BIG_PERMS "auth" entries (distinct perms,
+ * so none is a duplicate), from a caller with BIG_IDS digest identities of
+ * BIG_ID_BYTES: each entry becomes one digest entry per identity, so a
+ * request of a few hundred bytes expands into 248 x 150 KB = 37 MB of ACL,
+ * past TXNLOG_RECORD_BYTES_MAX. */
+static struct seq_req *oversized_create(int64_t session, int32_t xid, const char *path)
+{
+    static char id_bytes[BIG_IDS][BIG_ID_BYTES + 1];
+    struct tree_authid ids[BIG_IDS];
+    for (int i = 0; i < BIG_IDS; i++) {
+        memset(id_bytes[i], 'h', BIG_ID_BYTES);
+        id_bytes[i][0] = (char)('a' + i);
+        id_bytes[i][1] = ':';
+        ids[i] = (struct tree_authid){ "digest", id_bytes[i] };
+    }
+    struct zk_acl acl[BIG_PERMS];
+    for (int i = 0; i < BIG_PERMS; i++)
+        acl[i] = (struct zk_acl){ i + 1, { zk_str_c("auth"), zk_str_c("") } };
+    struct zk_create_req q = { .path = zk_str_c(path), .data = zk_str_c("v"),
+                               .acl = { .count = BIG_PERMS, .items = acl },
+                               .flags = ZK_PERSISTENT };
+    struct zk_wbuf b;
+    zk_wbuf_init(&b);
+    zk_put_create_req(&b, &q, false);
+    struct seq_req *r = seq_req_new(SEQ_REQ_WRITE, b.p, b.len, ids, BIG_IDS);
+    zk_wbuf_free(&b);
+    assert_non_null(r);
+    r->worker = 0;
+    r->conn = 7;
+    r->session_id = session;
+    r->xid = xid;
+    r->op = ZK_OP_CREATE;
+    return r;
+}
+
+/* Answers of worker 0 after one round of reqs: the reply errors by xid
+ * order, and nothing else but event batches. */
+static size_t round_replies(struct fx *g, struct seq_req **reqs, size_t n, int32_t *errs)
+{
+    rcu_read_lock();
+    seq_run_round(g->s, reqs, n, NOW, WALL + NOW);
+    rcu_read_unlock();
+    struct outs o = { 0 }, other = { 0 };
+    drain(g, 0, &o);
+    drain(g, 1, &other);
+    size_t k = 0;
+    for (size_t i = 0; i < o.n; i++) {
+        if (o.v[i]->kind == SEQ_OUT_EVENTS)
+            continue;
+        assert_int_equal(o.v[i]->kind, SEQ_OUT_REPLY);
+        struct zk_rbuf r;
+        struct zk_reply_header h = parse_reply(o.v[i], &r);
+        assert_int_equal(h.xid, 50 + (int32_t)k);
+        errs[k++] = h.err;
+    }
+    outs_free(&o);
+    outs_free(&other);
+    return k;
+}
+
+/* A durable sequencer answers a request whose txn would not fit a log
+ * record with BADARGUMENTS (prep refuses it) and keeps answering: the round
+ * is not held, log_error stays 0, later writes of the same and the next
+ * round are logged and applied. It used to hold the round forever with
+ * log_error -EINVAL. */
+static void test_oversized_txn_is_refused_not_held(void **state)
+{
+    struct fx *f = *state;
+    struct storage *st = storage_mem_new();
+    assert_non_null(st);
+    struct txnlog_opts opts = { .prealloc_bytes = 4096, .segment_bytes_max = 1 << 20 };
+    struct txnlog *log = NULL;
+    assert_int_equal(txnlog_open(st, "/log", &opts, &log), 0);
+    struct seq_cfg cfg = { .min_session_timeout_ms = 4000, .max_session_timeout_ms = 40000,
+                           .container_check_ms = 60000, .tick_ms = 1000, .log = log };
+    struct seq *s = seq_new(f->t, &cfg, 2);
+    assert_non_null(s);
+    struct fx g = { .t = f->t, .s = s };
+    int64_t id = connect_session(&g, 0, 7, 10000, NULL);
+    struct zk_wbuf b;
+    zk_wbuf_init(&b);
+    create_body(&b, "/after", ZK_PERSISTENT);
+    struct seq_req *reqs[2] = { oversized_create(id, 50, "/big"),
+                                write_req(0, 7, id, 51, ZK_OP_CREATE, &b) };
+    int32_t errs[2] = { 0 };
+    assert_int_equal(round_replies(&g, reqs, 2, errs), 2);
+    assert_int_equal(errs[0], ZK_EBADARGUMENTS);
+    assert_int_equal(errs[1], ZK_OK);
+    struct seq_stats stats;
+    seq_get_stats(s, &stats);
+    assert_int_equal(stats.log_error, 0);
+    assert_true(seq_retry_held(s)); /* nothing held */
+    zk_wbuf_free(&b);
+    zk_wbuf_init(&b);
+    create_body(&b, "/next", ZK_PERSISTENT);
+    reqs[0] = write_req(0, 7, id, 50, ZK_OP_CREATE, &b);
+    zk_wbuf_free(&b);
+    assert_int_equal(round_replies(&g, reqs, 1, errs), 1);
+    assert_int_equal(errs[0], ZK_OK);
+    rcu_read_lock();
+    struct tree_view v;
+    assert_int_equal(tree_get(f->t, "/big", 4, &v), ZK_ENONODE);
+    assert_int_equal(tree_get(f->t, "/after", 6, &v), ZK_OK);
+    assert_int_equal(tree_get(f->t, "/next", 5, &v), ZK_OK);
+    assert_int_equal(txnlog_durable_zxid(log), v.stat.mzxid);
+    rcu_read_unlock();
+    seq_free(s);
+    txnlog_close(log);
+    storage_destroy(st);
+}
+
+/* ---- session passwords ---------------------------------------------------- */
+
+static struct seq_req *reattach_req(int w, uint64_t conn, int64_t id, const uint8_t *pw,
+                                    int32_t pw_len)
+{
+    struct seq_req *r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
+    r->worker = w;
+    r->conn = conn;
+    r->session_id = id;
+    r->timeout_ms = 10000;
+    memcpy(r->passwd, pw, pw_len < 16 ? (size_t)pw_len : 16);
+    r->passwd_len = pw_len;
+    return r;
+}
+
+/* The password is HMAC-SHA-256(key, id as 8 big-endian bytes), first 16
+ * bytes: without the key it cannot be derived from the id. */
+static void test_password_is_hmac_of_session_id(void **state)
+{
+    struct fx *f = *state;
+    struct seq_cfg cfg = { .min_session_timeout_ms = 4000, .max_session_timeout_ms = 40000,
+                           .container_check_ms = 60000, .tick_ms = 1000,
+                           .passwd_key_set = true };
+    for (int i = 0; i < 32; i++)
+        cfg.passwd_key[i] = (uint8_t)(0xA0 + i);
+    struct seq *s = seq_new(f->t, &cfg, 2);
+    assert_non_null(s);
+    struct fx g = { .t = f->t, .s = s };
+    uint8_t pw[16];
+    int64_t id = connect_session(&g, 0, 7, 10000, pw);
+    uint8_t msg[8], mac[32];
+    for (int i = 0; i < 8; i++)
+        msg[i] = (uint8_t)((uint64_t)id >> (56 - 8 * i));
+    unsigned int mac_len = 0;
+    assert_non_null(HMAC(EVP_sha256(), cfg.passwd_key, 32, msg, 8, mac, &mac_len));
+    assert_int_equal(mac_len, 32);
+    assert_memory_equal(pw, mac, 16);
+    seq_free(s);
+
+    /* another key, another password for a session of the same id */
+    cfg.passwd_key[0] ^= 1;
+    s = seq_new(f->t, &cfg, 2);
+    assert_non_null(s);
+    g.s = s;
+    run(&g, reattach_req(1, 9, id, pw, 16), NOW);
+    struct outs o = { 0 };
+    drain(&g, 1, &o);
+    assert_int_equal(o.n, 1);
+    assert_int_equal(o.v[0]->timeout_ms, 0);
+    outs_free(&o);
+    drain(&g, 0, &o);
+    outs_free(&o);
+    seq_free(s);
+}
+
+/* A reattach with a wrong password (wrong bytes, or any length but 16,
+ * even with the right 16 bytes first) gets timeout 0 and changes nothing
+ * for the owner: it keeps its connection, session and ephemerals. */
+static void test_wrong_password_reattach_is_harmless(void **state)
+{
+    struct fx *f = *state;
+    uint8_t pw[16];
+    int64_t id = connect_session(f, 0, 7, 10000, pw);
+    struct zk_wbuf b;
+    zk_wbuf_init(&b);
+    create_body(&b, "/owned", ZK_EPHEMERAL);
+    run(f, write_req(0, 7, id, 1, ZK_OP_CREATE, &b), NOW);
+    zk_wbuf_free(&b);
+    struct outs o = { 0 };
+    drain(f, 0, &o);
+    outs_free(&o);
+    drain(f, 1, &o);
+    outs_free(&o);
+
+    uint8_t wrong[17];
+    memcpy(wrong, pw, 16);
+    wrong[16] = 0;
+    const int32_t lens[] = { 0, 15, 17, 16 };
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        if (lens[i] == 16)
+            wrong[15] ^= 0x80;
+        run(f, reattach_req(1, 50 + i, id, wrong, lens[i]), NOW + 10);
+        drain(f, 1, &o);
+        assert_int_equal(o.n, 1);
+        assert_int_equal(o.v[0]->kind, SEQ_OUT_CONNECT);
+        assert_int_equal(o.v[0]->timeout_ms, 0);
+        assert_int_equal(o.v[0]->session_id, 0);
+        outs_free(&o);
+        drain(f, 0, &o);
+        assert_int_equal(o.n, 0); /* no CLOSE for the owner */
+    }
+    rcu_read_lock();
+    struct tree_session *ts = tree_session_find(f->t, id);
+    assert_non_null(ts);
+    assert_false(ts->closing);
+    assert_int_equal(atomic_load(&ts->owner_worker), 0);
+    assert_int_equal(atomic_load(&ts->owner_conn), 7);
+    struct tree_view v;
+    assert_int_equal(tree_get(f->t, "/owned", 6, &v), ZK_OK);
+    assert_int_equal(v.stat.ephemeral_owner, id);
+    rcu_read_unlock();
+    /* the owner's own password still works */
+    run(f, reattach_req(0, 7, id, pw, 16), NOW + 20);
+    drain(f, 0, &o);
+    assert_int_equal(o.n, 1);
+    assert_int_equal(o.v[0]->timeout_ms, 10000);
+    outs_free(&o);
+}
+
+/* ---- watch events carry the ACL READ is checked against ------------------ */
+
+static void create_body_acl(struct zk_wbuf *b, const char *path, struct zk_acl *acl)
+{
+    struct zk_create_req q = { .path = zk_str_c(path), .data = zk_str_c("v"),
+                               .acl = { .count = 1, .items = acl }, .flags = ZK_PERSISTENT };
+    zk_put_create_req(b, &q, false);
+}
+
+/* Each event of a batch holds one reference to its ACL, so the ACL of a
+ * node deleted (and freed by the tree after a grace period) stays readable
+ * until the last worker frees the batch, which drops it (ASan: no leak, no
+ * use after free). */
+static void test_event_batch_holds_acl_references(void **state)
+{
+    struct fx *f = *state;
+    int64_t id = connect_session(f, 0, 7, 10000, NULL);
+    struct zk_acl secret = { ZK_PERM_ALL, { zk_str_c("digest"), zk_str_c("u:h") } };
+    struct zk_wbuf b;
+    zk_wbuf_init(&b);
+    create_body_acl(&b, "/s", &secret);
+    run(f, write_req(0, 7, id, 1, ZK_OP_CREATE, &b), NOW);
+    zk_wbuf_free(&b);
+    struct outs o0 = { 0 }, o1 = { 0 };
+    drain(f, 0, &o0);
+    drain(f, 1, &o1);
+    const struct seq_events *ev = o0.v[0]->events;
+    assert_int_equal(ev->count, 2);
+    assert_int_equal(ev->items[0].type, ZK_EVENT_CREATED);
+    assert_string_equal(ev->items[0].acl->items[0].id, "u:h");
+    assert_ptr_equal(ev->items[1].acl, tree_acl_open()); /* "/": the parent's */
+    outs_free(&o0);
+    outs_free(&o1);
+
+    zk_wbuf_init(&b);
+    struct zk_path_version_req d = { .path = zk_str_c("/s"), .version = -1 };
+    zk_put_path_version_req(&b, &d);
+    run(f, write_req(0, 7, id, 2, ZK_OP_DELETE, &b), NOW);
+    zk_wbuf_free(&b);
+    drain(f, 0, &o0);
+    drain(f, 1, &o1);
+    rcu_barrier(); /* the tree's version of /s, and its reference, are gone */
+    ev = o1.v[0]->events;
+    assert_int_equal(ev->items[0].type, ZK_EVENT_DELETED);
+    struct tree_acl *acl = ev->items[0].acl;
+    assert_int_equal(acl->refs_, 1); /* the batch's, shared by both workers */
+    assert_false(tree_acl_permits(acl, ZK_PERM_READ, NULL));
+    outs_free(&o0);
+    assert_string_equal(acl->items[0].scheme, "digest"); /* still held */
+    outs_free(&o1); /* the last drain frees the batch and drops the reference */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -497,11 +776,15 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failed_multi_reports_each_op, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reattach_moves_session_and_closes_old_conn, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_password_is_expired, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_password_is_hmac_of_session_id, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wrong_password_reattach_is_harmless, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_event_batch_holds_acl_references, setup, teardown),
         cmocka_unit_test_setup_teardown(test_client_ahead_of_server_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expiry_deletes_ephemerals_and_closes_owner, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_session_replies_then_closes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_round_keeps_request_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_disk_holds_round_until_space_returns, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_oversized_txn_is_refused_not_held, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

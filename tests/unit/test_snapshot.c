@@ -280,9 +280,12 @@ static size_t assert_subtree_equal(struct tree *a, struct tree *b, const char *p
         for (size_t j = 0; j < nb.n && !found; j++)
             found = strcmp(na.v[i], nb.v[j]) == 0;
         assert_true(found);
-        char child[4096];
-        snprintf(child, sizeof child, "%s/%s", strcmp(path, "/") == 0 ? "" : path, na.v[i]);
+        size_t len = strlen(path) + 1 + strlen(na.v[i]) + 1;
+        char *child = malloc(len);
+        assert_non_null(child);
+        snprintf(child, len, "%s/%s", strcmp(path, "/") == 0 ? "" : path, na.v[i]);
         count += assert_subtree_equal(a, b, child);
+        free(child);
     }
     for (size_t i = 0; i < na.n; i++)
         free(na.v[i]);
@@ -672,11 +675,49 @@ static void test_fuzzy_snapshot_replays_to_live_digest(void **state)
     tree_free(t2);
 }
 
+/* Paths longer than the old 4,096-byte limit, and a chain deeper than a
+ * 4,096-byte path could hold, survive a snapshot write and load. */
+static void test_long_paths_round_trip(void **state)
+{
+    struct fx *f = *state;
+    static const size_t lens[] = { 10000, 200000 };
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        size_t plen = lens[i] / 2;
+        char *p = malloc(lens[i] + 1);
+        assert_non_null(p);
+        memset(p, 'a' + (char)i, lens[i]);
+        p[0] = '/';
+        p[plen] = '\0';
+        assert_int_equal(create(f, 0, p, "parent", ZK_PERSISTENT), ZK_OK);
+        p[plen] = '/';
+        p[lens[i]] = '\0';
+        assert_int_equal(create(f, SID_A, p, "child", ZK_PERSISTENT), ZK_OK);
+        free(p);
+    }
+    char deep[2 * 3000 + 1];
+    size_t n = 0;
+    for (int level = 0; level < 3000; level++) {
+        deep[n++] = '/';
+        deep[n++] = 'd';
+        deep[n] = '\0';
+        assert_int_equal(create(f, 0, deep, NULL, ZK_PERSISTENT), ZK_OK);
+    }
+    struct mem m = { 0 };
+    struct tree_snap_info wi, li;
+    assert_int_equal(tree_snapshot_write(f->t, mem_out, &m, &wi), 0);
+    struct tree *t2 = load_fresh(&m, &li);
+    assert_memory_equal(&wi, &li, sizeof wi);
+    assert_trees_equal(f->t, t2);
+    tree_free(t2);
+    free(m.p);
+}
+
 int main(void)
 {
     rcu_register_thread();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_long_paths_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sessions_survive_and_close, setup, teardown),
         cmocka_unit_test_setup_teardown(test_every_flip_and_truncation_rejected, setup, teardown),
         cmocka_unit_test_setup_teardown(test_valid_crc_bad_content_rejected, setup, teardown),

@@ -42,7 +42,11 @@ const char *__tsan_default_suppressions(void)
 struct evrec {
     int32_t type;
     char path[128];
+    size_t path_len; /* the whole length (path[] keeps a prefix) */
     int64_t zxid;
+    int32_t acl_count; /* -1: the event carried no ACL */
+    int32_t acl_perms; /* of the first entry */
+    char acl_id[64];   /* of the first entry */
 };
 
 struct fx {
@@ -70,7 +74,13 @@ static void record_event(void *arg, const struct tree_event *e)
     struct evrec *r = &f->ev[f->nev++];
     r->type = e->type;
     snprintf(r->path, sizeof r->path, "%s", e->path);
+    r->path_len = strlen(e->path);
     r->zxid = e->zxid;
+    /* the ACL is valid during the callback only: copy what the tests check */
+    r->acl_count = e->acl != NULL ? e->acl->count : -1;
+    r->acl_perms = e->acl != NULL && e->acl->count > 0 ? e->acl->items[0].perms : 0;
+    snprintf(r->acl_id, sizeof r->acl_id, "%s",
+             e->acl != NULL && e->acl->count > 0 ? e->acl->items[0].id : "");
 }
 
 static int setup(void **state)
@@ -344,8 +354,8 @@ static void test_create_errors(void **state)
     struct tree_req r = req_create("/a", "x", ZK_PERSISTENT);
     r.u.create.path = (struct zk_str){ "/a\0b", 4 };
     assert_int_equal(run1(f, 0, &r), ZK_EBADARGUMENTS);
-    r.u.create.path = ZK_STR_NULL;
-    assert_int_equal(run1(f, 0, &r), ZK_EBADARGUMENTS);
+    r.u.create.path = ZK_STR_NULL; /* ZooKeeper: NPE in validatePathForCreate */
+    assert_int_equal(run1(f, 0, &r), ZK_EMARSHALLINGERROR);
     /* CreateMode.fromFlag */
     r = req_create("/b", "x", 7);
     assert_int_equal(run1(f, 0, &r), ZK_EBADARGUMENTS);
@@ -1232,6 +1242,413 @@ static void test_session_each(void **state)
     assert_int_equal(st.last_zxid, 2);
 }
 
+static struct tree_req req_create_acl(const char *path, const struct zk_aclvec *acl)
+{
+    struct tree_req r = req_create(path, "x", ZK_PERSISTENT);
+    r.u.create.acl = *acl;
+    return r;
+}
+
+/* ---- watch events carry the ACL READ is checked against (DataTree.triggerWatch) -- */
+
+static void assert_event_acl(const struct fx *f, size_t i, int32_t perms, const char *id)
+{
+    assert_true(i < f->nev);
+    assert_int_equal(f->ev[i].acl_count, 1);
+    assert_int_equal(f->ev[i].acl_perms, perms);
+    assert_string_equal(f->ev[i].acl_id, id);
+}
+
+/* NodeCreated / NodeDeleted / NodeDataChanged carry the node's own ACL (for
+ * a delete: the deleted node's), NodeChildrenChanged the parent's. */
+static void test_events_carry_acl(void **state)
+{
+    struct fx *f = *state;
+    struct zk_acl parent_item = { ZK_PERM_ALL, { S("digest"), S("p:x") } };
+    struct zk_acl child_item = { ZK_PERM_READ | ZK_PERM_DELETE, { S("digest"), S("c:y") } };
+    const struct zk_aclvec parent_acl = { 1, &parent_item }, child_acl = { 1, &child_item };
+    f->auth.super = true;
+    struct tree_req r = req_create_acl("/p", &parent_acl);
+    assert_int_equal(run1(f, 0, &r), ZK_OK);
+    assert_event_acl(f, 0, ZK_PERM_ALL, "p:x");
+    assert_event_acl(f, 1, ZK_PERM_ALL, "anyone"); /* "/" */
+
+    f->nev = 0;
+    r = req_create_acl("/p/c", &child_acl);
+    assert_int_equal(run1(f, 0, &r), ZK_OK);
+    assert_event(f, 0, ZK_EVENT_CREATED, "/p/c", f->zxid);
+    assert_event_acl(f, 0, ZK_PERM_READ | ZK_PERM_DELETE, "c:y");
+    assert_event(f, 1, ZK_EVENT_CHILD_CHANGED, "/p", f->zxid);
+    assert_event_acl(f, 1, ZK_PERM_ALL, "p:x");
+
+    f->nev = 0;
+    struct tree_req sd = req_setdata("/p/c", "new", -1);
+    assert_int_equal(run1(f, 0, &sd), ZK_OK);
+    assert_event(f, 0, ZK_EVENT_DATA_CHANGED, "/p/c", f->zxid);
+    assert_event_acl(f, 0, ZK_PERM_READ | ZK_PERM_DELETE, "c:y");
+
+    f->nev = 0;
+    struct tree_req del = req_delete("/p/c", -1);
+    assert_int_equal(run1(f, 0, &del), ZK_OK);
+    assert_event(f, 0, ZK_EVENT_DELETED, "/p/c", f->zxid);
+    assert_event_acl(f, 0, ZK_PERM_READ | ZK_PERM_DELETE, "c:y");
+    assert_event(f, 1, ZK_EVENT_CHILD_CHANGED, "/p", f->zxid);
+    assert_event_acl(f, 1, ZK_PERM_ALL, "p:x");
+
+    /* a multi: each event carries the ACL of the version it is about, at
+     * the time of the event (the created node's, the parent's, then the
+     * same node's again for its setData and its delete) */
+    f->nev = 0;
+    struct tree_req ops[4] = { req_create_acl("/p/m", &child_acl), req_setdata("/p/m", "d", -1),
+                               req_check("/p/m", 1), req_delete("/p/m", -1) };
+    ops[0].type = ZK_OP_CREATE;
+    struct tree_req multi = { .type = ZK_OP_MULTI, .ops = ops, .nops = 4 };
+    struct tree_op_result res[4] = { { 0 } };
+    assert_int_equal(run(f, 0, &multi, res, 4), ZK_OK);
+    tree_results_free(res, 4);
+    assert_int_equal(f->nev, 5);
+    assert_event(f, 0, ZK_EVENT_CREATED, "/p/m", f->zxid);
+    assert_event_acl(f, 0, ZK_PERM_READ | ZK_PERM_DELETE, "c:y");
+    assert_event(f, 1, ZK_EVENT_CHILD_CHANGED, "/p", f->zxid);
+    assert_event_acl(f, 1, ZK_PERM_ALL, "p:x");
+    assert_event(f, 2, ZK_EVENT_DATA_CHANGED, "/p/m", f->zxid);
+    assert_event_acl(f, 2, ZK_PERM_READ | ZK_PERM_DELETE, "c:y");
+    assert_event(f, 3, ZK_EVENT_DELETED, "/p/m", f->zxid);
+    assert_event_acl(f, 3, ZK_PERM_READ | ZK_PERM_DELETE, "c:y");
+    assert_event(f, 4, ZK_EVENT_CHILD_CHANGED, "/p", f->zxid);
+    assert_event_acl(f, 4, ZK_PERM_ALL, "p:x");
+
+    /* after setACL the next event reports the new ACL */
+    struct zk_acl open_read = { ZK_PERM_READ, { S("world"), S("anyone") } };
+    const struct zk_aclvec read_acl = { 1, &open_read };
+    struct tree_req sa = req_setacl("/p", read_acl, -1);
+    f->nev = 0;
+    assert_int_equal(run1(f, 0, &sa), ZK_OK);
+    assert_int_equal(f->nev, 0); /* setACL triggers no watch */
+    sd = req_setdata("/p", "x", -1);
+    assert_int_equal(run1(f, 0, &sd), ZK_OK);
+    assert_event_acl(f, 0, ZK_PERM_READ, "anyone");
+}
+
+/* ---- null strings (ZooKeeper 3.8 measured: see the null-vs-empty table) ---- */
+
+/* ZooKeeper answers MARSHALLINGERROR where its prep dereferences a null
+ * path (create, delete, every op of a multi) and BADARGUMENTS where it
+ * validates first (setData, setACL, check alone). */
+static void test_null_paths(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(create(f, "/p", "x"), ZK_OK);
+    struct tree_req r = req_create("/x", "x", ZK_PERSISTENT);
+    r.u.create.path = ZK_STR_NULL;
+    assert_int_equal(run1(f, 0, &r), ZK_EMARSHALLINGERROR);
+    r.type = ZK_OP_CREATETTL;
+    r.u.create.flags = ZK_PERSISTENT_WITH_TTL;
+    r.u.create.ttl = 1000;
+    f->cfg.ttl_enabled = true;
+    assert_int_equal(run1(f, 0, &r), ZK_EMARSHALLINGERROR);
+    r = req_create("", "x", ZK_PERSISTENT);
+    assert_int_equal(run1(f, 0, &r), ZK_EBADARGUMENTS);
+    struct tree_req d = req_delete("/p", -1);
+    d.u.del.path = ZK_STR_NULL;
+    assert_int_equal(run1(f, 0, &d), ZK_EMARSHALLINGERROR);
+    d.u.del.path = S("");
+    assert_int_equal(run1(f, 0, &d), ZK_EBADARGUMENTS);
+    struct tree_req s = req_setdata("/p", "y", -1);
+    s.u.setdata.path = ZK_STR_NULL;
+    assert_int_equal(run1(f, 0, &s), ZK_EBADARGUMENTS);
+    struct tree_req c = req_check("/p", -1);
+    c.u.del.path = ZK_STR_NULL;
+    assert_int_equal(run1(f, 0, &c), ZK_EBADARGUMENTS);
+    struct tree_req a = req_setacl("/p", open_acl, -1);
+    a.u.setacl.path = ZK_STR_NULL;
+    assert_int_equal(run1(f, 0, &a), ZK_EBADARGUMENTS);
+    assert_true(exists(f, "/p"));
+}
+
+/* In a multi a null path anywhere fails the whole request before any op is
+ * prepared (ZooKeeper's getPendingChanges walks every op's path first):
+ * no per-op results, nothing to apply. */
+static void test_multi_null_path_fails_whole_request(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(create(f, "/p", "x"), ZK_OK);
+    struct tree_req ops[2] = { req_setdata("/missing", "1", -1), req_setdata("/p", "2", -1) };
+    ops[1].u.setdata.path = ZK_STR_NULL;
+    struct tree_req multi = { .type = ZK_OP_MULTI, .ops = ops, .nops = 2 };
+    struct txn x;
+    assert_int_equal(prep(f, 0, &multi, &x), ZK_EMARSHALLINGERROR);
+    assert_int_equal(x.nops, 0);
+    txn_free(&x);
+    tree_prep_reset(f->t);
+    ops[0] = req_create("/p/a", "1", ZK_PERSISTENT);
+    ops[1] = req_check("/p", -1);
+    ops[1].u.del.path = ZK_STR_NULL;
+    assert_int_equal(prep(f, 0, &multi, &x), ZK_EMARSHALLINGERROR);
+    assert_int_equal(x.nops, 0);
+    txn_free(&x);
+    tree_prep_reset(f->t);
+    assert_false(exists(f, "/p/a"));
+}
+
+/* A null ACL id where ZooKeeper's fixupACL dereferences it (world, digest,
+ * ip) fails the whole multi when that op is prepared; after an earlier op
+ * failed it is never prepared, so the usual per-op results come back. */
+static void test_multi_null_acl_id(void **state)
+{
+    struct fx *f = *state;
+    struct zk_acl bad = { ZK_PERM_ALL, { S("world"), ZK_STR_NULL } };
+    const struct zk_aclvec bad_acl = { 1, &bad };
+    struct tree_req one = req_create_acl("/n", &bad_acl);
+    assert_int_equal(run1(f, 0, &one), ZK_EMARSHALLINGERROR);
+    struct tree_req ops[2] = { req_create_acl("/n", &bad_acl), req_setdata("/missing", "1", -1) };
+    ops[0].type = ZK_OP_CREATE;
+    struct tree_req multi = { .type = ZK_OP_MULTI, .ops = ops, .nops = 2 };
+    struct txn x;
+    assert_int_equal(prep(f, 0, &multi, &x), ZK_EMARSHALLINGERROR);
+    assert_int_equal(x.nops, 0);
+    txn_free(&x);
+    tree_prep_reset(f->t);
+    ops[0] = req_setdata("/missing", "1", -1);
+    ops[1] = req_create_acl("/n", &bad_acl);
+    ops[1].type = ZK_OP_CREATE;
+    assert_int_equal(prep(f, 0, &multi, &x), ZK_ENONODE);
+    assert_int_equal(x.nops, 2);
+    assert_int_equal(x.ops[0].err, ZK_ENONODE);
+    assert_int_equal(x.ops[1].err, ZK_ERUNTIMEINCONSISTENCY);
+    txn_free(&x);
+    tree_prep_reset(f->t);
+}
+
+/* kazoo's CREATOR_ALL_ACL: ("auth", null id) after addauth digest. */
+static void test_create_with_auth_null_id(void **state)
+{
+    struct fx *f = *state;
+    static const struct tree_authid ids[] = { { "digest", "u:Jq7wMyA/w2Vd5WIDAKdu4OIIFEQ=" } };
+    f->auth = (struct tree_auth){ .ids = ids, .count = 1 };
+    struct zk_acl creator = { ZK_PERM_ALL, { S("auth"), ZK_STR_NULL } };
+    const struct zk_aclvec acl = { 1, &creator };
+    struct tree_req r = req_create_acl("/mine", &acl);
+    assert_int_equal(run1(f, 0, &r), ZK_OK);
+    struct tree_view v;
+    rcu_read_lock();
+    assert_int_equal(tree_get(f->t, "/mine", 5, &v), ZK_OK);
+    assert_int_equal(v.acl->count, 1);
+    assert_string_equal(v.acl->items[0].scheme, "digest");
+    assert_string_equal(v.acl->items[0].id, ids[0].id);
+    rcu_read_unlock();
+}
+
+/* ---- the txn size bound (tree_prep_cfg.max_txn_bytes) ---------------------------- */
+
+#define SMALL_TXN_BYTES 4096
+#define LONG_ID_BYTES 1500
+
+/* A stand-in for the txn log's size rule (txn_op_encoded_bytes): prep only
+ * adds up what the rule says, whatever the rule is. */
+static size_t op_bytes(const struct txn_op *op)
+{
+    size_t n = 16 + (op->path != NULL ? strlen(op->path) : 0);
+    n += op->data_len > 0 ? (size_t)op->data_len : 0;
+    for (int32_t i = 0; op->acl != NULL && i < op->acl->count; i++)
+        n += 8 + strlen(op->acl->items[i].scheme) + strlen(op->acl->items[i].id);
+    return n;
+}
+
+/* A small bound, and a caller with four digest identities of 1,500 bytes:
+ * one "auth" ACL entry (a few bytes in the request) then expands into
+ * about 6 KiB of ACL, past the bound. */
+static void small_bound_long_identities(struct fx *f)
+{
+    static char id_bytes[4][LONG_ID_BYTES + 1];
+    static struct tree_authid ids[4];
+    for (int i = 0; i < 4; i++) {
+        memset(id_bytes[i], 'h', LONG_ID_BYTES);
+        id_bytes[i][0] = (char)('a' + i);
+        id_bytes[i][1] = ':';
+        id_bytes[i][LONG_ID_BYTES] = '\0';
+        ids[i] = (struct tree_authid){ "digest", id_bytes[i] };
+    }
+    f->auth = (struct tree_auth){ .ids = ids, .count = 4 };
+    f->cfg = (struct tree_prep_cfg){ .max_txn_bytes = SMALL_TXN_BYTES, .op_bytes = op_bytes };
+}
+
+static struct zk_acl creator_all = { ZK_PERM_ALL, { { "auth", 4 }, { "", 0 } } };
+static const struct zk_aclvec creator_acl = { 1, &creator_all };
+
+/* An op whose txn would pass the bound is BADARGUMENTS, refused before it
+ * records anything: the same create, with a short ACL, then succeeds in the
+ * same batch and sees the parent as it was (cversion not bumped). */
+static void test_create_past_txn_bound(void **state)
+{
+    struct fx *f = *state;
+    small_bound_long_identities(f);
+    assert_int_equal(create(f, "/p", "x"), ZK_OK);
+    struct tree_req big = req_create_acl("/p/big", &creator_acl);
+    struct txn x, y;
+    assert_int_equal(prep(f, 0, &big, &x), ZK_EBADARGUMENTS);
+    assert_int_equal(x.nops, 0);
+    struct tree_req small = req_create("/p/big", "1", ZK_PERSISTENT);
+    assert_int_equal(prep(f, 0, &small, &y), ZK_OK);
+    assert_int_equal(y.ops[0].parent_cversion, 1);
+    assert_true(op_bytes(&y.ops[0]) <= SMALL_TXN_BYTES);
+    apply(f, &y, NULL);
+    txn_free(&y);
+    tree_prep_reset(f->t);
+    assert_int_equal(stat_of(f, "/p").num_children, 1);
+    assert_int_equal(stat_of(f, "/p").cversion, 1);
+    /* setACL too: refused, and the node's aversion is not pending-bumped */
+    struct tree_req sa = req_setacl("/p/big", creator_acl, 0);
+    assert_int_equal(prep(f, 0, &sa, &x), ZK_EBADARGUMENTS);
+    sa = req_setacl("/p/big", open_acl, 0);
+    assert_int_equal(prep(f, 0, &sa, &y), ZK_OK);
+    txn_free(&y);
+    tree_prep_reset(f->t);
+    /* with no bound the same request is accepted */
+    f->cfg.max_txn_bytes = 0;
+    assert_int_equal(run1(f, 0, &big), ZK_ENODEEXISTS);
+    big.u.create.path = S("/p/big2");
+    assert_int_equal(run1(f, 0, &big), ZK_OK);
+}
+
+/* In a multi the oversized op fails the multi as any failing op does
+ * (earlier ops OK, it BADARGUMENTS, later ones RUNTIMEINCONSISTENCY), the
+ * multi's pending changes are rolled back, and a later request of the same
+ * batch works. The bound is on the whole txn: ops each under it fail at
+ * the one that takes the sum past it. */
+static void test_multi_past_txn_bound(void **state)
+{
+    struct fx *f = *state;
+    small_bound_long_identities(f);
+    assert_int_equal(create(f, "/m", "x"), ZK_OK);
+    uint64_t before = tree_digest(f->t);
+    struct tree_req ops[3] = { req_create("/m/a", "1", ZK_PERSISTENT),
+                               req_create_acl("/m/b", &creator_acl), req_setdata("/m", "2", -1) };
+    ops[1].type = ZK_OP_CREATE;
+    struct tree_req multi = { .type = ZK_OP_MULTI, .ops = ops, .nops = 3 };
+    struct txn x, y;
+    assert_int_equal(prep(f, 0, &multi, &x), ZK_EBADARGUMENTS);
+    assert_int_equal(x.type, TXN_MULTI);
+    assert_int_equal(x.nops, 3);
+    const int32_t want[3] = { ZK_OK, ZK_EBADARGUMENTS, ZK_ERUNTIMEINCONSISTENCY };
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(x.ops[i].type, TXN_ERROR);
+        assert_int_equal(x.ops[i].err, want[i]);
+    }
+    struct tree_req again = req_create("/m/a", "1", ZK_PERSISTENT);
+    assert_int_equal(prep(f, 0, &again, &y), ZK_OK);
+    assert_int_equal(y.ops[0].parent_cversion, 1); /* /m/a of the multi is not pending */
+    struct tree_op_result res[3] = { { 0 } };
+    apply(f, &x, res);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(res[i].err, want[i]);
+    tree_results_free(res, 3);
+    assert_int_equal(tree_digest(f->t), before);
+    apply(f, &y, NULL);
+    txn_free(&x);
+    txn_free(&y);
+    tree_prep_reset(f->t);
+    assert_true(exists(f, "/m/a"));
+    assert_false(exists(f, "/m/b"));
+
+    static char data[1500];
+    memset(data, 'd', sizeof data - 1);
+    struct tree_req three[3] = { req_create("/m/1", data, ZK_PERSISTENT),
+                                 req_create("/m/2", data, ZK_PERSISTENT),
+                                 req_create("/m/3", data, ZK_PERSISTENT) };
+    multi = (struct tree_req){ .type = ZK_OP_MULTI, .ops = three, .nops = 3 };
+    assert_int_equal(prep(f, 0, &multi, &x), ZK_EBADARGUMENTS);
+    assert_int_equal(x.ops[0].err, ZK_OK);
+    assert_int_equal(x.ops[1].err, ZK_OK);
+    assert_int_equal(x.ops[2].err, ZK_EBADARGUMENTS);
+    txn_free(&x);
+    tree_prep_reset(f->t);
+}
+
+/* ---- paths longer than the old 4,096-byte limit ---------------------------------- */
+
+/* "/" + 'b' x (len / 2) as the parent, then "/" + 'c' x ... up to len bytes. */
+static void long_paths(size_t len, char **parent, char **child)
+{
+    size_t plen = len / 2;
+    *parent = malloc(plen + 1);
+    *child = malloc(len + 1);
+    assert_non_null(*parent);
+    assert_non_null(*child);
+    memset(*parent, 'b', plen);
+    (*parent)[0] = '/';
+    (*parent)[plen] = '\0';
+    memcpy(*child, *parent, plen);
+    (*child)[plen] = '/';
+    memset(*child + plen + 1, 'c', len - plen - 1);
+    (*child)[len] = '\0';
+}
+
+struct name_count {
+    size_t count;
+    size_t len;
+};
+
+static void count_name(void *arg, const char *name, size_t len)
+{
+    struct name_count *n = arg;
+    (void)name;
+    n->count++;
+    n->len = len;
+}
+
+static void check_long_path(struct fx *f, size_t len)
+{
+    char *parent, *child;
+    long_paths(len, &parent, &child);
+    assert_int_equal(strlen(child), len);
+    assert_int_equal(create(f, parent, "p"), ZK_OK);
+    struct tree_req r = req_create(child, "c", ZK_PERSISTENT);
+    struct tree_op_result res[1] = { { 0 } };
+    f->nev = 0;
+    assert_int_equal(run(f, 0, &r, res, 1), ZK_OK);
+    assert_string_equal(res[0].path, child);
+    tree_results_free(res, 1);
+    assert_int_equal(f->nev, 2);
+    assert_int_equal(f->ev[0].path_len, len);
+    assert_int_equal(f->ev[1].path_len, strlen(parent));
+
+    struct tree_view v;
+    struct name_count n = { 0 };
+    rcu_read_lock();
+    assert_int_equal(tree_get(f->t, child, len, &v), ZK_OK);
+    assert_int_equal(v.data_len, 1);
+    assert_int_equal(tree_get_children(f->t, parent, strlen(parent), &v, count_name, &n), ZK_OK);
+    rcu_read_unlock();
+    assert_int_equal(n.count, 1);
+    assert_int_equal(n.len, len - strlen(parent) - 1);
+
+    /* a multi over the long path: setData, check, delete; then a sequential create */
+    struct tree_req ops[3] = { req_setdata(child, "d", 0), req_check(child, 1), req_delete(child, 1) };
+    struct tree_req multi = { .type = ZK_OP_MULTI, .ops = ops, .nops = 3 };
+    struct tree_op_result mres[3] = { { 0 } };
+    assert_int_equal(run(f, 0, &multi, mres, 3), ZK_OK);
+    tree_results_free(mres, 3);
+    assert_false(exists(f, child));
+    r = req_create(child, "s", ZK_PERSISTENT_SEQUENTIAL);
+    assert_int_equal(run(f, 0, &r, res, 1), ZK_OK);
+    assert_int_equal(strlen(res[0].path), len + 10);
+    struct tree_req del = req_delete(res[0].path, -1);
+    assert_int_equal(run1(f, 0, &del), ZK_OK);
+    tree_results_free(res, 1);
+    del = req_delete(parent, -1);
+    assert_int_equal(run1(f, 0, &del), ZK_OK);
+    assert_false(exists(f, parent));
+    free(parent);
+    free(child);
+}
+
+static void test_long_paths(void **state)
+{
+    check_long_path(*state, 10000);
+    check_long_path(*state, 200000);
+}
+
 int main(void)
 {
     rcu_register_thread();
@@ -1270,6 +1687,14 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_digest, setup, teardown),
         cmocka_unit_test_setup_teardown(test_children_and_descendants, setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_each, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_events_carry_acl, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_null_paths, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_multi_null_path_fails_whole_request, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_multi_null_acl_id, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create_with_auth_null_id, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create_past_txn_bound, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_multi_past_txn_bound, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_long_paths, setup, teardown),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     rcu_unregister_thread();

@@ -295,20 +295,105 @@ static void test_codec_rejects_absurd_lengths(void **state)
     assert_int_equal(txn_decode(b.p, b.len, &y), -EBADMSG);
     txn_free(&x);
     free(b.p);
+}
 
-    /* an encoder never writes what the decoder would refuse */
+/* Paths are bounded by the record they sit in, not by a fixed limit: a
+ * create and a multi over 10,000- and 200,000-byte paths round-trip, and
+ * a path length one byte past the record's end is refused. */
+static void test_codec_long_paths(void **state)
+{
+    static const size_t lens[] = { 10000, 200000 };
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        char *p = malloc(lens[i] + 1);
+        assert_non_null(p);
+        memset(p, 'a', lens[i]);
+        p[0] = '/';
+        p[lens[i]] = '\0';
+        struct txn x, y;
+        txn_init(&x, 1, TXN_MULTI, 3);
+        x.ops[0] = op_create(TXN_CREATE, p, "d", 1, custom_acl(), 0, 1);
+        x.ops[1] = op_setdata(p, "e", 1, 1);
+        x.ops[2] = op_path(TXN_DELETE, p, 0, 1);
+        struct txnlog_buf b = { 0 };
+        assert_int_equal(txn_encode(&b, &x), 0);
+        assert_int_equal(txn_decode(b.p, b.len, &y), 0);
+        assert_txn_equal(&x, &y);
+        assert_int_equal(strlen(y.ops[2].path), lens[i]);
+        txn_free(&y);
+        /* the last op's path length, one more than the bytes behind it */
+        size_t at = b.len - lens[i] - 4 - 4 - 4; /* path, its length; version, pcversion */
+        put32(b.p + at, (uint32_t)lens[i] + 4 + 4 + 1);
+        assert_int_equal(txn_decode(b.p, b.len, &y), -EBADMSG);
+        txn_free(&x);
+        free(b.p);
+        free(p);
+    }
+}
+
+/* A digest id of 70,000 bytes ("u:" + 'h' x 70,000), as a client may send
+ * it (ZooKeeper bounds it by nothing but the frame). */
+static char *long_digest_id(void)
+{
+    const size_t n = 2 + 70000;
+    char *id = malloc(n + 1);
+    assert_non_null(id);
+    memcpy(id, "u:", 2);
+    memset(id + 2, 'h', n - 2);
+    id[n] = '\0';
+    return id;
+}
+
+/* ACL schemes and ids have no bound of their own, as paths: a create whose
+ * ACL id is 70,000 bytes round-trips, and an id length one byte past the
+ * record's end (or absurd) is refused without allocating it. */
+static void test_codec_long_acl_ids(void **state)
+{
+    char *id = long_digest_id();
+    struct zk_acl item = { ZK_PERM_ALL, { zk_str_c("digest"), zk_str_c(id) } };
+    struct zk_aclvec req = { 1, &item };
+    struct tree_acl *acl = NULL;
+    assert_int_equal(tree_acl_from_request(&req, NULL, &acl), ZK_OK);
+    struct txn x, y;
     txn_init(&x, 1, TXN_CREATE, 1);
-    char *long_path = malloc(TREE_PATH_MAX + 2);
-    assert_non_null(long_path);
-    memset(long_path, 'a', TREE_PATH_MAX + 1);
-    long_path[0] = '/';
-    long_path[TREE_PATH_MAX + 1] = '\0';
-    x.ops[0] = (struct txn_op){ .type = TXN_CREATE, .path = long_path, .data_len = -1 };
-    struct txnlog_buf e = { 0 };
-    assert_int_equal(txn_encode(&e, &x), -EINVAL);
-    assert_int_equal(e.len, 0);
+    x.ops[0] = op_create(TXN_CREATE, "/a", "d", 1, acl, 0, 1);
+    struct txnlog_buf b = { 0 };
+    assert_int_equal(txn_encode(&b, &x), 0);
+    assert_int_equal(b.len, TXNLOG_TXN_HEADER_BYTES + txn_op_encoded_bytes(&x.ops[0]));
+    assert_int_equal(txn_decode(b.p, b.len, &y), 0);
+    assert_txn_equal(&x, &y);
+    txn_free(&y);
+    /* the id's length sits before the id, which is followed by pcversion */
+    size_t at = b.len - 4 - strlen(id) - 4;
+    put32(b.p + at, (uint32_t)strlen(id) + 4 + 1);
+    assert_int_equal(txn_decode(b.p, b.len, &y), -EBADMSG);
+    assert_null(y.ops);
+    put32(b.p + at, 0xFFFFFFFFu);
+    assert_int_equal(txn_decode(b.p, b.len, &y), -EBADMSG);
     txn_free(&x);
-    free(e.p);
+    free(b.p);
+    free(id);
+}
+
+/* TXNLOG_TXN_OPS_BYTES_MAX is what a record leaves for ops: ops adding up
+ * to exactly that encode (to a record of exactly TXNLOG_RECORD_BYTES_MAX),
+ * one byte more is refused. */
+static void test_codec_ops_bound_is_exact(void **state)
+{
+    struct txn x;
+    txn_init(&x, 1, TXN_SETDATA, 1);
+    x.ops[0] = op_setdata("/a", "", 0, 1);
+    size_t data_len = TXNLOG_TXN_OPS_BYTES_MAX - txn_op_encoded_bytes(&x.ops[0]);
+    for (int extra = 0; extra <= 1; extra++) {
+        free(x.ops[0].data);
+        x.ops[0].data_len = (int32_t)(data_len + (size_t)extra);
+        x.ops[0].data = calloc(1, (size_t)x.ops[0].data_len);
+        assert_non_null(x.ops[0].data);
+        struct txnlog_buf b = { 0 };
+        assert_int_equal(txn_encode(&b, &x), extra ? -EINVAL : 0);
+        assert_int_equal(b.len, extra ? 0 : TXNLOG_RECORD_BYTES_MAX);
+        free(b.p);
+    }
+    txn_free(&x);
 }
 
 /* ---- log helpers --------------------------------------------------------------- */
@@ -635,6 +720,203 @@ static void test_zxid_order_enforced(void **state)
     storage_destroy(st);
 }
 
+/* ---- damage before records that end in zeros --------------------------------------- */
+
+/* Appends a txn whose payload ends in zero bytes: a closeSession with no
+ * ephemerals (its one op sets no field, so its field mask, the last byte,
+ * is 0) or, when zeros > 0, a setData whose data is that many zeros. */
+static void append_ending_in_zeros(struct txnlog *log, int64_t zxid, int32_t zeros)
+{
+    struct txn_op op = { .type = TXN_CLOSE_SESSION, .client_type = ZK_OP_CLOSESESSION,
+                         .data_len = -1 };
+    struct txn x = { .zxid = zxid, .session_id = zxid, .type = TXN_CLOSE_SESSION, .nops = 1,
+                     .ops = &op };
+    if (zeros > 0) {
+        op = (struct txn_op){ .type = TXN_SETDATA, .client_type = ZK_OP_SETDATA, .path = "/z",
+                              .data = calloc((size_t)zeros, 1), .data_len = zeros };
+        assert_non_null(op.data);
+        x.type = TXN_SETDATA;
+    }
+    assert_int_equal(txnlog_append(log, &x), 0);
+    free(op.data);
+}
+
+static int txn_count_fn(void *arg, struct txn *x)
+{
+    (void)x;
+    (*(size_t *)arg)++;
+    return 0;
+}
+
+/* txnlog_replay's result; *n gets the records handed out. */
+static int replay_count(struct storage *st, size_t *n, struct txnlog_replay_stats *stats)
+{
+    *n = 0;
+    return txnlog_replay(st, LOG_DIR, 0, txn_count_fn, n, stats);
+}
+
+/* zxids 1..count, each ending in zeros (the last one in last_zeros of them
+ * when > 0), synced into one segment. */
+static struct storage *zero_ending_log(int64_t count, int32_t last_zeros)
+{
+    struct storage *st = storage_mem_new();
+    assert_non_null(st);
+    struct txnlog *log = log_open(st, 1 << 20, 1 << 16);
+    for (int64_t z = 1; z <= count; z++)
+        append_ending_in_zeros(log, z, z == count ? last_zeros : 0);
+    assert_int_equal(txnlog_sync(log), 0);
+    txnlog_close(log);
+    return st;
+}
+
+/* Damage in record 2 of 3 is not a torn tail even though record 3, intact
+ * after it, ends in zeros that read like preallocated space: refused, and
+ * nothing is truncated (the fuzzer found record 3 silently dropped). */
+static void damage_before_zero_ending_record(int32_t last_zeros)
+{
+    struct storage *st = zero_ending_log(3, last_zeros);
+    char path[64];
+    seg_name(1, path, sizeof path);
+    uint64_t size = file_size(st, path), used = storage_mem_used(st);
+    uint64_t start = 16 + 53, end = start + 53; /* closeSession: 8 + 36 + 9 bytes */
+    size_t n;
+    for (uint64_t off = start; off < end; off++) {
+        for (int bit = 0; bit < 8; bit += 7) {
+            flip_bit(st, path, off, bit);
+            assert_int_equal(replay_count(st, &n, NULL), TXNLOG_ECORRUPT);
+            assert_int_equal(file_size(st, path), size);
+            flip_bit(st, path, off, bit);
+        }
+    }
+    assert_int_equal(storage_mem_used(st), used);
+    struct txnlog_replay_stats s;
+    assert_int_equal(replay_count(st, &n, &s), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(s.torn_bytes, 0);
+    /* damage in record 3 itself is still a torn tail */
+    flip_bit(st, path, end + 8, 0);
+    assert_int_equal(replay_count(st, &n, &s), 0);
+    assert_int_equal(n, 2);
+    assert_true(s.torn_bytes > 0);
+    assert_int_equal(file_size(st, path), end);
+    storage_destroy(st);
+}
+
+static void test_damage_before_close_session_is_refused(void **state)
+{
+    damage_before_zero_ending_record(0);
+}
+
+/* A record ending in a long run of zeros, well past a chunk of garbage. */
+static void test_damage_before_zero_data_is_refused(void **state)
+{
+    damage_before_zero_ending_record(70000);
+}
+
+/* A last segment whose header is damaged but which holds an intact record
+ * (ending in a zero) is not a header that never landed: refused, kept. */
+static void test_bad_header_over_zero_ending_record_is_refused(void **state)
+{
+    struct storage *st = zero_ending_log(1, 0);
+    char path[64];
+    seg_name(1, path, sizeof path);
+    uint64_t size = file_size(st, path);
+    size_t n;
+    for (uint64_t off = 0; off < 8; off++) {
+        flip_bit(st, path, off, 2);
+        assert_int_equal(replay_count(st, &n, NULL), TXNLOG_ECORRUPT);
+        assert_int_equal(seg_names(st).n, 1);
+        assert_int_equal(file_size(st, path), size);
+        struct txnlog *log = NULL;
+        struct txnlog_opts o = { .db_id = 77 };
+        assert_int_equal(txnlog_open(st, LOG_DIR, &o, &log), TXNLOG_ECORRUPT);
+        assert_int_equal(seg_names(st).n, 1);
+        flip_bit(st, path, off, 2);
+    }
+    assert_int_equal(replay_count(st, &n, NULL), 0);
+    assert_int_equal(n, 1);
+    storage_destroy(st);
+}
+
+/* ---- the writer opening a log that was not replayed first -------------------------- */
+
+static void write_file(struct storage *st, const char *path, const void *p, size_t len)
+{
+    struct storage_file *f;
+    assert_int_equal(storage_open(st, path, STORAGE_CREATE, &f), 0);
+    if (len > 0)
+        assert_int_equal(storage_pwrite(f, p, len, 0), 0);
+    assert_int_equal(storage_datasync(f), 0);
+    assert_int_equal(storage_close(f), 0);
+}
+
+/* A last segment whose header never landed ("LRC"), after one with
+ * records: open removes it and takes the last zxid from the one before
+ * (it used to rescan a list still naming the removed file: -ENOENT). */
+static void test_open_drops_torn_header_segment(void **state)
+{
+    struct storage *st = one_segment_log(5);
+    char torn[64];
+    seg_name(6, torn, sizeof torn);
+    write_file(st, torn, "LRC", 3);
+    struct txnlog *log = log_open(st, 1 << 20, 1 << 16);
+    assert_int_equal(txnlog_last_zxid(log), 5);
+    assert_int_equal(seg_names(st).n, 1);
+    log_write(log, 6, 7, 1);
+    txnlog_close(log);
+    assert_int_equal(replay_check(st, 0, 1, NULL), 7);
+    storage_destroy(st);
+}
+
+/* Open refuses damage in a segment it reads before removing anything, as
+ * replay does: the torn segment after the damaged one stays. */
+static void test_open_refuses_before_dropping_torn_segment(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct txnlog *log = log_open(st, 1 << 20, 512);
+    log_write(log, 1, 3, 3);
+    txnlog_close(log);
+    char path[64], torn[64];
+    seg_name(1, path, sizeof path);
+    seg_name(4, torn, sizeof torn);
+    write_file(st, torn, "LRC", 3);
+    flip_bit(st, path, file_size(st, path) - 1, 0); /* a non-last segment's zeros */
+    size_t n;
+    assert_int_equal(replay_count(st, &n, NULL), TXNLOG_ECORRUPT);
+    assert_int_equal(seg_names(st).n, 2);
+    struct txnlog_opts o = { .db_id = 77 };
+    assert_int_equal(txnlog_open(st, LOG_DIR, &o, &log), TXNLOG_ECORRUPT);
+    assert_int_equal(seg_names(st).n, 2);
+    assert_int_equal(file_size(st, torn), 3);
+    storage_destroy(st);
+}
+
+/* A last segment created but never written (a crash right after its name
+ * became durable) goes, as any header that never landed: left behind, it
+ * would sit in the middle of the log once the writer starts a segment
+ * with a higher zxid (a new epoch), and every later replay would refuse. */
+static void test_empty_last_segment_is_removed(void **state)
+{
+    struct storage *st = one_segment_log(5);
+    char empty[64];
+    seg_name(6, empty, sizeof empty);
+    write_file(st, empty, NULL, 0);
+    size_t n;
+    assert_int_equal(replay_count(st, &n, NULL), 0);
+    assert_int_equal(n, 5);
+    assert_int_equal(seg_names(st).n, 1);
+    /* the writer's open removes it too */
+    write_file(st, empty, NULL, 0);
+    struct txnlog *log = log_open(st, 1 << 20, 1 << 16);
+    assert_int_equal(seg_names(st).n, 1);
+    append_ending_in_zeros(log, 9, 0);
+    assert_int_equal(txnlog_sync(log), 0);
+    txnlog_close(log);
+    assert_int_equal(replay_count(st, &n, NULL), 0);
+    assert_int_equal(n, 6);
+    storage_destroy(st);
+}
+
 /* ---- segments ---------------------------------------------------------------------- */
 
 static void test_segments_roll_and_replay_across(void **state)
@@ -918,6 +1200,39 @@ static void test_prepped_txns_replay_to_same_tree(void **state)
     storage_destroy(st);
 }
 
+/* A create whose ACL id is 70,000 bytes (a digest id as long as a client
+ * cares to send) goes through prep, the log and replay: it used to be
+ * refused by txn_encode, which held every later write. */
+static void test_long_acl_id_logs_and_replays(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct tree_run tr = { .t = tree_new(), .log = log_open(st, 1 << 20, 4096) };
+    assert_non_null(tr.t);
+    char *id = long_digest_id();
+    struct zk_acl item = { ZK_PERM_ALL, { zk_str_c("digest"), zk_str_c(id) } };
+    struct tree_req r = req_create("/secret", "s", ZK_PERSISTENT);
+    r.u.create.acl = (struct zk_aclvec){ 1, &item };
+    run_logged(&tr, 0x42, &r);
+    assert_int_equal(tr.zxid, 1);
+    txnlog_close(tr.log);
+
+    struct tree *t2 = tree_new();
+    assert_non_null(t2);
+    struct txnlog_replay_stats s;
+    assert_int_equal(txnlog_replay(st, LOG_DIR, 0, apply_fn, t2, &s), 0);
+    assert_int_equal(s.records, 1);
+    assert_true(tree_digest(t2) == tree_digest(tr.t));
+    struct tree_view v;
+    rcu_read_lock();
+    assert_int_equal(tree_get(t2, "/secret", 7, &v), ZK_OK);
+    assert_string_equal(v.acl->items[0].id, id);
+    rcu_read_unlock();
+    free(id);
+    tree_free(t2);
+    tree_free(tr.t);
+    storage_destroy(st);
+}
+
 /* ---- POSIX storage ------------------------------------------------------------------ */
 
 struct rm_ctx {
@@ -997,6 +1312,9 @@ int main(void)
         cmocka_unit_test(test_codec_round_trip_every_type),
         cmocka_unit_test(test_codec_rejects_truncated_and_trailing),
         cmocka_unit_test(test_codec_rejects_absurd_lengths),
+        cmocka_unit_test(test_codec_long_paths),
+        cmocka_unit_test(test_codec_long_acl_ids),
+        cmocka_unit_test(test_codec_ops_bound_is_exact),
         cmocka_unit_test(test_bit_flip_mid_log_is_refused),
         cmocka_unit_test(test_bit_flip_in_last_record_is_torn_tail),
         cmocka_unit_test(test_torn_tail_every_offset),
@@ -1004,6 +1322,12 @@ int main(void)
         cmocka_unit_test(test_garbage_in_non_last_segment_is_refused),
         cmocka_unit_test(test_writer_open_refuses_corrupt_last_segment),
         cmocka_unit_test(test_zxid_order_enforced),
+        cmocka_unit_test(test_damage_before_close_session_is_refused),
+        cmocka_unit_test(test_damage_before_zero_data_is_refused),
+        cmocka_unit_test(test_bad_header_over_zero_ending_record_is_refused),
+        cmocka_unit_test(test_open_drops_torn_header_segment),
+        cmocka_unit_test(test_open_refuses_before_dropping_torn_segment),
+        cmocka_unit_test(test_empty_last_segment_is_removed),
         cmocka_unit_test(test_segments_roll_and_replay_across),
         cmocka_unit_test(test_purge_keeps_what_it_must),
         cmocka_unit_test(test_crash_keeps_synced_records),
@@ -1012,6 +1336,7 @@ int main(void)
         cmocka_unit_test(test_enospc_on_roll),
         cmocka_unit_test(test_eio_on_sync_then_retry),
         cmocka_unit_test(test_prepped_txns_replay_to_same_tree),
+        cmocka_unit_test(test_long_acl_id_logs_and_replays),
         cmocka_unit_test(test_posix_storage_round_trip),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

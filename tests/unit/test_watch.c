@@ -61,7 +61,7 @@ static int add(struct watch_table *wt, const char *path, enum watch_kind kind, u
 static void fire(struct watch_table *wt, int32_t type, const char *path, int64_t zxid,
                  struct recorder *r)
 {
-    struct tree_event ev = { type, path, zxid };
+    struct tree_event ev = { .type = type, .path = path, .zxid = zxid, .acl = NULL };
     r->n = 0;
     watch_fire(wt, &ev, record, r);
 }

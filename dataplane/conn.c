@@ -1,0 +1,963 @@
+/*
+ * conn.c — what a client connection does with the bytes it receives, over
+ * any byte-stream transport: framing, the handshake, four-letter words,
+ * per-session FIFO (invariant 2), dispatch to reads.c or the sequencer,
+ * addauth, the sequencer's outputs, and the memory budget (invariant 6).
+ * Nothing here touches a socket: tcp.c reads, writes and closes.
+ *
+ * The memory budget. A connection holds bytes in four places, each bounded:
+ *   unparsed input + queued requests   <= conn_max_buffer_bytes: reading
+ *       pauses there and resumes once half of it is free (so one frame of
+ *       jute.maxbuffer always fits: config requires the limit >= 2 frames);
+ *   the request at the sequencer       one frame (FIFO holds the rest);
+ *   unsent output                      above conn_out_high_water_bytes the
+ *       connection is neither read nor runs queued requests (a small request
+ *       can ask for a 1 MiB reply); only watch notifications can push it
+ *       further, and past conn_max_unsent_bytes the client is not reading
+ *       at all: it is closed as a slow consumer.
+ * Server-wide, the sum over all connections is held to max_buffered_bytes:
+ * above it (memory pressure) connections holding more than DP_HEAVY_BYTES
+ * are neither read nor run their queued requests, and a notification for a
+ * connection already over its high-water mark closes it, until the total is
+ * back under 7/8 of the limit. The total may pass the limit by what the
+ * requests running when it was crossed produce: one reply per connection.
+ * globalOutstandingLimit bounds requests read but not answered, server-wide,
+ * as in ZooKeeper: above it connections with requests waiting are not read.
+ * Reading resumes by itself: every change that may lift a pause marks the
+ * connection dirty, and the transport asks conn_wants_input again.
+ */
+#include "dataplane/dp_int.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <urcu.h>
+
+static const char *const fourlw_words[] = {
+    "ruok", "srvr", "stat", "mntr", "conf", "cons", "crst", "srst", "envi",
+    "wchs", "wchc", "wchp", "dump", "isro", "dirs", NULL,
+};
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint32_t read_be32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+/* ---- the budget ------------------------------------------------------------ */
+
+size_t conn_unsent(const struct conn *c)
+{
+    return c->out.len - c->out_off;
+}
+
+/* Bytes of memory c holds on its own behalf: allocations, not just content,
+ * since an output buffer keeps its size until it is freed after a flush. */
+static size_t conn_mem(const struct conn *c)
+{
+    return c->in_cap + c->q_bytes + c->seq_bytes + c->out.cap + c->deferred.cap;
+}
+
+void conn_account(struct conn *c)
+{
+    struct worker *w = c->w;
+    size_t mem = conn_mem(c);
+    uint32_t reqs = c->queued + c->pending;
+    w->mem_bytes = w->mem_bytes - c->mem_accounted + mem;
+    c->mem_accounted = mem;
+    w->outstanding = w->outstanding - c->outstanding_accounted + reqs;
+    c->outstanding_accounted = reqs;
+}
+
+/* Server-wide totals: this worker's live numbers plus what the others
+ * published at their last pass (at most one pass old). */
+static size_t global_mem(const struct worker *w)
+{
+    const struct dp *dp = w->dp;
+    size_t total = 0;
+    for (int i = 0; i < dp->nworkers; i++)
+        total += i == w->id ? w->mem_bytes
+                            : atomic_load_explicit(&dp->workers[i].st_mem_bytes, memory_order_relaxed);
+    return total;
+}
+
+static uint64_t global_outstanding(const struct worker *w)
+{
+    const struct dp *dp = w->dp;
+    uint64_t total = 0;
+    for (int i = 0; i < dp->nworkers; i++)
+        total += i == w->id ? w->outstanding
+                            : atomic_load_explicit(&dp->workers[i].st_outstanding, memory_order_relaxed);
+    return total;
+}
+
+/* Memory pressure with hysteresis: on above the limit, off below 7/8 of it.
+ * The transitions are logged at most once a second per worker. */
+static bool budget_pressure(struct worker *w)
+{
+    struct dp *dp = w->dp;
+    size_t limit = (size_t)dp->cfg.max_buffered_bytes;
+    size_t total = global_mem(w);
+    bool on = atomic_load_explicit(&dp->pressure, memory_order_relaxed);
+    bool now = on ? total >= limit - limit / 8 : total > limit;
+    if (now == on)
+        return on;
+    atomic_store_explicit(&dp->pressure, now, memory_order_relaxed);
+    if (w->now_ms >= w->next_pressure_log_ms) {
+        w->next_pressure_log_ms = w->now_ms + 1000;
+        fprintf(stderr, "larchd: memory pressure %s: connections hold %zu bytes (larch.maxBufferedBytes=%zu)%s\n",
+                now ? "on" : "off", total, limit, now ? ": heavy connections are not read" : "");
+    }
+    return now;
+}
+
+static void set_throttled(struct conn *c, bool throttled)
+{
+    if (c->throttled == throttled)
+        return;
+    c->throttled = throttled;
+    struct worker *w = c->w;
+    atomic_store_explicit(&w->st_throttled,
+                          atomic_load_explicit(&w->st_throttled, memory_order_relaxed) + (throttled ? 1 : -1),
+                          memory_order_relaxed);
+    if (throttled)
+        COUNTER_ADD(w->st_throttle_events, 1);
+}
+
+/* Input bound with hysteresis (see the top of the file). */
+static bool input_full(struct conn *c)
+{
+    size_t held = c->in_len + c->q_bytes;
+    size_t limit = (size_t)c->w->dp->cfg.conn_max_buffer_bytes;
+    if (c->input_full && held <= limit / 2)
+        c->input_full = false;
+    else if (!c->input_full && held >= limit)
+        c->input_full = true;
+    return c->input_full;
+}
+
+static bool over_high_water(const struct conn *c)
+{
+    return conn_unsent(c) >= (size_t)c->w->dp->cfg.conn_out_high_water_bytes;
+}
+
+bool conn_wants_input(struct conn *c)
+{
+    if (c->closing || c->dead) {
+        set_throttled(c, false);
+        return false;
+    }
+    struct worker *w = c->w;
+    bool own = input_full(c) || over_high_water(c);
+    bool global = !own && ((c->queued + c->pending > 0 &&
+                            global_outstanding(w) >= (uint64_t)w->dp->cfg.max_outstanding) ||
+                           (conn_mem(c) > DP_HEAVY_BYTES && budget_pressure(w)));
+    /* A connection's own pause ends by its own progress (a reply, a flush),
+     * which marks it dirty; a global one is re-examined by the budget pass. */
+    if (global)
+        w->global_paused = true;
+    set_throttled(c, own || global);
+    return !(own || global);
+}
+
+/* Runs requests only while the client keeps up with their replies, and,
+ * under memory pressure, only while the connection is light: a request's
+ * reply size is unknown before it runs, so each connection may overshoot
+ * by one reply, never more. */
+static bool can_run(const struct conn *c)
+{
+    return !c->closing && !over_high_water(c) &&
+           !(conn_mem(c) > DP_HEAVY_BYTES && budget_pressure(c->w));
+}
+
+void worker_budget_pass(struct worker *w)
+{
+    atomic_store_explicit(&w->st_mem_bytes, w->mem_bytes, memory_order_relaxed);
+    atomic_store_explicit(&w->st_outstanding, w->outstanding, memory_order_relaxed);
+    if (!w->global_paused || budget_pressure(w) ||
+        global_outstanding(w) >= (uint64_t)w->dp->cfg.max_outstanding)
+        return;
+    /* Every global pause has lifted: the connections paused for one are
+     * asked again (and pause again if their own bounds say so). */
+    w->global_paused = false;
+    for (uint32_t i = 0; i < w->nslots; i++)
+        if (w->slots[i] && w->slots[i]->throttled)
+            conn_mark_dirty(w->slots[i]);
+}
+
+/* ---- output -------------------------------------------------------------- */
+
+static void slow_consumer(struct conn *c, const char *why)
+{
+    fprintf(stderr, "larchd: closing %s (session 0x%llx): %s, %zu bytes unsent\n", c->peer,
+            (unsigned long long)c->session_id, why, conn_unsent(c));
+    COUNTER_ADD(c->w->st_slow_closes, 1);
+    conn_close(c, true);
+}
+
+/* Bookkeeping after a frame was added to c->out (by out_append, or encoded
+ * there directly by a read): limits, counters, the flush list. */
+void conn_frame_added(struct conn *c)
+{
+    if (c->out.err) {
+        fprintf(stderr, "larchd: closing %s: out of memory for its output\n", c->peer);
+        conn_close(c, true);
+        return;
+    }
+    if (conn_unsent(c) > (size_t)c->w->dp->cfg.conn_max_unsent_bytes) {
+        slow_consumer(c, "the client does not read its replies");
+        return;
+    }
+    COUNTER_ADD(c->tx, 1);
+    COUNTER_ADD(c->w->st_tx, 1);
+    conn_mark_dirty(c);
+}
+
+static void out_append(struct conn *c, const void *p, size_t len)
+{
+    if (c->closing && c->hard_close)
+        return;
+    zk_put_raw(&c->out, p, len);
+    conn_frame_added(c);
+}
+
+void conn_queue_reply(struct conn *c, const struct zk_wbuf *frame)
+{
+    if (frame->err) {
+        conn_close(c, true);
+        return;
+    }
+    out_append(c, frame->p, frame->len);
+}
+
+/* A watch notification: xid -1, zxid -1, then WatcherEvent(type, SyncConnected, path). */
+static void put_event(struct zk_wbuf *w, int32_t type, struct zk_str path)
+{
+    size_t mark = zk_frame_begin(w);
+    struct zk_reply_header h = { .xid = ZK_XID_NOTIFICATION, .zxid = -1, .err = ZK_OK };
+    zk_put_reply_header(w, &h);
+    struct zk_watcher_event ev = { .type = type, .state = ZK_STATE_SYNC_CONNECTED, .path = path };
+    zk_put_watcher_event(w, &ev);
+    zk_frame_end(w, mark);
+}
+
+/* ZooKeeper's ServerCnxn.process(event, acl): no READ, no event. */
+static bool may_hear(const struct conn *c, const struct tree_acl *acl)
+{
+    if (acl == NULL)
+        return true;
+    struct tree_auth a = conn_auth(c);
+    return tree_acl_permits(acl, ZK_PERM_READ, &a);
+}
+
+static void send_event_now(struct conn *c, int32_t type, struct zk_str path)
+{
+    /* Notifications are the one output a connection's own pause cannot
+     * hold back; under memory pressure a client that is not keeping up
+     * loses its connection (it re-arms its watches with setWatches). */
+    if (over_high_water(c) && budget_pressure(c->w)) {
+        slow_consumer(c, "notifications pile up under memory pressure");
+        return;
+    }
+    struct zk_wbuf *w = &c->w->aux;
+    size_t keep = w->len;
+    put_event(w, type, path);
+    if (!w->err)
+        out_append(c, w->p + keep, w->len - keep);
+    w->len = keep;
+}
+
+void conn_send_event(struct conn *c, int32_t type, struct zk_str path, const struct tree_acl *acl)
+{
+    if (!c->closing && may_hear(c, acl))
+        send_event_now(c, type, path);
+}
+
+void worker_fire(void *arg, uint64_t token, int32_t type, const char *path)
+{
+    struct worker *w = arg;
+    struct conn *c = worker_conn(w, token);
+    if (c == NULL || c->closing || !may_hear(c, w->firing_acl))
+        return;
+    if (w->firing_zxid > c->fence_zxid)
+        put_event(&c->deferred, type, zk_str_c(path)); /* after the fenced reply */
+    else
+        send_event_now(c, type, zk_str_c(path));
+}
+
+void conn_fence_release(struct conn *c)
+{
+    c->fence_zxid = INT64_MAX;
+    if (c->deferred.len == 0)
+        return;
+    if (c->deferred.err)
+        conn_close(c, true); /* a notification was lost to OOM: the client must resync */
+    else
+        out_append(c, c->deferred.p, c->deferred.len);
+    zk_wbuf_reset(&c->deferred);
+    c->deferred.err = false;
+}
+
+void reply_header_only(struct conn *c, int32_t xid, int32_t err)
+{
+    struct zk_wbuf *w = &c->w->aux;
+    zk_wbuf_reset(w);
+    size_t mark = zk_frame_begin(w);
+    struct zk_reply_header h = { .xid = xid, .zxid = tree_last_zxid(c->w->dp->tree), .err = err };
+    zk_put_reply_header(w, &h);
+    zk_frame_end(w, mark);
+    conn_queue_reply(c, w);
+    zk_wbuf_reset(w);
+}
+
+/* ---- requests ----------------------------------------------------------------- */
+
+struct tree_auth conn_auth(const struct conn *c)
+{
+    return (struct tree_auth){ .ids = c->auth, .count = c->nauth, .peer_ip = c->peer_ip, .super = c->super };
+}
+
+/* Latency bookkeeping for stat/cons/mntr, which report milliseconds: the
+ * pass's clock is precise enough and saves two clock reads per request. */
+void conn_note_latency(struct conn *c, int64_t arrived_us)
+{
+    int64_t us = c->w->now_us - arrived_us;
+    if (us < 0)
+        us = 0;
+    struct worker *w = c->w;
+    atomic_store_explicit(&c->lat_last_us, us, memory_order_relaxed);
+    if (us < atomic_load_explicit(&c->lat_min_us, memory_order_relaxed))
+        atomic_store_explicit(&c->lat_min_us, us, memory_order_relaxed);
+    if (us > atomic_load_explicit(&c->lat_max_us, memory_order_relaxed))
+        atomic_store_explicit(&c->lat_max_us, us, memory_order_relaxed);
+    COUNTER_ADD(c->lat_sum_us, us);
+    COUNTER_ADD(c->lat_count, 1);
+    if ((uint64_t)us < atomic_load_explicit(&w->st_lat_min, memory_order_relaxed))
+        atomic_store_explicit(&w->st_lat_min, (uint64_t)us, memory_order_relaxed);
+    if ((uint64_t)us > atomic_load_explicit(&w->st_lat_max, memory_order_relaxed))
+        atomic_store_explicit(&w->st_lat_max, (uint64_t)us, memory_order_relaxed);
+    COUNTER_ADD(w->st_lat_sum, (uint64_t)us);
+    COUNTER_ADD(w->st_lat_count, 1);
+}
+
+/* Keeps the session alive: the sequencer expires sessions whose last_seen
+ * is older than their timeout. At most one store per millisecond. */
+static void touch_session(struct conn *c)
+{
+    if (c->session_id == 0 || c->last_touch_ms == c->w->now_ms)
+        return;
+    c->last_touch_ms = c->w->now_ms;
+    rcu_read_lock();
+    struct tree_session *s = tree_session_find(c->w->dp->tree, c->session_id);
+    if (s)
+        atomic_store_explicit(&s->last_seen_ms, c->w->now_ms, memory_order_relaxed);
+    rcu_read_unlock();
+}
+
+/* ZooKeeper answers a failed auth with AUTHFAILED (xid -4) and closes. */
+static void auth_failed(struct conn *c)
+{
+    reply_header_only(c, ZK_XID_AUTH, ZK_EAUTHFAILED);
+    conn_close(c, false);
+}
+
+/* Adds the identity "digest:user:base64(sha1(credential))" to c, once, as
+ * DigestAuthenticationProvider does: the user is the credential up to its
+ * first ':' (all of it when there is none: "" and "bob" are credentials
+ * too); the super digest marks the connection as the super user. */
+static bool add_digest_identity(struct conn *c, const char *cred, size_t len)
+{
+    const char *colon = memchr(cred, ':', len);
+    size_t user = colon ? (size_t)(colon - cred) : len;
+    char hash[29];
+    zk_digest_of(cred, len, hash);
+    char *id = NULL;
+    if (asprintf(&id, "%.*s:%s", (int)user, cred, hash) < 0)
+        return false;
+    for (int32_t i = 0; i < c->nauth; i++) {
+        if (strcmp(c->auth[i].id, id) == 0) {
+            free(id);
+            return true;
+        }
+    }
+    char *scheme = c->nauth < DP_AUTH_MAX ? strdup("digest") : NULL;
+    if (!scheme) {
+        free(id);
+        return false;
+    }
+    c->auth[c->nauth].scheme = scheme;
+    c->auth[c->nauth].id = id;
+    c->nauth++;
+    if (c->w->dp->super_digest[0] && strcmp(id, c->w->dp->super_digest) == 0)
+        c->super = true;
+    return true;
+}
+
+static bool str_is(struct zk_str s, const char *lit)
+{
+    size_t n = strlen(lit);
+    return s.len >= 0 && (size_t)s.len == n && memcmp(s.ptr, lit, n) == 0;
+}
+
+/* AuthPacket, as a stock server without SASL or x509 answers it: "digest"
+ * adds user:hash; "ip" succeeds whatever the data (IPAuthenticationProvider
+ * adds the peer address, which every connection already carries for ip
+ * ACLs); any other scheme fails. */
+static void handle_auth(struct conn *c, const uint8_t *body, size_t len)
+{
+    struct zk_rbuf r;
+    struct zk_auth_packet a;
+    zk_rbuf_init(&r, body, len);
+    bool ok = zk_get_auth_packet(&r, &a);
+    if (ok && str_is(a.scheme, "ip")) {
+        reply_header_only(c, ZK_XID_AUTH, ZK_OK);
+        return;
+    }
+    /* A credential with a NUL could not be a C-string identity: refused. */
+    ok = ok && str_is(a.scheme, "digest") && a.auth.len >= 0 &&
+         (a.auth.len == 0 || !memchr(a.auth.ptr, '\0', (size_t)a.auth.len)) &&
+         add_digest_identity(c, a.auth.ptr, (size_t)a.auth.len);
+    if (!ok) {
+        auth_failed(c);
+        return;
+    }
+    reply_header_only(c, ZK_XID_AUTH, ZK_OK);
+}
+
+static void forward_to_sequencer(struct conn *c, int32_t xid, int32_t op, const uint8_t *body,
+                                 size_t len, int64_t arrived_us)
+{
+    struct seq_req *r = seq_req_new(SEQ_REQ_WRITE, body, len, c->auth, c->nauth);
+    if (!r) {
+        reply_header_only(c, xid, ZK_ESYSTEMERROR);
+        return;
+    }
+    r->worker = c->w->id;
+    r->conn = c->token;
+    r->session_id = c->session_id;
+    r->xid = xid;
+    r->op = op;
+    r->super = c->super;
+    snprintf(r->peer_ip, sizeof(r->peer_ip), "%s", c->peer_ip);
+    if (c->pending == 0)
+        c->pending_since_us = arrived_us;
+    c->pending++;
+    c->seq_bytes += sizeof(*r) + len;
+    COUNTER_ADD(c->w->st_writes, 1);
+    seq_submit(c->w->dp->seq, r);
+    c->w->submitted = true;
+}
+
+static bool op_goes_to_sequencer(int32_t op)
+{
+    return zk_op_is_write(op) || op == ZK_OP_SYNC || op == ZK_OP_GETEPHEMERALS;
+}
+
+static bool op_is_known(int32_t op)
+{
+    return op_goes_to_sequencer(op) || op == ZK_OP_PING || op == ZK_OP_AUTH || op == ZK_OP_SETWATCHES ||
+           op == ZK_OP_SETWATCHES2 || op == ZK_OP_EXISTS || op == ZK_OP_GETDATA || op == ZK_OP_GETCHILDREN ||
+           op == ZK_OP_GETCHILDREN2 || op == ZK_OP_GETACL || op == ZK_OP_GETALLCHILDRENNUMBER ||
+           op == ZK_OP_MULTIREAD || op == ZK_OP_WHOAMI || op == ZK_OP_ADDWATCH || op == ZK_OP_CHECKWATCHES ||
+           op == ZK_OP_REMOVEWATCHES;
+}
+
+/* Runs one request of an active connection. The caller guarantees nothing
+ * of this connection is pending at the sequencer. */
+static void dispatch(struct conn *c, const uint8_t *frame, size_t len, int64_t arrived_us)
+{
+    struct zk_rbuf r;
+    struct zk_request_header h;
+    zk_rbuf_init(&r, frame, len);
+    if (!zk_get_request_header(&r, &h)) {
+        conn_close(c, true);
+        return;
+    }
+    const uint8_t *body = frame + r.off;
+    size_t blen = len - r.off;
+    atomic_store_explicit(&c->last_op, h.type, memory_order_relaxed);
+    if (op_goes_to_sequencer(h.type)) {
+        forward_to_sequencer(c, h.xid, h.type, body, blen, arrived_us);
+        return;
+    }
+    if (h.type == ZK_OP_AUTH) {
+        handle_auth(c, body, blen);
+        return;
+    }
+    if (h.type == ZK_OP_SASL || !op_is_known(h.type)) {
+        /* ZooKeeper's UnimplementedRequestProcessor: error reply, then close. */
+        reply_header_only(c, h.xid, ZK_EUNIMPLEMENTED);
+        conn_close(c, false);
+        return;
+    }
+    COUNTER_ADD(c->w->st_reads, 1);
+    if (!dp_serve_read(c, h.xid, h.type, body, blen, arrived_us))
+        conn_close(c, true);
+}
+
+static bool enqueue_frame(struct conn *c, const uint8_t *frame, size_t len, int64_t arrived_us)
+{
+    struct qframe *f = malloc(sizeof(*f) + len);
+    if (!f)
+        return false;
+    f->next = NULL;
+    f->len = len;
+    f->arrived_us = arrived_us;
+    memcpy(f->bytes, frame, len);
+    if (c->q_tail)
+        c->q_tail->next = f;
+    else
+        c->q_head = f;
+    c->q_tail = f;
+    c->queued++;
+    c->q_bytes += sizeof(*f) + len;
+    return true;
+}
+
+static struct qframe *dequeue_frame(struct conn *c)
+{
+    struct qframe *f = c->q_head;
+    c->q_head = f->next;
+    if (!c->q_head)
+        c->q_tail = NULL;
+    c->queued--;
+    c->q_bytes -= sizeof(*f) + f->len;
+    return f;
+}
+
+static void qframes_free(struct conn *c)
+{
+    while (c->q_head)
+        free(dequeue_frame(c));
+}
+
+/* Runs queued frames in order until one goes to the sequencer (invariant 2)
+ * or the client falls behind on its replies. */
+static void run_queued(struct conn *c)
+{
+    while (c->q_head && c->pending == 0 && can_run(c)) {
+        struct qframe *f = dequeue_frame(c);
+        dispatch(c, f->bytes, f->len, f->arrived_us);
+        free(f);
+    }
+}
+
+static void handle_request_frame(struct conn *c, const uint8_t *frame, size_t len)
+{
+    int64_t now = c->w->now_us;
+    COUNTER_ADD(c->rx, 1);
+    COUNTER_ADD(c->w->st_rx, 1);
+    touch_session(c);
+    if (c->pending > 0 || c->q_head) {
+        if (!enqueue_frame(c, frame, len, now))
+            conn_close(c, true);
+        return;
+    }
+    dispatch(c, frame, len, now);
+}
+
+/* ---- handshake and four-letter words -------------------------------------- */
+
+/* ZooKeeper accepts a password of any length in a ConnectRequest; one that
+ * is not 16 bytes can only be wrong. The sequencer sees the length sent. */
+static void handle_connect(struct conn *c, const uint8_t *frame, size_t len)
+{
+    struct zk_rbuf r;
+    struct zk_connect_req req;
+    zk_rbuf_init(&r, frame, len);
+    if (!zk_get_connect_req(&r, &req)) {
+        conn_close(c, true);
+        return;
+    }
+    struct seq_req *q = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
+    if (!q) {
+        conn_close(c, true);
+        return;
+    }
+    q->worker = c->w->id;
+    q->conn = c->token;
+    q->session_id = req.session_id;
+    q->timeout_ms = req.timeout_ms;
+    q->last_zxid_seen = req.last_zxid_seen;
+    q->passwd_len = req.passwd.len > 0 ? req.passwd.len : 0;
+    size_t copy = q->passwd_len < (int32_t)sizeof(q->passwd) ? (size_t)q->passwd_len : sizeof(q->passwd);
+    if (copy)
+        memcpy(q->passwd, req.passwd.ptr, copy);
+    c->client_sent_ro = req.has_read_only;
+    c->state = CONN_HANDSHAKE;
+    COUNTER_ADD(c->rx, 1);
+    seq_submit(c->w->dp->seq, q);
+    c->w->submitted = true;
+}
+
+static bool is_fourlw(const uint8_t *p)
+{
+    for (int i = 0; fourlw_words[i]; i++)
+        if (memcmp(p, fourlw_words[i], 4) == 0)
+            return true;
+    return false;
+}
+
+static void handle_fourlw(struct conn *c, const uint8_t *p)
+{
+    struct dp *dp = c->w->dp;
+    char word[5];
+    memcpy(word, p, 4);
+    word[4] = '\0';
+    struct zk_wbuf out;
+    zk_wbuf_init(&out);
+    if (dp->cfg.fourlw_allowed && !dp->cfg.fourlw_allowed(dp->cfg.fourlw_arg, word)) {
+        char msg[96];
+        int n = snprintf(msg, sizeof(msg), "%s is not executed because it is not in the whitelist.\n", word);
+        zk_put_raw(&out, msg, (size_t)n);
+    } else if (dp->cfg.fourlw) {
+        dp->cfg.fourlw(dp->cfg.fourlw_arg, dp, word, &out);
+    }
+    /* The answer is the last thing sent: no slow-consumer bound applies. */
+    if (!out.err && out.len)
+        zk_put_raw(&c->out, out.p, out.len);
+    zk_wbuf_free(&out);
+    conn_close(c, false);
+}
+
+/* ---- framing ------------------------------------------------------------------- */
+
+static void handle_frame(struct conn *c, const uint8_t *frame, size_t len)
+{
+    switch (c->state) {
+    case CONN_NEW:
+        handle_connect(c, frame, len);
+        break;
+    case CONN_HANDSHAKE:
+        /* Requests pipelined behind the ConnectRequest wait for the session. */
+        if (!enqueue_frame(c, frame, len, c->w->now_us))
+            conn_close(c, true);
+        break;
+    case CONN_ACTIVE:
+        handle_request_frame(c, frame, len);
+        break;
+    }
+}
+
+/* Runs the complete frames at the start of p[0..n) while c can run them.
+ * Returns the bytes consumed; the rest (a partial frame, or frames left
+ * while the client is behind on its replies) is the caller's to keep. */
+static size_t parse_frames(struct conn *c, const uint8_t *p, size_t n)
+{
+    int32_t max = c->w->dp->cfg.max_buffer_bytes;
+    size_t off = 0;
+    while (can_run(c) && n - off >= 4) {
+        const uint8_t *f = p + off;
+        if (c->state == CONN_NEW && is_fourlw(f)) {
+            handle_fourlw(c, f);
+            return n;
+        }
+        int32_t flen = (int32_t)read_be32(f);
+        if (flen < 0 || flen > max) {
+            /* ZooKeeper: "Len error" -> the connection is closed. */
+            fprintf(stderr, "larchd: closing %s: frame length %d outside 0..%d (jute.maxbuffer)\n",
+                    c->peer, flen, max);
+            conn_close(c, true);
+            return n;
+        }
+        if (n - off - 4 < (size_t)flen)
+            break;
+        off += 4 + (size_t)flen;
+        handle_frame(c, f + 4, (size_t)flen);
+    }
+    return c->closing ? n : off;
+}
+
+/* Makes room for extra more bytes of input: grown by need (doubling from a
+ * small start), never to a frame's declared length ahead of its bytes. */
+static bool input_reserve(struct conn *c, size_t extra)
+{
+    size_t need = c->in_len + extra;
+    if (need <= c->in_cap)
+        return true;
+    size_t cap = c->in_cap ? c->in_cap : 256;
+    while (cap < need)
+        cap *= 2;
+    uint8_t *n = realloc(c->in, cap);
+    if (!n)
+        return false;
+    c->in = n;
+    c->in_cap = cap;
+    return true;
+}
+
+/* Drops the first used bytes of c->in; an empty buffer is freed. */
+static void input_consume(struct conn *c, size_t used)
+{
+    if (used == 0)
+        return;
+    c->in_len -= used;
+    if (c->in_len == 0) {
+        free(c->in);
+        c->in = NULL;
+        c->in_cap = 0;
+        return;
+    }
+    memmove(c->in, c->in + used, c->in_len);
+}
+
+static void parse_kept_input(struct conn *c)
+{
+    if (c->in_len >= 4)
+        input_consume(c, parse_frames(c, c->in, c->in_len));
+}
+
+void conn_input(struct conn *c, const uint8_t *p, size_t n)
+{
+    if (c->closing || n == 0)
+        return;
+    if (c->in_len == 0) {
+        /* The common case: frames straight from the receive buffer. */
+        size_t used = parse_frames(c, p, n);
+        p += used;
+        n -= used;
+        if (n == 0 || c->closing)
+            return;
+    }
+    if (!input_reserve(c, n)) {
+        fprintf(stderr, "larchd: closing %s: out of memory for its input\n", c->peer);
+        conn_close(c, true);
+        return;
+    }
+    memcpy(c->in + c->in_len, p, n);
+    c->in_len += n;
+    parse_kept_input(c);
+}
+
+void conn_progress(struct conn *c)
+{
+    if (c->state == CONN_ACTIVE)
+        run_queued(c);
+    if (!c->q_head || c->state != CONN_ACTIVE)
+        parse_kept_input(c);
+}
+
+/* A complete frame (or something parse_frames acts on at once) in c->in. */
+static bool input_has_frame(const struct conn *c)
+{
+    if (c->in_len < 4)
+        return false;
+    uint32_t flen = read_be32(c->in);
+    return (c->state == CONN_NEW && is_fourlw(c->in)) || flen > (uint32_t)INT32_MAX ||
+           (int32_t)flen > c->w->dp->cfg.max_buffer_bytes || c->in_len - 4 >= flen;
+}
+
+bool conn_has_runnable_work(const struct conn *c)
+{
+    if (!can_run(c))
+        return false;
+    if (c->state == CONN_ACTIVE && c->pending == 0 && c->q_head)
+        return true;
+    return (!c->q_head || c->state != CONN_ACTIVE) && input_has_frame(c);
+}
+
+/* ---- lifetime -------------------------------------------------------------------- */
+
+void conn_init(struct conn *c, struct worker *w, int fd, const char *ip, int port)
+{
+    c->fd = fd;
+    c->w = w;
+    c->state = CONN_NEW;
+    zk_wbuf_init(&c->out);
+    zk_wbuf_init(&c->deferred);
+    c->fence_zxid = INT64_MAX;
+    c->accepted_ms = w->now_ms;
+    snprintf(c->peer_ip, sizeof(c->peer_ip), "%s", ip);
+    snprintf(c->peer, sizeof(c->peer), "%s:%d", ip, port);
+    atomic_store(&c->lat_min_us, INT64_MAX);
+    c->established_ms = wall_ms();
+}
+
+void conn_release(struct conn *c)
+{
+    struct worker *w = c->w;
+    if (c->state == CONN_ACTIVE && c->session_id != 0) {
+        struct seq_req *r = seq_req_new(SEQ_REQ_DISCONNECT, NULL, 0, NULL, 0);
+        if (r) {
+            r->worker = w->id;
+            r->conn = c->token;
+            r->session_id = c->session_id;
+            seq_submit(w->dp->seq, r);
+            w->submitted = true;
+        }
+    }
+    pthread_mutex_lock(&w->watch_lock);
+    watch_remove_conn(w->wt, c->token);
+    atomic_store_explicit(&w->nwatches, watch_count(w->wt), memory_order_relaxed);
+    pthread_mutex_unlock(&w->watch_lock);
+    qframes_free(c);
+    for (int32_t i = 0; i < c->nauth; i++) {
+        free((char *)c->auth[i].scheme);
+        free((char *)c->auth[i].id);
+    }
+    c->nauth = 0;
+    zk_wbuf_free(&c->out);
+    zk_wbuf_free(&c->deferred);
+    c->out_off = 0;
+    free(c->in);
+    c->in = NULL;
+    c->in_len = c->in_cap = 0;
+    c->pending = 0; /* a reply still coming names a stale token and is dropped */
+    c->seq_bytes = 0;
+    set_throttled(c, false);
+    conn_account(c);
+}
+
+/* ---- sequencer outputs --------------------------------------------------- */
+
+static void deliver_events(struct worker *w, const struct seq_events *ev)
+{
+    if (atomic_load_explicit(&w->nwatches, memory_order_relaxed) > 0) {
+        pthread_mutex_lock(&w->watch_lock);
+        for (uint32_t i = 0; i < ev->count; i++) {
+            const struct seq_event *e = &ev->items[i];
+            struct tree_event te = { .type = e->type, .path = e->path, .zxid = e->zxid, .acl = e->acl };
+            w->firing_zxid = te.zxid;
+            w->firing_acl = e->acl;
+            watch_fire(w->wt, &te, worker_fire, w);
+        }
+        w->firing_acl = NULL;
+        atomic_store_explicit(&w->nwatches, watch_count(w->wt), memory_order_relaxed);
+        pthread_mutex_unlock(&w->watch_lock);
+    }
+    if (ev->through_zxid > w->events_through)
+        w->events_through = ev->through_zxid;
+}
+
+static void send_connect_response(struct conn *c, const struct seq_out *o)
+{
+    struct zk_wbuf *w = &c->w->aux;
+    zk_wbuf_reset(w);
+    size_t mark = zk_frame_begin(w);
+    struct zk_connect_resp resp = {
+        .protocol_version = 0,
+        .timeout_ms = o->timeout_ms,
+        .session_id = o->session_id,
+        .passwd = { (const char *)o->passwd, 16 },
+        .read_only = false,
+        .has_read_only = c->client_sent_ro,
+    };
+    static const uint8_t zeros[16];
+    if (o->timeout_ms == 0)
+        resp.passwd.ptr = (const char *)zeros;
+    zk_put_connect_resp(w, &resp);
+    zk_frame_end(w, mark);
+    conn_queue_reply(c, w);
+    zk_wbuf_reset(w);
+}
+
+static void on_connect_result(struct conn *c, const struct seq_out *o)
+{
+    send_connect_response(c, o);
+    if (o->timeout_ms == 0) {
+        conn_close(c, false); /* session expired or invalid: answer, then close */
+        return;
+    }
+    c->session_id = o->session_id;
+    c->timeout_ms = o->timeout_ms;
+    c->state = CONN_ACTIVE;
+    c->last_touch_ms = 0;
+    touch_session(c);
+    /* Frames pipelined behind the handshake run now, in order. */
+    conn_mark_resume(c);
+}
+
+static void on_reply(struct worker *w, struct conn *c, const struct seq_out *o)
+{
+    if (o->frame) {
+        out_append(c, o->frame, o->frame_len);
+        atomic_store_explicit(&c->last_zxid, tree_last_zxid(w->dp->tree), memory_order_relaxed);
+    }
+    if (o->pending_done && c->pending > 0) {
+        conn_note_latency(c, c->pending_since_us);
+        if (--c->pending == 0) {
+            c->seq_bytes = 0;
+            conn_mark_resume(c);
+        } else {
+            c->pending_since_us = w->now_us;
+        }
+        conn_mark_dirty(c); /* the budget changed: reading may resume */
+    }
+    if (o->kind == SEQ_OUT_CLOSE) {
+        if (c->session_id == o->session_id || o->session_id == 0)
+            c->session_id = 0; /* the sequencer already dropped our ownership */
+        conn_close(c, false);
+    }
+}
+
+/* Never runs requests: whatever an output unblocks goes on the resume list,
+ * so nothing re-enters the parser while it may be on the stack. */
+static void on_seq_out(void *arg, struct seq_out *o)
+{
+    struct worker *w = arg;
+    if (o->kind == SEQ_OUT_EVENTS) {
+        deliver_events(w, o->events);
+        seq_out_free(o);
+        return;
+    }
+    struct conn *c = worker_conn(w, o->conn);
+    if (!c || (c->closing && c->hard_close)) {
+        seq_out_free(o);
+        return;
+    }
+    switch (o->kind) {
+    case SEQ_OUT_REPLY:
+    case SEQ_OUT_CLOSE:
+        on_reply(w, c, o);
+        break;
+    case SEQ_OUT_CONNECT:
+        on_connect_result(c, o);
+        break;
+    }
+    seq_out_free(o);
+}
+
+void worker_drain_sequencer(struct worker *w)
+{
+    w->draining = true;
+    seq_worker_drain(w->dp->seq, w->id, on_seq_out, w);
+    w->draining = false;
+}
+
+/* One wake-up for every request this pass handed over. */
+void worker_kick_sequencer(struct worker *w)
+{
+    if (w->submitted) {
+        w->submitted = false;
+        seq_kick(w->dp->seq);
+    }
+}
+
+/* Invariant 3: before a read reply leaves, every watch event of every txn the
+ * read could have observed must be delivered. need_zxid was read after the
+ * tree lookup; events arrive on our queue right after their round applies. */
+void worker_wait_events(struct worker *w, int64_t need_zxid)
+{
+    worker_kick_sequencer(w);
+    for (int spins = 0; w->events_through < need_zxid; spins++) {
+        worker_drain_sequencer(w);
+        if (w->events_through >= need_zxid)
+            return;
+        if (atomic_load(&w->dp->stop) || spins > 1000000) {
+            fprintf(stderr, "larchd: worker %d: events through 0x%llx never arrived\n", w->id,
+                    (unsigned long long)need_zxid);
+            w->events_through = need_zxid;
+            return;
+        }
+        sched_yield();
+    }
+}
