@@ -1,0 +1,435 @@
+/*
+ * gen_corpus — writes the seed corpus of the fuzz targets into
+ * DIR/<target>/<name> (tests/fuzz/corpus; `scripts/fuzz --regen` runs it).
+ *
+ * Every input comes out of the project's own encoders: frames from zk_put_*,
+ * txns from tree_prep over a tree that is really built (so they are the txns
+ * larchd logs), log segments from the txn log writer over the in-memory
+ * storage, snapshots from tree_snapshot_write of that tree. The corpus thus
+ * follows the formats when they change. Deterministic: same code, same bytes.
+ * Input layouts (the mode bytes) are described in each target's header.
+ */
+#include <errno.h>
+#include <sys/stat.h>
+#include <urcu.h>
+
+#include "replication/txnlog.h"
+#include "tests/fuzz/fuzz.h"
+
+#define SID_A 0x0100000000000001LL
+#define SID_B 0x0100000000000002LL
+#define T0_MS 1700000000000LL
+#define BOB_ID "bob:fyVmFCwVbTJYrznoSu1koqYEYF0="
+
+static const char *out_dir;
+
+/* Writes DIR/target/name. */
+static void emit(const char *target, const char *name, const void *p, size_t len)
+{
+    char path[4096];
+    FUZZ_CHECK(mkdir(out_dir, 0755) == 0 || errno == EEXIST);
+    snprintf(path, sizeof path, "%s/%s", out_dir, target);
+    FUZZ_CHECK(mkdir(path, 0755) == 0 || errno == EEXIST);
+    snprintf(path, sizeof path, "%s/%s/%s", out_dir, target, name);
+    FILE *f = fopen(path, "wb");
+    FUZZ_CHECK(f != NULL && fwrite(p, 1, len, f) == len && fclose(f) == 0);
+}
+
+/* Writes mode byte + bytes. */
+static void emit_mode(const char *target, const char *name, uint8_t mode, const void *p,
+                      size_t len)
+{
+    uint8_t *b = malloc(len + 1);
+    FUZZ_CHECK(b != NULL);
+    b[0] = mode;
+    memcpy(b + 1, p, len);
+    emit(target, name, b, len + 1);
+    free(b);
+}
+
+static struct zk_str S(const char *s)
+{
+    return zk_str_c(s);
+}
+
+/* ACL lists the frames and the tree use: open, and a mix of every scheme. */
+static struct zk_acl open_items[] = { { ZK_PERM_ALL, { { "world", 5 }, { "anyone", 6 } } } };
+static struct zk_acl mixed_items[] = {
+    { ZK_PERM_READ | ZK_PERM_WRITE, { { "digest", 6 }, { BOB_ID, sizeof BOB_ID - 1 } } },
+    { ZK_PERM_READ, { { "ip", 2 }, { "10.1.0.0/16", 11 } } },
+    { ZK_PERM_ALL, { { "ip", 2 }, { "fe80::1/64", 10 } } },
+    { ZK_PERM_ADMIN, { { "auth", 4 }, { "", 0 } } },
+};
+static const struct zk_aclvec open_acl = { 1, open_items };
+static const struct zk_aclvec mixed_acl = { 4, mixed_items };
+static const struct tree_authid bob = { "digest", BOB_ID };
+static const struct tree_auth bob_auth = { &bob, 1, "10.1.2.3", false };
+
+/* ---- fuzz_frame: frames as they follow the length prefix ---------------------- */
+
+static struct zk_wbuf fw;
+
+static void frame_start(int32_t xid, int32_t op)
+{
+    zk_wbuf_reset(&fw);
+    struct zk_request_header h = { xid, op };
+    zk_put_request_header(&fw, &h);
+}
+
+static void frame_emit(const char *name)
+{
+    FUZZ_CHECK(!fw.err);
+    emit("fuzz_frame", name, fw.p, fw.len);
+}
+
+static void sub_header(int32_t op, bool done)
+{
+    struct zk_multi_header h = { done ? -1 : op, done, done ? -1 : 0 };
+    zk_put_multi_header(&fw, &h);
+}
+
+static void frames_connect(void)
+{
+    struct zk_connect_req c = { 0, 0, 30000, 0, S("\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0"),
+                                false, true };
+    c.passwd.len = 16;
+    zk_wbuf_reset(&fw);
+    zk_put_connect_req(&fw, &c);
+    frame_emit("connect-new");
+    c = (struct zk_connect_req){ 0, 0x1f, 4000, SID_A, S("0123456789abcdef"), true, true };
+    zk_wbuf_reset(&fw);
+    zk_put_connect_req(&fw, &c);
+    frame_emit("connect-resume-ro");
+    c.has_read_only = false;
+    zk_wbuf_reset(&fw);
+    zk_put_connect_req(&fw, &c);
+    frame_emit("connect-3.3");
+}
+
+static void frames_writes(void)
+{
+    struct zk_create_req cr = { S("/app"), S("v1"), open_acl, ZK_PERSISTENT, -1 };
+    frame_start(1, ZK_OP_CREATE), zk_put_create_req(&fw, &cr, false), frame_emit("create");
+    cr = (struct zk_create_req){ S("/app/lock-"), S(""), mixed_acl, ZK_EPHEMERAL_SEQUENTIAL, -1 };
+    frame_start(2, ZK_OP_CREATE2), zk_put_create_req(&fw, &cr, false), frame_emit("create2");
+    cr = (struct zk_create_req){ S("/q"), ZK_STR_NULL, open_acl, ZK_CONTAINER, -1 };
+    frame_start(3, ZK_OP_CREATECONTAINER), zk_put_create_req(&fw, &cr, false);
+    frame_emit("createContainer");
+    cr = (struct zk_create_req){ S("/t/\xc3\xa9t\xc3\xa9"), S("x"), open_acl,
+                                 ZK_PERSISTENT_SEQUENTIAL_WITH_TTL, 60000 };
+    frame_start(4, ZK_OP_CREATETTL), zk_put_create_req(&fw, &cr, true), frame_emit("createTTL");
+    struct zk_path_version_req pv = { S("/app/x"), 3 };
+    frame_start(5, ZK_OP_DELETE), zk_put_path_version_req(&fw, &pv), frame_emit("delete");
+    frame_start(6, ZK_OP_CHECK), zk_put_path_version_req(&fw, &pv), frame_emit("check");
+    struct zk_setdata_req sd = { S("/app"), S("\x00\x01\xff"), -1 };
+    sd.data.len = 3;
+    frame_start(7, ZK_OP_SETDATA), zk_put_setdata_req(&fw, &sd), frame_emit("setData");
+    struct zk_setacl_req sa = { S("/app"), mixed_acl, 0 };
+    frame_start(8, ZK_OP_SETACL), zk_put_setacl_req(&fw, &sa), frame_emit("setACL");
+    struct zk_path_req p = { S("/q") };
+    frame_start(9, ZK_OP_DELETECONTAINER), zk_put_path_req(&fw, &p), frame_emit("deleteContainer");
+    frame_start(10, ZK_OP_SYNC), zk_put_path_req(&fw, &p), frame_emit("sync");
+    frame_start(11, ZK_OP_CLOSESESSION), frame_emit("closeSession");
+
+    frame_start(12, ZK_OP_MULTI);
+    cr = (struct zk_create_req){ S("/m"), S("a"), open_acl, ZK_PERSISTENT, -1 };
+    sub_header(ZK_OP_CREATE, false), zk_put_create_req(&fw, &cr, false);
+    sub_header(ZK_OP_SETDATA, false), zk_put_setdata_req(&fw, &sd);
+    sub_header(ZK_OP_CHECK, false), zk_put_path_version_req(&fw, &pv);
+    sub_header(ZK_OP_DELETE, false), zk_put_path_version_req(&fw, &pv);
+    sub_header(ZK_OP_SETACL, false), zk_put_setacl_req(&fw, &sa);
+    sub_header(0, true);
+    frame_emit("multi");
+}
+
+static void frames_reads(void)
+{
+    static const int32_t pw_ops[] = { ZK_OP_EXISTS, ZK_OP_GETDATA, ZK_OP_GETCHILDREN,
+                                      ZK_OP_GETCHILDREN2 };
+    struct zk_path_watch_req pw = { S("/app/config"), true };
+    for (size_t i = 0; i < sizeof pw_ops / sizeof pw_ops[0]; i++) {
+        frame_start(20 + (int32_t)i, pw_ops[i]), zk_put_path_watch_req(&fw, &pw);
+        frame_emit(zk_op_name(pw_ops[i]));
+    }
+    static const int32_t p_ops[] = { ZK_OP_GETACL, ZK_OP_GETALLCHILDRENNUMBER,
+                                     ZK_OP_GETEPHEMERALS };
+    struct zk_path_req p = { S("/") };
+    for (size_t i = 0; i < sizeof p_ops / sizeof p_ops[0]; i++) {
+        frame_start(30 + (int32_t)i, p_ops[i]), zk_put_path_req(&fw, &p);
+        frame_emit(zk_op_name(p_ops[i]));
+    }
+    struct zk_path_mode_req pm = { S("/app"), ZK_ADD_WATCH_PERSISTENT_RECURSIVE };
+    frame_start(40, ZK_OP_ADDWATCH), zk_put_path_mode_req(&fw, &pm), frame_emit("addWatch");
+    pm.mode = ZK_WATCHER_ANY;
+    frame_start(41, ZK_OP_CHECKWATCHES), zk_put_path_mode_req(&fw, &pm);
+    frame_emit("checkWatches");
+    frame_start(42, ZK_OP_REMOVEWATCHES), zk_put_path_mode_req(&fw, &pm);
+    frame_emit("removeWatches");
+    frame_start(43, ZK_OP_MULTIREAD);
+    sub_header(ZK_OP_GETDATA, false), zk_put_path_watch_req(&fw, &pw);
+    sub_header(ZK_OP_GETCHILDREN, false), zk_put_path_watch_req(&fw, &pw);
+    sub_header(0, true);
+    frame_emit("multiRead");
+    frame_start(ZK_XID_PING, ZK_OP_PING), frame_emit("ping");
+    frame_start(44, ZK_OP_WHOAMI), frame_emit("whoAmI");
+}
+
+static void frames_session(void)
+{
+    struct zk_auth_packet a = { 0, S("digest"), S("bob:secret") };
+    frame_start(ZK_XID_AUTH, ZK_OP_AUTH), zk_put_auth_packet(&fw, &a), frame_emit("auth");
+    struct zk_str d[] = { S("/app"), S("/app/config") }, c[] = { S("/") }, e[] = { S("/x") };
+    struct zk_setwatches_req sw = { 0x100000005LL, { 2, d }, { 1, e }, { 1, c },
+                                    { 1, d }, { 1, c } };
+    frame_start(ZK_XID_SETWATCHES, ZK_OP_SETWATCHES), zk_put_setwatches_req(&fw, &sw, false);
+    frame_emit("setWatches");
+    frame_start(ZK_XID_SETWATCHES, ZK_OP_SETWATCHES2), zk_put_setwatches_req(&fw, &sw, true);
+    frame_emit("setWatches2");
+}
+
+/* ---- the tree, its txns (fuzz_txnlog mode 0) and its log (mode 1) ------------- */
+
+struct gen {
+    struct tree *t;
+    int64_t zxid, now_ms;
+    int32_t cxid;
+    struct txnlog *log;
+    struct txnlog_buf seq; /* [u16 length][txn]...: fuzz_apply's input */
+};
+
+static void seq_add(struct txnlog_buf *s, const struct txnlog_buf *b)
+{
+    s->p = realloc(s->p, s->len + 2 + b->len);
+    FUZZ_CHECK(s->p != NULL && b->len <= 0xffff);
+    s->p[s->len] = (uint8_t)(b->len >> 8);
+    s->p[s->len + 1] = (uint8_t)b->len;
+    memcpy(s->p + s->len + 2, b->p, b->len);
+    s->len += 2 + b->len;
+}
+
+/* Preps q as session would send it, emits the txn, applies and logs it. */
+static void run(struct gen *g, const char *name, int64_t session, struct tree_req q)
+{
+    struct tree_prep_cfg cfg = { .ttl_enabled = true };
+    struct txn x = { .zxid = g->zxid + 1, .session_id = session, .cxid = ++g->cxid,
+                     .time_ms = g->now_ms += 1000 };
+    int err = tree_prep(g->t, &cfg, &q, &bob_auth, &x);
+    FUZZ_CHECK(x.nops > 0);
+    struct txnlog_buf b = { 0 };
+    FUZZ_CHECK(txn_encode(&b, &x) == 0);
+    char file[64];
+    snprintf(file, sizeof file, "txn-%s", name);
+    emit_mode("fuzz_txnlog", file, 0, b.p, b.len);
+    seq_add(&g->seq, &b);
+    free(b.p);
+    if (err == ZK_OK) {
+        g->zxid++;
+        FUZZ_CHECK(tree_apply(g->t, &x, NULL, NULL, NULL) == ZK_OK);
+        FUZZ_CHECK(txnlog_append(g->log, &x) == 0 && txnlog_sync(g->log) == 0);
+    }
+    tree_prep_reset(g->t);
+    txn_free(&x);
+}
+
+static struct tree_req create_req(int32_t op, const char *path, const char *data, int32_t flags)
+{
+    struct tree_req q = { .type = op };
+    q.u.create = (struct zk_create_req){ S(path), S(data), open_acl, flags, -1 };
+    return q;
+}
+
+/* Sessions and every kind of node. */
+static void build_nodes(struct gen *g)
+{
+    struct tree_req q = { .type = ZK_OP_CREATESESSION, .u.session_timeout_ms = 30000 };
+    run(g, "createSession", SID_A, q);
+    run(g, "createSession-b", SID_B, q);
+    run(g, "create", 0, create_req(ZK_OP_CREATE, "/app", "cfg", ZK_PERSISTENT));
+    q = create_req(ZK_OP_CREATE2, "/app/secure", "s", ZK_PERSISTENT_SEQUENTIAL);
+    q.u.create.acl = mixed_acl;
+    run(g, "create-acl", 0, q);
+    run(g, "create-null", 0, create_req(ZK_OP_CREATE, "/app/null", NULL, ZK_PERSISTENT));
+    run(g, "create-ephemeral", SID_A,
+        create_req(ZK_OP_CREATE, "/app/e-", "", ZK_EPHEMERAL_SEQUENTIAL));
+    run(g, "createContainer", 0, create_req(ZK_OP_CREATECONTAINER, "/locks", "", ZK_CONTAINER));
+    run(g, "create-in-container", SID_B, create_req(ZK_OP_CREATE, "/locks/l", "", ZK_EPHEMERAL));
+    q = create_req(ZK_OP_CREATETTL, "/ttl", "t", ZK_PERSISTENT_WITH_TTL);
+    q.u.create.ttl = 60000;
+    run(g, "createTTL", 0, q);
+}
+
+/* Changes to them: data, ACL, a multi that commits and one that fails,
+ * a delete, a session closing (its ephemerals go). */
+static void change_nodes(struct gen *g)
+{
+    struct tree_req q = { .type = ZK_OP_SETDATA };
+    q.u.setdata = (struct zk_setdata_req){ S("/app"), S("cfg-v2"), -1 };
+    run(g, "setData", 0, q);
+    q = (struct tree_req){ .type = ZK_OP_SETACL };
+    q.u.setacl = (struct zk_setacl_req){ S("/app/null"), mixed_acl, -1 };
+    run(g, "setACL", 0, q);
+    struct tree_req subs[3] = { create_req(ZK_OP_CREATE, "/app/m", "m", ZK_PERSISTENT),
+                                { .type = ZK_OP_CHECK }, { .type = ZK_OP_DELETE } };
+    subs[1].u.del = (struct zk_path_version_req){ S("/app"), 1 };
+    subs[2].u.del = (struct zk_path_version_req){ S("/app/m"), -1 };
+    run(g, "multi", 0, (struct tree_req){ .type = ZK_OP_MULTI, .ops = subs, .nops = 3 });
+    subs[1].u.del.version = 42; /* fails: the multi becomes error ops */
+    run(g, "multi-error", 0, (struct tree_req){ .type = ZK_OP_MULTI, .ops = subs, .nops = 3 });
+    q = (struct tree_req){ .type = ZK_OP_DELETE };
+    q.u.del = (struct zk_path_version_req){ S("/app/null"), -1 };
+    run(g, "delete", 0, q);
+    run(g, "closeSession", SID_B, (struct tree_req){ .type = ZK_OP_CLOSESESSION });
+}
+
+/* Collects the names of the log's segments. */
+struct seg_names {
+    char names[64][64];
+    int n;
+};
+
+static int add_name(void *arg, const char *name)
+{
+    struct seg_names *s = arg;
+    FUZZ_CHECK(s->n < 64);
+    snprintf(s->names[s->n++], sizeof s->names[0], "%s", name);
+    return 0;
+}
+
+static int by_zxid(const void *a, const void *b)
+{
+    unsigned long long x = strtoull((const char *)a + 4, NULL, 16);
+    unsigned long long y = strtoull((const char *)b + 4, NULL, 16);
+    return x < y ? -1 : x > y;
+}
+
+/* Concatenates the segments in zxid order into *out (malloc'd). */
+static size_t log_bytes(struct storage *st, uint8_t **out)
+{
+    struct seg_names s = { .n = 0 };
+    FUZZ_CHECK(storage_list(st, "log", add_name, &s) == 0 && s.n > 1);
+    qsort(s.names, (size_t)s.n, sizeof s.names[0], by_zxid);
+    size_t len = 0;
+    *out = NULL;
+    for (int i = 0; i < s.n; i++) {
+        char path[128];
+        struct storage_file *f;
+        uint64_t size;
+        size_t got;
+        snprintf(path, sizeof path, "log/%s", s.names[i]);
+        FUZZ_CHECK(storage_open(st, path, 0, &f) == 0 && storage_size(f, &size) == 0);
+        *out = realloc(*out, len + size);
+        FUZZ_CHECK(*out != NULL && storage_pread(f, *out + len, size, 0, &got) == 0);
+        FUZZ_CHECK(got == size && storage_close(f) == 0);
+        len += size;
+    }
+    return len;
+}
+
+/* Mode bits: see fuzz_txnlog.c. */
+static void emit_logs(struct storage *st)
+{
+    uint8_t *b;
+    size_t len = log_bytes(st, &b);
+    emit_mode("fuzz_txnlog", "log-all", 1, b, len);
+    emit_mode("fuzz_txnlog", "log-all-from", 1 | 4, b, len);
+    emit_mode("fuzz_txnlog", "log-misnamed", 1 | 8, b, len);
+    size_t end = len; /* the last record ends where the preallocated zeros start */
+    while (end > 0 && b[end - 1] == 0)
+        end--;
+    emit_mode("fuzz_txnlog", "log-torn", 1, b, end - 5);
+    b[len / 2] ^= 0x55;
+    emit_mode("fuzz_txnlog", "log-bitflip", 1, b, len);
+    emit_mode("fuzz_txnlog", "log-bitflip-recrc", 1 | 2, b, len);
+    free(b);
+}
+
+/* ---- fuzz_snapshot: mode byte 0 (as written) or 1 (target re-CRCs) ------------- */
+
+static void emit_snapshot(const struct tree *t, const char *name)
+{
+    struct fuzz_mem m = { NULL, 0 };
+    char file[64];
+    FUZZ_CHECK(tree_snapshot_write(t, fuzz_mem_out, &m, NULL) == 0);
+    snprintf(file, sizeof file, "%s", name);
+    emit_mode("fuzz_snapshot", file, 0, m.p, m.len);
+    snprintf(file, sizeof file, "%s-recrc", name);
+    emit_mode("fuzz_snapshot", file, 1, m.p, m.len);
+    free(m.p);
+}
+
+/* A deep chain and a wide fan-out, with three sessions: shapes the loader's
+ * child stack and the digest walk see rarely in the rich tree. */
+static void build_shapes(void)
+{
+    struct storage *st = storage_mem_new();
+    struct gen g = { .t = tree_new(), .now_ms = T0_MS };
+    struct txnlog_opts o = { .segment_bytes_max = 1 << 20, .prealloc_bytes = 256 };
+    char path[256] = "";
+    FUZZ_CHECK(st != NULL && g.t != NULL && txnlog_open(st, "shapes", &o, &g.log) == 0);
+    for (int64_t sid = 1; sid <= 3; sid++) {
+        struct tree_req q = { .type = ZK_OP_CREATESESSION, .u.session_timeout_ms = 6000 };
+        run(&g, "shape-session", SID_A + sid, q);
+    }
+    for (int depth = 0; depth < 12; depth++) {
+        strcat(path, depth == 0 ? "/deep" : "/d");
+        run(&g, "shape-deep", 0, create_req(ZK_OP_CREATE, path, "", ZK_PERSISTENT));
+    }
+    run(&g, "shape-wide", 0, create_req(ZK_OP_CREATE, "/wide", NULL, ZK_PERSISTENT));
+    for (int i = 0; i < 30; i++) {
+        snprintf(path, sizeof path, "/wide/c%02d", i);
+        run(&g, "shape-wide", i % 3 == 0 ? SID_A + 1 + i % 2 : 0,
+            create_req(ZK_OP_CREATE, path, "w", i % 3 == 0 ? ZK_EPHEMERAL : ZK_PERSISTENT));
+    }
+    emit_snapshot(g.t, "snap-deep-wide");
+    emit("fuzz_apply", "txns-deep-wide", g.seq.p, g.seq.len);
+    free(g.seq.p);
+    txnlog_close(g.log);
+    tree_free(g.t);
+    storage_destroy(st);
+}
+
+static void trees_and_logs(void)
+{
+    struct storage *st = storage_mem_new();
+    struct txnlog_opts o = { .db_id = 7, .segment_bytes_max = 600, .prealloc_bytes = 256 };
+    struct gen g = { .t = tree_new(), .now_ms = T0_MS };
+    FUZZ_CHECK(st != NULL && g.t != NULL && txnlog_open(st, "log", &o, &g.log) == 0);
+    emit_snapshot(g.t, "snap-fresh");
+    build_nodes(&g);
+    emit_snapshot(g.t, "snap-nodes");
+    emit("fuzz_apply", "txns-nodes", g.seq.p, g.seq.len);
+    change_nodes(&g);
+    emit_snapshot(g.t, "snap-changed");
+    emit("fuzz_apply", "txns-changed", g.seq.p, g.seq.len);
+    free(g.seq.p);
+    txnlog_close(g.log);
+    emit_logs(st);
+    tree_free(g.t);
+    storage_destroy(st);
+}
+
+/* ---- fuzz_config --------------------------------------------------------------- */
+
+#include "tests/fuzz/gen_configs.h"
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: gen_corpus DIR (writes DIR/<target>/...)\n");
+        return 2;
+    }
+    out_dir = argv[1];
+    rcu_register_thread();
+    zk_wbuf_init(&fw);
+    frames_connect();
+    frames_writes();
+    frames_reads();
+    frames_session();
+    zk_wbuf_free(&fw);
+    trees_and_logs();
+    build_shapes();
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++)
+        emit("fuzz_config", configs[i].name, configs[i].text, strlen(configs[i].text));
+    rcu_unregister_thread();
+    return 0;
+}
