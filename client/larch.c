@@ -663,8 +663,7 @@ static struct lc_req *build_multi(struct larch *lh, const struct larch_op *ops, 
         lc_req_free(r);
         return NULL;
     }
-    struct zk_multi_header end = { .type = -1, .done = true, .err = -1 };
-    zk_put_multi_header(&r->frame, &end);
+    zk_put_multi_end(&r->frame);
     return r;
 }
 

@@ -272,6 +272,8 @@ static int read_remove_watches(struct rd *r, struct zk_rbuf *in, bool remove)
         return ZK_EMARSHALLINGERROR;
     if (q.path.len < 0) /* ZooKeeper's answers to a null path */
         return remove ? ZK_ENOWATCHER : ZK_EMARSHALLINGERROR;
+    if (q.path.len == 0 && !remove)
+        return ZK_ENOWATCHER; /* ZooKeeper never finds a watch on "" to check */
     if (q.mode != ZK_WATCHER_CHILDREN && q.mode != ZK_WATCHER_DATA && q.mode != ZK_WATCHER_ANY)
         return ZK_EBADARGUMENTS;
     struct worker *w = r->c->w;
@@ -326,14 +328,17 @@ static void setw_list(struct rd *r, const struct zk_strvec *v, enum watch_kind k
 
 static bool has_null(const struct zk_strvec *v)
 {
+    if (v->count < 0)
+        return true; /* a null list */
     for (int32_t i = 0; i < v->count; i++)
         if (v->items[i].len < 0)
             return true;
     return false;
 }
 
-/* A null path in the data, exist or child list is ZooKeeper's marshalling
- * error, before anything is armed; in the persistent lists it is skipped. */
+/* A null list, or a null path in the data, exist or child list, is
+ * ZooKeeper's marshalling error, before anything is armed; a null path in
+ * the persistent lists is skipped. */
 static int read_set_watches(struct rd *r, struct zk_rbuf *in, bool v2)
 {
     struct zk_setwatches_req q;
@@ -377,8 +382,7 @@ static int read_multi(struct rd *r, struct zk_rbuf *in)
             zk_put_i32(r->out, rc);
         }
     }
-    struct zk_multi_header end = { .type = -1, .done = true, .err = -1 };
-    zk_put_multi_header(r->out, &end);
+    zk_put_multi_end(r->out);
     return ZK_OK;
 }
 
@@ -462,8 +466,11 @@ bool dp_serve_read(struct conn *c, int32_t xid, int32_t op, const uint8_t *body,
     rcu_read_unlock();
     if (rc == -1)
         return false;
-    if (rc != ZK_OK)
-        out->len = body_at; /* an error reply carries the header only */
+    if (rc != ZK_OK) {
+        out->len = body_at; /* an error reply carries the header only ... */
+        if (op == ZK_OP_MULTIREAD)
+            zk_put_multi_end(out); /* ... but a multi's has an empty MultiResponse */
+    }
     if (op == ZK_OP_PING)
         xid = ZK_XID_PING;
     else if (op == ZK_OP_SETWATCHES || op == ZK_OP_SETWATCHES2)

@@ -520,6 +520,12 @@ void zk_put_multi_header(struct zk_wbuf *w, const struct zk_multi_header *v)
     zk_put_i32(w, v->err);
 }
 
+void zk_put_multi_end(struct zk_wbuf *w)
+{
+    struct zk_multi_header end = { .type = -1, .done = true, .err = -1 };
+    zk_put_multi_header(w, &end);
+}
+
 bool zk_get_auth_packet(struct zk_rbuf *r, struct zk_auth_packet *v)
 {
     return zk_get_i32(r, &v->type) && zk_get_str(r, &v->scheme) && zk_get_str(r, &v->auth);

@@ -350,6 +350,8 @@ bool zk_get_reply_header(struct zk_rbuf *r, struct zk_reply_header *v);
 void zk_put_reply_header(struct zk_wbuf *w, const struct zk_reply_header *v);
 bool zk_get_multi_header(struct zk_rbuf *r, struct zk_multi_header *v);
 void zk_put_multi_header(struct zk_wbuf *w, const struct zk_multi_header *v);
+/* The header that ends a multi request or response (type -1, done, err -1). */
+void zk_put_multi_end(struct zk_wbuf *w);
 bool zk_get_auth_packet(struct zk_rbuf *r, struct zk_auth_packet *v);
 void zk_put_auth_packet(struct zk_wbuf *w, const struct zk_auth_packet *v);
 bool zk_get_watcher_event(struct zk_rbuf *r, struct zk_watcher_event *v);

@@ -642,8 +642,7 @@ static void put_multi_body(struct zk_wbuf *w, const struct seq_entry *e)
         zk_put_multi_header(w, &h);
         put_op_body(w, type, &e->results[i]);
     }
-    struct zk_multi_header end = { .type = -1, .done = true, .err = -1 };
-    zk_put_multi_header(w, &end);
+    zk_put_multi_end(w);
 }
 
 static void collect_path(void *arg, const char *path)
@@ -700,6 +699,8 @@ static void reply_write(struct seq *s, struct seq_entry *e)
         put_multi_body(&w, e);
     } else {
         put_reply_header(&w, r->xid, zxid, err);
+        if (r->op == ZK_OP_MULTI && err == ZK_EMARSHALLINGERROR)
+            zk_put_multi_end(&w); /* ZooKeeper sends an empty MultiResponse with it */
         if (err == ZK_OK) {
             if (r->op == ZK_OP_SYNC)
                 zk_put_str(&w, e->treq.u.path.path);

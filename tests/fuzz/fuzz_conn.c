@@ -247,7 +247,7 @@ static int32_t build_request(struct zk_wbuf *b, struct script *s, int kind)
             put_path(b, s);
             zk_put_i32(b, -1);
         }
-        zk_put_multi_header(b, &(struct zk_multi_header){ .type = -1, .done = true, .err = -1 });
+        zk_put_multi_end(b);
         break;
     default:
         break;

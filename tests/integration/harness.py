@@ -136,9 +136,12 @@ def free_port():
         return s.getsockname()[1]
 
 
-def four_letter(port, word, timeout_s=5.0):
-    """Sends a four-letter word and returns the whole answer (bytes)."""
-    with socket.create_connection((HOST, port), timeout=timeout_s) as s:
+def four_letter(port, word, timeout_s=5.0, source_addr=None):
+    """Sends a four-letter word and returns the whole answer (bytes);
+    source_addr picks another local address (one IP may be at its limit)."""
+    source = (source_addr, 0) if source_addr else None
+    with socket.create_connection((HOST, port), timeout=timeout_s,
+                                  source_address=source) as s:
         s.sendall(word.encode() if isinstance(word, str) else word)
         chunks = []
         deadline = time.monotonic() + timeout_s
@@ -196,20 +199,23 @@ class Server:
 
     kind: "larch" or "zookeeper" (default: LARCH_SUT). Options map onto both
     servers: max_client_cnxns, min/max_session_timeout_ms. binary overrides
-    the larchd path (e.g. the ASan build). Use as a context manager or call
-    start()/stop(); stop() returns the exit status and keeps the stderr text
-    in self.stderr_text.
+    the larchd path (e.g. the ASan build). cfg_lines are appended verbatim
+    ("key=value") to the generated zoo.cfg of either server (ZooKeeper turns
+    keys it does not parse itself into "zookeeper.<key>" system properties).
+    Use as a context manager or call start()/stop(); stop() returns the exit
+    status and keeps the stderr text in self.stderr_text.
     """
 
     def __init__(self, kind=None, binary=None, max_client_cnxns=None,
                  min_session_timeout_ms=None, max_session_timeout_ms=None,
-                 env=None):
+                 env=None, cfg_lines=()):
         self.kind = kind or sut_kind()
         self.binary = binary or larchd_path()
         self.max_client_cnxns = max_client_cnxns
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
         self.extra_env = env or {}
+        self.cfg_lines = list(cfg_lines)
         self.port = None
         self.proc = None
         self.tmpdir = None
@@ -266,6 +272,8 @@ class Server:
         cfg_path = os.path.join(self.tmpdir, "zoo.cfg")
         with open(cfg_path, "w") as f:
             f.write("znode.container.checkIntervalMs=500\n")
+            for line in self.cfg_lines:
+                f.write(line + "\n")
         argv = [self.binary, "--config", cfg_path, "--port", str(self.port), "--bind", HOST,
                 "--tick-time", str(TICK_TIME_MS), "--4lw", "*",
                 "--super-digest", SUPER_DIGEST, "--ttl", "on"]
@@ -294,6 +302,7 @@ class Server:
             cfg.append("minSessionTimeout=%d" % self.min_session_timeout_ms)
         if self.max_session_timeout_ms is not None:
             cfg.append("maxSessionTimeout=%d" % self.max_session_timeout_ms)
+        cfg += self.cfg_lines
         cfg_path = os.path.join(self.tmpdir, "zoo.cfg")
         with open(cfg_path, "w") as f:
             f.write("\n".join(cfg) + "\n")
@@ -360,6 +369,15 @@ class Server:
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
+    def memory(self):
+        """{"VmRSS": bytes, "VmHWM": bytes} of the live server process
+        (/proc/<pid>/status; VmHWM is the peak RSS since it started)."""
+        return proc_memory(self.proc.pid)
+
+    def mntr(self, timeout_s=5.0):
+        """The server's mntr answer as a dict (see parse_mntr)."""
+        return parse_mntr(four_letter(self.port, "mntr", timeout_s))
+
     def _read_stderr(self):
         try:
             with open(self.stderr_path, "rb") as f:
@@ -370,6 +388,36 @@ class Server:
     def stderr_tail(self, lines=30):
         text = self.stderr_text or self._read_stderr()
         return "\n".join(text.splitlines()[-lines:])
+
+
+def proc_memory(pid):
+    """VmRSS and VmHWM of a process in bytes, from /proc/<pid>/status."""
+    out = {}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                value, unit = rest.split()
+                assert unit == "kB", line
+                out[key] = int(value) * 1024
+    return out
+
+
+def parse_mntr(text):
+    """mntr's "key<TAB>value" lines as a dict; integer values become ints."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("\t")
+        if not sep:
+            continue
+        value = value.strip()
+        try:
+            out[key.strip()] = int(value)
+        except ValueError:
+            out[key.strip()] = value
+    return out
 
 
 # ---- jute codec ----------------------------------------------------------
@@ -497,8 +545,24 @@ class RawClient:
     every frame in arrival order as ("event", Event) or ("reply", Reply).
     """
 
-    def __init__(self, port, host=HOST, timeout_s=10.0):
-        self.sock = socket.create_connection((host, port), timeout=timeout_s)
+    def __init__(self, port, host=HOST, timeout_s=10.0, source_addr=None, rcvbuf=None):
+        """source_addr: local address to connect from (e.g. "127.0.0.2");
+        rcvbuf: SO_RCVBUF set before connecting (bounds what the kernel
+        buffers for a client that stops reading)."""
+        if source_addr is None and rcvbuf is None:
+            self.sock = socket.create_connection((host, port), timeout=timeout_s)
+        else:
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                if rcvbuf is not None:
+                    self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+                if source_addr is not None:
+                    self.sock.bind((source_addr, 0))
+                self.sock.settimeout(timeout_s)
+                self.sock.connect((host, port))
+            except BaseException:
+                self.sock.close()
+                raise
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.timeout_s = timeout_s
         self.next_xid = 1

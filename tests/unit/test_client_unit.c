@@ -240,8 +240,7 @@ static void test_decode_failed_multi(void **state)
     h.err = ZK_ERUNTIMEINCONSISTENCY;
     zk_put_multi_header(&w, &h);
     zk_put_i32(&w, ZK_ERUNTIMEINCONSISTENCY);
-    struct zk_multi_header end = { .type = -1, .done = true, .err = -1 };
-    zk_put_multi_header(&w, &end);
+    zk_put_multi_end(&w);
     /* ZooKeeper sends err 0 in the reply header of a failed multi */
     struct lc_req r = reply_of(LC_MULTI, ZK_OK, &w);
     struct lc_reply rep;

@@ -247,8 +247,7 @@ static void test_failed_multi_reports_each_op(void **state)
     struct zk_multi_header h3 = { .type = ZK_OP_CREATE, .done = false, .err = -1 };
     zk_put_multi_header(&b, &h3);
     create_body(&b, "/m3", ZK_PERSISTENT);
-    struct zk_multi_header end = { .type = -1, .done = true, .err = -1 };
-    zk_put_multi_header(&b, &end);
+    zk_put_multi_end(&b);
     run(f, write_req(0, 7, id, 14, ZK_OP_MULTI, &b), NOW);
     zk_wbuf_free(&b);
     struct outs o = { 0 };
