@@ -199,8 +199,8 @@ static void append_one(struct storage *st, const struct txnlog_replay_stats *r, 
     int64_t last = txnlog_durable_zxid(log) > from ? txnlog_durable_zxid(log) : from;
     struct txn_op op = { .type = TXN_CLOSE_SESSION, .client_type = ZK_OP_CLOSESESSION,
                          .data_len = -1 };
-    struct txn x = { .zxid = last + 1, .type = TXN_CLOSE_SESSION, .nops = 1, .ops = &op };
-    bool room = last < INT64_MAX;
+    bool room = last < INT64_MAX; /* a log may end at the last zxid there is */
+    struct txn x = { .zxid = room ? last + 1 : last, .type = TXN_CLOSE_SESSION, .nops = 1, .ops = &op };
     FUZZ_CHECK(!room || (txnlog_append(log, &x) == 0 && txnlog_sync(log) == 0));
     txnlog_close(log);
     struct txnlog_replay_stats r3;
