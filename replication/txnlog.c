@@ -702,7 +702,8 @@ static int seg_check_tail(const uint8_t *buf, size_t len, bool is_last, struct s
 /* Pass one over a segment: header, framing, CRCs and zxid order. The
  * first record must carry the zxid the segment is named after, and every
  * record must precede the next segment's name (upper), so that skipping and
- * purging by name are sound. */
+ * purging by name are sound. The last segment has no upper bound: a record
+ * may carry INT64_MAX itself. */
 static int seg_check(struct scan *s, const struct seg *seg, const uint8_t *buf, size_t len,
                      int64_t upper, bool is_last, struct seg_layout *lay)
 {
@@ -719,7 +720,7 @@ static int seg_check(struct scan *s, const struct seg *seg, const uint8_t *buf, 
     size_t off = SEG_HEADER_BYTES, n;
     while ((n = record_at(buf, len, len, off)) != 0) {
         int64_t zxid = (int64_t)get_be64(buf + off + FRAME_BYTES);
-        if (zxid <= s->last_zxid || zxid >= upper ||
+        if (zxid <= s->last_zxid || (!is_last && zxid >= upper) ||
             (off == SEG_HEADER_BYTES && zxid != seg->zxid))
             return TXNLOG_EORDER;
         s->last_zxid = zxid;
@@ -784,7 +785,7 @@ static int scan_segment(struct scan *s, const struct seg_list *l, size_t i)
     if (rc != 0)
         return rc;
     bool is_last = i + 1 == l->count;
-    int64_t upper = is_last ? INT64_MAX : l->items[i + 1].zxid;
+    int64_t upper = is_last ? INT64_MAX : l->items[i + 1].zxid; /* unused when last */
     struct seg_layout lay;
     rc = seg_check(s, &l->items[i], buf, len, upper, is_last, &lay);
     if (rc == 0 && s->fn != NULL && !lay.drop_file)

@@ -720,6 +720,44 @@ static void test_zxid_order_enforced(void **state)
     storage_destroy(st);
 }
 
+/* The last zxid there is may be logged and replayed: the last segment's
+ * records have no next segment name to stay below (found by fuzz_txnlog). */
+static void test_log_reaches_int64_max(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct txnlog *log = log_open(st, 1 << 20, 4096);
+    log_write(log, 1, 3, 3);
+    txnlog_close(log);
+    log = log_open(st, 1 << 20, 4096); /* a new segment: log.7ffffffffffffffe */
+    const int64_t top[] = { INT64_MAX - 1, INT64_MAX };
+    for (size_t i = 0; i < 2; i++) {
+        struct txn x;
+        txn_shape(7, top[i], &x);
+        assert_int_equal(txnlog_append(log, &x), 0);
+        txn_free(&x);
+    }
+    assert_int_equal(txnlog_sync(log), 0);
+    assert_int_equal(txnlog_durable_zxid(log), INT64_MAX);
+    txnlog_close(log);
+    struct collect c = { 0 };
+    struct txnlog_replay_stats stats;
+    assert_int_equal(txnlog_replay(st, LOG_DIR, 0, collect_fn, &c, &stats), 0);
+    assert_int_equal(c.n, 5);
+    assert_int_equal(c.items[3].zxid, INT64_MAX - 1);
+    assert_int_equal(c.items[4].zxid, INT64_MAX);
+    assert_int_equal(stats.last_zxid, INT64_MAX);
+    collect_free(&c);
+    /* from the snapshot just below: only the last segment is read */
+    assert_int_equal(txnlog_replay(st, LOG_DIR, INT64_MAX - 1, collect_fn, &c, &stats), 0);
+    assert_int_equal(c.n, 1);
+    assert_int_equal(c.items[0].zxid, INT64_MAX);
+    collect_free(&c);
+    log = log_open(st, 1 << 20, 4096);
+    assert_int_equal(txnlog_last_zxid(log), INT64_MAX);
+    txnlog_close(log);
+    storage_destroy(st);
+}
+
 /* ---- damage before records that end in zeros --------------------------------------- */
 
 /* Appends a txn whose payload ends in zero bytes: a closeSession with no
@@ -1322,6 +1360,7 @@ int main(void)
         cmocka_unit_test(test_garbage_in_non_last_segment_is_refused),
         cmocka_unit_test(test_writer_open_refuses_corrupt_last_segment),
         cmocka_unit_test(test_zxid_order_enforced),
+        cmocka_unit_test(test_log_reaches_int64_max),
         cmocka_unit_test(test_damage_before_close_session_is_refused),
         cmocka_unit_test(test_damage_before_zero_data_is_refused),
         cmocka_unit_test(test_bad_header_over_zero_ending_record_is_refused),
