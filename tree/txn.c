@@ -129,7 +129,11 @@ static int apply_create(const struct apply_ctx *a, const struct txn_op *op,
                         struct tree_op_result *res)
 {
     size_t len = op->path != NULL ? strlen(op->path) : 0;
-    if (len <= 1)
+    /* Prep only logs valid paths, but recovery applies whatever the log
+     * holds: a path such as "//" or "a" would be listed under a parent it
+     * does not name, and the snapshot walk (which rebuilds paths from
+     * names) would disagree with the tree's digest and write duplicates. */
+    if (len <= 1 || zk_path_validate(op->path, len) != ZK_OK)
         return ZK_ERUNTIMEINCONSISTENCY;
     struct znode *parent = tree_lookup(a->t, op->path, tree_parent_len(op->path, len));
     if (parent == NULL)

@@ -739,6 +739,30 @@ static void test_replayed_close_keeps_later_incarnation(void **state)
         txn_free(&x[i]);
 }
 
+/* Recovery applies whatever the log holds; a create whose path prep
+ * would refuse must not get in: "//" would be listed under "/" as "" and
+ * the snapshot walk would write it as "/" (found by fuzz_apply). */
+static void test_apply_refuses_invalid_create_paths(void **state)
+{
+    struct fx *f = *state;
+    struct tree_req r = req_create("/ok", "x", ZK_PERSISTENT);
+    struct txn x;
+    assert_int_equal(prep(f, 0, &r, &x), ZK_OK);
+    tree_prep_reset(f->t);
+    const char *bad[] = { "//", "a", "ab/c", "/ok/", "/x/../y", "/.", "/a\x01", "/\xff" };
+    uint64_t digest = tree_digest(f->t);
+    char *good = x.ops[0].path;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        x.ops[0].path = (char *)bad[i];
+        assert_int_equal(tree_apply(f->t, &x, NULL, NULL, NULL), ZK_ERUNTIMEINCONSISTENCY);
+        assert_int_equal(tree_digest(f->t), digest);
+    }
+    x.ops[0].path = good;
+    assert_int_equal(tree_apply(f->t, &x, NULL, NULL, NULL), ZK_OK);
+    assert_true(exists(f, "/ok"));
+    txn_free(&x);
+}
+
 static void test_close_session_sees_pending_changes(void **state)
 {
     struct fx *f = *state;
@@ -1670,6 +1694,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_close_session_deletes_ephemerals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replayed_close_keeps_later_incarnation, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_apply_refuses_invalid_create_paths, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_session_sees_pending_changes, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_dropped_close_reopens_session, setup, teardown),
