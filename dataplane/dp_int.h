@@ -177,6 +177,7 @@ struct dp {
     atomic_bool stop;
     struct worker *workers;
     int nworkers;
+    int64_t (*clock_us)(void);  /* the loop's monotonic clock: dp_now_us, or a test's */
     atomic_bool pressure;       /* buffered bytes passed cfg.max_buffered_bytes */
     _Atomic uint32_t nconns;    /* open connections, for maxCnxns */
     _Atomic uint64_t st_refused; /* connections refused by maxCnxns / maxClientCnxns */
@@ -203,7 +204,9 @@ struct conn *worker_conn(struct worker *w, uint64_t token);
  * created (dp_new) but not started, from one registered RCU thread. adopt
  * registers fd (any stream socket) as a connection of that worker; pass runs
  * one loop pass without blocking; close_all closes and frees every
- * connection. */
+ * connection; set_clock replaces the loop's clock (before the first adopt),
+ * so that deadlines fall where the test puts them, run after run. */
+void dp_test_set_clock(struct dp *dp, int64_t (*now_us)(void));
 void dp_test_adopt(struct dp *dp, int worker, int fd, const char *ip, int port);
 void dp_test_pass(struct dp *dp, int worker);
 void dp_test_close_all(struct dp *dp, int worker);

@@ -460,7 +460,7 @@ static void handle_conn_event(struct worker *w, uint64_t token, uint32_t events)
 
 static void pass_clock(struct worker *w)
 {
-    w->now_us = dp_now_us();
+    w->now_us = w->dp->clock_us();
     w->now_ms = w->now_us / 1000;
 }
 
@@ -529,6 +529,11 @@ static void *worker_main(void *arg)
 }
 
 /* ---- the test seam (dp_int.h) ------------------------------------------------- */
+
+void dp_test_set_clock(struct dp *dp, int64_t (*now_us)(void))
+{
+    dp->clock_us = now_us;
+}
 
 void dp_test_adopt(struct dp *dp, int worker, int fd, const char *ip, int port)
 {
@@ -650,6 +655,7 @@ struct dp *dp_new(const struct dp_cfg *cfg, struct tree *t, struct seq *s, char 
     budget_defaults(&dp->cfg);
     dp->tree = t;
     dp->seq = s;
+    dp->clock_us = dp_now_us;
     dp->listen_fd = -1;
     dp->stop_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     pthread_mutex_init(&dp->ip_lock, NULL);

@@ -57,6 +57,10 @@ struct seq_cfg {
      * reattach after a restart. seq_new copies it. */
     uint8_t passwd_key[SEQ_PASSWD_KEY_BYTES];
     bool passwd_key_set;
+    /* The sequencer's clocks, in ms: monotonic (timeouts) or, with wall,
+     * the epoch (mtime, session ids). NULL: CLOCK_MONOTONIC and
+     * CLOCK_REALTIME; tests and fuzzers pass their own to replay a run. */
+    int64_t (*clock_ms)(bool wall);
     struct txnlog *log; /* NULL: not durable. Else every round's txns are
                          * synced before apply (group commit), and rounds
                          * are never run inline (workers never wait on disk) */

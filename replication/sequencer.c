@@ -180,6 +180,14 @@ static int64_t clock_ms(clockid_t id)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* cfg.clock_ms, or the system's clocks. */
+static int64_t seq_clock(const struct seq *s, bool wall)
+{
+    if (s->cfg.clock_ms != NULL)
+        return s->cfg.clock_ms(wall);
+    return clock_ms(wall ? CLOCK_REALTIME : CLOCK_MONOTONIC);
+}
+
 /* The session password is a MAC of the id, so it need not be stored
  * (ZooKeeper derives it from the id too, with java.util.Random seeded by
  * sessionId ^ secret, which is invertible; this is not): HMAC-SHA-256 keyed
@@ -1130,8 +1138,8 @@ bool seq_run_inline(struct seq *s)
     if (!s->cfg.inline_rounds || !role_try(s))
         return false;
     struct seq_req *reqs[SEQ_ROUND_MAX];
-    int64_t now_ms = clock_ms(CLOCK_MONOTONIC);
-    int64_t wall_ms = clock_ms(CLOCK_REALTIME);
+    int64_t now_ms = seq_clock(s, false);
+    int64_t wall_ms = seq_clock(s, true);
     rcu_read_lock();
     /* Bounded: a worker serves its own connections too. What is left is the
      * sequencer thread's (the producers kick it). */
@@ -1160,8 +1168,8 @@ static void *seq_thread(void *arg)
     rcu_register_thread();
     while (!atomic_load(&s->stop)) {
         role_take(s);
-        int64_t now_ms = clock_ms(CLOCK_MONOTONIC);
-        int64_t wall_ms = clock_ms(CLOCK_REALTIME);
+        int64_t now_ms = seq_clock(s, false);
+        int64_t wall_ms = seq_clock(s, true);
         rcu_read_lock(); /* tree_session_find in reply_connect/disconnect */
         bool flowing = seq_retry_held(s);
         if (flowing) {
@@ -1246,7 +1254,7 @@ struct seq *seq_new(struct tree *t, const struct seq_cfg *cfg, int nworkers)
         goto fail;
     /* ZooKeeper's SessionTrackerImpl.initializeNextSessionId: time in the
      * middle bits, server id (0 standalone) in the top byte. */
-    s->next_session_id = ((uint64_t)clock_ms(CLOCK_REALTIME) << 24) >> 8;
+    s->next_session_id = ((uint64_t)seq_clock(s, true) << 24) >> 8;
     s->next_zxid_counter = tree_last_zxid(t) + 1;
     atomic_store(&s->applying_zxid, tree_last_zxid(t));
     /* Scans start due: the first tick runs both (harmless on an empty tree). */
