@@ -201,12 +201,37 @@ struct seq_stats {
 };
 void seq_get_stats(const struct seq *s, struct seq_stats *out);
 
-/* ---- pure core (also used by tests without the thread) ----------------- */
-/* Runs one round over reqs (taking ownership) at now_ms (monotonic) and
- * wall_ms (for ctime/mtime), pushing outputs to the worker queues. With a
- * log, a round whose sync fails (disk full, I/O error) is held: nothing of it
- * is applied or answered until seq_retry_held succeeds (DESIGN.md invariant
- * 4: never acknowledge what is not durable), and no new round may start. */
+/* ---- the round in steps (also used by tests without the thread) ---------
+ * A round is prepared, made durable (and, in an ensemble, committed by a
+ * quorum) and then finished, like etcd raft's Ready: preparing does no I/O
+ * and changes nothing readers see; it hands out the txns to persist; the
+ * caller persists them however it does (the txn log here, a simulator's
+ * storage in tests) and only then finishes the round, which applies the
+ * txns, pushes watch events and answers every request in order. No reply,
+ * no event and no tree change goes out before the txns it depends on are
+ * durable (DESIGN.md invariant 4). One round at a time: prepare the next
+ * only after finishing this one (prep sees the txns of the round in flight
+ * until tree_prep_reset, which finish calls). All of it runs on the thread
+ * holding the sequencer role, inside rcu_read_lock. */
+struct seq_round;
+/* Prepares reqs (taking ownership) at now_ms (monotonic) and wall_ms
+ * (ctime/mtime): validates each request, assigns zxids, builds txns. NULL
+ * when out of memory; the requests are then dropped unanswered. */
+struct seq_round *seq_round_prepare(struct seq *s, struct seq_req **reqs, size_t n,
+                                    int64_t now_ms, int64_t wall_ms);
+/* Entry i's txn, to persist before finishing (zxids increase with i), or
+ * NULL when entry i changes nothing (a read-like write, an error reply). */
+size_t seq_round_len(const struct seq_round *r);
+const struct txn *seq_round_txn(const struct seq_round *r, size_t i);
+/* Applies r, pushes its events and replies to the worker queues, frees r. */
+void seq_round_finish(struct seq *s, struct seq_round *r);
+/* Drops r unanswered (shutdown). */
+void seq_round_free(struct seq *s, struct seq_round *r);
+
+/* The standalone driver over cfg.log: one round over reqs (taking
+ * ownership), prepared, appended and synced, finished. A round whose sync
+ * fails (disk full, I/O error) is held: nothing of it is applied or
+ * answered until seq_retry_held succeeds, and no new round may start. */
 void seq_run_round(struct seq *s, struct seq_req **reqs, size_t n, int64_t now_ms, int64_t wall_ms);
 /* True when no round is held; otherwise retries its sync and, on success,
  * finishes it (apply, events, replies) and returns true. */

@@ -128,12 +128,7 @@ struct seq {
     struct seq_evbuf *evb; /* the role holder's event buffer (see struct seq_evbuf) */
     /* A round prepared but not durable (its log sync failed): retried on
      * ticks; while it is held no other round starts. */
-    struct seq_held {
-        struct seq_entry *es;
-        size_t n;
-        int64_t before_zxid;
-        int64_t now_ms;
-    } held;
+    struct seq_round *held;
     _Atomic int64_t log_error;
     _Atomic uint64_t log_syncs;
 };
@@ -150,6 +145,15 @@ struct seq_entry {
     bool marshalling_error;
     struct tree_op_result *results;
     int64_t reply_zxid;
+};
+
+/* A prepared round (replication.h): its entries in request order, the
+ * tree's zxid before it, and the monotonic time it was prepared at. */
+struct seq_round {
+    struct seq_entry *es;
+    size_t n;
+    int64_t before_zxid;
+    int64_t now_ms;
 };
 
 /* Events of the round being applied (tree_apply callback target). Reused
@@ -450,7 +454,7 @@ static void prep_txn(struct seq *s, struct seq_entry *e, int64_t wall_ms)
     /* Every txn prep accepts fits one log record: a request whose txn would
      * not (an "auth" ACL expanded into many long digest ids) is answered
      * BADARGUMENTS here instead of failing txnlog_append and holding every
-     * later round (make_durable asserts it never does). Bounded with or
+     * later round (round_persist aborts if it ever does). Bounded with or
      * without a log, so a request gets the same answer on every server. */
     struct tree_prep_cfg pcfg = { .ttl_enabled = s->cfg.ttl_enabled,
                                   .max_txn_bytes = TXNLOG_TXN_OPS_BYTES_MAX,
@@ -838,11 +842,12 @@ static void push_events(struct seq *s, struct seq_evbuf *evb, int64_t through)
  * all (group commit: while the sequencer syncs, the next round accumulates
  * in the inbound queue). Each txn is appended once; a retry after a failed
  * sync only syncs again (the log rewrites from its last durable offset). */
-static int make_durable(struct seq *s, struct seq_entry *es, size_t n)
+static int round_persist(struct seq *s, struct seq_round *r)
 {
     if (!s->cfg.log)
         return 0;
-    for (size_t i = 0; i < n; i++) {
+    struct seq_entry *es = r->es;
+    for (size_t i = 0; i < r->n; i++) {
         if (!es[i].has_txn || es[i].logged)
             continue;
         int rc = txnlog_append(s->cfg.log, &es[i].txn);
@@ -865,8 +870,12 @@ static int make_durable(struct seq *s, struct seq_entry *es, size_t n)
 }
 
 /* Apply, one event batch per worker, then the replies in request order. */
-static void finish_round(struct seq *s, struct seq_entry *es, size_t n, int64_t before, int64_t now_ms)
+void seq_round_finish(struct seq *s, struct seq_round *r)
 {
+    struct seq_entry *es = r->es;
+    size_t n = r->n;
+    int64_t before = r->before_zxid, now_ms = r->now_ms;
+    free(r);
     struct seq_evbuf *evb = s->evb;
     evbuf_drop(evb); /* a no-op: push_events took or dropped the last round's records */
     evb->oom = false;
@@ -904,16 +913,21 @@ static void finish_round(struct seq *s, struct seq_entry *es, size_t n, int64_t 
     atomic_fetch_sub_explicit(&s->st_outstanding, n, memory_order_relaxed);
 }
 
-void seq_run_round(struct seq *s, struct seq_req **reqs, size_t n, int64_t now_ms, int64_t wall_ms)
+struct seq_round *seq_round_prepare(struct seq *s, struct seq_req **reqs, size_t n,
+                                    int64_t now_ms, int64_t wall_ms)
 {
+    struct seq_round *r = calloc(1, sizeof(*r));
     struct seq_entry *es = calloc(n ? n : 1, sizeof(*es));
-    if (!es) {
+    if (!r || !es) {
+        free(r);
+        free(es);
         for (size_t i = 0; i < n; i++)
             seq_req_free(reqs[i]);
         atomic_fetch_sub_explicit(&s->st_outstanding, n, memory_order_relaxed);
-        return;
+        return NULL;
     }
-    int64_t before = tree_last_zxid(s->tree);
+    *r = (struct seq_round){ .es = es, .n = n, .before_zxid = tree_last_zxid(s->tree),
+                             .now_ms = now_ms };
     for (size_t i = 0; i < n; i++) {
         es[i].req = reqs[i];
         if (reqs[i]->kind == SEQ_REQ_WRITE)
@@ -921,31 +935,63 @@ void seq_run_round(struct seq *s, struct seq_req **reqs, size_t n, int64_t now_m
         else if (reqs[i]->kind == SEQ_REQ_CONNECT)
             prep_connect(s, &es[i], wall_ms);
     }
-    int rc = make_durable(s, es, n);
+    return r;
+}
+
+size_t seq_round_len(const struct seq_round *r)
+{
+    return r->n;
+}
+
+const struct txn *seq_round_txn(const struct seq_round *r, size_t i)
+{
+    if (i >= r->n)
+        abort(); /* a caller's bug: indexes run below seq_round_len */
+    return r->es[i].has_txn ? &r->es[i].txn : NULL;
+}
+
+void seq_round_free(struct seq *s, struct seq_round *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->n; i++)
+        entry_release(&r->es[i]);
+    atomic_fetch_sub_explicit(&s->st_outstanding, r->n, memory_order_relaxed);
+    free(r->es);
+    free(r);
+}
+
+/* The standalone driver: prepare, make durable, finish. */
+void seq_run_round(struct seq *s, struct seq_req **reqs, size_t n, int64_t now_ms, int64_t wall_ms)
+{
+    struct seq_round *r = seq_round_prepare(s, reqs, n, now_ms, wall_ms);
+    if (!r)
+        return;
+    int rc = round_persist(s, r);
     if (rc != 0) {
         /* Not durable: keep everything, answer nothing, serve reads on. */
         fprintf(stderr, "larchd: txn log sync failed (%s): writes wait until it succeeds\n", strerror(-rc));
         atomic_store(&s->log_error, rc);
-        s->held = (struct seq_held){ .es = es, .n = n, .before_zxid = before, .now_ms = now_ms };
+        s->held = r;
         return;
     }
-    finish_round(s, es, n, before, now_ms);
+    seq_round_finish(s, r);
 }
 
 bool seq_retry_held(struct seq *s)
 {
-    if (!s->held.es)
+    if (!s->held)
         return true;
-    int rc = make_durable(s, s->held.es, s->held.n);
+    int rc = round_persist(s, s->held);
     if (rc != 0) {
         atomic_store(&s->log_error, rc);
         return false;
     }
-    fprintf(stderr, "larchd: txn log sync succeeded again: %zu held requests proceed\n", s->held.n);
+    fprintf(stderr, "larchd: txn log sync succeeded again: %zu held requests proceed\n", s->held->n);
     atomic_store(&s->log_error, 0);
-    struct seq_held h = s->held;
-    s->held = (struct seq_held){ 0 };
-    finish_round(s, h.es, h.n, h.before_zxid, h.now_ms);
+    struct seq_round *r = s->held;
+    s->held = NULL;
+    seq_round_finish(s, r);
     return true;
 }
 
@@ -1063,13 +1109,13 @@ static void reap_nodes(struct seq *s, int64_t now_ms, int64_t wall_ms)
 
 void seq_tick(struct seq *s, int64_t now_ms, int64_t wall_ms)
 {
-    if (s->held.es)
+    if (s->held)
         return; /* no new rounds while one waits for the disk */
     if (now_ms - s->last_expiry_scan_ms >= s->cfg.tick_ms) {
         s->last_expiry_scan_ms = now_ms;
         expire_sessions(s, now_ms, wall_ms);
     }
-    if (now_ms - s->last_reap_ms >= s->cfg.container_check_ms && !s->held.es) {
+    if (now_ms - s->last_reap_ms >= s->cfg.container_check_ms && !s->held) {
         s->last_reap_ms = now_ms;
         reap_nodes(s, now_ms, wall_ms);
     }
@@ -1176,13 +1222,13 @@ static void *seq_thread(void *arg)
             size_t n = take_round(s, reqs);
             if (n)
                 seq_run_round(s, reqs, n, now_ms, wall_ms);
-            if (!s->held.es)
+            if (!s->held)
                 seq_tick(s, now_ms, wall_ms);
         }
         rcu_read_unlock();
-        bool more = flowing && !s->held.es && !queue_empty(&s->in);
+        bool more = flowing && !s->held && !queue_empty(&s->in);
         role_release(s);
-        if (!flowing || s->held.es) {
+        if (!flowing || s->held) {
             /* Disk full or failing: retry the held round every tick. */
             struct timespec pause = { .tv_sec = 0, .tv_nsec = 100 * 1000000L };
             nanosleep(&pause, NULL);
@@ -1297,12 +1343,8 @@ void seq_free(struct seq *s)
     if (!s)
         return;
     seq_stop(s);
-    if (s->held.es) {
-        for (size_t i = 0; i < s->held.n; i++)
-            entry_release(&s->held.es[i]);
-        free(s->held.es);
-        s->held.es = NULL;
-    }
+    seq_round_free(s, s->held);
+    s->held = NULL;
     drain_free_in(s);
     for (int w = 0; w < s->nworkers; w++) {
         struct seq_qnode *node;

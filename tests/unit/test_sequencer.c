@@ -426,6 +426,80 @@ static void test_round_keeps_request_order(void **state)
     outs_free(&o);
 }
 
+/* The round in steps: preparing hands out the txns to persist and changes
+ * nothing a reader or a client sees; finishing applies and answers, in
+ * request order. A failed create has no txn and consumes no zxid. */
+static void test_round_in_steps(void **state)
+{
+    struct fx *f = *state;
+    int64_t id = connect_session(f, 0, 7, 10000, NULL);
+    struct seq_req *reqs[3];
+    for (int i = 0; i < 3; i++) {
+        struct zk_wbuf b;
+        zk_wbuf_init(&b);
+        char path[16];
+        snprintf(path, sizeof(path), "/s%d", i);
+        create_body(&b, i == 1 ? "/s0" : path, ZK_PERSISTENT);
+        reqs[i] = write_req(0, 7, id, 200 + i, ZK_OP_CREATE, &b);
+        zk_wbuf_free(&b);
+    }
+    rcu_read_lock();
+    int64_t before = tree_last_zxid(f->t);
+    struct seq_round *r = seq_round_prepare(f->s, reqs, 3, NOW, WALL);
+    assert_non_null(r);
+    assert_int_equal(seq_round_len(r), 3);
+    const struct txn *t0 = seq_round_txn(r, 0), *t1 = seq_round_txn(r, 1), *t2 = seq_round_txn(r, 2);
+    assert_non_null(t0);
+    assert_null(t1); /* NODEEXISTS against the round's own first create */
+    assert_non_null(t2);
+    assert_int_equal(t0->zxid, before + 1);
+    assert_int_equal(t2->zxid, before + 2);
+    assert_string_equal(t2->ops[0].path, "/s2");
+    struct tree_view v;
+    assert_int_equal(tree_get(f->t, "/s0", 3, &v), ZK_ENONODE);
+    assert_int_equal(tree_last_zxid(f->t), before);
+    struct outs o = { 0 };
+    drain(f, 0, &o);
+    assert_int_equal(o.n, 0);
+    seq_round_finish(f->s, r);
+    assert_int_equal(tree_get(f->t, "/s2", 3, &v), ZK_OK);
+    assert_int_equal(tree_last_zxid(f->t), before + 2);
+    rcu_read_unlock();
+    drain(f, 0, &o);
+    assert_int_equal(o.n, 4);
+    int32_t want[3] = { ZK_OK, ZK_ENODEEXISTS, ZK_OK };
+    for (int i = 0; i < 3; i++) {
+        struct zk_rbuf rb;
+        struct zk_reply_header h = parse_reply(o.v[1 + i], &rb);
+        assert_int_equal(h.xid, 200 + i);
+        assert_int_equal(h.err, want[i]);
+    }
+    outs_free(&o);
+}
+
+/* A round dropped unanswered (shutdown) releases what it held. */
+static void test_round_dropped(void **state)
+{
+    struct fx *f = *state;
+    int64_t id = connect_session(f, 0, 7, 10000, NULL);
+    struct zk_wbuf b;
+    zk_wbuf_init(&b);
+    create_body(&b, "/dropped", ZK_PERSISTENT);
+    struct seq_req *reqs[1] = { write_req(0, 7, id, 9, ZK_OP_CREATE, &b) };
+    zk_wbuf_free(&b);
+    rcu_read_lock();
+    struct seq_round *r = seq_round_prepare(f->s, reqs, 1, NOW, WALL);
+    assert_non_null(seq_round_txn(r, 0));
+    seq_round_free(f->s, r);
+    tree_prep_reset(f->t);
+    struct tree_view v;
+    assert_int_equal(tree_get(f->t, "/dropped", 8, &v), ZK_ENONODE);
+    rcu_read_unlock();
+    struct outs o = { 0 };
+    drain(f, 0, &o);
+    assert_int_equal(o.n, 0);
+}
+
 /* Invariant 4 at the sequencer: with a log, a round whose sync fails is
  * held (nothing applied, nothing answered, no new round) and finishes once
  * the disk has room again. The in-memory storage gives ENOSPC on demand. */
@@ -782,6 +856,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_expiry_deletes_ephemerals_and_closes_owner, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_session_replies_then_closes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_round_keeps_request_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_round_in_steps, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_round_dropped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_disk_holds_round_until_space_returns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_oversized_txn_is_refused_not_held, setup, teardown),
     };
