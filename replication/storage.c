@@ -78,6 +78,11 @@ int storage_sync_dir(struct storage *s, const char *dir)
     return s->ops->sync_dir(s, dir);
 }
 
+int storage_mkdirs(struct storage *s, const char *dir)
+{
+    return s->ops->mkdirs(s, dir);
+}
+
 void storage_destroy(struct storage *s)
 {
     if (s != NULL)
@@ -104,7 +109,15 @@ static int posix_open(struct storage *s, const char *path, int flags, struct sto
     struct posix_file *f = malloc(sizeof *f);
     if (f == NULL)
         return -ENOMEM;
-    f->fd = open(path, oflags, 0644);
+    f->fd = open(path, oflags, (flags & STORAGE_PRIVATE) ? 0600 : 0644);
+    /* an existing file keeps its mode through O_CREAT: set it before any
+     * byte of the secret goes in */
+    if (f->fd >= 0 && (flags & STORAGE_PRIVATE) && fchmod(f->fd, 0600) != 0) {
+        int err = -errno;
+        close(f->fd);
+        f->fd = -1;
+        errno = -err;
+    }
     if (f->fd < 0) {
         int err = -errno;
         free(f);
@@ -253,6 +266,29 @@ static void posix_destroy(struct storage *s)
     free(s);
 }
 
+/* mkdir -p: a data dir may be named before it exists (ZooKeeper creates it). */
+static int posix_mkdirs(struct storage *s, const char *dir)
+{
+    size_t n = strlen(dir);
+    char *tmp = malloc(n + 1);
+    if (tmp == NULL)
+        return -ENOMEM;
+    memcpy(tmp, dir, n + 1);
+    int rc = 0;
+    for (char *p = tmp + 1; rc == 0 && *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+            rc = -errno;
+        *p = '/';
+    }
+    if (rc == 0 && mkdir(tmp, 0755) != 0 && errno != EEXIST)
+        rc = -errno;
+    free(tmp);
+    return rc;
+}
+
 static const struct storage_ops posix_ops = {
     .open = posix_open,
     .pwrite = posix_pwrite,
@@ -266,6 +302,7 @@ static const struct storage_ops posix_ops = {
     .unlink = posix_unlink,
     .rename = posix_rename,
     .sync_dir = posix_sync_dir,
+    .mkdirs = posix_mkdirs,
     .destroy = posix_destroy,
 };
 
@@ -620,6 +657,11 @@ static int mem_sync_dir(struct storage *s, const char *dir)
     return 0; /* names are durable at once in this model */
 }
 
+static int mem_mkdirs(struct storage *s, const char *dir)
+{
+    return 0; /* directories exist implicitly in this model */
+}
+
 static void mem_destroy(struct storage *s)
 {
     struct mem_storage *m = mem_of(s);
@@ -650,6 +692,7 @@ static const struct storage_ops mem_ops = {
     .unlink = mem_unlink,
     .rename = mem_rename,
     .sync_dir = mem_sync_dir,
+    .mkdirs = mem_mkdirs,
     .destroy = mem_destroy,
 };
 

@@ -45,7 +45,8 @@ struct storage_file {
     struct storage *st; /* set by the implementation's open */
 };
 
-#define STORAGE_CREATE 1 /* open: create when missing and truncate to zero bytes */
+#define STORAGE_CREATE 1  /* open: create when missing and truncate to zero bytes */
+#define STORAGE_PRIVATE 2 /* open: owner-only permissions (0600): the file holds a secret */
 
 /* list: called once per directory entry name (not "." or ".."); a nonzero
  * return stops the listing and is returned by storage_list. */
@@ -65,6 +66,7 @@ struct storage_ops {
     int (*unlink)(struct storage *s, const char *path);
     int (*rename)(struct storage *s, const char *from, const char *to);
     int (*sync_dir)(struct storage *s, const char *dir);
+    int (*mkdirs)(struct storage *s, const char *dir); /* mkdir -p */
     void (*destroy)(struct storage *s);
 };
 struct storage {
@@ -88,6 +90,7 @@ int storage_list(struct storage *s, const char *dir, storage_name_fn fn, void *a
 int storage_unlink(struct storage *s, const char *path);
 int storage_rename(struct storage *s, const char *from, const char *to);
 int storage_sync_dir(struct storage *s, const char *dir);
+int storage_mkdirs(struct storage *s, const char *dir);
 void storage_destroy(struct storage *s);
 
 /* Real files (open/pwrite/fdatasync/posix_fallocate...). Thread-safe: it
@@ -97,7 +100,8 @@ struct storage *storage_posix_new(void);
 /* An in-memory file system for tests. Each file keeps its durable bytes and
  * the writes/resizes issued since its last datasync ("pending", in issue
  * order across all files). Creating, renaming and unlinking names is
- * durable at once (directory durability is not simulated). Single-threaded. */
+ * durable at once (directory durability is not simulated); directories
+ * exist implicitly (mkdirs succeeds). Single-threaded. */
 struct storage *storage_mem_new(void);
 /* Simulates power loss: pending operations are applied to the durable image
  * in the order they were issued until keep_bytes written bytes have been

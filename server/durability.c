@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include <urcu.h>
@@ -28,7 +27,7 @@ struct durability {
     int32_t snap_count;
     int32_t retain;
     int32_t purge_interval_h;
-    struct storage *st;
+    struct storage *st; /* the caller's */
     struct txnlog *log;
     struct tree *tree;
     uint8_t passwd_key[SEQ_PASSWD_KEY_BYTES];
@@ -47,24 +46,6 @@ static int64_t mono_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* mkdir -p: the data dirs may be given but not exist yet (ZooKeeper creates them). */
-static int make_dirs(const char *path)
-{
-    char tmp[4200];
-    snprintf(tmp, sizeof(tmp), "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-            return -errno;
-        *p = '/';
-    }
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-        return -errno;
-    return 0;
 }
 
 static void dirs_of(const struct config *c, char *snap_dir, char *log_dir, size_t len)
@@ -110,13 +91,10 @@ static int write_key(struct durability *d, const char *path)
     char tmp[4310];
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     struct storage_file *f;
-    int rc = storage_open(d->st, tmp, STORAGE_CREATE, &f);
+    int rc = storage_open(d->st, tmp, STORAGE_CREATE | STORAGE_PRIVATE, &f);
     if (rc != 0)
         return rc;
-    if (chmod(tmp, 0600) != 0)
-        rc = -errno;
-    if (rc == 0)
-        rc = storage_pwrite(f, d->passwd_key, sizeof d->passwd_key, 0);
+    rc = storage_pwrite(f, d->passwd_key, sizeof d->passwd_key, 0);
     if (rc == 0)
         rc = storage_datasync(f);
     int crc = storage_close(f);
@@ -299,7 +277,8 @@ static int recover(struct durability *d, char *err, size_t errlen)
     return 0;
 }
 
-int durability_open(const struct config *c, struct tree *t, struct durability **out, char *err, size_t errlen)
+int durability_open(const struct config *c, struct storage *st, struct tree *t,
+                    struct durability **out, char *err, size_t errlen)
 {
     err[0] = '\0';
     struct durability *d = calloc(1, sizeof(*d));
@@ -308,23 +287,18 @@ int durability_open(const struct config *c, struct tree *t, struct durability **
         return -ENOMEM;
     }
     d->tree = t;
+    d->st = st;
     d->snap_count = c->snap_count;
     d->retain = c->autopurge_snap_retain < 3 ? 3 : c->autopurge_snap_retain;
     d->purge_interval_h = c->autopurge_interval_h;
     pthread_mutex_init(&d->lock, NULL);
     pthread_cond_init(&d->wake, NULL);
     dirs_of(c, d->snap_dir, d->log_dir, sizeof(d->snap_dir));
-    int rc = make_dirs(d->snap_dir);
+    int rc = storage_mkdirs(st, d->snap_dir);
     if (rc == 0)
-        rc = make_dirs(d->log_dir);
+        rc = storage_mkdirs(st, d->log_dir);
     if (rc != 0) {
         snprintf(err, errlen, "cannot create %s / %s: %s", d->snap_dir, d->log_dir, strerror(-rc));
-        goto fail;
-    }
-    d->st = storage_posix_new();
-    if (!d->st) {
-        rc = -ENOMEM;
-        snprintf(err, errlen, "out of memory");
         goto fail;
     }
     rc = load_secret(d);
@@ -398,7 +372,7 @@ static int writer_out(void *arg, const void *bytes, size_t len)
 
 /* Writes snapshot.<zxid_start> through a .tmp file: datasync, rename, sync
  * the directory, so a crash leaves either the old set or the new file whole. */
-static int take_snapshot(struct durability *d)
+int durability_snapshot(struct durability *d)
 {
     char tmp[4300], path[4300];
     snprintf(tmp, sizeof(tmp), "%s/" SNAP_PREFIX "tmp", d->snap_dir);
@@ -482,7 +456,7 @@ static void *snapshot_thread(void *arg)
         pthread_mutex_unlock(&d->lock);
         int64_t applied = tree_last_zxid(d->tree);
         if (applied - atomic_load(&d->last_snap_zxid) >= d->snap_count) {
-            int rc = take_snapshot(d);
+            int rc = durability_snapshot(d);
             atomic_store(&d->snap_error, rc);
             if (rc != 0)
                 fprintf(stderr, "larchd: snapshot failed: %s (retrying later)\n", strerror(-rc));
@@ -529,8 +503,6 @@ void durability_free(struct durability *d)
     durability_stop(d);
     if (d->log)
         txnlog_close(d->log);
-    if (d->st)
-        storage_destroy(d->st);
     pthread_mutex_destroy(&d->lock);
     pthread_cond_destroy(&d->wake);
     free(d);
@@ -543,7 +515,7 @@ void durability_get_stats(struct durability *d, struct durability_stats *out)
     out->last_snapshot_error = atomic_load(&d->snap_error);
 }
 
-int durability_purge(const struct config *c)
+int durability_purge(const struct config *c, struct storage *st)
 {
     if (!c->data_dir[0]) {
         fprintf(stderr, "larchd: --purge needs dataDir (--data-dir or zoo.cfg)\n");
@@ -551,12 +523,8 @@ int durability_purge(const struct config *c)
     }
     char snap_dir[4200], log_dir[4200];
     dirs_of(c, snap_dir, log_dir, sizeof(snap_dir));
-    struct storage *st = storage_posix_new();
-    if (!st)
-        return -1;
     int32_t retain = c->autopurge_snap_retain < 3 ? 3 : c->autopurge_snap_retain;
     int rc = purge_dirs(st, snap_dir, log_dir, retain, true);
-    storage_destroy(st);
     if (rc != 0) {
         fprintf(stderr, "larchd: purge of %s failed: %s\n", snap_dir, strerror(-rc));
         return -1;

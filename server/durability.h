@@ -30,13 +30,20 @@
 
 struct durability;
 
-/* Recovers t (fresh from tree_new) from c's data dirs and opens the log.
- * Writes the reason to err on failure. */
-int durability_open(const struct config *c, struct tree *t, struct durability **out, char *err,
-                    size_t errlen);
+/* Recovers t (fresh from tree_new) from c's data dirs in st and opens the
+ * log there. st is the caller's and outlives d (storage_posix_new for
+ * larchd, the in-memory, fault-injecting storage in tests); everything
+ * durability reads or writes goes through it. Writes the reason to err on
+ * failure. */
+int durability_open(const struct config *c, struct storage *st, struct tree *t,
+                    struct durability **out, char *err, size_t errlen);
 struct txnlog *durability_log(struct durability *d);
 /* Copies the session-password key (seq_cfg.passwd_key). */
 void durability_passwd_key(const struct durability *d, uint8_t out[SEQ_PASSWD_KEY_BYTES]);
+/* Takes a snapshot now, on the calling thread (a registered RCU thread):
+ * 0 or -errno. The snapshot thread calls it every snapCount txns; tests
+ * over single-threaded storage call it instead of starting the thread. */
+int durability_snapshot(struct durability *d);
 /* Starts the snapshot/purge thread (0 or -errno); stop joins it. */
 int durability_start(struct durability *d);
 void durability_stop(struct durability *d);
@@ -52,6 +59,6 @@ void durability_get_stats(struct durability *d, struct durability_stats *out);
 
 /* larchd --purge: keeps autopurge.snapRetainCount snapshots (at least 3) and
  * the log they need, removes the rest, prints what it did. 0 or -1. */
-int durability_purge(const struct config *c);
+int durability_purge(const struct config *c, struct storage *st);
 
 #endif /* LARCH_SERVER_DURABILITY_H */

@@ -53,7 +53,12 @@ static int start(struct server *srv)
     }
     if (c->data_dir[0]) {
         char err[512];
-        if (durability_open(c, srv->tree, &srv->dur, err, sizeof(err)) != 0) {
+        srv->st = storage_posix_new();
+        if (!srv->st) {
+            fprintf(stderr, "larchd: out of memory\n");
+            return -1;
+        }
+        if (durability_open(c, srv->st, srv->tree, &srv->dur, err, sizeof(err)) != 0) {
             fprintf(stderr, "larchd: %s\n", err);
             return -1;
         }
@@ -123,6 +128,8 @@ static void stop(struct server *srv)
     dp_free(srv->dp);
     seq_free(srv->seq);
     durability_free(srv->dur); /* after the sequencer: it used the log */
+    if (srv->st)
+        storage_destroy(srv->st);
     if (srv->tree) {
         rcu_barrier(); /* callbacks that free old versions finish before the tree goes */
         tree_free(srv->tree);
@@ -165,8 +172,13 @@ int main(int argc, char **argv)
     }
     if (config_finish(&srv.cfg, report, NULL) != 0)
         return 2;
-    if (want_purge)
-        return durability_purge(&srv.cfg) == 0 ? 0 : 1;
+    if (want_purge) {
+        struct storage *st = storage_posix_new();
+        int rc = st && durability_purge(&srv.cfg, st) == 0 ? 0 : 1;
+        if (st)
+            storage_destroy(st);
+        return rc;
+    }
     rcu_register_thread(); /* recovery applies txns on this thread */
 
     /* Threads inherit this mask; only main takes the signals, via sigwait. */

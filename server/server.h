@@ -21,6 +21,7 @@ struct server {
     struct tree *tree;
     struct seq *seq;
     struct dp *dp;
+    struct storage *st;     /* the data dirs' files (NULL without a dataDir) */
     struct durability *dur; /* NULL without a dataDir: in memory only */
     int64_t started_ms;
 };

@@ -1343,6 +1343,36 @@ static void test_posix_storage_round_trip(void **state)
     storage_destroy(st);
 }
 
+/* mkdirs is mkdir -p; STORAGE_PRIVATE makes a file owner-only, an
+ * existing one too, before anything is written to it. */
+static void test_posix_mkdirs_and_private_files(void **state)
+{
+    char dir[] = "/tmp/storage-test-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct storage *st = storage_posix_new();
+    assert_non_null(st);
+    char deep[256], file[300], mid[256];
+    snprintf(mid, sizeof mid, "%s/a", dir);
+    snprintf(deep, sizeof deep, "%s/a/b", dir);
+    snprintf(file, sizeof file, "%s/secret", deep);
+    assert_int_equal(storage_mkdirs(st, deep), 0);
+    assert_int_equal(storage_mkdirs(st, deep), 0); /* exists: fine */
+    struct storage_file *f;
+    assert_int_equal(storage_open(st, file, STORAGE_CREATE, &f), 0);
+    assert_int_equal(storage_close(f), 0);
+    assert_int_equal(chmod(file, 0644), 0); /* a leftover anyone may read */
+    struct stat sb;
+    assert_int_equal(storage_open(st, file, STORAGE_CREATE | STORAGE_PRIVATE, &f), 0);
+    assert_int_equal(stat(file, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0600);
+    assert_int_equal(storage_close(f), 0);
+    assert_int_equal(unlink(file), 0);
+    assert_int_equal(rmdir(deep), 0);
+    assert_int_equal(rmdir(mid), 0);
+    assert_int_equal(rmdir(dir), 0);
+    storage_destroy(st);
+}
+
 int main(void)
 {
     rcu_register_thread();
@@ -1377,6 +1407,7 @@ int main(void)
         cmocka_unit_test(test_prepped_txns_replay_to_same_tree),
         cmocka_unit_test(test_long_acl_id_logs_and_replays),
         cmocka_unit_test(test_posix_storage_round_trip),
+        cmocka_unit_test(test_posix_mkdirs_and_private_files),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     rcu_unregister_thread();

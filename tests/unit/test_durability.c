@@ -1,0 +1,368 @@
+/*
+ * test_durability.c — recovery (server/durability.h) over the in-memory,
+ * fault-injecting storage. The sequencer writes through the durability log
+ * as larchd does, the machine loses power (storage_mem_crash drops every
+ * write not yet synced and tears the one in flight), and a fresh tree
+ * recovered from the same storage must be the tree the acknowledged writes
+ * built: same digest, same last zxid. Damage that is not a torn tail
+ * refuses the start and deletes nothing.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <urcu.h>
+
+#include "server/durability.h"
+
+#define NOW 1000000
+#define WALL 1700000000000LL
+#define SNAP_DIR "/data/larch"
+
+/* One server's life over st: a tree recovered from it, the durability that
+ * recovered it, and a sequencer writing through its log. */
+struct node {
+    struct storage *st;
+    struct config cfg;
+    struct tree *t;
+    struct durability *d;
+    struct seq *s;
+    int64_t session;
+    int32_t xid;
+    int acks; /* replies with err 0 seen */
+};
+
+static void count_reply(void *arg, struct seq_out *o)
+{
+    struct node *n = arg;
+    if (o->kind == SEQ_OUT_REPLY && o->frame != NULL) {
+        struct zk_rbuf r;
+        int32_t len;
+        struct zk_reply_header h;
+        zk_rbuf_init(&r, o->frame, o->frame_len);
+        assert_true(zk_get_i32(&r, &len) && zk_get_reply_header(&r, &h));
+        n->acks += h.err == ZK_OK;
+    } else if (o->kind == SEQ_OUT_CONNECT) {
+        n->session = o->session_id;
+    }
+    seq_out_free(o);
+}
+
+static void run(struct node *n, struct seq_req *r)
+{
+    struct seq_req *reqs[1] = { r };
+    rcu_read_lock();
+    seq_run_round(n->s, reqs, 1, NOW, WALL);
+    rcu_read_unlock();
+    seq_worker_drain(n->s, 0, count_reply, n);
+}
+
+static void config_for_test(struct config *c)
+{
+    config_defaults(c);
+    snprintf(c->data_dir, sizeof c->data_dir, "/data");
+    c->prealloc_kb = 4; /* small segments' chunks: the in-memory disk holds them */
+}
+
+/* Recovers a fresh tree from st; rc is durability_open's. */
+static int node_open(struct node *n, struct storage *st, char *err, size_t errlen)
+{
+    *n = (struct node){ .st = st };
+    config_for_test(&n->cfg);
+    n->t = tree_new();
+    assert_non_null(n->t);
+    int rc = durability_open(&n->cfg, st, n->t, &n->d, err, errlen);
+    if (rc != 0)
+        return rc;
+    struct seq_cfg scfg = { .min_session_timeout_ms = 4000, .max_session_timeout_ms = 40000,
+                            .container_check_ms = 60000, .tick_ms = 1000,
+                            .log = durability_log(n->d), .passwd_key_set = true };
+    durability_passwd_key(n->d, scfg.passwd_key);
+    n->s = seq_new(n->t, &scfg, 1);
+    assert_non_null(n->s);
+    return 0;
+}
+
+static void node_open_ok(struct node *n, struct storage *st)
+{
+    char err[512];
+    int rc = node_open(n, st, err, sizeof err);
+    if (rc != 0)
+        fail_msg("durability_open: %d: %s", rc, err);
+}
+
+static void node_close(struct node *n)
+{
+    seq_free(n->s);
+    durability_free(n->d);
+    rcu_barrier();
+    tree_free(n->t);
+    *n = (struct node){ 0 };
+}
+
+static void connect(struct node *n)
+{
+    struct seq_req *r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
+    r->worker = 0;
+    r->conn = 1;
+    r->timeout_ms = 10000;
+    run(n, r);
+    assert_true(n->session != 0);
+}
+
+/* A create or setData of path through the sequencer, as a client sends it. */
+static void write_node(struct node *n, const char *path, const char *data, bool create)
+{
+    struct zk_wbuf b;
+    zk_wbuf_init(&b);
+    if (create) {
+        struct zk_acl open_acl = { .perms = ZK_PERM_ALL,
+                                   .id = { zk_str_c("world"), zk_str_c("anyone") } };
+        struct zk_create_req q = { .path = zk_str_c(path), .data = zk_str_c(data),
+                                   .acl = { .count = 1, .items = &open_acl },
+                                   .flags = ZK_PERSISTENT };
+        zk_put_create_req(&b, &q, false);
+    } else {
+        struct zk_setdata_req q = { .path = zk_str_c(path), .data = zk_str_c(data), .version = -1 };
+        zk_put_setdata_req(&b, &q);
+    }
+    struct seq_req *r = seq_req_new(SEQ_REQ_WRITE, b.p, b.len, NULL, 0);
+    zk_wbuf_free(&b);
+    r->worker = 0;
+    r->conn = 1;
+    r->session_id = n->session;
+    r->xid = ++n->xid;
+    r->op = create ? ZK_OP_CREATE : ZK_OP_SETDATA;
+    run(n, r);
+}
+
+static void write_many(struct node *n, const char *prefix, int count)
+{
+    for (int i = 0; i < count; i++) {
+        char path[64], data[64];
+        snprintf(path, sizeof path, "/%s%d", prefix, i);
+        snprintf(data, sizeof data, "value-%d", i);
+        write_node(n, path, data, true);
+    }
+}
+
+struct image {
+    uint64_t digest;
+    int64_t zxid;
+};
+
+static struct image image_of(struct tree *t)
+{
+    return (struct image){ .digest = tree_digest(t), .zxid = tree_last_zxid(t) };
+}
+
+static void assert_recovers_to(struct storage *st, struct image want)
+{
+    struct node n;
+    node_open_ok(&n, st);
+    struct image got = image_of(n.t);
+    assert_int_equal(got.zxid, want.zxid);
+    assert_int_equal(got.digest, want.digest);
+    node_close(&n);
+}
+
+/* The names in dir, joined, for "nothing was deleted" checks. */
+static int add_name(void *arg, const char *name)
+{
+    char *s = arg;
+    strncat(s, name, 1023 - strlen(s));
+    strncat(s, " ", 1023 - strlen(s));
+    return 0;
+}
+
+static void list_names(struct storage *st, char out[1024])
+{
+    out[0] = '\0';
+    assert_int_equal(storage_list(st, SNAP_DIR, add_name, out), 0);
+}
+
+/* ---- tests ------------------------------------------------------------------ */
+
+/* Every acknowledged write survives a power loss that drops all unsynced
+ * bytes: each round was synced before it was answered. */
+static void test_acknowledged_writes_survive_power_loss(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct node n;
+    node_open_ok(&n, st);
+    connect(&n);
+    write_many(&n, "a", 20);
+    write_node(&n, "/a3", "changed", false);
+    assert_int_equal(n.acks, 21);
+    struct image want = image_of(n.t);
+    storage_mem_crash(st, 0, true);
+    node_close(&n);
+    assert_recovers_to(st, want);
+    storage_destroy(st);
+}
+
+/* A fuzzy snapshot plus the log after it, and the log goes on being
+ * appended to after recovery: a second recovery sees both lives. */
+static void test_snapshot_then_log_across_restarts(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct node n;
+    node_open_ok(&n, st);
+    connect(&n);
+    write_many(&n, "b", 10);
+    rcu_read_lock();
+    assert_int_equal(durability_snapshot(n.d), 0);
+    rcu_read_unlock();
+    struct durability_stats ds;
+    durability_get_stats(n.d, &ds);
+    assert_int_equal(ds.last_snapshot_zxid, tree_last_zxid(n.t));
+    write_many(&n, "c", 10);
+    struct image want = image_of(n.t);
+    storage_mem_crash(st, 0, false);
+    node_close(&n);
+
+    node_open_ok(&n, st);
+    assert_int_equal(image_of(n.t).digest, want.digest);
+    durability_get_stats(n.d, &ds);
+    assert_true(ds.last_snapshot_zxid > 0 && ds.last_snapshot_zxid < want.zxid);
+    connect(&n); /* a new session, then more writes after the recovered log */
+    write_many(&n, "d", 5);
+    want = image_of(n.t);
+    storage_mem_crash(st, 0, false);
+    node_close(&n);
+    assert_recovers_to(st, want);
+    storage_destroy(st);
+}
+
+/* A write whose sync failed was never acknowledged; the power goes while
+ * it is in flight, its record is torn, and recovery drops the torn bytes
+ * and comes back to the acknowledged state. */
+static void test_unacknowledged_torn_write_is_dropped(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct node n;
+    node_open_ok(&n, st);
+    connect(&n);
+    write_many(&n, "e", 5);
+    struct image want = image_of(n.t);
+    int acks = n.acks;
+    storage_mem_fail_sync(st, -EIO, 1);
+    write_node(&n, "/held", "never acknowledged", true);
+    assert_int_equal(n.acks, acks); /* held: not answered */
+    struct seq_stats ss;
+    seq_get_stats(n.s, &ss);
+    assert_int_equal(ss.log_error, -EIO);
+    storage_mem_crash(st, 20, true); /* 20 bytes of the pending record land */
+    node_close(&n);
+    assert_recovers_to(st, want);
+    storage_destroy(st);
+}
+
+/* The newest snapshot is damaged: recovery falls back to the older one and
+ * replays the longer log after it, to the same tree. */
+static void test_damaged_newest_snapshot_falls_back(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct node n;
+    node_open_ok(&n, st);
+    connect(&n);
+    write_many(&n, "f", 6);
+    rcu_read_lock();
+    assert_int_equal(durability_snapshot(n.d), 0);
+    write_many(&n, "g", 6);
+    assert_int_equal(durability_snapshot(n.d), 0);
+    rcu_read_unlock();
+    struct durability_stats ds;
+    durability_get_stats(n.d, &ds);
+    write_many(&n, "h", 3);
+    struct image want = image_of(n.t);
+    node_close(&n);
+
+    char path[128];
+    snprintf(path, sizeof path, SNAP_DIR "/snapshot.%llx", (unsigned long long)ds.last_snapshot_zxid);
+    struct storage_file *f;
+    assert_int_equal(storage_open(st, path, 0, &f), 0);
+    uint8_t b = 0;
+    size_t got = 0;
+    assert_int_equal(storage_pread(f, &b, 1, 40, &got), 0);
+    b ^= 0x5a;
+    assert_int_equal(storage_pwrite(f, &b, 1, 40), 0);
+    assert_int_equal(storage_datasync(f), 0);
+    assert_int_equal(storage_close(f), 0);
+    assert_recovers_to(st, want);
+    storage_destroy(st);
+}
+
+/* A flipped byte in the first of many records is lost data, not a torn
+ * tail: the start is refused with a message, and nothing is deleted. */
+static void test_damage_mid_log_refuses_start(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct node n;
+    node_open_ok(&n, st);
+    connect(&n);
+    write_many(&n, "i", 8);
+    node_close(&n);
+    char before[1024], after[1024];
+    list_names(st, before);
+    struct storage_file *f;
+    assert_int_equal(storage_open(st, SNAP_DIR "/log.1", 0, &f), 0);
+    uint8_t b = 0;
+    size_t got = 0;
+    assert_int_equal(storage_pread(f, &b, 1, 16 + 8 + 4, &got), 0); /* record 1's payload */
+    b ^= 1;
+    assert_int_equal(storage_pwrite(f, &b, 1, 16 + 8 + 4), 0);
+    assert_int_equal(storage_datasync(f), 0);
+    assert_int_equal(storage_close(f), 0);
+
+    char err[512] = "";
+    assert_int_equal(node_open(&n, st, err, sizeof err), TXNLOG_ECORRUPT);
+    assert_non_null(strstr(err, "refusing to start"));
+    durability_free(n.d);
+    tree_free(n.t);
+    list_names(st, after);
+    assert_string_equal(before, after);
+    storage_destroy(st);
+}
+
+/* Clients reattach after a restart: the password key is kept, written so
+ * that a crash leaves it whole. */
+static void test_password_key_is_kept(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct node n;
+    node_open_ok(&n, st);
+    uint8_t k1[SEQ_PASSWD_KEY_BYTES], k2[SEQ_PASSWD_KEY_BYTES];
+    durability_passwd_key(n.d, k1);
+    storage_mem_crash(st, 0, true);
+    node_close(&n);
+    node_open_ok(&n, st);
+    durability_passwd_key(n.d, k2);
+    assert_memory_equal(k1, k2, sizeof k1);
+    static const uint8_t zero[SEQ_PASSWD_KEY_BYTES];
+    assert_memory_not_equal(k1, zero, sizeof k1);
+    node_close(&n);
+    storage_destroy(st);
+}
+
+int main(void)
+{
+    rcu_register_thread();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_acknowledged_writes_survive_power_loss),
+        cmocka_unit_test(test_snapshot_then_log_across_restarts),
+        cmocka_unit_test(test_unacknowledged_torn_write_is_dropped),
+        cmocka_unit_test(test_damaged_newest_snapshot_falls_back),
+        cmocka_unit_test(test_damage_mid_log_refuses_start),
+        cmocka_unit_test(test_password_key_is_kept),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    rcu_unregister_thread();
+    return rc;
+}
