@@ -87,7 +87,7 @@ static struct txn_op op_error(int32_t err)
 static void txn_init(struct txn *x, int64_t zxid, int32_t type, uint32_t nops)
 {
     *x = (struct txn){ .zxid = zxid, .session_id = 0x1234567890abcdefLL, .cxid = (int32_t)zxid,
-                       .time_ms = 1700000000000LL + zxid, .type = type, .nops = nops };
+                       .time_ms = 1700000000000LL + (zxid & 0xfffffff), .type = type, .nops = nops };
     x->ops = calloc(nops, sizeof *x->ops);
     assert_non_null(x->ops);
 }
