@@ -1,0 +1,289 @@
+/*
+ * raft — the quorum protocol core: Raft (Ongaro & Ousterhout) with log
+ * positions that are ZooKeeper zxids. replication/README.md states the
+ * protocol, its messages and the invariants it keeps.
+ *
+ * Pure: no sockets, clocks, files, threads or rand(). Time arrives as
+ * raft_tick calls, randomness comes from a generator seeded through the
+ * config, messages arrive through raft_step, and everything the core wants
+ * done comes back out of raft_ready. The same core therefore runs under the
+ * sequencer thread, in unit tests, and in the deterministic simulator
+ * (tests/sim), where a failing seed replays exactly.
+ *
+ * Threading: none. A struct raft belongs to one thread at a time; nothing in
+ * it is shared.
+ *
+ * Zxids: zxid = term << 32 | counter. The log is a sequence of entries with
+ * strictly increasing zxids; two logs that hold the same zxid hold the same
+ * entry there and the same entries before it (one leader per term assigns
+ * each counter once). A new leader's first entry is a no-op at counter 0 of
+ * its term. Terms stay below 2^31 so that zxids stay positive.
+ *
+ * The Ready contract (as etcd raft's Ready): the driver calls raft_ready
+ * when raft_has_ready says there is work, and then does, in this order:
+ *   1. persist rd.hard_state if rd.hard_state_changed (term and vote:
+ *      write, fsync, rename, fsync the directory);
+ *   2. install rd.snapshot if present (it replaces the state machine and the
+ *      whole log; persist it before anything later);
+ *   3. drop every log entry with zxid > rd.truncate_after if rd.truncate;
+ *   4. append rd.entries to the log, then make them durable (fdatasync);
+ *   5. only now send rd.msgs: no message leaves before the state it
+ *      depends on is durable;
+ *   6. apply rd.committed, in order, to the state machine;
+ *   7. hand out rd.reads (a read for ctx may be served once the state
+ *      machine has applied through its zxid);
+ *   8. call raft_advance(r, &rd).
+ * Between raft_ready and raft_advance the driver calls nothing else on r.
+ * Everything rd points at is owned by the core and stays valid until
+ * raft_advance. If a step fails (EIO, ENOSPC), the driver must not call
+ * raft_advance: it stops the server (a real one restarts from its disk; the
+ * simulator crashes the node), since the core's view of its log is then
+ * ahead of the disk's.
+ */
+#ifndef LARCH_RAFT_H
+#define LARCH_RAFT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RAFT_MEMBERS_MAX 32 /* voters plus observers */
+#define RAFT_TERM_MAX 0x7fffffffu
+
+static inline uint32_t raft_zxid_term(int64_t zxid)
+{
+    return (uint32_t)((uint64_t)zxid >> 32);
+}
+static inline uint32_t raft_zxid_counter(int64_t zxid)
+{
+    return (uint32_t)((uint64_t)zxid & 0xffffffffu);
+}
+static inline int64_t raft_make_zxid(uint32_t term, uint32_t counter)
+{
+    return (int64_t)(((uint64_t)term << 32) | counter);
+}
+
+/* Errors returned by the calls below (negative). */
+enum raft_err {
+    RAFT_OK = 0,
+    RAFT_ENOTLEADER = -1, /* propose / read_index: not the leader (read_index on a
+                           * follower that knows no leader) */
+    RAFT_ELIMIT = -2,     /* propose: the term's counter is used up; the leader
+                           * stepped down so that a new term starts */
+    RAFT_ENOMEM = -3,
+    RAFT_EINVAL = -4,     /* a message or argument the core cannot accept
+                           * (unknown sender, wrong recipient, bad zxid order);
+                           * nothing changed */
+};
+
+enum raft_role {
+    RAFT_FOLLOWER = 1,
+    RAFT_PRE_CANDIDATE = 2, /* pre-vote round: asks without raising its term */
+    RAFT_CANDIDATE = 3,
+    RAFT_LEADER = 4,
+    RAFT_OBSERVER = 5, /* a non-voting member: follows, never campaigns */
+};
+
+enum raft_entry_type {
+    RAFT_ENTRY_NOOP = 1, /* a new leader's first entry (counter 0); apply ignores it */
+    RAFT_ENTRY_DATA = 2, /* opaque to the core: an encoded txn */
+};
+
+struct raft_entry {
+    int64_t zxid;
+    uint8_t type; /* enum raft_entry_type */
+    const uint8_t *data;
+    size_t len;
+};
+
+struct raft_member {
+    uint32_t id; /* ZooKeeper's server id (myid), 1..255 */
+    bool voter;  /* false: observer */
+};
+
+struct raft_cfg {
+    uint32_t self_id;
+    const struct raft_member *members; /* copied; must include self_id */
+    uint32_t n_members;
+    /* A follower that hears nothing from a leader for a random number of
+     * ticks in [election_ticks, 2 * election_ticks) campaigns; a leader
+     * that has not heard from a quorum within election_ticks steps down
+     * (CheckQuorum). The leader sends heartbeats every heartbeat_ticks. */
+    uint32_t election_ticks;
+    uint32_t heartbeat_ticks;
+    /* The leader steps down instead of assigning a counter above this
+     * (ZOOKEEPER-1277 at 0xffffffff; the simulator sets it tiny). 0 means
+     * 0xfffffffe. */
+    uint32_t counter_limit;
+    uint32_t max_append_entries;  /* per APPEND message; 0 means 64 */
+    size_t max_append_bytes;      /* per APPEND message (at least one entry); 0 means 1 MiB */
+    uint64_t seed;                /* the election jitter's generator */
+    /* Tests only (tests/sim --break): faults put in on purpose to show
+     * that the simulator's checks catch them. 0 in every real server. */
+    uint32_t break_on_purpose; /* RAFT_BREAK_* bits */
+};
+
+/* Faults for break_on_purpose. */
+#define RAFT_BREAK_COMMIT_MINORITY 0x1u /* the leader commits on its own ack */
+#define RAFT_BREAK_VOTE_LOG_CHECK 0x2u  /* votes ignore whose log is newer */
+
+/* What must be durable across restarts. commit_zxid is advisory: any value
+ * not above the true commit point is safe, so the driver may write it
+ * lazily (with the next term/vote write, say); raft_new trusts it. */
+struct raft_hard_state {
+    uint32_t term;
+    uint32_t vote; /* server id voted for in term; 0: none */
+    int64_t commit_zxid;
+};
+
+/* A node's durable state at start: its hard state, the zxid its snapshot
+ * reaches (0: none; the state machine the driver loaded is at that zxid
+ * plus log entries up to hard_state.commit_zxid, which the driver has
+ * re-applied itself), and the log entries after the snapshot, in zxid
+ * order (copied). */
+struct raft_boot {
+    struct raft_hard_state hard_state;
+    int64_t snap_zxid;
+    const struct raft_entry *entries;
+    size_t n_entries;
+};
+
+enum raft_msg_type {
+    RAFT_MSG_VOTE_REQ = 1,   /* term, pre_vote, last_zxid */
+    RAFT_MSG_VOTE_RESP = 2,  /* term, pre_vote, reject */
+    RAFT_MSG_APPEND = 3,     /* term, prev_zxid, commit_zxid, entries (none: heartbeat), read_ctx */
+    RAFT_MSG_APPEND_RESP = 4, /* term, reject, match_zxid (accepted: the follower
+                               * holds the leader's log through it), hint_zxid
+                               * (rejected: the follower's last zxid not above
+                               * prev_zxid), read_ctx echoed */
+    RAFT_MSG_SNAP = 5,       /* term, snap_zxid; the driver attaches the snapshot
+                              * bytes (leader side) and hands them in (follower) */
+    RAFT_MSG_READ_INDEX = 6, /* follower -> leader: read_ctx is the follower's ctx */
+    RAFT_MSG_READ_INDEX_RESP = 7, /* leader -> follower: read_ctx, commit_zxid;
+                                   * reject: the leader could not confirm */
+};
+
+struct raft_msg {
+    uint8_t type; /* enum raft_msg_type */
+    uint32_t from;
+    uint32_t to;
+    uint32_t term;
+    bool pre_vote;
+    bool reject;
+    int64_t last_zxid;
+    int64_t prev_zxid;
+    int64_t commit_zxid;
+    int64_t match_zxid;
+    int64_t hint_zxid;
+    int64_t snap_zxid;
+    uint64_t read_ctx;
+    /* APPEND: borrowed (out of raft_ready: valid until raft_advance; into
+     * raft_step: for the duration of the call, copied if kept). */
+    const struct raft_entry *entries;
+    uint32_t n_entries;
+    /* SNAP: the snapshot at snap_zxid. Out of raft_ready these are NULL/0
+     * and the driver attaches its snapshot for snap_zxid; into raft_step
+     * they are borrowed and copied into rd.snapshot. */
+    const uint8_t *snap_data;
+    size_t snap_len;
+};
+
+struct raft_snapshot {
+    int64_t zxid;
+    const uint8_t *data;
+    size_t len;
+};
+
+/* A ReadIndex result: ok means the state machine may serve the read for
+ * ctx once it has applied through zxid (linearizable); !ok means leadership
+ * could not be confirmed (lost leadership, no leader known): retry or fail. */
+struct raft_read {
+    uint64_t ctx;
+    int64_t zxid;
+    bool ok;
+};
+
+struct raft_ready {
+    bool hard_state_changed;
+    struct raft_hard_state hard_state;
+    const struct raft_snapshot *snapshot; /* NULL: none */
+    bool truncate;
+    int64_t truncate_after;
+    const struct raft_entry *entries;
+    size_t n_entries;
+    const struct raft_msg *msgs;
+    size_t n_msgs;
+    const struct raft_entry *committed;
+    size_t n_committed;
+    const struct raft_read *reads;
+    size_t n_reads;
+};
+
+struct raft_peer_status {
+    uint32_t id;
+    bool voter;
+    int64_t match_zxid;   /* leader only: highest zxid known replicated there */
+    bool recently_active; /* leader only: heard from within the election timeout */
+};
+
+struct raft_status {
+    enum raft_role role;
+    uint32_t term;
+    uint32_t vote;
+    uint32_t leader_id; /* 0: unknown */
+    int64_t commit_zxid;
+    int64_t applied_zxid; /* committed entries handed out and advanced past */
+    int64_t last_zxid;    /* last entry in the log (snap_zxid if none) */
+    int64_t durable_zxid; /* last entry the driver has made durable */
+    int64_t snap_zxid;    /* the log holds entries after this */
+    uint32_t n_peers;
+    struct raft_peer_status peers[RAFT_MEMBERS_MAX];
+};
+
+struct raft;
+
+/* A core for cfg and boot (both copied). NULL: bad config (self not a
+ * member, duplicate ids, no voter, election_ticks <= heartbeat_ticks,
+ * boot entries out of order or not above snap_zxid) or no memory. */
+struct raft *raft_new(const struct raft_cfg *cfg, const struct raft_boot *boot);
+void raft_free(struct raft *r);
+
+/* One unit of time (the driver's tickTime / N). */
+void raft_tick(struct raft *r);
+
+/* Takes one message addressed to this node. Stale or duplicated messages
+ * are absorbed; RAFT_EINVAL (nothing changed) for a message from a
+ * non-member or to someone else, or entries not in zxid order. */
+int raft_step(struct raft *r, const struct raft_msg *m);
+
+/* Leader only: appends one DATA entry (data copied) and returns its zxid
+ * in *zxid. RAFT_ENOTLEADER, RAFT_ELIMIT (stepped down), RAFT_ENOMEM. */
+int raft_propose(struct raft *r, const void *data, size_t len, int64_t *zxid);
+
+/* Starts a ReadIndex for ctx; its result comes out of a later raft_ready.
+ * On the leader: once it has committed an entry of its own term and a
+ * quorum has answered a heartbeat sent after this call. On a follower:
+ * asks the leader (RAFT_MSG_READ_INDEX); the driver times the answer out
+ * itself if messages are lost. RAFT_ENOTLEADER: no leader known. */
+int raft_read_index(struct raft *r, uint64_t ctx);
+
+/* The driver holds a snapshot at zxid (<= applied): entries up to zxid may
+ * go, and a follower that needs them gets RAFT_MSG_SNAP instead. The core
+ * keeps the newest keep_entries of them for followers just behind. */
+void raft_compact(struct raft *r, int64_t zxid, size_t keep_entries);
+
+bool raft_has_ready(const struct raft *r);
+void raft_ready(struct raft *r, struct raft_ready *rd);
+void raft_advance(struct raft *r, const struct raft_ready *rd);
+
+void raft_status(const struct raft *r, struct raft_status *st);
+
+/* The zxid-ordered log the core holds (after snap_zxid), for checkers:
+ * entry i of n, or NULL past the end. */
+size_t raft_log_len(const struct raft *r);
+const struct raft_entry *raft_log_at(const struct raft *r, size_t i);
+
+const char *raft_role_name(enum raft_role role);
+const char *raft_msg_type_name(uint8_t type);
+
+#endif
