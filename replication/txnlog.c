@@ -881,6 +881,7 @@ struct txnlog {
     struct txnlog_buf pending; /* framed records appended since the last good sync */
     int64_t last_zxid;
     int64_t durable_zxid;
+    bool broken; /* a truncation failed half way: only a restart may go on */
 };
 
 /* The last zxid in the log: scanning only the last segment is enough unless
@@ -962,6 +963,8 @@ int64_t txnlog_durable_zxid(const struct txnlog *log)
 
 int txnlog_append(struct txnlog *log, const struct txn *x)
 {
+    if (log->broken)
+        return -EIO;
     if (x->zxid <= log->last_zxid)
         return TXNLOG_EORDER;
     size_t start = log->pending.len;
@@ -1113,6 +1116,8 @@ static void attempt_undo(struct txnlog *log, struct sync_attempt *a)
 
 int txnlog_sync(struct txnlog *log)
 {
+    if (log->broken)
+        return -EIO;
     if (log->pending.len == 0)
         return 0;
     struct sync_attempt a = { .saved = log->cur };
@@ -1130,4 +1135,114 @@ int txnlog_sync(struct txnlog *log)
     free(a.created);
     TL_ASSERT(rc != 0 || log->durable_zxid == log->last_zxid);
     return rc;
+}
+
+/* ---- truncation ------------------------------------------------------------------ */
+
+/* Drops the buffered records above zxid (never written, nothing to undo on
+ * disk) and returns the highest zxid still buffered, 0 when none is. */
+static int64_t pending_cut_after(struct txnlog_buf *b, int64_t zxid)
+{
+    size_t pos = 0;
+    int64_t kept = 0;
+    while (pos < b->len) {
+        int64_t z = (int64_t)get_be64(b->p + pos + FRAME_BYTES);
+        if (z > zxid)
+            break;
+        kept = z;
+        pos += FRAME_BYTES + get_be32(b->p + pos);
+    }
+    TL_ASSERT(pos <= b->len);
+    b->len = pos;
+    return kept;
+}
+
+/* Cuts segment name (which holds records up to and past zxid) right after
+ * its last record not above zxid, and syncs it. The records before the cut
+ * were checked when the log was opened or written; a segment that no
+ * longer frames up to there is damage, not something to cut around. */
+static int seg_cut_after(struct txnlog *log, int64_t name, int64_t zxid)
+{
+    char path[PATH_MAX];
+    int rc = seg_path(log->dir, name, path, sizeof path);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (rc == 0)
+        rc = seg_read(log->st, path, &buf, &len);
+    if (rc != 0)
+        return rc;
+    size_t off = SEG_HEADER_BYTES, n = 0;
+    if (len < SEG_HEADER_BYTES)
+        rc = TXNLOG_ECORRUPT;
+    while (rc == 0 && (n = record_at(buf, len, len, off)) != 0 &&
+           (int64_t)get_be64(buf + off + FRAME_BYTES) <= zxid)
+        off += n;
+    if (rc == 0 && n == 0 && nonzero_end(buf, len) > off)
+        rc = TXNLOG_ECORRUPT; /* bytes that frame no record where records were */
+    free(buf);
+    struct storage_file *f = NULL;
+    if (rc == 0)
+        rc = storage_open(log->st, path, 0, &f);
+    if (rc != 0)
+        return rc;
+    rc = storage_truncate(f, off);
+    if (rc == 0)
+        rc = storage_datasync(f);
+    int crc = storage_close(f);
+    return rc != 0 ? rc : crc;
+}
+
+/* The durable half of txnlog_truncate_after: whole segments above zxid
+ * first (newest first, so that what is left is always a prefix), then the
+ * one holding the cut. */
+static int disk_cut_after(struct txnlog *log, int64_t zxid)
+{
+    struct seg_list l;
+    int rc = seg_list_load(log->st, log->dir, &l);
+    if (rc != 0)
+        return rc;
+    char path[PATH_MAX];
+    size_t keep = l.count;
+    while (rc == 0 && keep > 0 && l.items[keep - 1].zxid > zxid) {
+        keep--;
+        rc = seg_path(log->dir, l.items[keep].zxid, path, sizeof path);
+        if (rc == 0)
+            rc = storage_unlink(log->st, path);
+    }
+    if (rc == 0 && keep < l.count)
+        rc = storage_sync_dir(log->st, log->dir);
+    if (rc == 0 && keep > 0)
+        rc = seg_cut_after(log, l.items[keep - 1].zxid, zxid);
+    free(l.items);
+    return rc;
+}
+
+int txnlog_truncate_after(struct txnlog *log, int64_t zxid)
+{
+    TL_ASSERT(zxid >= 0);
+    if (log->broken)
+        return -EIO;
+    if (zxid >= log->last_zxid)
+        return 0;
+    int64_t buffered = pending_cut_after(&log->pending, zxid);
+    if (log->durable_zxid <= zxid) {
+        /* only never-written records went */
+        log->last_zxid = buffered != 0 ? buffered : log->durable_zxid;
+        return 0;
+    }
+    TL_ASSERT(log->pending.len == 0); /* every buffered record was above the durable ones */
+    if (log->cur.file != NULL)
+        (void)storage_close(log->cur.file); /* synced: a close error loses nothing */
+    log->cur = (struct seg_pos){ 0 };
+    int64_t last = 0;
+    int rc = disk_cut_after(log, zxid);
+    if (rc == 0)
+        rc = open_scan(log->st, log->dir, &last);
+    if (rc != 0) {
+        log->broken = true;
+        return rc;
+    }
+    TL_ASSERT(last <= zxid);
+    log->last_zxid = log->durable_zxid = last;
+    return 0;
 }

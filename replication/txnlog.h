@@ -200,6 +200,18 @@ int txnlog_sync(struct txnlog *log);
 int64_t txnlog_last_zxid(const struct txnlog *log);
 /* Highest zxid known durable (after open's scan or a successful sync). */
 int64_t txnlog_durable_zxid(const struct txnlog *log);
+/* Drops every record with a zxid above zxid, buffered or durable: a Raft
+ * follower cutting an uncommitted tail its new leader does not have. The
+ * cut is durable when this returns 0: segments named above zxid are
+ * unlinked newest first and the directory synced, then the segment holding
+ * the cut is truncated and synced, so a crash at any point leaves a prefix
+ * of the old log (still in order) and, once 0 is returned, no dropped
+ * record can come back under the records appended next. The next sync
+ * starts a new segment. On an error (-errno, or TXNLOG_ECORRUPT for a
+ * segment that no longer checks) the log refuses appends and syncs with
+ * -EIO from then on: what is on disk is some prefix of the old log, and
+ * only a restart (open, which scans it) may say which. */
+int txnlog_truncate_after(struct txnlog *log, int64_t zxid);
 
 /* ---- reader / recovery -------------------------------------------------- */
 /* Called once per record with zxid > from_zxid, in zxid order. x is freed by

@@ -1022,6 +1022,133 @@ static void test_purge_keeps_what_it_must(void **state)
     storage_destroy(st);
 }
 
+/* ---- truncate-after-zxid (Raft's follower cutting an uncommitted tail) ------------- */
+
+/* Replays dir and asserts the zxids are exactly want[0..n), each record
+ * the generated shape for its zxid. */
+static void replay_expect(struct storage *st, const int64_t *want, size_t n)
+{
+    struct collect c = { 0 };
+    struct txnlog_replay_stats stats;
+    assert_int_equal(txnlog_replay(st, LOG_DIR, 0, collect_fn, &c, &stats), 0);
+    assert_int_equal(c.n, n);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(c.items[i].zxid, want[i]);
+        assert_is_generated(&c.items[i]);
+    }
+    collect_free(&c);
+}
+
+static void append_one(struct txnlog *log, int64_t zxid)
+{
+    struct txn x;
+    txn_shape((int)zxid, zxid, &x);
+    assert_int_equal(txnlog_append(log, &x), 0);
+    txn_free(&x);
+}
+
+/* A cut inside the last segment, then a new term's records after it: the
+ * old tail never comes back, and the next sync starts a new segment. */
+static void test_truncate_after_then_new_term(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct txnlog *log = log_open(st, 1 << 20, 256);
+    log_write(log, 1, 9, 4);
+    assert_int_equal(txnlog_truncate_after(log, 5), 0);
+    assert_int_equal(txnlog_last_zxid(log), 5);
+    assert_int_equal(txnlog_durable_zxid(log), 5);
+    const int64_t cut[] = { 1, 2, 3, 4, 5 };
+    replay_expect(st, cut, 5);
+    int64_t t2 = (int64_t)2 << 32;
+    assert_int_equal(txnlog_truncate_after(log, 7), 0); /* nothing above 5: no-op */
+    append_one(log, t2);
+    append_one(log, t2 + 1);
+    assert_int_equal(txnlog_sync(log), 0);
+    txnlog_close(log);
+    struct names ns = seg_names(st);
+    assert_int_equal(ns.n, 2);
+    assert_int_equal(ns.zxid[1], t2);
+    const int64_t want[] = { 1, 2, 3, 4, 5, t2, t2 + 1 };
+    replay_expect(st, want, 7);
+    log = log_open(st, 1 << 20, 256);
+    assert_int_equal(txnlog_last_zxid(log), t2 + 1);
+    txnlog_close(log);
+    storage_destroy(st);
+}
+
+/* Cuts across segment boundaries at every zxid of a 40-record log, each
+ * followed by a crash that keeps nothing unsynced: what is left is exactly
+ * 1..cut, and the writer goes on after it. */
+static void test_truncate_after_every_zxid_survives_crash(void **state)
+{
+    for (int64_t cut = 0; cut <= 40; cut++) {
+        struct storage *st = storage_mem_new();
+        struct txnlog *log = log_open(st, 400, 128);
+        log_write(log, 1, 40, 3);
+        assert_true(seg_names(st).n >= 4);
+        assert_int_equal(txnlog_truncate_after(log, cut), 0);
+        storage_mem_crash(st, 0, false);
+        int64_t want[48];
+        for (int64_t z = 1; z <= cut; z++)
+            want[z - 1] = z;
+        replay_expect(st, want, (size_t)cut);
+        append_one(log, 100);
+        assert_int_equal(txnlog_sync(log), 0);
+        txnlog_close(log);
+        want[cut] = 100;
+        replay_expect(st, want, (size_t)cut + 1);
+        storage_destroy(st);
+    }
+}
+
+/* Records never synced are cut in memory only; durable ones stay. */
+static void test_truncate_after_buffered_only(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct txnlog *log = log_open(st, 1 << 20, 256);
+    log_write(log, 1, 4, 4);
+    log_append_only(log, 5, 8);
+    assert_int_equal(txnlog_truncate_after(log, 6), 0);
+    assert_int_equal(txnlog_last_zxid(log), 6);
+    assert_int_equal(txnlog_durable_zxid(log), 4);
+    assert_int_equal(txnlog_sync(log), 0);
+    const int64_t want[] = { 1, 2, 3, 4, 5, 6 };
+    replay_expect(st, want, 6);
+    log_append_only(log, 7, 9);
+    assert_int_equal(txnlog_truncate_after(log, 3), 0); /* buffered and durable */
+    assert_int_equal(txnlog_last_zxid(log), 3);
+    assert_int_equal(txnlog_sync(log), 0); /* nothing buffered */
+    txnlog_close(log);
+    replay_expect(st, want, 3);
+    storage_destroy(st);
+}
+
+/* A sync failing under the cut leaves the log refusing work: what is on
+ * disk is some prefix of the old log, and only a restart may say which. */
+static void test_truncate_after_failure_stops_the_writer(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct txnlog *log = log_open(st, 1 << 20, 256);
+    log_write(log, 1, 6, 6);
+    storage_mem_fail_sync(st, -EIO, 1);
+    assert_int_equal(txnlog_truncate_after(log, 2), -EIO);
+    struct txn x;
+    txn_shape(3, 3, &x);
+    assert_int_equal(txnlog_append(log, &x), -EIO);
+    txn_free(&x);
+    assert_int_equal(txnlog_sync(log), -EIO);
+    assert_int_equal(txnlog_truncate_after(log, 1), -EIO);
+    txnlog_close(log);
+    storage_mem_crash(st, 0, false);
+    struct collect c = { 0 };
+    assert_int_equal(txnlog_replay(st, LOG_DIR, 0, collect_fn, &c, NULL), 0);
+    assert_true(c.n >= 2 && c.n <= 6); /* a prefix, never less than the cut */
+    for (size_t i = 0; i < c.n; i++)
+        assert_int_equal(c.items[i].zxid, (int64_t)i + 1);
+    collect_free(&c);
+    storage_destroy(st);
+}
+
 /* ---- crashes and disk errors ---------------------------------------------------------- */
 
 static uint32_t next_rand(uint32_t *s)
@@ -1399,6 +1526,10 @@ int main(void)
         cmocka_unit_test(test_empty_last_segment_is_removed),
         cmocka_unit_test(test_segments_roll_and_replay_across),
         cmocka_unit_test(test_purge_keeps_what_it_must),
+        cmocka_unit_test(test_truncate_after_then_new_term),
+        cmocka_unit_test(test_truncate_after_every_zxid_survives_crash),
+        cmocka_unit_test(test_truncate_after_buffered_only),
+        cmocka_unit_test(test_truncate_after_failure_stops_the_writer),
         cmocka_unit_test(test_crash_keeps_synced_records),
         cmocka_unit_test(test_crash_after_sync_keeps_everything),
         cmocka_unit_test(test_enospc_then_space_returns),
