@@ -41,6 +41,7 @@ struct reporter {
     int line;
     const char *what;
     int errors;
+    bool dynamic_file; /* a dynamicConfigFile: server.N and version lines only */
 };
 
 static void report(struct reporter *r, int severity, const char *fmt, ...)
@@ -82,6 +83,7 @@ static void report(struct reporter *r, int severity, const char *fmt, ...)
 enum kind {
     K_INT32,           /* decimal in [min, max] */
     K_INT64,           /* decimal in [min, max] */
+    K_TICKS,           /* decimal in [min, max]; 0 (unset) is left alone by check_ranges */
     K_PORT,            /* 1..65535 */
     K_SESSION_TIMEOUT, /* positive ms, or -1 = derive from tickTime */
     K_SNAP_RETAIN,     /* ZooKeeper raises values below 3 to 3 with a warning */
@@ -153,6 +155,13 @@ static const struct setting key_settings[] = {
     ROW("larch.workers", K_INT32, workers, 1, WORKERS_MAX, false),
     ROW("larch.logLevel", K_LOGLEVEL, log_level, 0, 3, false),
     ROW_SET("larch.inlineSequencer", K_BOOL, inline_sequencer, inline_sequencer_set, 0, 0),
+    /* the ensemble: server.N lines are parsed by parse_server_line */
+    ROW("initLimit", K_TICKS, init_limit, 1, INT32_MAX, false),
+    ROW("syncLimit", K_TICKS, sync_limit, 1, INT32_MAX, false),
+    ROW("standaloneEnabled", K_BOOL, standalone_enabled, 0, 0, false),
+    ROW("reconfigEnabled", K_BOOL, reconfig_enabled, 0, 0, false),
+    ROW("peerType", K_STRING, peer_type, 1, 0, false),
+    ROW("dynamicConfigFile", K_STRING, dynamic_config_file, 1, 0, false),
 };
 
 static const struct setting flag_settings[] = {
@@ -187,13 +196,12 @@ static const struct setting flag_settings[] = {
  * they get a milder warning than a misspelt key. Matched after dropping an
  * optional "zookeeper." prefix; entries ending in '.' match as prefixes. */
 static const char *const ignored_keys[] = {
-    "initLimit", "syncLimit", "server.", "group.", "weight.", "peerType", "electionAlg",
-    "electionPortBindRetry", "standaloneEnabled", "reconfigEnabled", "quorumListenOnAllIPs",
+    "electionAlg", "electionPortBindRetry", "quorumListenOnAllIPs",
     "admin.", "metricsProvider.", "audit.enable", "forceSync",
     "secureClientPort", "secureClientPortAddress", "ssl.", "sslQuorum", "authProvider.",
     "sessionRequireClientSASLAuth", "enforce.auth.", "clientPortListenBacklog",
     "localSessionsEnabled", "localSessionsUpgradingEnabled", "connectToLearnerMasterLimit",
-    "syncEnabled", "dynamicConfigFile", "serverCnxnFactory", "observerMasterPort",
+    "syncEnabled", "serverCnxnFactory", "observerMasterPort",
     "quorum.", "multiAddress.", "skipACL", "enforceQuota", "maxResponseCacheSize",
     "maxGetChildrenResponseCacheSize", "fsync.warningthresholdms", "leaderServes", "cnxTimeout",
     "digest.enabled", "snapshot.", "txnLogSizeLimitInKb", "snapSizeLimitInKb", "jvm.",
@@ -530,7 +538,8 @@ static void apply_setting(struct config *c, const struct setting *s, const char 
 {
     switch (s->kind) {
     case K_INT32:
-    case K_INT64: apply_int(c, s, value, r); break;
+    case K_INT64:
+    case K_TICKS: apply_int(c, s, value, r); break;
     case K_PORT: apply_port(c, s, value, r); break;
     case K_SESSION_TIMEOUT: apply_session_timeout(c, s, value, r); break;
     case K_SNAP_RETAIN: apply_snap_retain(c, s, value, r); break;
@@ -579,6 +588,7 @@ void config_defaults(struct config *c)
     long workers = cpus > 1 ? cpus - 1 : 1;
     c->workers = (int32_t)(workers > WORKERS_MAX ? WORKERS_MAX : workers);
     c->log_level = 2;
+    c->standalone_enabled = true;
 }
 
 /* ------------------------------------------------------------------ zoo.cfg text */
@@ -791,6 +801,165 @@ static void warn_unused_key(const char *key, struct reporter *r)
     report(r, SEV_WARNING, "unknown key '%.*s' ignored", VALUE_ECHO_MAX, key);
 }
 
+/* ------------------------------------------------------------------ server.N */
+
+#define SERVER_FORMAT "host:quorumPort:electionPort[:participant|observer][;[clientAddress:]clientPort]"
+#define SERVER_ID_MAX 255
+
+/* A port as ZooKeeper's QuorumServer takes it: decimal, 1..65535. */
+static bool parse_port_text(const char *text, size_t len, int32_t *out)
+{
+    char buf[8];
+    int64_t v;
+    if (len == 0 || len >= sizeof buf)
+        return false;
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    if (parse_decimal(buf, &v) != NUM_OK || v < 1 || v > 65535)
+        return false;
+    *out = (int32_t)v;
+    return true;
+}
+
+/* Copies text[0, len) into a NUL-terminated field of cap bytes. */
+static bool copy_field(char *out, size_t cap, const char *text, size_t len)
+{
+    if (len == 0 || len >= cap)
+        return false;
+    memcpy(out, text, len);
+    out[len] = '\0';
+    return true;
+}
+
+/* Splits "host" or "[v6]" off the front of p; *rest points after it. */
+static bool take_host(const char *p, char *host, size_t cap, const char **rest)
+{
+    if (*p == '[') {
+        const char *close = strchr(p, ']');
+        if (close == NULL || !copy_field(host, cap, p + 1, (size_t)(close - p - 1)))
+            return false;
+        *rest = close + 1;
+        return true;
+    }
+    size_t n = strcspn(p, ":");
+    if (!copy_field(host, cap, p, n))
+        return false;
+    *rest = p + n;
+    return true;
+}
+
+/* "host:quorumPort:electionPort[:participant|observer]" */
+static bool parse_server_address(const char *p, struct config_server *sv)
+{
+    const char *rest;
+    if (!take_host(p, sv->host, sizeof sv->host, &rest) || *rest++ != ':')
+        return false;
+    size_t n = strcspn(rest, ":");
+    if (!parse_port_text(rest, n, &sv->quorum_port) || rest[n] != ':')
+        return false;
+    rest += n + 1;
+    n = strcspn(rest, ":");
+    if (!parse_port_text(rest, n, &sv->election_port))
+        return false;
+    rest += n;
+    if (*rest == '\0')
+        return true;
+    rest++;
+    /* QuorumServer lower-cases the role before comparing it */
+    if (strcasecmp(rest, "observer") == 0)
+        sv->observer = true;
+    else if (strcasecmp(rest, "participant") != 0)
+        return false;
+    return true;
+}
+
+/* "[clientAddress:]clientPort" after the ';'. */
+static bool parse_server_client(const char *p, struct config_server *sv)
+{
+    const char *colon = strrchr(p, ':');
+    if (colon == NULL)
+        return parse_port_text(p, strlen(p), &sv->client_port);
+    const char *rest;
+    char host[sizeof sv->client_address];
+    if (!take_host(p, host, sizeof host, &rest) || rest != colon)
+        return false;
+    memcpy(sv->client_address, host, sizeof host);
+    return parse_port_text(colon + 1, strlen(colon + 1), &sv->client_port);
+}
+
+static struct config_server *find_server(struct config *c, int64_t id)
+{
+    for (uint32_t i = 0; i < c->n_servers; i++)
+        if (c->servers[i].id == id)
+            return &c->servers[i];
+    return NULL;
+}
+
+/* server.N=...: one member of the ensemble, kept with where it was given. */
+static void parse_server_line(struct config *c, const char *key, char *value, struct reporter *r)
+{
+    int64_t id;
+    const char *idtext = key + strlen("server.");
+    if (parse_decimal(idtext, &id) != NUM_OK || idtext[0] == '+' || id < 1 || id > SERVER_ID_MAX) {
+        report(r, SEV_ERROR, "'%.*s' is not a server id (1-%d)", VALUE_ECHO_MAX, idtext,
+               SERVER_ID_MAX);
+        return;
+    }
+    const struct config_server *dup = find_server(c, id);
+    if (dup != NULL) {
+        report(r, SEV_ERROR, "given twice (first at %s)", dup->where);
+        return;
+    }
+    if (c->n_servers == CONFIG_SERVERS_MAX) {
+        report(r, SEV_ERROR, "more than %d servers", CONFIG_SERVERS_MAX);
+        return;
+    }
+    if (strchr(value, '|') != NULL) {
+        report(r, SEV_ERROR, "several addresses for one server (multiAddress) are not supported");
+        return;
+    }
+    struct config_server sv = { .id = id };
+    char *semi = strchr(value, ';');
+    if (semi != NULL)
+        *semi = '\0';
+    if (!parse_server_address(trim_java(value), &sv) ||
+        (semi != NULL && !parse_server_client(trim_java(semi + 1), &sv))) {
+        if (semi != NULL)
+            *semi = ';';
+        report(r, SEV_ERROR, "'%.*s' is not " SERVER_FORMAT, VALUE_ECHO_MAX, value);
+        return;
+    }
+    snprintf(sv.where, sizeof sv.where, "%s:%d", r->source, r->line);
+    c->servers[c->n_servers++] = sv;
+}
+
+/* Keys handled here rather than by a table row. True when key was one. */
+static bool apply_ensemble_key(struct config *c, const char *key, char *value,
+                               struct reporter *r)
+{
+    if (strncmp(key, "server.", strlen("server.")) == 0) {
+        r->what = key;
+        parse_server_line(c, key, value, r);
+        r->what = NULL;
+        return true;
+    }
+    if (strncmp(key, "group.", strlen("group.")) == 0 ||
+        strncmp(key, "weight.", strlen("weight.")) == 0) {
+        report(r, SEV_ERROR, "'%.*s': hierarchical quorums (group.N, weight.N) are not "
+                             "supported: larchd counts a majority of participants",
+               VALUE_ECHO_MAX, key);
+        return true;
+    }
+    if (r->dynamic_file) {
+        /* ZooKeeper's dynamic file carries the membership and its version */
+        if (strcmp(key, "version") != 0)
+            report(r, SEV_ERROR, "'%.*s' does not belong in a dynamic configuration file "
+                                 "(server.N and version lines only)", VALUE_ECHO_MAX, key);
+        return true;
+    }
+    return false;
+}
+
 /* Parses one logical line into key and value and applies it. */
 static void apply_line(struct config *c, struct logical_line *ll, struct reporter *r)
 {
@@ -808,7 +977,9 @@ static void apply_line(struct config *c, struct logical_line *ll, struct reporte
     }
     /* QuorumPeerConfig trims both key and value before using them. */
     const char *key = trim_java(ll->key);
-    const char *value = trim_java(ll->value);
+    char *value = trim_java(ll->value);
+    if (apply_ensemble_key(c, key, value, r))
+        return;
     const struct setting *s = find_key(key);
     if (s == NULL) {
         warn_unused_key(key, r);
@@ -819,12 +990,13 @@ static void apply_line(struct config *c, struct logical_line *ll, struct reporte
     r->what = NULL;
 }
 
-int config_parse_text(struct config *c, const char *text, size_t len, const char *source,
-                      config_report_fn fn, void *arg)
+static int parse_text(struct config *c, const char *text, size_t len, const char *source,
+                      config_report_fn fn, void *arg, bool dynamic_file)
 {
     assert(c != NULL);
     assert(text != NULL || len == 0);
-    struct reporter r = { .fn = fn, .arg = arg, .source = source ? source : "zoo.cfg" };
+    struct reporter r = { .fn = fn, .arg = arg, .source = source ? source : "zoo.cfg",
+                          .dynamic_file = dynamic_file };
     struct cursor t = { .p = text, .end = text + len, .line = 1 };
     static_assert(LINE_BYTES_MAX > sizeof c->data_dir, "a dataDir line must fit");
     struct logical_line *ll = malloc(sizeof *ll); /* 24 KiB: keep it off the stack */
@@ -841,6 +1013,12 @@ int config_parse_text(struct config *c, const char *text, size_t len, const char
     }
     free(ll);
     return r.errors > 0 ? -1 : 0;
+}
+
+int config_parse_text(struct config *c, const char *text, size_t len, const char *source,
+                      config_report_fn fn, void *arg)
+{
+    return parse_text(c, text, len, source, fn, arg, false);
 }
 
 /* Reads the whole file (bounded by FILE_BYTES_MAX) into a fresh buffer that the
@@ -875,16 +1053,36 @@ close_file:
     return NULL;
 }
 
-int config_load(struct config *c, const char *path, config_report_fn fn, void *arg)
+static int load_file(struct config *c, const char *path, config_report_fn fn, void *arg,
+                     bool dynamic_file)
 {
-    assert(c != NULL && path != NULL);
     struct reporter r = { .fn = fn, .arg = arg, .source = path };
     size_t len = 0;
     char *text = read_file(path, &len, &r);
     if (text == NULL)
         return -1;
-    int rc = config_parse_text(c, text, len, path, fn, arg);
+    int rc = parse_text(c, text, len, path, fn, arg, dynamic_file);
     free(text);
+    return rc;
+}
+
+int config_load(struct config *c, const char *path, config_report_fn fn, void *arg)
+{
+    assert(c != NULL && path != NULL);
+    uint32_t static_servers = c->n_servers;
+    int rc = load_file(c, path, fn, arg, false);
+    if (c->dynamic_config_file[0] == '\0')
+        return rc;
+    static_servers = c->n_servers - static_servers;
+    if (load_file(c, c->dynamic_config_file, fn, arg, true) != 0)
+        rc = -1;
+    if (static_servers > 0 && c->n_servers > static_servers) {
+        struct reporter r = { .fn = fn, .arg = arg, .source = path };
+        report(&r, SEV_ERROR, "server.N lines both here and in dynamicConfigFile %.*s: "
+                              "keep the membership in one place", VALUE_ECHO_MAX,
+               c->dynamic_config_file);
+        rc = -1;
+    }
     return rc;
 }
 
@@ -1084,6 +1282,67 @@ static void finish_budget(struct config *c, struct reporter *r)
                (long long)c->max_buffered_bytes, (long long)c->conn_max_buffer_bytes);
 }
 
+/* ZooKeeper's QuorumPeerConfig.isDistributed: replicated mode when more
+ * than one participant is listed, or when a lone one may not run alone. */
+bool config_is_distributed(const struct config *c)
+{
+    uint32_t voters = 0;
+    for (uint32_t i = 0; i < c->n_servers; i++)
+        voters += !c->servers[i].observer;
+    return c->n_servers > 0 && (!c->standalone_enabled || voters > 1);
+}
+
+/* Reports at a server.N line's own file and line. */
+static void report_at_server(struct reporter *r, const struct config_server *sv,
+                             const char *msg)
+{
+    struct reporter at = *r;
+    at.source = sv->where;
+    at.line = 0;
+    at.what = NULL;
+    at.errors = 0;
+    report(&at, SEV_ERROR, "server.%lld: %s", (long long)sv->id, msg);
+    r->errors += at.errors;
+}
+
+/* The ensemble's rules. Replicated mode is refused at the line that asks
+ * for it: until larchd takes part in a quorum, a server that ran alone
+ * would acknowledge writes no quorum holds, beside others doing the same
+ * (split brain), which is worse than not starting. */
+static void finish_ensemble(struct config *c, struct reporter *r)
+{
+    if (c->peer_type[0] != '\0' && strcmp(c->peer_type, "participant") != 0 &&
+        strcmp(c->peer_type, "observer") != 0)
+        report(r, SEV_ERROR, "peerType '%s' is not participant or observer", c->peer_type);
+    const struct config_server *second = NULL, *first = NULL;
+    for (uint32_t i = 0; i < c->n_servers; i++) {
+        const struct config_server *sv = &c->servers[i];
+        /* session ids carry the server id in their top byte; 255 would make
+         * TTL nodes' ephemeral owner look like a TTL (ZooKeeper's rule) */
+        if (c->extended_types && sv->id > 254)
+            report_at_server(r, sv, "ids above 254 are not allowed with "
+                                    "zookeeper.extendedTypesEnabled=true");
+        if (!sv->observer && first == NULL)
+            first = sv;
+        else if (!sv->observer && second == NULL)
+            second = sv;
+    }
+    if (c->n_servers > 0 && first == NULL)
+        report_at_server(r, &c->servers[0], "no server is a participant: an ensemble "
+                                            "needs voters");
+    if (!config_is_distributed(c) || first == NULL)
+        return;
+    if (second != NULL)
+        report_at_server(r, second, "a second participant asks for an ensemble, and this "
+                                    "larchd cannot yet take part in one: running alone it "
+                                    "would acknowledge writes no quorum holds (split brain); "
+                                    "list one participant to run standalone");
+    else
+        report_at_server(r, first, "standaloneEnabled=false asks for replicated mode, which "
+                                   "this larchd cannot run yet; set standaloneEnabled=true "
+                                   "to run standalone");
+}
+
 int config_finish(struct config *c, config_report_fn fn, void *arg)
 {
     assert(c != NULL);
@@ -1092,6 +1351,7 @@ int config_finish(struct config *c, config_report_fn fn, void *arg)
     check_ranges(c, &r);
     finish_session_timeouts(c, &r);
     finish_budget(c, &r);
+    finish_ensemble(c, &r);
     if (c->client_port_address[0] == '\0')
         report(&r, SEV_ERROR, "clientPortAddress must not be empty");
     /* ZooKeeper writes the txn log into dataDir unless dataLogDir is given. */
@@ -1192,8 +1452,13 @@ const char *config_usage(void)
            "  larch.logLevel=info               (error, warn, info, debug)\n"
            "  larch.inlineSequencer=            (auto: true when CPUs < workers + 1)\n"
            "Keys marked * may also be written with or without a \"zookeeper.\" prefix.\n"
-           "Ensemble and JVM keys (initLimit, syncLimit, server.N, admin.*, ssl.*, ...) are\n"
-           "accepted with a warning and ignored: larchd runs standalone.\n"
+           "Ensemble keys: server.N=host:quorumPort:electionPort[:participant|observer]\n"
+           "  [;[clientAddress:]clientPort], initLimit, syncLimit, standaloneEnabled=true,\n"
+           "  reconfigEnabled=false, peerType, dynamicConfigFile. One participant runs\n"
+           "  standalone; a configuration that asks for replicated mode (two participants,\n"
+           "  or standaloneEnabled=false) is refused, naming the line: this larchd cannot\n"
+           "  take part in a quorum yet. JVM and other ZooKeeper keys (admin.*, ssl.*, ...)\n"
+           "  are accepted with a warning and ignored.\n"
            "\n"
            "Durability: with dataDir set, every write is in the txn log (fdatasync, group\n"
            "commit) before it is acknowledged, snapshots are taken every snapCount txns,\n"
@@ -1221,6 +1486,27 @@ static void out_printf(struct out_buf *o, const char *fmt, ...)
         return;
     size_t room = o->cap - o->used - 1;
     o->used += (size_t)n < room ? (size_t)n : room;
+}
+
+/* The membership in ZooKeeper's own server.N format (as its dynamic
+ * configuration and "conf" in quorum mode print it). */
+static void format_servers(const struct config *c, struct out_buf *o)
+{
+    for (uint32_t i = 0; i < c->n_servers; i++) {
+        const struct config_server *sv = &c->servers[i];
+        /* brackets whenever reading back needs them: a ':' inside, or a
+         * '[' in front that would start a bracketed address */
+        bool v6 = strchr(sv->host, ':') != NULL || sv->host[0] == '[';
+        out_printf(o, "server.%lld=%s%s%s:%d:%d:%s", (long long)sv->id, v6 ? "[" : "", sv->host,
+                   v6 ? "]" : "", sv->quorum_port, sv->election_port,
+                   sv->observer ? "observer" : "participant");
+        if (sv->client_port != 0) {
+            bool cv6 = strchr(sv->client_address, ':') != NULL || sv->client_address[0] == '[';
+            out_printf(o, ";%s%s%s%s%d", cv6 ? "[" : "", sv->client_address, cv6 ? "]" : "",
+                       sv->client_address[0] != '\0' ? ":" : "", sv->client_port);
+        }
+        out_printf(o, "\n");
+    }
 }
 
 /* The first lines are those of ZooKeeper 3.8's "conf" (ZooKeeperServer.dumpConf),
@@ -1260,5 +1546,6 @@ size_t config_format(const struct config *c, char *out, size_t cap)
     out_printf(&o, "larch.workers=%d\nlarch.logLevel=%s\n", c->workers, level);
     if (c->inline_sequencer_set)
         out_printf(&o, "larch.inlineSequencer=%s\n", c->inline_sequencer ? "true" : "false");
+    format_servers(c, &o);
     return o.used;
 }

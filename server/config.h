@@ -22,6 +22,21 @@
 #define CONFIG_MSG_MAX 512
 #define JUTE_MAXBUFFER_MAX (16 << 20) /* half a txn log record (replication/txnlog.h) */
 
+#define CONFIG_SERVERS_MAX 32 /* server.N lines (replication/raft.h RAFT_MEMBERS_MAX) */
+
+/* One server.N line: "host:quorumPort:electionPort[:participant|observer]
+ * [;[clientAddress:]clientPort]", as ZooKeeper's QuorumServer reads it. */
+struct config_server {
+    int64_t id;                /* N: 1..255, 1..254 with extended types (TTL) */
+    char host[256];            /* an IPv6 address without its brackets */
+    int32_t quorum_port;
+    int32_t election_port;
+    bool observer;
+    char client_address[256];  /* "" when the line names none */
+    int32_t client_port;       /* 0 when the line names none */
+    char where[320];           /* "zoo.cfg:14": where the line was, for messages */
+};
+
 struct config {
     /* zoo.cfg keys */
     int32_t tick_time_ms;           /* tickTime, default 2000 */
@@ -50,6 +65,18 @@ struct config {
     int64_t conn_max_buffer_bytes;  /* larch.connection.maxBufferBytes, default 2 frames */
     int64_t conn_out_high_water_bytes; /* larch.connection.outputHighWaterBytes, default 1 MiB */
     int64_t conn_max_unsent_bytes;  /* larch.connection.maxUnsentBytes, default 16 MiB */
+    /* the ensemble (server.N and the keys that go with it). A configuration
+     * that asks for replicated mode is refused by config_finish, naming the
+     * line: larchd cannot take part in a quorum yet, and running alone would
+     * acknowledge writes no quorum holds (split brain). */
+    int32_t init_limit;             /* initLimit (ticks), 0 = unset */
+    int32_t sync_limit;             /* syncLimit (ticks), 0 = unset */
+    bool standalone_enabled;        /* standaloneEnabled, default true */
+    bool reconfig_enabled;          /* reconfigEnabled, default false */
+    char peer_type[16];             /* peerType: "participant" (default) or "observer" */
+    char dynamic_config_file[4096]; /* dynamicConfigFile: more server.N lines */
+    uint32_t n_servers;
+    struct config_server servers[CONFIG_SERVERS_MAX];
     /* larchd-only (flags, and the same names as zoo.cfg keys) */
     int32_t workers;                /* --workers / larch.workers, default: cores - 1, at least 1 */
     int32_t log_level;              /* --log-level: 0 error .. 3 debug, default 2 (info) */
@@ -72,8 +99,14 @@ typedef void (*config_report_fn)(void *arg, int severity, const char *msg);
  * least one error. */
 int config_parse_text(struct config *c, const char *text, size_t len, const char *source,
                       config_report_fn report, void *arg);
-/* Reads and parses a file; -1 with a reported error when it cannot be read. */
+/* Reads and parses a file; -1 with a reported error when it cannot be read.
+ * When it sets dynamicConfigFile, that file is read too: it may hold only
+ * server.N and version lines, as ZooKeeper's dynamic configuration. */
 int config_load(struct config *c, const char *path, config_report_fn report, void *arg);
+
+/* True when the server.N lines ask for replicated mode: more than one
+ * participant, or standaloneEnabled=false (ZooKeeper's isDistributed). */
+bool config_is_distributed(const struct config *c);
 
 /* Parses argv (argv[0] is the program name). Flags override the file: when
  * --config is present the file is parsed first, then every flag. Sets

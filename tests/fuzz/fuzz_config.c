@@ -5,7 +5,8 @@
  * Properties: every report is a non-empty, NUL-terminated message shorter
  * than CONFIG_MSG_MAX with a text after its prefix; the parser's prefix is
  * "zoo.cfg:N: " with N a physical line of the input, config_finish's
- * "larchd: ". A -1 comes with at least one error report, a 0 with none.
+ * "larchd: " (or, for a rule about one server.N line, that line's
+ * "zoo.cfg:N: server.N: "). A -1 comes with at least one error report, a 0 with none.
  * String fields stay NUL-terminated; a finished config obeys the rules
  * config_finish checks. config_format writes, into a buffer of any size, a
  * NUL-terminated prefix of the full text and never past cap (exact-size heap
@@ -22,6 +23,7 @@ struct seen {
     const char *prefix; /* "zoo.cfg:" (then a line number) or "larchd: " */
     long lines;         /* physical lines of the text */
     int errors;
+    bool at_server_lines; /* config_finish: a server.N rule names the line */
 };
 
 static void on_report(void *arg, int severity, const char *msg)
@@ -30,12 +32,20 @@ static void on_report(void *arg, int severity, const char *msg)
     size_t n = strnlen(msg, CONFIG_MSG_MAX);
     FUZZ_CHECK((severity == 0 || severity == 1) && n > 0 && n < CONFIG_MSG_MAX);
     size_t plen = strlen(s->prefix);
-    FUZZ_CHECK(strncmp(msg, s->prefix, plen) == 0);
+    bool at_line = s->lines > 0;
+    if (s->at_server_lines && strncmp(msg, "zoo.cfg:", 8) == 0) {
+        plen = 8;
+        at_line = true;
+        FUZZ_CHECK(strstr(msg, ": server.") != NULL);
+    } else {
+        FUZZ_CHECK(strncmp(msg, s->prefix, plen) == 0);
+    }
     const char *rest = msg + plen;
-    if (s->lines > 0) {
+    if (at_line) {
         char *end;
         long line = strtol(rest, &end, 10);
-        FUZZ_CHECK(end != rest && line >= 1 && line <= s->lines && strncmp(end, ": ", 2) == 0);
+        FUZZ_CHECK(end != rest && line >= 1 && strncmp(end, ": ", 2) == 0);
+        FUZZ_CHECK(s->lines == 0 || line <= s->lines);
         rest = end + 2;
     }
     FUZZ_CHECK(*rest != '\0' || n == CONFIG_MSG_MAX - 1);
@@ -71,6 +81,10 @@ static bool strings_plain(const struct config *c)
     bool ok = plain(c->data_dir, sizeof c->data_dir);
     ok = plain(c->data_log_dir, sizeof c->data_log_dir) && ok;
     ok = plain(c->client_port_address, sizeof c->client_port_address) && ok;
+    for (uint32_t i = 0; i < c->n_servers; i++) {
+        ok = plain(c->servers[i].host, sizeof c->servers[i].host) && ok;
+        ok = plain(c->servers[i].client_address, sizeof c->servers[i].client_address) && ok;
+    }
     return plain(c->four_letter_words, sizeof c->four_letter_words) && ok;
 }
 
@@ -101,12 +115,12 @@ static void check_finished(const struct config *c)
 /* Parses text into a default config and finishes it; returns 0 or -1. */
 static int load(struct config *c, const char *text, size_t len, bool checked)
 {
-    struct seen s = { "zoo.cfg:", physical_lines(text, len), 0 };
+    struct seen s = { .prefix = "zoo.cfg:", .lines = physical_lines(text, len) };
     config_defaults(c);
     int rc = config_parse_text(c, text, len, NULL, checked ? on_report : NULL, &s);
     FUZZ_CHECK(!checked || rc == (s.errors > 0 ? -1 : 0));
     (void)strings_plain(c); /* every string field NUL-terminated */
-    s = (struct seen){ "larchd: ", 0, 0 };
+    s = (struct seen){ .prefix = "larchd: ", .at_server_lines = true };
     int frc = config_finish(c, checked ? on_report : NULL, &s);
     FUZZ_CHECK(!checked || frc == (s.errors > 0 ? -1 : 0));
     return rc == 0 && frc == 0 ? 0 : -1;

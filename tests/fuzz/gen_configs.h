@@ -114,6 +114,11 @@ static const struct {
       "key=\\u12\n"
       "snapCount=99999999999999999999\n" },
     { "derive-overflow.cfg", "tickTime=2147483647\n" },
+    { "one-participant.cfg",
+      "tickTime=2000\ninitLimit=10\nsyncLimit=5\nstandaloneEnabled=true\n"
+      "server.1=[::1]:2888:3888:participant;[::1]:2181\n"
+      "server.2=127.0.0.2:2888:3888:observer;127.0.0.2:2181\n"
+      "server.3=[[x]:1:2\nserver.1=dup:1:2\ngroup.1=1:2\n" },
     { "continued-blank.cfg", "dataDir=/a\\\n\nclientPort=2181\\" },
 };
 

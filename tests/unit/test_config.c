@@ -442,7 +442,8 @@ static void test_every_error_reported(void **state)
                       "dataDir=/ok\n";
     assert_int_equal(parse(&c, &m, cfg), -1);
     assert_int_equal(m.errors, 3);
-    assert_int_equal(m.warnings, 1);
+    assert_int_equal(m.warnings, 0);
+    assert_int_equal(c.init_limit, 10);
     assert_true(has_msg(&m, 1, "zoo.cfg:1: tickTime: 'abc' is not a number"));
     assert_true(has_msg(&m, 1, "zoo.cfg:4: maxClientCnxns: 'many' is not a number"));
     assert_true(has_msg(&m, 1, "zoo.cfg:5: readonlymode.enabled: 'on' is not true or false"));
@@ -465,15 +466,169 @@ static void test_unknown_keys_warn(void **state)
                       "metricsProvider.className=x\n";
     assert_int_equal(parse(&c, &m, cfg), 0);
     assert_int_equal(m.errors, 0);
-    assert_int_equal(m.warnings, 7);
-    assert_true(has_msg(&m, 0, "zoo.cfg:2: key 'initLimit' is not used by larchd (standalone)"));
-    assert_true(has_msg(&m, 0, "zoo.cfg:3: key 'server.1' is not used by larchd (standalone)"));
+    assert_int_equal(m.warnings, 5);
+    assert_int_equal(c.n_servers, 1); /* server.1 and initLimit are read, not ignored */
     assert_true(has_msg(&m, 0, "zoo.cfg:4: key 'admin.enableServer' is not used by larchd (standalone)"));
     assert_true(has_msg(&m, 0, "zoo.cfg:5: key 'zookeeper.ssl.keyStore.location' is not used by larchd (standalone)"));
     assert_true(has_msg(&m, 0, "zoo.cfg:6: unknown key 'frobnicate' ignored"));
     assert_true(has_msg(&m, 0, "zoo.cfg:7: unknown key 'ticktime' ignored (keys are case-sensitive: did you mean 'tickTime'?)"));
     assert_true(has_msg(&m, 0, "zoo.cfg:8: key 'metricsProvider.className' is not used by larchd (standalone)"));
     assert_int_equal(c.tick_time_ms, 2000);
+}
+
+/* ------------------------------------------------------------------ server.N */
+
+static void test_server_lines_parse(void **state)
+{
+    struct config c;
+    struct msgs m;
+    const char *cfg = "server.1=zk1.example:2888:3888\n"
+                      "server.2 = 10.0.0.2:2889:3889:participant;2182\n"
+                      "server.3=[::1]:2890:3890:OBSERVER;[::1]:2183\n"
+                      "server.17=h:1:65535;0.0.0.0:2184\n";
+    assert_int_equal(parse(&c, &m, cfg), 0);
+    assert_int_equal(m.n, 0);
+    assert_int_equal(c.n_servers, 4);
+    assert_int_equal(c.servers[0].id, 1);
+    assert_string_equal(c.servers[0].host, "zk1.example");
+    assert_int_equal(c.servers[0].quorum_port, 2888);
+    assert_int_equal(c.servers[0].election_port, 3888);
+    assert_false(c.servers[0].observer);
+    assert_int_equal(c.servers[0].client_port, 0);
+    assert_string_equal(c.servers[0].where, "zoo.cfg:1");
+    assert_int_equal(c.servers[1].client_port, 2182);
+    assert_string_equal(c.servers[1].client_address, "");
+    assert_string_equal(c.servers[2].host, "::1");
+    assert_true(c.servers[2].observer);
+    assert_string_equal(c.servers[2].client_address, "::1");
+    assert_int_equal(c.servers[2].client_port, 2183);
+    assert_int_equal(c.servers[3].id, 17);
+    assert_string_equal(c.servers[3].client_address, "0.0.0.0");
+    assert_string_equal(c.servers[3].where, "zoo.cfg:4");
+    char out[4096];
+    config_format(&c, out, sizeof out);
+    assert_non_null(strstr(out, "server.1=zk1.example:2888:3888:participant\n"));
+    assert_non_null(strstr(out, "server.2=10.0.0.2:2889:3889:participant;2182\n"));
+    assert_non_null(strstr(out, "server.3=[::1]:2890:3890:observer;[::1]:2183\n"));
+}
+
+static void test_server_line_errors(void **state)
+{
+    static const struct {
+        const char *line, *want;
+    } cases[] = {
+        { "server.0=h:1:2", "zoo.cfg:1: server.0: '0' is not a server id (1-255)" },
+        { "server.256=h:1:2", "zoo.cfg:1: server.256: '256' is not a server id (1-255)" },
+        { "server.x=h:1:2", "zoo.cfg:1: server.x: 'x' is not a server id (1-255)" },
+        { "server.1=h:1", "zoo.cfg:1: server.1: 'h:1' is not host:quorumPort:electionPort"
+                          "[:participant|observer][;[clientAddress:]clientPort]" },
+        { "server.1=h:1:70000", "zoo.cfg:1: server.1: 'h:1:70000' is not host:quorumPort:"
+                                "electionPort[:participant|observer][;[clientAddress:]clientPort]" },
+        { "server.1=h:1:2:leader", "zoo.cfg:1: server.1: 'h:1:2:leader' is not host:quorumPort:"
+                                   "electionPort[:participant|observer][;[clientAddress:]clientPort]" },
+        { "server.1=h:1:2;port", "zoo.cfg:1: server.1: 'h:1:2;port' is not host:quorumPort:"
+                                 "electionPort[:participant|observer][;[clientAddress:]clientPort]" },
+        { "server.1=[::1:1:2", "zoo.cfg:1: server.1: '[::1:1:2' is not host:quorumPort:"
+                               "electionPort[:participant|observer][;[clientAddress:]clientPort]" },
+        { "server.1=a:1:2|b:1:2", "zoo.cfg:1: server.1: several addresses for one server "
+                                  "(multiAddress) are not supported" },
+        { "group.1=1:2:3", "zoo.cfg:1: 'group.1': hierarchical quorums (group.N, weight.N) are "
+                           "not supported: larchd counts a majority of participants" },
+        { "initLimit=0", "zoo.cfg:1: initLimit: '0' is out of range (must be at least 1)" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct config c;
+        struct msgs m;
+        assert_int_equal(parse(&c, &m, cases[i].line), -1);
+        if (m.n != 1 || !has_msg(&m, 1, cases[i].want)) {
+            dump_msgs(&m);
+            fail_msg("case %zu: want %s", i, cases[i].want);
+        }
+        assert_int_equal(c.n_servers, 0);
+    }
+    struct config c;
+    struct msgs m;
+    assert_int_equal(parse(&c, &m, "server.1=a:1:2\nserver.1=b:1:2\n"), -1);
+    assert_true(has_msg(&m, 1, "zoo.cfg:2: server.1: given twice (first at zoo.cfg:1)"));
+    assert_int_equal(c.n_servers, 1);
+}
+
+/* Two participants, or a lone one with standaloneEnabled=false, ask for an
+ * ensemble: refused at the line, never a silent standalone (split brain). */
+static void test_replicated_mode_is_refused_at_the_line(void **state)
+{
+    struct config c;
+    struct msgs m;
+    assert_int_equal(parse(&c, &m, "tickTime=2000\nserver.1=127.0.0.1:2888:3888\n"
+                                   "server.2=127.0.0.2:2888:3888\n"), 0);
+    assert_true(config_is_distributed(&c));
+    assert_int_equal(config_finish(&c, collect, &m), -1);
+    assert_int_equal(m.errors, 1);
+    assert_true(strncmp(m.text[0], "zoo.cfg:3: server.2: a second participant asks for an "
+                                    "ensemble", 60) == 0);
+
+    assert_int_equal(parse(&c, &m, "server.1=127.0.0.1:2888:3888\nstandaloneEnabled=false\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), -1);
+    assert_true(strncmp(m.text[0], "zoo.cfg:1: server.1: standaloneEnabled=false asks for "
+                                    "replicated mode", 60) == 0);
+
+    /* one participant (plus observers) runs standalone, as ZooKeeper does */
+    assert_int_equal(parse(&c, &m, "server.1=127.0.0.1:2888:3888\n"
+                                   "server.2=127.0.0.2:2888:3888:observer\n"), 0);
+    assert_false(config_is_distributed(&c));
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_int_equal(m.n, 0);
+
+    assert_int_equal(parse(&c, &m, "server.2=127.0.0.2:2888:3888:observer\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), -1);
+    assert_true(has_msg(&m, 1, "zoo.cfg:1: server.2: no server is a participant: an ensemble "
+                               "needs voters"));
+
+    assert_int_equal(parse(&c, &m, "server.255=h:1:2\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), -1);
+    assert_true(has_msg(&m, 1, "zoo.cfg:1: server.255: ids above 254 are not allowed with "
+                               "zookeeper.extendedTypesEnabled=true"));
+    assert_int_equal(parse(&c, &m, "server.255=h:1:2\nzookeeper.extendedTypesEnabled=false\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+
+    assert_int_equal(parse(&c, &m, "peerType=voter\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), -1);
+    assert_true(has_msg(&m, 1, "larchd: peerType 'voter' is not participant or observer"));
+}
+
+static void test_dynamic_config_file(void **state)
+{
+    char dyn[64], main_cfg[64], text[256];
+    struct config c;
+    struct msgs m = { 0 };
+    write_temp(dyn, "server.1=127.0.0.1:2888:3888;2181\nversion=100000000\n");
+    snprintf(text, sizeof text, "tickTime=2000\ndynamicConfigFile=%s\n", dyn);
+    write_temp(main_cfg, text);
+    config_defaults(&c);
+    assert_int_equal(config_load(&c, main_cfg, collect, &m), 0);
+    assert_int_equal(m.n, 0);
+    assert_int_equal(c.n_servers, 1);
+    assert_int_equal(c.servers[0].client_port, 2181);
+    char where[80];
+    snprintf(where, sizeof where, "%s:1", dyn);
+    assert_string_equal(c.servers[0].where, where);
+    unlink(main_cfg);
+
+    /* the membership in both places, and a key the dynamic file may not hold */
+    write_temp(dyn, "server.2=127.0.0.2:2888:3888\ntickTime=1\n");
+    snprintf(text, sizeof text, "server.1=127.0.0.1:2888:3888\ndynamicConfigFile=%s\n", dyn);
+    write_temp(main_cfg, text);
+    memset(&m, 0, sizeof m);
+    config_defaults(&c);
+    assert_int_equal(config_load(&c, main_cfg, collect, &m), -1);
+    assert_int_equal(m.errors, 2);
+    char want[256];
+    snprintf(want, sizeof want, "%s:2: 'tickTime' does not belong in a dynamic configuration "
+                                "file (server.N and version lines only)", dyn);
+    assert_true(has_msg(&m, 1, want));
+    assert_int_equal(c.tick_time_ms, 2000);
+    unlink(main_cfg);
+    unlink(dyn);
 }
 
 static void test_snap_retain_raised_to_three(void **state)
@@ -934,6 +1089,10 @@ int main(void)
         cmocka_unit_test(test_malformed_values),
         cmocka_unit_test(test_every_error_reported),
         cmocka_unit_test(test_unknown_keys_warn),
+        cmocka_unit_test(test_server_lines_parse),
+        cmocka_unit_test(test_server_line_errors),
+        cmocka_unit_test(test_replicated_mode_is_refused_at_the_line),
+        cmocka_unit_test(test_dynamic_config_file),
         cmocka_unit_test(test_snap_retain_raised_to_three),
         cmocka_unit_test(test_super_digest),
         cmocka_unit_test(test_limits),
