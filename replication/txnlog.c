@@ -1246,3 +1246,85 @@ int txnlog_truncate_after(struct txnlog *log, int64_t zxid)
     log->last_zxid = log->durable_zxid = last;
     return 0;
 }
+
+/* ---- term and vote (Raft's hard state) ------------------------------------------------ */
+
+#define HS_MAGIC "LRHS"
+#define HS_VERSION 1u
+#define HS_BYTES 28u /* magic, u32 version, u32 term, u32 vote, u64 commit, u32 CRC-32C */
+#define HS_TMP_SUFFIX ".tmp"
+
+static void hs_encode(const struct raft_hard_state *hs, uint8_t out[HS_BYTES])
+{
+    memcpy(out, HS_MAGIC, 4);
+    set_be32(out + 4, HS_VERSION);
+    set_be32(out + 8, hs->term);
+    set_be32(out + 12, hs->vote);
+    set_be64(out + 16, (uint64_t)hs->commit_zxid);
+    set_be32(out + 24, txnlog_crc32c(0, out, HS_BYTES - 4));
+}
+
+static bool hs_decode(const uint8_t *in, size_t len, struct raft_hard_state *hs)
+{
+    if (len != HS_BYTES || memcmp(in, HS_MAGIC, 4) != 0 || get_be32(in + 4) != HS_VERSION ||
+        get_be32(in + 24) != txnlog_crc32c(0, in, HS_BYTES - 4))
+        return false;
+    hs->term = get_be32(in + 8);
+    hs->vote = get_be32(in + 12);
+    hs->commit_zxid = (int64_t)get_be64(in + 16);
+    return hs->term <= RAFT_TERM_MAX && hs->commit_zxid >= 0;
+}
+
+static int hs_path(const char *dir, const char *suffix, char *out, size_t cap)
+{
+    int n = snprintf(out, cap, "%s/%s%s", dir, TXNLOG_HARD_STATE_FILE, suffix);
+    return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
+int txnlog_hard_state_write(struct storage *st, const char *dir, const struct raft_hard_state *hs)
+{
+    TL_ASSERT(hs->term <= RAFT_TERM_MAX && hs->commit_zxid >= 0);
+    char tmp[PATH_MAX], path[PATH_MAX];
+    int rc = hs_path(dir, HS_TMP_SUFFIX, tmp, sizeof tmp);
+    if (rc == 0)
+        rc = hs_path(dir, "", path, sizeof path);
+    struct storage_file *f = NULL;
+    if (rc == 0)
+        rc = storage_open(st, tmp, STORAGE_CREATE, &f);
+    if (rc != 0)
+        return rc;
+    uint8_t buf[HS_BYTES];
+    hs_encode(hs, buf);
+    rc = storage_pwrite(f, buf, sizeof buf, 0);
+    if (rc == 0)
+        rc = storage_datasync(f);
+    int crc = storage_close(f);
+    if (rc == 0)
+        rc = crc;
+    /* the rename is the commit point; syncing the directory makes it stick */
+    if (rc == 0)
+        rc = storage_rename(st, tmp, path);
+    if (rc == 0)
+        rc = storage_sync_dir(st, dir);
+    return rc;
+}
+
+int txnlog_hard_state_read(struct storage *st, const char *dir, struct raft_hard_state *hs)
+{
+    char path[PATH_MAX];
+    int rc = hs_path(dir, "", path, sizeof path);
+    struct storage_file *f = NULL;
+    if (rc == 0)
+        rc = storage_open(st, path, 0, &f);
+    if (rc != 0)
+        return rc;
+    uint8_t buf[HS_BYTES + 1];
+    size_t got = 0;
+    rc = storage_pread(f, buf, sizeof buf, 0, &got);
+    int crc = storage_close(f);
+    if (rc == 0)
+        rc = crc;
+    if (rc == 0 && !hs_decode(buf, got, hs))
+        rc = TXNLOG_ECORRUPT;
+    return rc;
+}

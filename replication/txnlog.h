@@ -37,6 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "replication/raft.h"
 #include "tree/tree.h"
 
 /* ---- storage interface (SQLite test6.c style) -------------------------- */
@@ -237,5 +238,18 @@ int txnlog_replay(struct storage *st, const char *dir, int64_t from_zxid, txnlog
  * segment starts at or before it); never the one holding it, never the
  * last. Returns how many were removed, or -errno. */
 int txnlog_purge(struct storage *st, const char *dir, int64_t keep_from_zxid);
+
+/* ---- term and vote (Raft's hard state) ---------------------------------- */
+/* The file "raftstate" in dir: term, vote and a commit zxid (struct
+ * raft_hard_state), 28 bytes with a CRC-32C. Written as a whole: a temporary
+ * file is written and synced, renamed over the old one, and the directory
+ * synced, so a crash leaves the old state or the new one, never a mix. */
+#define TXNLOG_HARD_STATE_FILE "raftstate"
+/* 0 once the new state is durable, else -errno (the old state, if any, is
+ * still the one in place). */
+int txnlog_hard_state_write(struct storage *st, const char *dir, const struct raft_hard_state *hs);
+/* 0 and *hs, -ENOENT when there is no state yet (a new server), or
+ * TXNLOG_ECORRUPT when the file is not one this code wrote. */
+int txnlog_hard_state_read(struct storage *st, const char *dir, struct raft_hard_state *hs);
 
 #endif /* LARCH_TXNLOG_H */

@@ -1149,6 +1149,63 @@ static void test_truncate_after_failure_stops_the_writer(void **state)
     storage_destroy(st);
 }
 
+/* ---- term and vote file ------------------------------------------------------------ */
+
+static void test_hard_state_round_trip_and_crash(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct raft_hard_state hs = { 0 };
+    assert_int_equal(txnlog_hard_state_read(st, LOG_DIR, &hs), -ENOENT);
+    struct raft_hard_state a = { .term = 7, .vote = 3, .commit_zxid = ((int64_t)7 << 32) | 12 };
+    assert_int_equal(txnlog_hard_state_write(st, LOG_DIR, &a), 0);
+    storage_mem_crash(st, 0, false); /* durable once written: nothing pending is needed */
+    assert_int_equal(txnlog_hard_state_read(st, LOG_DIR, &hs), 0);
+    assert_int_equal(hs.term, 7);
+    assert_int_equal(hs.vote, 3);
+    assert_int_equal(hs.commit_zxid, a.commit_zxid);
+
+    /* a write whose sync fails leaves the old state in place, before and after a crash */
+    struct raft_hard_state b = { .term = RAFT_TERM_MAX, .vote = 0, .commit_zxid = 0 };
+    storage_mem_fail_sync(st, -EIO, 1);
+    assert_int_equal(txnlog_hard_state_write(st, LOG_DIR, &b), -EIO);
+    assert_int_equal(txnlog_hard_state_read(st, LOG_DIR, &hs), 0);
+    assert_int_equal(hs.term, 7);
+    storage_mem_crash(st, SIZE_MAX, true);
+    assert_int_equal(txnlog_hard_state_read(st, LOG_DIR, &hs), 0);
+    assert_int_equal(hs.term, 7);
+    assert_int_equal(txnlog_hard_state_write(st, LOG_DIR, &b), 0);
+    assert_int_equal(txnlog_hard_state_read(st, LOG_DIR, &hs), 0);
+    assert_int_equal(hs.term, RAFT_TERM_MAX);
+    assert_int_equal(hs.vote, 0);
+    storage_destroy(st);
+}
+
+static void test_hard_state_damage_is_refused(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct raft_hard_state a = { .term = 2, .vote = 1, .commit_zxid = 5 }, hs;
+    assert_int_equal(txnlog_hard_state_write(st, LOG_DIR, &a), 0);
+    char path[64];
+    snprintf(path, sizeof path, "%s/%s", LOG_DIR, TXNLOG_HARD_STATE_FILE);
+    for (uint64_t off = 0; off < 28; off++) {
+        flip_bit(st, path, off, (int)(off % 8));
+        assert_int_equal(txnlog_hard_state_read(st, LOG_DIR, &hs), TXNLOG_ECORRUPT);
+        flip_bit(st, path, off, (int)(off % 8));
+    }
+    assert_int_equal(txnlog_hard_state_read(st, LOG_DIR, &hs), 0);
+    /* one byte more or less is not a state this code wrote */
+    struct storage_file *f;
+    assert_int_equal(storage_open(st, path, 0, &f), 0);
+    assert_int_equal(storage_pwrite(f, "", 1, 28), 0);
+    assert_int_equal(storage_datasync(f), 0);
+    assert_int_equal(txnlog_hard_state_read(st, LOG_DIR, &hs), TXNLOG_ECORRUPT);
+    assert_int_equal(storage_truncate(f, 27), 0);
+    assert_int_equal(storage_datasync(f), 0);
+    assert_int_equal(txnlog_hard_state_read(st, LOG_DIR, &hs), TXNLOG_ECORRUPT);
+    assert_int_equal(storage_close(f), 0);
+    storage_destroy(st);
+}
+
 /* ---- crashes and disk errors ---------------------------------------------------------- */
 
 static uint32_t next_rand(uint32_t *s)
@@ -1530,6 +1587,8 @@ int main(void)
         cmocka_unit_test(test_truncate_after_every_zxid_survives_crash),
         cmocka_unit_test(test_truncate_after_buffered_only),
         cmocka_unit_test(test_truncate_after_failure_stops_the_writer),
+        cmocka_unit_test(test_hard_state_round_trip_and_crash),
+        cmocka_unit_test(test_hard_state_damage_is_refused),
         cmocka_unit_test(test_crash_keeps_synced_records),
         cmocka_unit_test(test_crash_after_sync_keeps_everything),
         cmocka_unit_test(test_enospc_then_space_returns),
