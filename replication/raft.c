@@ -1,0 +1,1406 @@
+/*
+ * raft.c — the Raft core behind replication/raft.h, on zxid log positions.
+ * replication/README.md describes the protocol as built; this file is laid
+ * out in the order a message travels: the log, the outbox, elections,
+ * replication (leader then follower), ReadIndex, then Ready/advance.
+ *
+ * Ownership: the core owns copies of every log entry's data, of the
+ * snapshot bytes a SNAP carried, and the arrays raft_ready points into.
+ * Queued APPEND messages do not hold entry pointers until raft_ready,
+ * because the log array may move (realloc) or shrink (compaction,
+ * truncation) between the step that queued them and the ready.
+ */
+#include "replication/raft.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+
+#define RAFT_DEFAULT_COUNTER_LIMIT 0xfffffffeu
+#define RAFT_DEFAULT_APPEND_ENTRIES 64u
+#define RAFT_DEFAULT_APPEND_BYTES ((size_t)1 << 20)
+#define RAFT_ELECTION_TICKS_MAX (1u << 30) /* 2 * election_ticks fits in 32 bits */
+#define RAFT_NOT_FOUND ((size_t)-1)
+#define RAFT_TICKS_SATURATE (1u << 31)
+
+/* What the core knows about one member (self included, at index r->self). */
+struct raft_peer {
+    uint32_t id;
+    bool voter;
+    int64_t match;         /* leader: highest zxid known held there */
+    int64_t prev;          /* leader: prev_zxid of the next APPEND (optimistic) */
+    bool active;           /* leader: heard from in this CheckQuorum window */
+    bool snap_pending;     /* leader: a SNAP is out, entries wait for its ack */
+    int64_t snap_sent;     /* leader: the snap_zxid that SNAP carried */
+    uint32_t snap_elapsed; /* leader: ticks since that SNAP left */
+    uint64_t read_ack;     /* leader: highest read_ctx echoed this term */
+};
+
+/* A ReadIndex request the leader holds until a quorum confirms it. */
+struct raft_pending_read {
+    uint64_t ctx;
+    uint32_t from; /* 0: local (raft_read_index); else a forwarding member */
+    int64_t zxid;  /* the commit zxid recorded when its round started */
+    uint64_t seq;  /* its heartbeat round's read_ctx; 0: not started yet */
+};
+
+struct raft {
+    struct raft_cfg cfg; /* members pointer cleared: peers[] holds them */
+    struct raft_peer peers[RAFT_MEMBERS_MAX];
+    uint32_t n_peers;
+    uint32_t self;
+    uint32_t n_voters;
+    uint64_t rng;
+
+    enum raft_role role;
+    uint32_t term;
+    uint32_t vote;
+    uint32_t leader_id;
+    struct raft_hard_state persisted;
+
+    /* The log after log_base; entries [0, n_stable) have been handed out
+     * for persistence; log_base <= snap_zxid (compaction keeps a tail). */
+    struct raft_entry *log;
+    size_t n_log, cap_log, n_stable;
+    int64_t log_base, snap_zxid;
+    int64_t commit, applied, durable;
+
+    uint32_t election_elapsed, election_timeout, lease_elapsed;
+    uint32_t heartbeat_elapsed, quorum_elapsed;
+    uint32_t votes_granted, votes_rejected; /* bit per peers[] index */
+
+    struct raft_msg *msgs;
+    int64_t *msg_first; /* APPEND with entries: zxid of its first entry */
+    size_t n_msgs, cap_msgs;
+    struct raft_read *reads;
+    size_t n_reads, cap_reads;
+    struct raft_pending_read *pending;
+    size_t n_pending, cap_pending;
+    uint64_t read_seq;
+
+    bool truncate;
+    int64_t truncate_after;
+    bool snap_ready;
+    struct raft_snapshot snap;
+
+    bool in_ready; /* between raft_ready and raft_advance */
+    struct raft_ready handed;
+};
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static uint64_t rng_next(struct raft *r)
+{
+    /* splitmix64: tiny, seedable, good enough for election jitter */
+    uint64_t z = (r->rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint32_t quorum(const struct raft *r)
+{
+    return r->n_voters / 2 + 1;
+}
+
+static int popcount32(uint32_t x)
+{
+    int n = 0;
+    for (; x; x &= x - 1)
+        n++;
+    return n;
+}
+
+static struct raft_peer *peer_by_id(struct raft *r, uint32_t id)
+{
+    for (uint32_t i = 0; i < r->n_peers; i++)
+        if (r->peers[i].id == id)
+            return &r->peers[i];
+    return NULL;
+}
+
+static uint32_t self_id(const struct raft *r)
+{
+    return r->cfg.self_id;
+}
+
+static bool self_voter(const struct raft *r)
+{
+    return r->peers[r->self].voter;
+}
+
+static void tick_up(uint32_t *ticks)
+{
+    if (*ticks < RAFT_TICKS_SATURATE)
+        (*ticks)++;
+}
+
+/* Grows *arr (elements of size elem) to hold need; false on no memory
+ * (the array is then unchanged). */
+static bool grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return true;
+    size_t ncap = *cap ? *cap * 2 : 16;
+    while (ncap < need)
+        ncap *= 2;
+    void *p = realloc(*arr, ncap * elem);
+    if (!p)
+        return false;
+    *arr = p;
+    *cap = ncap;
+    return true;
+}
+
+/* ---- the log ---------------------------------------------------------- */
+
+static int64_t log_last(const struct raft *r)
+{
+    return r->n_log ? r->log[r->n_log - 1].zxid : r->log_base;
+}
+
+/* Index of the first entry with zxid > z (n_log if none). */
+static size_t log_upper(const struct raft *r, int64_t z)
+{
+    size_t lo = 0, hi = r->n_log;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->log[mid].zxid <= z)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static size_t log_find(const struct raft *r, int64_t z)
+{
+    size_t i = log_upper(r, z);
+    return i > 0 && r->log[i - 1].zxid == z ? i - 1 : RAFT_NOT_FOUND;
+}
+
+/* The largest zxid this node holds that is <= z (log_base if none). */
+static int64_t log_largest_le(const struct raft *r, int64_t z)
+{
+    size_t i = log_upper(r, z);
+    return i > 0 ? r->log[i - 1].zxid : r->log_base;
+}
+
+static void entry_free(struct raft_entry *e)
+{
+    free((void *)e->data);
+    e->data = NULL;
+}
+
+/* Appends a copy of e (data copied). RAFT_ENOMEM leaves the log as it was. */
+static int log_append(struct raft *r, const struct raft_entry *e)
+{
+    BASE_ASSERT(e->zxid > log_last(r)); /* log zxids strictly increase */
+    BASE_ASSERT(e->type == RAFT_ENTRY_NOOP || e->type == RAFT_ENTRY_DATA);
+    if (!grow((void **)&r->log, &r->cap_log, r->n_log + 1, sizeof *r->log))
+        return RAFT_ENOMEM;
+    uint8_t *copy = NULL;
+    if (e->len) {
+        copy = malloc(e->len);
+        if (!copy)
+            return RAFT_ENOMEM;
+        memcpy(copy, e->data, e->len);
+    }
+    r->log[r->n_log++] = (struct raft_entry){e->zxid, e->type, copy, e->len};
+    return RAFT_OK;
+}
+
+/* Queued APPENDs that refer to log index keep or later are dropped before
+ * those entries go: they were built by a leadership this node has lost,
+ * and a dropped message is one the network could have lost anyway. */
+static void drop_msgs_beyond(struct raft *r, size_t keep)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < r->n_msgs; i++) {
+        const struct raft_msg *m = &r->msgs[i];
+        if (m->type == RAFT_MSG_APPEND && m->n_entries > 0) {
+            size_t at = log_find(r, r->msg_first[i]);
+            BASE_ASSERT(at != RAFT_NOT_FOUND);
+            if (at + m->n_entries > keep)
+                continue;
+        }
+        r->msgs[k] = r->msgs[i];
+        r->msg_first[k] = r->msg_first[i];
+        k++;
+    }
+    r->n_msgs = k;
+}
+
+/* Drops every entry with zxid > after and reports it in the next ready.
+ * Committed entries are never dropped: that would lose acknowledged data. */
+static void log_truncate_after(struct raft *r, int64_t after)
+{
+    BASE_ASSERT(after >= r->commit);
+    BASE_ASSERT(after >= r->log_base);
+    size_t keep = log_upper(r, after);
+    drop_msgs_beyond(r, keep);
+    for (size_t i = keep; i < r->n_log; i++)
+        entry_free(&r->log[i]);
+    r->n_log = keep;
+    if (r->n_stable > keep)
+        r->n_stable = keep;
+    if (r->durable > after)
+        r->durable = after;
+    if (!r->truncate || after < r->truncate_after)
+        r->truncate_after = after;
+    r->truncate = true;
+}
+
+/* ---- the outbox ------------------------------------------------------- */
+
+/* Queues m (from and term filled in). A message that cannot be queued for
+ * lack of memory is dropped, as the network may drop any message. */
+static void send(struct raft *r, struct raft_msg m, int64_t first_zxid)
+{
+    m.from = self_id(r);
+    if (m.term == 0)
+        m.term = r->term;
+    size_t cap = r->cap_msgs;
+    if (!grow((void **)&r->msgs, &cap, r->n_msgs + 1, sizeof *r->msgs))
+        return;
+    size_t cap2 = r->cap_msgs;
+    if (!grow((void **)&r->msg_first, &cap2, r->n_msgs + 1, sizeof *r->msg_first))
+        return;
+    r->cap_msgs = cap < cap2 ? cap : cap2;
+    r->msgs[r->n_msgs] = m;
+    r->msg_first[r->n_msgs] = first_zxid;
+    r->n_msgs++;
+}
+
+static bool push_read(struct raft *r, uint64_t ctx, int64_t zxid, bool ok)
+{
+    if (!grow((void **)&r->reads, &r->cap_reads, r->n_reads + 1, sizeof *r->reads))
+        return false;
+    r->reads[r->n_reads++] = (struct raft_read){ctx, zxid, ok};
+    return true;
+}
+
+/* ---- roles and elections ---------------------------------------------- */
+
+static void reset_election_timer(struct raft *r)
+{
+    uint32_t e = r->cfg.election_ticks;
+    r->election_elapsed = 0;
+    r->election_timeout = e + (uint32_t)(rng_next(r) % e);
+}
+
+/* Within election_ticks of hearing a live leader (or being one), a node
+ * ignores vote requests for higher terms: etcd's CheckQuorum lease. It
+ * keeps a partitioned node that rejoins from deposing a healthy leader. */
+static bool in_lease(const struct raft *r)
+{
+    if (r->role == RAFT_LEADER)
+        return true;
+    return r->leader_id != 0 && r->lease_elapsed < r->cfg.election_ticks;
+}
+
+static void set_term(struct raft *r, uint32_t term)
+{
+    BASE_ASSERT(term > r->term); /* terms never decrease */
+    BASE_ASSERT(term <= RAFT_TERM_MAX);
+    r->term = term;
+    r->vote = 0;
+}
+
+static void cast_vote(struct raft *r, uint32_t id)
+{
+    BASE_ASSERT(r->vote == 0 || r->vote == id); /* one vote per term */
+    r->vote = id;
+}
+
+static void fail_pending_reads(struct raft *r);
+
+/* Leaves whatever role this node had for follower (observer if it does not
+ * vote) of term, following leader (0: none known). */
+static void become_follower(struct raft *r, uint32_t term, uint32_t leader)
+{
+    if (term > r->term)
+        set_term(r, term);
+    if (r->role == RAFT_LEADER)
+        fail_pending_reads(r);
+    r->role = self_voter(r) ? RAFT_FOLLOWER : RAFT_OBSERVER;
+    r->leader_id = leader;
+    if (leader)
+        r->lease_elapsed = 0;
+    reset_election_timer(r);
+}
+
+static void send_vote_reqs(struct raft *r, uint32_t term, bool pre_vote)
+{
+    for (uint32_t i = 0; i < r->n_peers; i++) {
+        if (i == r->self || !r->peers[i].voter)
+            continue;
+        struct raft_msg m = {.type = RAFT_MSG_VOTE_REQ, .to = r->peers[i].id, .term = term,
+                             .pre_vote = pre_vote, .last_zxid = log_last(r)};
+        send(r, m, 0);
+    }
+}
+
+static void become_leader(struct raft *r);
+
+/* A real campaign: raise the term and vote for self. The VOTE_REQs leave
+ * only after the new term and vote are durable (Ready step 1 before 5). */
+static void become_candidate(struct raft *r)
+{
+    BASE_ASSERT(self_voter(r));
+    set_term(r, r->term + 1);
+    cast_vote(r, self_id(r));
+    r->role = RAFT_CANDIDATE;
+    r->leader_id = 0;
+    r->votes_granted = 1u << r->self;
+    r->votes_rejected = 0;
+    reset_election_timer(r);
+    if (popcount32(r->votes_granted) >= (int)quorum(r)) {
+        become_leader(r);
+        return;
+    }
+    send_vote_reqs(r, r->term, false);
+}
+
+/* Pre-vote (Raft thesis 9.6): ask at term + 1 without changing the hard
+ * state, so a node that cannot win never raises the cluster's term. */
+static void start_pre_vote(struct raft *r)
+{
+    BASE_ASSERT(self_voter(r) && r->role != RAFT_LEADER);
+    if (r->term >= RAFT_TERM_MAX) {
+        reset_election_timer(r); /* no term is left to campaign for */
+        return;
+    }
+    r->role = RAFT_PRE_CANDIDATE;
+    r->leader_id = 0;
+    r->votes_granted = 1u << r->self;
+    r->votes_rejected = 0;
+    reset_election_timer(r);
+    if (popcount32(r->votes_granted) >= (int)quorum(r)) {
+        become_candidate(r);
+        return;
+    }
+    send_vote_reqs(r, r->term + 1, true);
+}
+
+static bool log_up_to_date(const struct raft *r, int64_t last_zxid)
+{
+    if (r->cfg.break_on_purpose & RAFT_BREAK_VOTE_LOG_CHECK)
+        return true;
+    /* term-major zxid order is Raft's (lastTerm, lastIndex) order, §5.4.1 */
+    return last_zxid >= log_last(r);
+}
+
+static void on_vote_req(struct raft *r, const struct raft_msg *m)
+{
+    bool up = log_up_to_date(r, m->last_zxid);
+    bool grant;
+    if (r->role == RAFT_OBSERVER)
+        grant = false;
+    else if (m->pre_vote)
+        grant = m->term > r->term && up;
+    else
+        grant = m->term == r->term && up &&
+                (r->vote == m->from || (r->vote == 0 && r->leader_id == 0));
+    if (grant && !m->pre_vote) {
+        cast_vote(r, m->from);
+        reset_election_timer(r);
+    }
+    struct raft_msg resp = {.type = RAFT_MSG_VOTE_RESP, .to = m->from,
+                            .term = grant && m->pre_vote ? m->term : r->term,
+                            .pre_vote = m->pre_vote, .reject = !grant};
+    send(r, resp, 0);
+}
+
+static void on_vote_resp(struct raft *r, const struct raft_msg *m)
+{
+    bool counts = m->pre_vote
+                      ? r->role == RAFT_PRE_CANDIDATE &&
+                            (m->reject ? m->term <= r->term : m->term == r->term + 1)
+                      : r->role == RAFT_CANDIDATE && m->term == r->term;
+    if (!counts)
+        return;
+    uint32_t bit = 1u << (uint32_t)(peer_by_id(r, m->from) - r->peers);
+    if ((r->votes_granted | r->votes_rejected) & bit)
+        return; /* a duplicate: the first answer stands */
+    if (m->reject)
+        r->votes_rejected |= bit;
+    else
+        r->votes_granted |= bit;
+    if (popcount32(r->votes_granted) >= (int)quorum(r)) {
+        if (r->role == RAFT_PRE_CANDIDATE)
+            become_candidate(r);
+        else
+            become_leader(r);
+    } else if ((int)r->n_voters - popcount32(r->votes_rejected) < (int)quorum(r)) {
+        become_follower(r, r->term, 0);
+    }
+}
+
+/* ---- leader: replication ---------------------------------------------- */
+
+static void send_snap(struct raft *r, struct raft_peer *p)
+{
+    BASE_ASSERT(r->snap_zxid >= r->log_base && r->snap_zxid > 0);
+    struct raft_msg m = {.type = RAFT_MSG_SNAP, .to = p->id, .snap_zxid = r->snap_zxid};
+    send(r, m, 0);
+    p->snap_pending = true;
+    p->snap_sent = r->snap_zxid;
+    p->snap_elapsed = 0;
+}
+
+/* How many entries from log index first go in one APPEND: at most
+ * max_append_entries and max_append_bytes, but always one if any. */
+static uint32_t append_batch(const struct raft *r, size_t first)
+{
+    uint32_t n = 0;
+    size_t bytes = 0;
+    for (size_t i = first; i < r->n_log && n < r->cfg.max_append_entries; i++) {
+        if (n > 0 && bytes + r->log[i].len > r->cfg.max_append_bytes)
+            break;
+        bytes += r->log[i].len;
+        n++;
+    }
+    return n;
+}
+
+/* Sends p the entries after p->prev (optimistically: prev moves to the
+ * last one sent), or an empty APPEND if heartbeat, or a SNAP when the
+ * entries p needs are compacted away. */
+static void send_append(struct raft *r, struct raft_peer *p, bool heartbeat)
+{
+    if (p->snap_pending) {
+        if (!heartbeat)
+            return;
+        if (p->snap_elapsed >= r->cfg.election_ticks) {
+            send_snap(r, p); /* the SNAP or its ack was lost */
+            return;
+        }
+        /* a probe at the snapshot point: its ack also ends the wait */
+        struct raft_msg m = {.type = RAFT_MSG_APPEND, .to = p->id, .prev_zxid = p->snap_sent,
+                             .commit_zxid = r->commit, .read_ctx = r->read_seq};
+        send(r, m, 0);
+        return;
+    }
+    if (p->prev < r->log_base) {
+        send_snap(r, p);
+        return;
+    }
+    BASE_ASSERT(p->prev <= log_last(r));
+    size_t first = log_upper(r, p->prev);
+    uint32_t n = append_batch(r, first);
+    if (n == 0 && !heartbeat)
+        return;
+    struct raft_msg m = {.type = RAFT_MSG_APPEND, .to = p->id, .prev_zxid = p->prev,
+                         .commit_zxid = r->commit, .read_ctx = r->read_seq, .n_entries = n};
+    send(r, m, n ? r->log[first].zxid : 0);
+    if (n)
+        p->prev = r->log[first + n - 1].zxid;
+}
+
+static void broadcast_append(struct raft *r, bool heartbeat)
+{
+    for (uint32_t i = 0; i < r->n_peers; i++)
+        if (i != r->self)
+            send_append(r, &r->peers[i], heartbeat);
+}
+
+static int leader_append(struct raft *r, const struct raft_entry *e)
+{
+    BASE_ASSERT(r->role == RAFT_LEADER);
+    BASE_ASSERT(raft_zxid_term(e->zxid) == r->term); /* a leader appends its own term */
+    return log_append(r, e);
+}
+
+static void become_leader(struct raft *r)
+{
+    BASE_ASSERT(r->vote == self_id(r) && r->role == RAFT_CANDIDATE);
+    r->role = RAFT_LEADER;
+    r->leader_id = self_id(r);
+    r->heartbeat_elapsed = 0;
+    r->quorum_elapsed = 0;
+    int64_t last = log_last(r);
+    for (uint32_t i = 0; i < r->n_peers; i++) {
+        struct raft_peer *p = &r->peers[i];
+        p->match = 0;
+        p->prev = last;
+        p->active = false;
+        p->snap_pending = false;
+        p->read_ack = 0;
+    }
+    /* the no-op at counter 0 lets this term commit, and with it every
+     * older entry before it (Raft §5.4.2, §8) */
+    struct raft_entry noop = {raft_make_zxid(r->term, 0), RAFT_ENTRY_NOOP, NULL, 0};
+    if (leader_append(r, &noop) != RAFT_OK) {
+        become_follower(r, r->term, 0); /* retry the election later */
+        return;
+    }
+    broadcast_append(r, false);
+}
+
+static int cmp_zxid_desc(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x < y) - (x > y);
+}
+
+/* The zxid a quorum of voters holds durably; the leader counts its own
+ * entries only once the driver made them durable. */
+static int64_t quorum_match(const struct raft *r)
+{
+    int64_t m[RAFT_MEMBERS_MAX];
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < r->n_peers; i++)
+        if (r->peers[i].voter)
+            m[n++] = i == r->self ? r->durable : r->peers[i].match;
+    BASE_ASSERT(n == r->n_voters);
+    qsort(m, n, sizeof m[0], cmp_zxid_desc);
+    return m[quorum(r) - 1];
+}
+
+static void start_read_round(struct raft *r);
+static void release_reads(struct raft *r);
+
+static void commit_to(struct raft *r, int64_t z)
+{
+    BASE_ASSERT(z > r->commit); /* commit never decreases */
+    BASE_ASSERT(z <= log_last(r));
+    r->commit = z;
+}
+
+/* Only an entry of the current term commits by counting replicas (Raft
+ * §5.4.2, Figure 8); older ones commit under it. */
+static void leader_maybe_commit(struct raft *r)
+{
+    if (r->role != RAFT_LEADER)
+        return;
+    int64_t z = (r->cfg.break_on_purpose & RAFT_BREAK_COMMIT_MINORITY) ? r->durable
+                                                                       : quorum_match(r);
+    if (z <= r->commit || raft_zxid_term(z) != r->term)
+        return;
+    commit_to(r, z);
+    start_read_round(r);
+    broadcast_append(r, true); /* followers learn the commit now */
+    release_reads(r);
+}
+
+static void on_accept(struct raft *r, struct raft_peer *p, int64_t match)
+{
+    if (match > log_last(r))
+        return; /* not a zxid this leader ever sent: garbage */
+    if (match > p->match)
+        p->match = match;
+    if (p->snap_pending && match >= p->snap_sent)
+        p->snap_pending = false;
+    if (match > p->prev)
+        p->prev = match;
+    if (p->voter)
+        leader_maybe_commit(r);
+    send_append(r, p, false);
+}
+
+/* The follower lacks p->prev (or an older prev): back up to just after our
+ * largest zxid <= its hint. prev strictly decreases and never goes below
+ * match, so the search ends. */
+static void on_reject(struct raft *r, struct raft_peer *p, int64_t hint)
+{
+    if (p->snap_pending) {
+        if (p->snap_elapsed >= r->cfg.election_ticks)
+            send_snap(r, p);
+        return;
+    }
+    int64_t target = hint >= r->log_base ? log_largest_le(r, hint) : hint;
+    if (target < p->match)
+        target = p->match;
+    if (target >= p->prev)
+        return; /* stale: a later APPEND already went out from lower */
+    p->prev = target;
+    send_append(r, p, true);
+}
+
+static void on_append_resp(struct raft *r, const struct raft_msg *m)
+{
+    if (r->role != RAFT_LEADER || m->term != r->term)
+        return;
+    struct raft_peer *p = peer_by_id(r, m->from);
+    if (m->read_ctx > p->read_ack && m->read_ctx <= r->read_seq)
+        p->read_ack = m->read_ctx;
+    if (m->reject)
+        on_reject(r, p, m->hint_zxid);
+    else
+        on_accept(r, p, m->match_zxid);
+    release_reads(r);
+}
+
+/* CheckQuorum (Raft thesis 6.2): a leader that cannot hear a quorum of
+ * voters within an election timeout steps down, so a partitioned leader
+ * stops serving ReadIndex and its lease on votes ends. */
+static void check_quorum(struct raft *r)
+{
+    uint32_t heard = 1; /* self */
+    for (uint32_t i = 0; i < r->n_peers; i++) {
+        struct raft_peer *p = &r->peers[i];
+        if (i != r->self && p->voter && p->active)
+            heard++;
+        p->active = false;
+    }
+    if (heard < quorum(r))
+        become_follower(r, r->term, 0);
+}
+
+static void leader_tick(struct raft *r)
+{
+    for (uint32_t i = 0; i < r->n_peers; i++)
+        if (r->peers[i].snap_pending)
+            tick_up(&r->peers[i].snap_elapsed);
+    tick_up(&r->quorum_elapsed);
+    if (r->quorum_elapsed >= r->cfg.election_ticks) {
+        r->quorum_elapsed = 0;
+        check_quorum(r);
+        if (r->role != RAFT_LEADER)
+            return;
+    }
+    tick_up(&r->heartbeat_elapsed);
+    if (r->heartbeat_elapsed >= r->cfg.heartbeat_ticks) {
+        r->heartbeat_elapsed = 0;
+        broadcast_append(r, true);
+    }
+}
+
+/* ---- follower: APPEND and SNAP ---------------------------------------- */
+
+/* What an APPEND from the current leader would do to this log, worked out
+ * before anything changes so that a bad one changes nothing. */
+struct append_plan {
+    bool holds_prev;
+    uint32_t first_new;     /* index in m->entries of the first entry to append */
+    bool truncate;
+    int64_t truncate_after;
+};
+
+/* Whether this node holds the leader's log through prev. Anything at or
+ * below commit is held: the leader of the current term holds every
+ * committed entry (Leader Completeness, Raft §5.4), so they agree there,
+ * even where this node has compacted. */
+static bool holds_prev(const struct raft *r, int64_t prev)
+{
+    if (prev <= r->log_base || prev == r->snap_zxid)
+        return true;
+    if (log_find(r, prev) != RAFT_NOT_FOUND)
+        return true;
+    return false;
+}
+
+static bool plan_append(const struct raft *r, const struct raft_msg *m, struct append_plan *p)
+{
+    *p = (struct append_plan){.holds_prev = holds_prev(r, m->prev_zxid),
+                              .first_new = m->n_entries};
+    if (!p->holds_prev)
+        return true;
+    uint32_t i = 0;
+    for (; i < m->n_entries; i++) {
+        int64_t z = m->entries[i].zxid;
+        if (z > r->log_base && log_find(r, z) == RAFT_NOT_FOUND)
+            break; /* same zxid means same entry (one leader per term) */
+    }
+    p->first_new = i;
+    if (i == m->n_entries)
+        return true;
+    int64_t after = i == 0 ? m->prev_zxid : m->entries[i - 1].zxid;
+    if (log_last(r) <= after)
+        return true;
+    p->truncate = true;
+    p->truncate_after = after;
+    /* a leader asking to drop committed entries breaks the protocol: a
+     * refused message, never a lost commit */
+    return after >= r->commit;
+}
+
+static void hear_leader(struct raft *r, uint32_t leader)
+{
+    if (r->role == RAFT_PRE_CANDIDATE || r->role == RAFT_CANDIDATE)
+        become_follower(r, r->term, leader);
+    r->leader_id = leader;
+    r->lease_elapsed = 0;
+    reset_election_timer(r);
+}
+
+static void send_append_resp(struct raft *r, const struct raft_msg *m, bool reject,
+                             int64_t match, int64_t hint)
+{
+    struct raft_msg resp = {.type = RAFT_MSG_APPEND_RESP, .to = m->from, .reject = reject,
+                            .match_zxid = match, .hint_zxid = hint, .read_ctx = m->read_ctx};
+    send(r, resp, 0);
+}
+
+static int on_append(struct raft *r, const struct raft_msg *m, const struct append_plan *plan)
+{
+    BASE_ASSERT(m->term == r->term && r->role != RAFT_LEADER);
+    hear_leader(r, m->from);
+    if (!plan->holds_prev) {
+        int64_t hint = log_largest_le(r, m->prev_zxid);
+        send_append_resp(r, m, true, 0, hint);
+        return RAFT_OK;
+    }
+    if (plan->truncate)
+        log_truncate_after(r, plan->truncate_after);
+    for (uint32_t i = plan->first_new; i < m->n_entries; i++) {
+        int err = log_append(r, &m->entries[i]);
+        if (err != RAFT_OK)
+            return err; /* no ack: the leader's heartbeat retries */
+    }
+    int64_t matched = m->n_entries ? m->entries[m->n_entries - 1].zxid : m->prev_zxid;
+    int64_t c = m->commit_zxid < matched ? m->commit_zxid : matched;
+    if (c > r->commit)
+        commit_to(r, c);
+    send_append_resp(r, m, false, matched, 0);
+    return RAFT_OK;
+}
+
+/* Replaces the whole log with the leader's snapshot at zxid z. Entries
+ * after z are dropped too: this node lacks z, so by Log Matching none of
+ * its later entries is the leader's, and none is committed. */
+static int install_snapshot(struct raft *r, const struct raft_msg *m)
+{
+    uint8_t *copy = NULL;
+    if (m->snap_len) {
+        copy = malloc(m->snap_len);
+        if (!copy)
+            return RAFT_ENOMEM;
+        memcpy(copy, m->snap_data, m->snap_len);
+    }
+    int64_t z = m->snap_zxid;
+    BASE_ASSERT(z > r->commit);
+    drop_msgs_beyond(r, 0);
+    for (size_t i = 0; i < r->n_log; i++)
+        entry_free(&r->log[i]);
+    /* what the disk holds stays trustworthy only up to the old commit
+     * until the snapshot is persisted */
+    if (r->durable > r->commit)
+        r->durable = r->commit;
+    r->n_log = r->n_stable = 0;
+    r->truncate = false;
+    r->log_base = r->snap_zxid = z;
+    r->commit = r->applied = z;
+    if (r->snap_ready)
+        free((void *)r->snap.data);
+    r->snap = (struct raft_snapshot){z, copy, m->snap_len};
+    r->snap_ready = true;
+    return RAFT_OK;
+}
+
+static int on_snap(struct raft *r, const struct raft_msg *m)
+{
+    BASE_ASSERT(m->term == r->term && r->role != RAFT_LEADER);
+    hear_leader(r, m->from);
+    int64_t z = m->snap_zxid;
+    if (z <= r->commit) {
+        send_append_resp(r, m, false, r->commit, 0); /* already past it */
+        return RAFT_OK;
+    }
+    if (log_find(r, z) != RAFT_NOT_FOUND) {
+        commit_to(r, z); /* it holds z, so its log matches through z */
+    } else {
+        int err = install_snapshot(r, m);
+        if (err != RAFT_OK)
+            return err;
+    }
+    send_append_resp(r, m, false, z, 0);
+    return RAFT_OK;
+}
+
+/* ---- ReadIndex (Raft thesis 6.4) -------------------------------------- */
+
+static void answer_read(struct raft *r, const struct raft_pending_read *pr, bool ok)
+{
+    if (pr->from == 0) {
+        push_read(r, pr->ctx, ok ? pr->zxid : 0, ok);
+        return;
+    }
+    struct raft_msg m = {.type = RAFT_MSG_READ_INDEX_RESP, .to = pr->from, .reject = !ok,
+                         .read_ctx = pr->ctx, .commit_zxid = ok ? pr->zxid : 0};
+    send(r, m, 0);
+}
+
+/* Starts one heartbeat round for every read not yet started, once this
+ * term has committed an entry (before that the commit zxid may be behind
+ * what an earlier leader committed). */
+static void start_read_round(struct raft *r)
+{
+    if (r->role != RAFT_LEADER || raft_zxid_term(r->commit) != r->term)
+        return;
+    bool any = false;
+    for (size_t i = 0; i < r->n_pending; i++) {
+        if (r->pending[i].seq)
+            continue;
+        if (!any)
+            r->read_seq++;
+        any = true;
+        r->pending[i].zxid = r->commit;
+        r->pending[i].seq = r->read_seq;
+    }
+    if (any && r->n_peers > 1)
+        broadcast_append(r, true);
+}
+
+/* The highest read_ctx a quorum of voters has echoed (self counts as
+ * having echoed everything it sent). */
+static uint64_t read_quorum_seq(const struct raft *r)
+{
+    uint64_t acks[RAFT_MEMBERS_MAX];
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < r->n_peers; i++)
+        if (r->peers[i].voter)
+            acks[n++] = i == r->self ? r->read_seq : r->peers[i].read_ack;
+    /* the quorum-th largest, by selection: n is at most 32 */
+    for (uint32_t k = 0; k < quorum(r); k++)
+        for (uint32_t j = k + 1; j < n; j++)
+            if (acks[j] > acks[k]) {
+                uint64_t t = acks[k];
+                acks[k] = acks[j];
+                acks[j] = t;
+            }
+    return acks[quorum(r) - 1];
+}
+
+static void release_reads(struct raft *r)
+{
+    if (r->role != RAFT_LEADER || r->n_pending == 0)
+        return;
+    uint64_t confirmed = read_quorum_seq(r);
+    size_t k = 0;
+    while (k < r->n_pending && r->pending[k].seq && r->pending[k].seq <= confirmed) {
+        answer_read(r, &r->pending[k], true);
+        k++;
+    }
+    memmove(r->pending, r->pending + k, (r->n_pending - k) * sizeof *r->pending);
+    r->n_pending -= k;
+}
+
+static void fail_pending_reads(struct raft *r)
+{
+    for (size_t i = 0; i < r->n_pending; i++)
+        answer_read(r, &r->pending[i], false);
+    r->n_pending = 0;
+}
+
+/* Queues a read on the leader; room for its local answer is reserved now
+ * so that releasing it later cannot fail. */
+static int leader_add_read(struct raft *r, uint64_t ctx, uint32_t from)
+{
+    if (!grow((void **)&r->pending, &r->cap_pending, r->n_pending + 1, sizeof *r->pending))
+        return RAFT_ENOMEM;
+    if (!grow((void **)&r->reads, &r->cap_reads, r->n_reads + r->n_pending + 1,
+              sizeof *r->reads))
+        return RAFT_ENOMEM;
+    r->pending[r->n_pending++] = (struct raft_pending_read){ctx, from, 0, 0};
+    start_read_round(r);
+    release_reads(r);
+    return RAFT_OK;
+}
+
+static void on_read_index(struct raft *r, const struct raft_msg *m)
+{
+    if (r->role == RAFT_LEADER && leader_add_read(r, m->read_ctx, m->from) == RAFT_OK)
+        return;
+    struct raft_msg resp = {.type = RAFT_MSG_READ_INDEX_RESP, .to = m->from, .reject = true,
+                            .read_ctx = m->read_ctx};
+    send(r, resp, 0);
+}
+
+/* ---- raft_step ---------------------------------------------------------- */
+
+static bool entries_valid(const struct raft_msg *m)
+{
+    if (m->n_entries && !m->entries)
+        return false;
+    int64_t prev = m->prev_zxid;
+    for (uint32_t i = 0; i < m->n_entries; i++) {
+        const struct raft_entry *e = &m->entries[i];
+        if (e->zxid <= prev || raft_zxid_term(e->zxid) > m->term)
+            return false;
+        if (e->type != RAFT_ENTRY_NOOP && e->type != RAFT_ENTRY_DATA)
+            return false;
+        if (e->len && !e->data)
+            return false;
+        prev = e->zxid;
+    }
+    return true;
+}
+
+static bool msg_valid(struct raft *r, const struct raft_msg *m)
+{
+    if (!m || m->to != self_id(r) || m->from == self_id(r) || m->term > RAFT_TERM_MAX)
+        return false;
+    const struct raft_peer *p = peer_by_id(r, m->from);
+    if (!p)
+        return false;
+    if (m->last_zxid < 0 || m->prev_zxid < 0 || m->commit_zxid < 0 || m->match_zxid < 0 ||
+        m->hint_zxid < 0 || m->snap_zxid < 0)
+        return false;
+    switch (m->type) {
+    case RAFT_MSG_VOTE_REQ:
+    case RAFT_MSG_VOTE_RESP:
+    case RAFT_MSG_READ_INDEX_RESP:
+        return p->voter;
+    case RAFT_MSG_APPEND:
+        return p->voter && entries_valid(m);
+    case RAFT_MSG_SNAP:
+        return p->voter && m->snap_zxid > 0 && (m->snap_len == 0 || m->snap_data);
+    case RAFT_MSG_APPEND_RESP:
+    case RAFT_MSG_READ_INDEX:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* A message of a higher term. Returns false when it is to be ignored. */
+static bool step_higher_term(struct raft *r, const struct raft_msg *m)
+{
+    if (m->type == RAFT_MSG_VOTE_REQ) {
+        if (in_lease(r))
+            return false;
+        if (m->pre_vote)
+            return true; /* a pre-vote changes no term */
+    }
+    if (m->type == RAFT_MSG_VOTE_RESP && m->pre_vote && !m->reject)
+        return true; /* a grant at our term + 1 */
+    bool from_leader = m->type == RAFT_MSG_APPEND || m->type == RAFT_MSG_SNAP;
+    become_follower(r, m->term, from_leader ? m->from : 0);
+    return true;
+}
+
+/* A message of a lower term: a stale leader hears the current term so it
+ * steps down (with pre-vote and CheckQuorum it may never hear a vote
+ * request); everything else stale is dropped. */
+static bool step_lower_term(struct raft *r, const struct raft_msg *m)
+{
+    switch (m->type) {
+    case RAFT_MSG_APPEND:
+    case RAFT_MSG_SNAP:
+        send_append_resp(r, m, true, 0, 0);
+        return false;
+    case RAFT_MSG_VOTE_REQ:
+    case RAFT_MSG_READ_INDEX:
+    case RAFT_MSG_READ_INDEX_RESP:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static int step_dispatch(struct raft *r, const struct raft_msg *m,
+                         const struct append_plan *plan)
+{
+    switch (m->type) {
+    case RAFT_MSG_VOTE_REQ:
+        on_vote_req(r, m);
+        return RAFT_OK;
+    case RAFT_MSG_VOTE_RESP:
+        on_vote_resp(r, m);
+        return RAFT_OK;
+    case RAFT_MSG_APPEND:
+        return on_append(r, m, plan);
+    case RAFT_MSG_APPEND_RESP:
+        on_append_resp(r, m);
+        return RAFT_OK;
+    case RAFT_MSG_SNAP:
+        return on_snap(r, m);
+    case RAFT_MSG_READ_INDEX:
+        on_read_index(r, m);
+        return RAFT_OK;
+    default: /* RAFT_MSG_READ_INDEX_RESP: a leader's answer, of any term */
+        push_read(r, m->read_ctx, m->reject ? 0 : m->commit_zxid, !m->reject);
+        return RAFT_OK;
+    }
+}
+
+int raft_step(struct raft *r, const struct raft_msg *m)
+{
+    BASE_ASSERT(r && !r->in_ready);
+    if (!msg_valid(r, m))
+        return RAFT_EINVAL;
+    bool leads_this_term = r->role == RAFT_LEADER && m->term == r->term;
+    bool from_leader = m->type == RAFT_MSG_APPEND || m->type == RAFT_MSG_SNAP;
+    if (from_leader && leads_this_term)
+        return RAFT_EINVAL; /* a second leader in one term: impossible */
+    struct append_plan plan = {0};
+    if (m->type == RAFT_MSG_APPEND && m->term >= r->term && !plan_append(r, m, &plan))
+        return RAFT_EINVAL;
+    if (m->term > r->term && !step_higher_term(r, m))
+        return RAFT_OK;
+    if (m->term < r->term && !step_lower_term(r, m))
+        return RAFT_OK;
+    if (r->role == RAFT_LEADER && m->term == r->term)
+        peer_by_id(r, m->from)->active = true;
+    return step_dispatch(r, m, &plan);
+}
+
+/* ---- the other events ------------------------------------------------- */
+
+void raft_tick(struct raft *r)
+{
+    BASE_ASSERT(r && !r->in_ready);
+    if (r->role == RAFT_LEADER) {
+        leader_tick(r);
+        return;
+    }
+    tick_up(&r->lease_elapsed);
+    if (r->role == RAFT_OBSERVER)
+        return; /* observers never campaign */
+    tick_up(&r->election_elapsed);
+    if (r->election_elapsed >= r->election_timeout)
+        start_pre_vote(r);
+}
+
+int raft_propose(struct raft *r, const void *data, size_t len, int64_t *zxid)
+{
+    BASE_ASSERT(r && !r->in_ready);
+    if (r->role != RAFT_LEADER)
+        return RAFT_ENOTLEADER;
+    if (len && !data)
+        return RAFT_EINVAL;
+    int64_t last = log_last(r);
+    BASE_ASSERT(raft_zxid_term(last) == r->term); /* the no-op came first */
+    uint64_t next = (uint64_t)raft_zxid_counter(last) + 1;
+    if (next > r->cfg.counter_limit) {
+        /* ZOOKEEPER-1277: never wrap the counter; a new term restarts it */
+        become_follower(r, r->term, 0);
+        return RAFT_ELIMIT;
+    }
+    struct raft_entry e = {raft_make_zxid(r->term, (uint32_t)next), RAFT_ENTRY_DATA, data, len};
+    int err = leader_append(r, &e);
+    if (err != RAFT_OK)
+        return err;
+    if (zxid)
+        *zxid = e.zxid;
+    broadcast_append(r, false);
+    return RAFT_OK;
+}
+
+int raft_read_index(struct raft *r, uint64_t ctx)
+{
+    BASE_ASSERT(r && !r->in_ready);
+    if (r->role == RAFT_LEADER)
+        return leader_add_read(r, ctx, 0);
+    if (r->leader_id == 0)
+        return RAFT_ENOTLEADER;
+    struct raft_msg m = {.type = RAFT_MSG_READ_INDEX, .to = r->leader_id, .read_ctx = ctx};
+    send(r, m, 0);
+    return RAFT_OK;
+}
+
+/* The oldest log zxid a queued APPEND still refers to (INT64_MAX: none). */
+static int64_t oldest_queued_zxid(const struct raft *r)
+{
+    int64_t oldest = INT64_MAX;
+    for (size_t i = 0; i < r->n_msgs; i++)
+        if (r->msgs[i].type == RAFT_MSG_APPEND && r->msgs[i].n_entries > 0 &&
+            r->msg_first[i] < oldest)
+            oldest = r->msg_first[i];
+    return oldest;
+}
+
+void raft_compact(struct raft *r, int64_t zxid, size_t keep_entries)
+{
+    BASE_ASSERT(r && !r->in_ready);
+    BASE_ASSERT(zxid >= 0 && zxid <= r->applied); /* only applied state is snapshotted */
+    if (zxid <= r->snap_zxid)
+        return;
+    r->snap_zxid = zxid;
+    size_t upto = log_upper(r, zxid);
+    size_t drop = upto > keep_entries ? upto - keep_entries : 0;
+    size_t referenced = log_upper(r, oldest_queued_zxid(r) - 1);
+    if (drop > referenced)
+        drop = referenced;
+    if (drop == 0)
+        return;
+    int64_t base = drop == upto ? zxid : r->log[drop - 1].zxid;
+    for (size_t i = 0; i < drop; i++)
+        entry_free(&r->log[i]);
+    memmove(r->log, r->log + drop, (r->n_log - drop) * sizeof *r->log);
+    r->n_log -= drop;
+    BASE_ASSERT(r->n_stable >= drop); /* applied entries are durable */
+    r->n_stable -= drop;
+    r->log_base = base;
+}
+
+/* ---- Ready ------------------------------------------------------------ */
+
+static bool hard_state_changed(const struct raft *r)
+{
+    return r->term != r->persisted.term || r->vote != r->persisted.vote;
+}
+
+/* Log indices [*first, *end) of the entries committed, durable and not
+ * yet applied. */
+static void committed_range(const struct raft *r, size_t *first, size_t *end)
+{
+    int64_t upto = r->commit < r->durable ? r->commit : r->durable;
+    *first = log_upper(r, r->applied);
+    *end = upto > r->applied ? log_upper(r, upto) : *first;
+}
+
+bool raft_has_ready(const struct raft *r)
+{
+    size_t first, end;
+    committed_range(r, &first, &end);
+    return hard_state_changed(r) || r->snap_ready || r->truncate ||
+           r->n_stable < r->n_log || r->n_msgs > 0 || end > first || r->n_reads > 0;
+}
+
+/* Messages name log entries and snapshots as of this ready: the log may
+ * have moved since an APPEND was queued, and the driver may have compacted
+ * to a newer snapshot since a SNAP was (the driver attaches the snapshot it
+ * holds now, so the zxid must be that one). */
+static void resolve_msgs(struct raft *r)
+{
+    for (size_t i = 0; i < r->n_msgs; i++) {
+        struct raft_msg *m = &r->msgs[i];
+        if (m->type == RAFT_MSG_APPEND && m->n_entries > 0) {
+            size_t at = log_find(r, r->msg_first[i]);
+            BASE_ASSERT(at != RAFT_NOT_FOUND && at + m->n_entries <= r->n_log);
+            m->entries = &r->log[at];
+        } else if (m->type == RAFT_MSG_SNAP) {
+            BASE_ASSERT(r->snap_zxid >= m->snap_zxid);
+            m->snap_zxid = r->snap_zxid;
+            struct raft_peer *p = peer_by_id(r, m->to);
+            if (p->snap_pending)
+                p->snap_sent = r->snap_zxid;
+        }
+    }
+}
+
+void raft_ready(struct raft *r, struct raft_ready *rd)
+{
+    BASE_ASSERT(r && rd && !r->in_ready);
+    memset(rd, 0, sizeof *rd);
+    rd->hard_state_changed = hard_state_changed(r);
+    /* commit_zxid is written lazily with term and vote, so it must already
+     * be safe against the disk before this ready's truncation and appends */
+    int64_t safe_commit = r->commit < r->durable ? r->commit : r->durable;
+    rd->hard_state = (struct raft_hard_state){r->term, r->vote, safe_commit};
+    rd->snapshot = r->snap_ready ? &r->snap : NULL;
+    rd->truncate = r->truncate;
+    rd->truncate_after = r->truncate_after;
+    rd->entries = r->log + r->n_stable;
+    rd->n_entries = r->n_log - r->n_stable;
+    resolve_msgs(r);
+    rd->msgs = r->msgs;
+    rd->n_msgs = r->n_msgs;
+    size_t first, end;
+    committed_range(r, &first, &end);
+    rd->committed = r->log + first;
+    rd->n_committed = end - first;
+    rd->reads = r->reads;
+    rd->n_reads = r->n_reads;
+    r->handed = *rd;
+    r->in_ready = true;
+}
+
+static bool same_ready(const struct raft_ready *a, const struct raft_ready *b)
+{
+    return a->hard_state_changed == b->hard_state_changed && a->snapshot == b->snapshot &&
+           a->truncate == b->truncate && a->entries == b->entries &&
+           a->n_entries == b->n_entries && a->msgs == b->msgs && a->n_msgs == b->n_msgs &&
+           a->committed == b->committed && a->n_committed == b->n_committed &&
+           a->reads == b->reads && a->n_reads == b->n_reads;
+}
+
+void raft_advance(struct raft *r, const struct raft_ready *rd)
+{
+    BASE_ASSERT(r && rd && r->in_ready);
+    BASE_ASSERT(same_ready(&r->handed, rd)); /* the rd raft_ready filled */
+    r->in_ready = false;
+    if (rd->hard_state_changed)
+        r->persisted = rd->hard_state;
+    if (r->snap_ready) {
+        free((void *)r->snap.data);
+        r->snap = (struct raft_snapshot){0};
+        r->snap_ready = false;
+    }
+    r->truncate = false;
+    r->n_stable = r->n_log;
+    r->durable = log_last(r);
+    if (rd->n_committed)
+        r->applied = rd->committed[rd->n_committed - 1].zxid;
+    BASE_ASSERT(r->applied <= r->commit && r->commit <= log_last(r));
+    r->n_msgs = 0;
+    r->n_reads = 0;
+    leader_maybe_commit(r); /* the leader's own entries now count */
+}
+
+/* ---- construction and inspection -------------------------------------- */
+
+static bool cfg_valid(const struct raft_cfg *cfg)
+{
+    if (!cfg || !cfg->members || cfg->n_members == 0 || cfg->n_members > RAFT_MEMBERS_MAX)
+        return false;
+    if (cfg->heartbeat_ticks == 0 || cfg->election_ticks <= cfg->heartbeat_ticks ||
+        cfg->election_ticks > RAFT_ELECTION_TICKS_MAX)
+        return false;
+    bool self = false, voter = false;
+    for (uint32_t i = 0; i < cfg->n_members; i++) {
+        const struct raft_member *m = &cfg->members[i];
+        if (m->id == 0)
+            return false;
+        for (uint32_t j = 0; j < i; j++)
+            if (cfg->members[j].id == m->id)
+                return false;
+        self |= m->id == cfg->self_id;
+        voter |= m->voter;
+    }
+    return self && voter;
+}
+
+static bool boot_valid(const struct raft_cfg *cfg, const struct raft_boot *b)
+{
+    const struct raft_hard_state *hs = &b->hard_state;
+    if (hs->term > RAFT_TERM_MAX || hs->commit_zxid < 0 || b->snap_zxid < 0)
+        return false;
+    if (b->n_entries && !b->entries)
+        return false;
+    bool vote_ok = hs->vote == 0;
+    for (uint32_t i = 0; i < cfg->n_members; i++)
+        vote_ok |= cfg->members[i].id == hs->vote && cfg->members[i].voter;
+    if (!vote_ok || raft_zxid_term(b->snap_zxid) > hs->term)
+        return false;
+    int64_t prev = b->snap_zxid;
+    for (size_t i = 0; i < b->n_entries; i++) {
+        const struct raft_entry *e = &b->entries[i];
+        /* an entry's term was persisted (step 1) before the entry (step 4) */
+        if (e->zxid <= prev || raft_zxid_term(e->zxid) > hs->term)
+            return false;
+        if ((e->type != RAFT_ENTRY_NOOP && e->type != RAFT_ENTRY_DATA) || (e->len && !e->data))
+            return false;
+        prev = e->zxid;
+    }
+    return true;
+}
+
+static bool load_boot(struct raft *r, const struct raft_boot *b)
+{
+    r->term = b->hard_state.term;
+    r->vote = b->hard_state.vote;
+    r->persisted = b->hard_state;
+    r->log_base = r->snap_zxid = b->snap_zxid;
+    for (size_t i = 0; i < b->n_entries; i++)
+        if (log_append(r, &b->entries[i]) != RAFT_OK)
+            return false;
+    r->n_stable = r->n_log;
+    r->durable = log_last(r);
+    /* the snapshot is committed; a commit past the log (a torn tail) is
+     * cut back to what the disk holds */
+    int64_t c = b->hard_state.commit_zxid > b->snap_zxid ? b->hard_state.commit_zxid
+                                                         : b->snap_zxid;
+    r->commit = r->applied = c < log_last(r) ? c : log_last(r);
+    return true;
+}
+
+struct raft *raft_new(const struct raft_cfg *cfg, const struct raft_boot *boot)
+{
+    if (!cfg_valid(cfg) || (boot && !boot_valid(cfg, boot)))
+        return NULL;
+    struct raft *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->cfg = *cfg;
+    r->cfg.members = NULL;
+    if (r->cfg.counter_limit == 0)
+        r->cfg.counter_limit = RAFT_DEFAULT_COUNTER_LIMIT;
+    if (r->cfg.max_append_entries == 0)
+        r->cfg.max_append_entries = RAFT_DEFAULT_APPEND_ENTRIES;
+    if (r->cfg.max_append_bytes == 0)
+        r->cfg.max_append_bytes = RAFT_DEFAULT_APPEND_BYTES;
+    r->n_peers = cfg->n_members;
+    for (uint32_t i = 0; i < cfg->n_members; i++) {
+        r->peers[i] = (struct raft_peer){.id = cfg->members[i].id,
+                                         .voter = cfg->members[i].voter};
+        r->n_voters += cfg->members[i].voter;
+        if (cfg->members[i].id == cfg->self_id)
+            r->self = i;
+    }
+    r->rng = cfg->seed ^ ((uint64_t)cfg->self_id * 0x9e3779b97f4a7c15ull);
+    if (boot && !load_boot(r, boot)) {
+        raft_free(r);
+        return NULL;
+    }
+    r->role = self_voter(r) ? RAFT_FOLLOWER : RAFT_OBSERVER;
+    reset_election_timer(r);
+    return r;
+}
+
+void raft_free(struct raft *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->n_log; i++)
+        entry_free(&r->log[i]);
+    free(r->log);
+    free(r->msgs);
+    free(r->msg_first);
+    free(r->reads);
+    free(r->pending);
+    free((void *)r->snap.data);
+    free(r);
+}
+
+void raft_status(const struct raft *r, struct raft_status *st)
+{
+    memset(st, 0, sizeof *st);
+    st->role = r->role;
+    st->term = r->term;
+    st->vote = r->vote;
+    st->leader_id = r->leader_id;
+    st->commit_zxid = r->commit;
+    st->applied_zxid = r->applied;
+    st->last_zxid = log_last(r);
+    st->durable_zxid = r->durable;
+    st->snap_zxid = r->snap_zxid;
+    bool leader = r->role == RAFT_LEADER;
+    for (uint32_t i = 0; i < r->n_peers; i++) {
+        if (i == r->self)
+            continue;
+        const struct raft_peer *p = &r->peers[i];
+        st->peers[st->n_peers++] = (struct raft_peer_status){
+            p->id, p->voter, leader ? p->match : 0, leader && p->active};
+    }
+}
+
+size_t raft_log_len(const struct raft *r)
+{
+    return r->n_log;
+}
+
+const struct raft_entry *raft_log_at(const struct raft *r, size_t i)
+{
+    return i < r->n_log ? &r->log[i] : NULL;
+}
+
+const char *raft_role_name(enum raft_role role)
+{
+    switch (role) {
+    case RAFT_FOLLOWER: return "follower";
+    case RAFT_PRE_CANDIDATE: return "pre-candidate";
+    case RAFT_CANDIDATE: return "candidate";
+    case RAFT_LEADER: return "leader";
+    case RAFT_OBSERVER: return "observer";
+    }
+    return "unknown";
+}
+
+const char *raft_msg_type_name(uint8_t type)
+{
+    switch (type) {
+    case RAFT_MSG_VOTE_REQ: return "VOTE_REQ";
+    case RAFT_MSG_VOTE_RESP: return "VOTE_RESP";
+    case RAFT_MSG_APPEND: return "APPEND";
+    case RAFT_MSG_APPEND_RESP: return "APPEND_RESP";
+    case RAFT_MSG_SNAP: return "SNAP";
+    case RAFT_MSG_READ_INDEX: return "READ_INDEX";
+    case RAFT_MSG_READ_INDEX_RESP: return "READ_INDEX_RESP";
+    }
+    return "unknown";
+}

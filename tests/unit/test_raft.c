@@ -1,0 +1,1353 @@
+/*
+ * test_raft — the Raft core (replication/raft.h) driven as a small cluster
+ * inside the test: an array of cores, a message queue delivered by hand
+ * (deterministic; optionally shuffled and duplicated by a seeded generator),
+ * and a driver that carries out each ready in the contract's order over a
+ * per-node fake disk. The "state machine" records the zxid and payload of
+ * each applied entry, so agreement is checked entry by entry.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "replication/raft.h"
+
+#define N_MAX 5
+#define LOG_MAX 512
+#define DATA_MAX 16
+#define READS_MAX 32
+#define ELECTION 10
+#define HEARTBEAT 2
+
+struct applied {
+    int64_t zxid;
+    uint8_t type;
+    size_t len;
+    char data[DATA_MAX];
+};
+
+struct node {
+    struct raft *r;
+    bool up;
+    /* the fake disk */
+    struct raft_hard_state hs;
+    int64_t snap_zxid;
+    struct applied snap_sm[LOG_MAX];
+    size_t n_snap_sm;
+    struct applied disk[LOG_MAX]; /* log entries after snap_zxid */
+    size_t n_disk;
+    /* the state machine */
+    struct applied sm[LOG_MAX];
+    size_t n_sm;
+    struct raft_read reads[READS_MAX];
+    size_t n_reads;
+    int64_t max_commit_seen;
+};
+
+struct qmsg {
+    struct raft_msg m;
+    struct raft_entry *ents;
+    uint8_t *snap;
+};
+
+struct cluster;
+typedef bool (*drop_fn)(const struct cluster *c, const struct raft_msg *m);
+
+struct cluster {
+    uint32_t n;
+    struct raft_member members[N_MAX];
+    struct raft_cfg cfg;
+    struct node nodes[N_MAX];
+    bool cut[N_MAX][N_MAX]; /* cut[a][b]: messages from a to b are lost */
+    drop_fn drop;
+    uint32_t drop_term; /* for drop functions that look at a term */
+    bool shuffle, duplicate;
+    /* called between a delivered message's raft_step and its ready */
+    void (*after_step)(struct cluster *c, const struct raft_msg *m);
+    uint64_t rng;
+    struct qmsg *q;
+    size_t n_q, cap_q;
+    uint64_t delivered;
+};
+
+/* ---- the harness -------------------------------------------------------- */
+
+static uint64_t test_rng(struct cluster *c)
+{
+    c->rng ^= c->rng << 13;
+    c->rng ^= c->rng >> 7;
+    c->rng ^= c->rng << 17;
+    return c->rng;
+}
+
+static struct node *node_of(struct cluster *c, uint32_t id)
+{
+    assert_true(id >= 1 && id <= c->n);
+    return &c->nodes[id - 1];
+}
+
+static struct raft_cfg node_cfg(const struct cluster *c, uint32_t i)
+{
+    struct raft_cfg cfg = c->cfg;
+    cfg.self_id = i + 1;
+    cfg.members = c->members;
+    cfg.n_members = c->n;
+    return cfg;
+}
+
+static struct cluster *cluster_new(uint32_t voters, uint32_t observers, uint64_t seed)
+{
+    struct cluster *c = calloc(1, sizeof *c);
+    assert_non_null(c);
+    c->n = voters + observers;
+    assert_true(c->n <= N_MAX);
+    for (uint32_t i = 0; i < c->n; i++)
+        c->members[i] = (struct raft_member){i + 1, i < voters};
+    c->cfg = (struct raft_cfg){.election_ticks = ELECTION, .heartbeat_ticks = HEARTBEAT,
+                               .seed = seed};
+    c->rng = seed * 2654435761u + 1;
+    return c;
+}
+
+static void cluster_start(struct cluster *c)
+{
+    for (uint32_t i = 0; i < c->n; i++) {
+        struct raft_cfg cfg = node_cfg(c, i);
+        c->nodes[i].r = raft_new(&cfg, NULL);
+        assert_non_null(c->nodes[i].r);
+        c->nodes[i].up = true;
+    }
+}
+
+static void qmsg_free(struct qmsg *q)
+{
+    for (uint32_t i = 0; q->ents && i < q->m.n_entries; i++)
+        free((void *)q->ents[i].data);
+    free(q->ents);
+    free(q->snap);
+}
+
+static void snapshot_bytes(const struct node *nd, const uint8_t **data, size_t *len)
+{
+    *data = (const uint8_t *)nd->snap_sm;
+    *len = nd->n_snap_sm * sizeof nd->snap_sm[0];
+}
+
+/* Queues a deep copy of m (the ready's pointers die at raft_advance); a
+ * SNAP gets the sender's snapshot attached, as the driver would. */
+static void enqueue(struct cluster *c, const struct raft_msg *m)
+{
+    assert_true(c->n_q < 100000);
+    if (c->n_q == c->cap_q) {
+        c->cap_q = c->cap_q ? c->cap_q * 2 : 64;
+        c->q = realloc(c->q, c->cap_q * sizeof *c->q);
+        assert_non_null(c->q);
+    }
+    struct qmsg *q = &c->q[c->n_q++];
+    memset(q, 0, sizeof *q);
+    q->m = *m;
+    if (m->n_entries) {
+        q->ents = calloc(m->n_entries, sizeof *q->ents);
+        for (uint32_t i = 0; i < m->n_entries; i++) {
+            q->ents[i] = m->entries[i];
+            q->ents[i].data = NULL;
+            if (m->entries[i].len) {
+                uint8_t *d = malloc(m->entries[i].len);
+                memcpy(d, m->entries[i].data, m->entries[i].len);
+                q->ents[i].data = d;
+            }
+        }
+        q->m.entries = q->ents;
+    }
+    if (m->type == RAFT_MSG_SNAP) {
+        const struct node *from = node_of(c, m->from);
+        assert_int_equal(from->snap_zxid, m->snap_zxid);
+        const uint8_t *data;
+        size_t len;
+        snapshot_bytes(from, &data, &len);
+        q->snap = malloc(len ? len : 1);
+        memcpy(q->snap, data, len);
+        q->m.snap_data = q->snap;
+        q->m.snap_len = len;
+    }
+}
+
+static void apply(struct node *nd, const struct raft_entry *e)
+{
+    assert_true(nd->n_sm < LOG_MAX);
+    if (nd->n_sm)
+        assert_true(e->zxid > nd->sm[nd->n_sm - 1].zxid); /* zxid order */
+    struct applied *a = &nd->sm[nd->n_sm++];
+    memset(a, 0, sizeof *a);
+    a->zxid = e->zxid;
+    a->type = e->type;
+    a->len = e->len < DATA_MAX ? e->len : DATA_MAX;
+    if (a->len)
+        memcpy(a->data, e->data, a->len);
+}
+
+static void persist(struct node *nd, const struct raft_ready *rd)
+{
+    if (rd->hard_state_changed)
+        nd->hs = rd->hard_state;
+    if (rd->snapshot) {
+        nd->snap_zxid = rd->snapshot->zxid;
+        nd->n_snap_sm = rd->snapshot->len / sizeof nd->snap_sm[0];
+        memcpy(nd->snap_sm, rd->snapshot->data, rd->snapshot->len);
+        memcpy(nd->sm, nd->snap_sm, rd->snapshot->len);
+        nd->n_sm = nd->n_snap_sm;
+        nd->n_disk = 0;
+    }
+    if (rd->truncate) {
+        /* an applied (committed) entry is never truncated */
+        if (nd->n_sm)
+            assert_true(rd->truncate_after >= nd->sm[nd->n_sm - 1].zxid);
+        while (nd->n_disk && nd->disk[nd->n_disk - 1].zxid > rd->truncate_after)
+            nd->n_disk--;
+    }
+    for (size_t i = 0; i < rd->n_entries; i++) {
+        const struct raft_entry *e = &rd->entries[i];
+        assert_true(nd->n_disk < LOG_MAX);
+        if (nd->n_disk)
+            assert_true(e->zxid > nd->disk[nd->n_disk - 1].zxid);
+        struct applied *d = &nd->disk[nd->n_disk++];
+        memset(d, 0, sizeof *d);
+        d->zxid = e->zxid;
+        d->type = e->type;
+        d->len = e->len < DATA_MAX ? e->len : DATA_MAX;
+        if (d->len)
+            memcpy(d->data, e->data, d->len);
+    }
+}
+
+/* Carries out every ready of node i in the contract's order. */
+static void node_ready(struct cluster *c, uint32_t i)
+{
+    struct node *nd = &c->nodes[i];
+    while (nd->up && raft_has_ready(nd->r)) {
+        struct raft_ready rd;
+        raft_ready(nd->r, &rd);
+        persist(nd, &rd);
+        for (size_t k = 0; k < rd.n_msgs; k++) {
+            assert_int_equal(rd.msgs[k].from, i + 1);
+            enqueue(c, &rd.msgs[k]);
+            if (c->duplicate && test_rng(c) % 3 == 0)
+                enqueue(c, &rd.msgs[k]);
+        }
+        for (size_t k = 0; k < rd.n_committed; k++)
+            apply(nd, &rd.committed[k]);
+        for (size_t k = 0; k < rd.n_reads; k++) {
+            assert_true(nd->n_reads < READS_MAX);
+            nd->reads[nd->n_reads++] = rd.reads[k];
+        }
+        raft_advance(nd->r, &rd);
+        struct raft_status st;
+        raft_status(nd->r, &st);
+        assert_true(st.commit_zxid >= nd->max_commit_seen); /* commit never regresses */
+        nd->max_commit_seen = st.commit_zxid;
+    }
+}
+
+static bool deliver_one(struct cluster *c)
+{
+    if (c->n_q == 0)
+        return false;
+    size_t k = c->shuffle ? (size_t)(test_rng(c) % c->n_q) : 0;
+    struct qmsg q = c->q[k];
+    memmove(&c->q[k], &c->q[k + 1], (c->n_q - k - 1) * sizeof *c->q);
+    c->n_q--;
+    struct node *to = node_of(c, q.m.to);
+    struct node *from = node_of(c, q.m.from);
+    (void)from;
+    bool lost = !to->up || c->cut[q.m.from - 1][q.m.to - 1] || (c->drop && c->drop(c, &q.m));
+    if (!lost) {
+        int rc = raft_step(to->r, &q.m);
+        assert_true(rc == RAFT_OK);
+        c->delivered++;
+        if (c->after_step)
+            c->after_step(c, &q.m);
+        node_ready(c, q.m.to - 1);
+    }
+    qmsg_free(&q);
+    return true;
+}
+
+static void settle(struct cluster *c)
+{
+    for (int guard = 0; deliver_one(c); guard++)
+        assert_true(guard < 200000);
+}
+
+static void tick_all(struct cluster *c, int ticks)
+{
+    for (int t = 0; t < ticks; t++) {
+        for (uint32_t i = 0; i < c->n; i++) {
+            if (!c->nodes[i].up)
+                continue;
+            raft_tick(c->nodes[i].r);
+            node_ready(c, i);
+        }
+        settle(c);
+    }
+}
+
+static void tick_node(struct cluster *c, uint32_t i, int ticks)
+{
+    for (int t = 0; t < ticks; t++) {
+        raft_tick(c->nodes[i].r);
+        node_ready(c, i);
+        settle(c);
+    }
+}
+
+static struct raft_status status_of(struct cluster *c, uint32_t i)
+{
+    struct raft_status st;
+    raft_status(c->nodes[i].r, &st);
+    return st;
+}
+
+/* The leader with the highest term among running nodes, or -1; never two
+ * leaders of one term. */
+static int leader_of(struct cluster *c)
+{
+    int best = -1;
+    uint32_t best_term = 0;
+    for (uint32_t i = 0; i < c->n; i++) {
+        if (!c->nodes[i].up)
+            continue;
+        struct raft_status st = status_of(c, i);
+        if (st.role != RAFT_LEADER)
+            continue;
+        assert_true(best < 0 || st.term != best_term);
+        if (best < 0 || st.term > best_term) {
+            best = (int)i;
+            best_term = st.term;
+        }
+    }
+    return best;
+}
+
+static int wait_leader(struct cluster *c)
+{
+    for (int t = 0; t < 50 * ELECTION; t++) {
+        int l = leader_of(c);
+        if (l >= 0)
+            return l;
+        tick_all(c, 1);
+    }
+    fail_msg("no leader elected");
+    return -1;
+}
+
+static void crash(struct cluster *c, uint32_t i)
+{
+    raft_free(c->nodes[i].r);
+    c->nodes[i].r = NULL;
+    c->nodes[i].up = false;
+    c->nodes[i].n_reads = 0;
+}
+
+/* Starts node i from its disk: hard state, snapshot and log; the state
+ * machine is the snapshot plus the entries through the persisted commit. */
+static void restart(struct cluster *c, uint32_t i)
+{
+    struct node *nd = &c->nodes[i];
+    struct raft_entry ents[LOG_MAX];
+    for (size_t k = 0; k < nd->n_disk; k++)
+        ents[k] = (struct raft_entry){nd->disk[k].zxid, nd->disk[k].type,
+                                      (const uint8_t *)nd->disk[k].data, nd->disk[k].len};
+    struct raft_boot boot = {nd->hs, nd->snap_zxid, ents, nd->n_disk};
+    struct raft_cfg cfg = node_cfg(c, i);
+    nd->r = raft_new(&cfg, &boot);
+    assert_non_null(nd->r);
+    nd->up = true;
+    memcpy(nd->sm, nd->snap_sm, nd->n_snap_sm * sizeof nd->sm[0]);
+    nd->n_sm = nd->n_snap_sm;
+    for (size_t k = 0; k < nd->n_disk && nd->disk[k].zxid <= nd->hs.commit_zxid; k++)
+        apply(nd, &ents[k]);
+    nd->max_commit_seen = status_of(c, i).commit_zxid;
+    assert_int_equal(status_of(c, i).applied_zxid,
+                     nd->n_sm ? nd->sm[nd->n_sm - 1].zxid : nd->snap_zxid);
+}
+
+/* Takes a snapshot of node i at its applied zxid and compacts. */
+static void compact(struct cluster *c, uint32_t i, size_t keep)
+{
+    struct node *nd = &c->nodes[i];
+    int64_t at = status_of(c, i).applied_zxid;
+    memcpy(nd->snap_sm, nd->sm, nd->n_sm * sizeof nd->sm[0]);
+    nd->n_snap_sm = nd->n_sm;
+    nd->snap_zxid = at;
+    size_t k = 0;
+    while (k < nd->n_disk && nd->disk[k].zxid <= at)
+        k++;
+    memmove(nd->disk, nd->disk + k, (nd->n_disk - k) * sizeof nd->disk[0]);
+    nd->n_disk -= k;
+    raft_compact(nd->r, at, keep);
+}
+
+static int64_t propose(struct cluster *c, uint32_t i, const char *s)
+{
+    int64_t z = -1;
+    assert_int_equal(raft_propose(c->nodes[i].r, s, strlen(s), &z), RAFT_OK);
+    node_ready(c, i);
+    return z;
+}
+
+static void isolate(struct cluster *c, uint32_t i, bool on)
+{
+    for (uint32_t j = 0; j < c->n; j++)
+        c->cut[i][j] = c->cut[j][i] = on && i != j;
+}
+
+static void assert_same_sm(const struct node *a, const struct node *b)
+{
+    assert_int_equal(a->n_sm, b->n_sm);
+    for (size_t k = 0; k < a->n_sm; k++) {
+        assert_int_equal(a->sm[k].zxid, b->sm[k].zxid);
+        assert_int_equal(a->sm[k].type, b->sm[k].type);
+        assert_int_equal(a->sm[k].len, b->sm[k].len);
+        assert_memory_equal(a->sm[k].data, b->sm[k].data, DATA_MAX);
+    }
+}
+
+static void assert_all_agree(struct cluster *c)
+{
+    for (uint32_t i = 1; i < c->n; i++)
+        if (c->nodes[i].up && c->nodes[0].up)
+            assert_same_sm(&c->nodes[0], &c->nodes[i]);
+}
+
+static bool sm_has(const struct node *nd, int64_t zxid)
+{
+    for (size_t k = 0; k < nd->n_sm; k++)
+        if (nd->sm[k].zxid == zxid)
+            return true;
+    return false;
+}
+
+static bool log_has(const struct raft *r, int64_t zxid)
+{
+    for (size_t k = 0; k < raft_log_len(r); k++)
+        if (raft_log_at(r, k)->zxid == zxid)
+            return true;
+    return false;
+}
+
+static void cluster_free(struct cluster *c)
+{
+    for (uint32_t i = 0; i < c->n; i++)
+        raft_free(c->nodes[i].r);
+    for (size_t k = 0; k < c->n_q; k++)
+        qmsg_free(&c->q[k]);
+    free(c->q);
+    free(c);
+}
+
+/* A three-voter cluster with a leader whose no-op every node applied. */
+static struct cluster *stable_cluster(uint32_t voters, uint32_t observers, uint64_t seed, int *leader)
+{
+    struct cluster *c = cluster_new(voters, observers, seed);
+    cluster_start(c);
+    *leader = wait_leader(c);
+    tick_all(c, 2 * HEARTBEAT);
+    return c;
+}
+
+/* ---- elections and commit ------------------------------------------------ */
+
+static void test_single_voter_commits_immediately(void **state)
+{
+    (void)state;
+    struct cluster *c = cluster_new(1, 0, 1);
+    cluster_start(c);
+    assert_int_equal(wait_leader(c), 0);
+    struct raft_status st = status_of(c, 0);
+    assert_int_equal(st.term, 1);
+    assert_int_equal(st.commit_zxid, raft_make_zxid(1, 0)); /* the no-op */
+    int64_t z = -1;
+    assert_int_equal(raft_propose(c->nodes[0].r, "a", 1, &z), RAFT_OK);
+    assert_int_equal(z, raft_make_zxid(1, 1));
+    assert_int_equal(status_of(c, 0).commit_zxid, raft_make_zxid(1, 0)); /* not durable yet */
+    node_ready(c, 0);
+    st = status_of(c, 0);
+    assert_int_equal(st.commit_zxid, z);
+    assert_int_equal(st.applied_zxid, z);
+    struct node *nd = &c->nodes[0];
+    assert_int_equal(nd->n_sm, 2);
+    assert_int_equal(nd->sm[0].type, RAFT_ENTRY_NOOP);
+    assert_memory_equal(nd->sm[1].data, "a", 1);
+    /* a lone voter confirms a read with nobody else */
+    assert_int_equal(raft_read_index(nd->r, 42), RAFT_OK);
+    node_ready(c, 0);
+    assert_int_equal(nd->n_reads, 1);
+    assert_int_equal(nd->reads[0].ctx, 42);
+    assert_int_equal(nd->reads[0].zxid, z);
+    assert_true(nd->reads[0].ok);
+    cluster_free(c);
+}
+
+static void test_three_nodes_elect_one_leader(void **state)
+{
+    (void)state;
+    int l;
+    struct cluster *c = stable_cluster(3, 0, 7, &l);
+    struct raft_status ls = status_of(c, (uint32_t)l);
+    int64_t noop = raft_make_zxid(ls.term, 0);
+    int leaders = 0;
+    for (uint32_t i = 0; i < 3; i++) {
+        struct raft_status st = status_of(c, i);
+        leaders += st.role == RAFT_LEADER;
+        assert_int_equal(st.term, ls.term);
+        assert_int_equal(st.leader_id, l + 1);
+        assert_int_equal(st.commit_zxid, noop);
+        assert_int_equal(c->nodes[i].n_sm, 1);
+        assert_int_equal(c->nodes[i].sm[0].zxid, noop);
+        assert_int_equal(c->nodes[i].sm[0].type, RAFT_ENTRY_NOOP);
+        if (st.role != RAFT_LEADER)
+            assert_int_equal(st.role, RAFT_FOLLOWER);
+    }
+    assert_int_equal(leaders, 1);
+    assert_int_equal(ls.vote, l + 1);
+    cluster_free(c);
+}
+
+static void test_proposals_apply_in_zxid_order(void **state)
+{
+    (void)state;
+    int l;
+    struct cluster *c = stable_cluster(3, 0, 3, &l);
+    uint32_t term = status_of(c, (uint32_t)l).term;
+    char buf[16];
+    for (int k = 0; k < 10; k++) {
+        snprintf(buf, sizeof buf, "v%d", k);
+        assert_int_equal(propose(c, (uint32_t)l, buf), raft_make_zxid(term, (uint32_t)k + 1));
+    }
+    settle(c);
+    tick_all(c, 2 * HEARTBEAT);
+    assert_all_agree(c);
+    for (uint32_t i = 0; i < 3; i++) {
+        struct node *nd = &c->nodes[i];
+        assert_int_equal(nd->n_sm, 11);
+        for (int k = 0; k < 10; k++) {
+            snprintf(buf, sizeof buf, "v%d", k);
+            assert_int_equal(nd->sm[k + 1].zxid, raft_make_zxid(term, (uint32_t)k + 1));
+            assert_memory_equal(nd->sm[k + 1].data, buf, strlen(buf));
+        }
+        assert_int_equal(status_of(c, i).commit_zxid, raft_make_zxid(term, 10));
+    }
+    cluster_free(c);
+}
+
+static void test_leader_crash_truncates_uncommitted_tail(void **state)
+{
+    (void)state;
+    int l;
+    struct cluster *c = stable_cluster(3, 0, 11, &l);
+    uint32_t old = (uint32_t)l;
+    uint32_t term = status_of(c, old).term;
+    isolate(c, old, true);
+    int64_t tail[3];
+    for (int k = 0; k < 3; k++)
+        tail[k] = propose(c, old, "tail");
+    settle(c);
+    assert_int_equal(c->nodes[old].n_disk, 4); /* durable there, and nowhere else */
+    crash(c, old);
+    isolate(c, old, false);
+    int l2 = wait_leader(c);
+    assert_true((uint32_t)l2 != old);
+    uint32_t term2 = status_of(c, (uint32_t)l2).term;
+    assert_true(term2 > term);
+    int64_t after = propose(c, (uint32_t)l2, "after");
+    settle(c);
+    restart(c, old);
+    tick_all(c, 3 * HEARTBEAT);
+    for (int k = 0; k < 3; k++) {
+        assert_false(log_has(c->nodes[old].r, tail[k]));
+        assert_false(sm_has(&c->nodes[old], tail[k]));
+    }
+    assert_true(sm_has(&c->nodes[old], after));
+    assert_int_equal(status_of(c, old).commit_zxid, after);
+    assert_int_equal(status_of(c, old).term, term2);
+    assert_all_agree(c);
+    cluster_free(c);
+}
+
+static bool drop_appends_of_term(const struct cluster *c, const struct raft_msg *m)
+{
+    if (m->type != RAFT_MSG_APPEND)
+        return false;
+    for (uint32_t i = 0; i < m->n_entries; i++)
+        if (raft_zxid_term(m->entries[i].zxid) == c->drop_term)
+            return true;
+    return false;
+}
+
+/* Boots node i from the given disk state. */
+static void boot_node(struct cluster *c, uint32_t i, uint32_t term, uint32_t vote,
+                      int64_t commit, const int64_t *zxids, size_t n)
+{
+    struct node *nd = &c->nodes[i];
+    memset(nd, 0, sizeof *nd);
+    nd->hs = (struct raft_hard_state){term, vote, commit};
+    for (size_t k = 0; k < n; k++) {
+        nd->disk[k].zxid = zxids[k];
+        nd->disk[k].type = raft_zxid_counter(zxids[k]) == 0 ? RAFT_ENTRY_NOOP : RAFT_ENTRY_DATA;
+        nd->disk[k].len = nd->disk[k].type == RAFT_ENTRY_DATA ? 1 : 0;
+        nd->disk[k].data[0] = 'x';
+    }
+    nd->n_disk = n;
+    restart(c, i);
+}
+
+/* Raft Figure 8: an entry of an older term that sits on a majority is not
+ * committed by counting; it commits once an entry of the leader's own term
+ * does. */
+static void test_fig8_old_term_entry_commits_only_under_current_term(void **state)
+{
+    (void)state;
+    struct cluster *c = cluster_new(3, 0, 5);
+    c->cfg.max_append_entries = 1;
+    int64_t noop1 = raft_make_zxid(1, 0), x = raft_make_zxid(1, 1);
+    int64_t long_log[] = {noop1, x}, short_log[] = {noop1};
+    boot_node(c, 0, 1, 1, noop1, long_log, 2);
+    boot_node(c, 1, 1, 1, noop1, short_log, 1);
+    boot_node(c, 2, 1, 1, noop1, short_log, 1);
+    c->drop = drop_appends_of_term;
+    c->drop_term = 2;
+    for (int t = 0; t < 2 * ELECTION && status_of(c, 0).role != RAFT_LEADER; t++)
+        tick_node(c, 0, 1); /* only node 1 runs its timer: it campaigns */
+    assert_int_equal(status_of(c, 0).role, RAFT_LEADER);
+    assert_int_equal(status_of(c, 0).term, 2);
+    tick_node(c, 0, 2 * HEARTBEAT);
+    struct raft_status st = status_of(c, 0);
+    assert_int_equal(st.peers[0].match_zxid, x); /* x is on all three */
+    assert_int_equal(st.peers[1].match_zxid, x);
+    assert_true(log_has(c->nodes[1].r, x));
+    assert_int_equal(st.commit_zxid, noop1); /* ...but not committed */
+    assert_false(sm_has(&c->nodes[0], x));
+    c->drop = NULL;
+    tick_node(c, 0, 2 * HEARTBEAT);
+    assert_int_equal(status_of(c, 0).commit_zxid, raft_make_zxid(2, 0));
+    assert_true(sm_has(&c->nodes[0], x));
+    assert_all_agree(c);
+    cluster_free(c);
+}
+
+static void test_prevote_rejoin_keeps_term_and_leader(void **state)
+{
+    (void)state;
+    int l;
+    struct cluster *c = stable_cluster(3, 0, 21, &l);
+    uint32_t f = ((uint32_t)l + 1) % 3;
+    uint32_t term = status_of(c, (uint32_t)l).term;
+    isolate(c, f, true);
+    tick_all(c, 6 * ELECTION);
+    assert_int_equal(status_of(c, f).term, term); /* pre-votes never raised it */
+    assert_int_not_equal(status_of(c, f).role, RAFT_LEADER);
+    assert_int_equal(status_of(c, f).role, RAFT_PRE_CANDIDATE);
+    isolate(c, f, false);
+    tick_all(c, 2 * ELECTION);
+    assert_int_equal(leader_of(c), l);
+    for (uint32_t i = 0; i < 3; i++) {
+        assert_int_equal(status_of(c, i).term, term);
+        assert_int_equal(status_of(c, i).leader_id, l + 1);
+    }
+    assert_int_equal(status_of(c, f).role, RAFT_FOLLOWER);
+    cluster_free(c);
+}
+
+static void test_check_quorum_isolated_leader_steps_down(void **state)
+{
+    (void)state;
+    int l;
+    struct cluster *c = stable_cluster(3, 0, 23, &l);
+    isolate(c, (uint32_t)l, true);
+    int t = 0;
+    while (status_of(c, (uint32_t)l).role == RAFT_LEADER && t < 4 * ELECTION) {
+        tick_all(c, 1);
+        t++;
+    }
+    assert_true(t <= 2 * ELECTION);
+    assert_int_equal(status_of(c, (uint32_t)l).role, RAFT_FOLLOWER);
+    assert_int_equal(status_of(c, (uint32_t)l).leader_id, 0);
+    /* it no longer confirms reads */
+    assert_int_equal(raft_read_index(c->nodes[l].r, 1), RAFT_ENOTLEADER);
+    cluster_free(c);
+}
+
+static void test_lease_ignores_higher_term_vote(void **state)
+{
+    (void)state;
+    int l;
+    struct cluster *c = stable_cluster(3, 0, 25, &l);
+    uint32_t f1 = ((uint32_t)l + 1) % 3, f2 = ((uint32_t)l + 2) % 3;
+    uint32_t term = status_of(c, f2).term;
+    uint32_t vote = status_of(c, f2).vote;
+    struct raft_msg m = {.type = RAFT_MSG_VOTE_REQ, .from = f1 + 1, .to = f2 + 1,
+                         .term = term + 1, .last_zxid = raft_make_zxid(term + 5, 0)};
+    assert_int_equal(raft_step(c->nodes[f2].r, &m), RAFT_OK);
+    assert_int_equal(status_of(c, f2).term, term);
+    assert_int_equal(status_of(c, f2).vote, vote);
+    assert_int_equal(status_of(c, f2).leader_id, l + 1);
+    assert_false(raft_has_ready(c->nodes[f2].r)); /* not even an answer */
+    m.to = (uint32_t)l + 1;
+    assert_int_equal(raft_step(c->nodes[l].r, &m), RAFT_OK);
+    assert_int_equal(status_of(c, (uint32_t)l).role, RAFT_LEADER);
+    assert_int_equal(status_of(c, (uint32_t)l).term, term);
+    /* once f2 has not heard the leader for an election timeout, it votes */
+    isolate(c, f2, true);
+    tick_node(c, f2, ELECTION);
+    m.to = f2 + 1;
+    assert_int_equal(raft_step(c->nodes[f2].r, &m), RAFT_OK);
+    assert_int_equal(status_of(c, f2).term, term + 1);
+    assert_int_equal(status_of(c, f2).vote, f1 + 1);
+    cluster_free(c);
+}
+
+static void test_counter_limit_steps_down_and_next_term_restarts(void **state)
+{
+    (void)state;
+    struct cluster *c = cluster_new(3, 0, 27);
+    c->cfg.counter_limit = 3;
+    cluster_start(c);
+    uint32_t l = (uint32_t)wait_leader(c);
+    tick_all(c, 2 * HEARTBEAT);
+    uint32_t term = status_of(c, l).term;
+    for (uint32_t k = 1; k <= 3; k++)
+        assert_int_equal(propose(c, l, "c"), raft_make_zxid(term, k));
+    settle(c);
+    int64_t z = 0;
+    assert_int_equal(raft_propose(c->nodes[l].r, "d", 1, &z), RAFT_ELIMIT);
+    struct raft_status st = status_of(c, l);
+    assert_int_equal(st.role, RAFT_FOLLOWER);
+    assert_int_equal(st.leader_id, 0);
+    assert_int_equal(st.term, term);
+    assert_int_equal(st.last_zxid, raft_make_zxid(term, 3));
+    int l2 = wait_leader(c);
+    uint32_t term2 = status_of(c, (uint32_t)l2).term;
+    assert_true(term2 > term);
+    tick_all(c, 2 * HEARTBEAT);
+    assert_int_equal(propose(c, (uint32_t)l2, "e"), raft_make_zxid(term2, 1));
+    settle(c);
+    tick_all(c, 2 * HEARTBEAT);
+    for (uint32_t i = 0; i < 3; i++) {
+        assert_true(sm_has(&c->nodes[i], raft_make_zxid(term, 3)));
+        assert_true(sm_has(&c->nodes[i], raft_make_zxid(term2, 0)));
+        assert_true(sm_has(&c->nodes[i], raft_make_zxid(term2, 1)));
+    }
+    assert_all_agree(c);
+    cluster_free(c);
+}
+
+/* ---- ReadIndex ------------------------------------------------------------ */
+
+/* Runs the cluster one delivered message at a time until a leader appears,
+ * leaving its no-op's APPENDs undelivered. */
+static int catch_new_leader(struct cluster *c)
+{
+    for (int t = 0; t < 50 * ELECTION; t++) {
+        for (uint32_t i = 0; i < c->n; i++) {
+            raft_tick(c->nodes[i].r);
+            node_ready(c, i);
+        }
+        while (leader_of(c) < 0 && deliver_one(c))
+            ;
+        if (leader_of(c) >= 0)
+            return leader_of(c);
+    }
+    fail_msg("no leader");
+    return -1;
+}
+
+static bool drop_append_resp(const struct cluster *c, const struct raft_msg *m)
+{
+    (void)c;
+    return m->type == RAFT_MSG_APPEND_RESP;
+}
+
+static void test_read_index_on_leader_waits_for_noop_and_quorum(void **state)
+{
+    (void)state;
+    struct cluster *c = cluster_new(3, 0, 31);
+    cluster_start(c);
+    uint32_t l = (uint32_t)catch_new_leader(c);
+    struct node *nd = &c->nodes[l];
+    uint32_t term = status_of(c, l).term;
+    assert_true(status_of(c, l).commit_zxid < raft_make_zxid(term, 0));
+    assert_int_equal(raft_read_index(nd->r, 11), RAFT_OK);
+    node_ready(c, l);
+    assert_int_equal(nd->n_reads, 0); /* held: nothing of this term committed */
+    settle(c);
+    assert_int_equal(nd->n_reads, 1);
+    assert_int_equal(nd->reads[0].ctx, 11);
+    assert_int_equal(nd->reads[0].zxid, raft_make_zxid(term, 0));
+    assert_true(nd->reads[0].ok);
+    /* a read after a commit waits for a quorum to answer a heartbeat */
+    int64_t z = propose(c, l, "r");
+    settle(c);
+    c->drop = drop_append_resp;
+    assert_int_equal(raft_read_index(nd->r, 12), RAFT_OK);
+    node_ready(c, l);
+    settle(c);
+    assert_int_equal(nd->n_reads, 1);
+    c->drop = NULL;
+    tick_all(c, HEARTBEAT);
+    assert_int_equal(nd->n_reads, 2);
+    assert_int_equal(nd->reads[1].ctx, 12);
+    assert_int_equal(nd->reads[1].zxid, z);
+    assert_true(nd->reads[1].ok);
+    cluster_free(c);
+}
+
+static void test_read_index_through_follower_and_failure_on_step_down(void **state)
+{
+    (void)state;
+    int li;
+    struct cluster *c = stable_cluster(3, 0, 33, &li);
+    uint32_t l = (uint32_t)li, f = (l + 1) % 3;
+    int64_t z = propose(c, l, "w");
+    settle(c);
+    assert_int_equal(raft_read_index(c->nodes[f].r, 21), RAFT_OK);
+    node_ready(c, f);
+    settle(c);
+    assert_int_equal(c->nodes[f].n_reads, 1);
+    assert_int_equal(c->nodes[f].reads[0].ctx, 21);
+    assert_int_equal(c->nodes[f].reads[0].zxid, z);
+    assert_true(c->nodes[f].reads[0].ok);
+    /* the leader stops hearing acks: its pending reads fail as it steps down */
+    c->drop = drop_append_resp;
+    assert_int_equal(raft_read_index(c->nodes[l].r, 31), RAFT_OK);
+    node_ready(c, l);
+    assert_int_equal(raft_read_index(c->nodes[f].r, 32), RAFT_OK);
+    node_ready(c, f);
+    settle(c);
+    assert_int_equal(c->nodes[l].n_reads, 0);
+    assert_int_equal(c->nodes[f].n_reads, 1);
+    for (int t = 0; t < 3 * ELECTION && status_of(c, l).role == RAFT_LEADER; t++)
+        tick_all(c, 1);
+    assert_int_not_equal(status_of(c, l).role, RAFT_LEADER);
+    assert_int_equal(c->nodes[l].n_reads, 1);
+    assert_int_equal(c->nodes[l].reads[0].ctx, 31);
+    assert_false(c->nodes[l].reads[0].ok);
+    assert_int_equal(c->nodes[f].n_reads, 2);
+    assert_int_equal(c->nodes[f].reads[1].ctx, 32);
+    assert_false(c->nodes[f].reads[1].ok);
+    cluster_free(c);
+}
+
+static void test_read_index_without_leader(void **state)
+{
+    (void)state;
+    struct cluster *c = cluster_new(3, 0, 35);
+    cluster_start(c);
+    assert_int_equal(raft_read_index(c->nodes[0].r, 1), RAFT_ENOTLEADER);
+    assert_int_equal(raft_propose(c->nodes[0].r, "x", 1, NULL), RAFT_ENOTLEADER);
+    assert_false(raft_has_ready(c->nodes[0].r));
+    cluster_free(c);
+}
+
+/* ---- snapshots and observers ------------------------------------------------ */
+
+static void test_compaction_and_snap_catch_up(void **state)
+{
+    (void)state;
+    int li;
+    struct cluster *c = stable_cluster(3, 0, 41, &li);
+    uint32_t l = (uint32_t)li, f = (l + 1) % 3, g = (l + 2) % 3;
+    crash(c, f);
+    int64_t last = 0;
+    for (int k = 0; k < 30; k++) {
+        last = propose(c, l, "s");
+        settle(c);
+    }
+    tick_all(c, 2 * HEARTBEAT);
+    assert_int_equal(status_of(c, l).applied_zxid, last);
+    compact(c, l, 2);
+    compact(c, g, 0);
+    assert_int_equal(raft_log_len(c->nodes[l].r), 2);
+    assert_int_equal(raft_log_len(c->nodes[g].r), 0);
+    assert_int_equal(status_of(c, l).snap_zxid, last);
+    restart(c, f);
+    tick_all(c, 4 * HEARTBEAT);
+    struct raft_status fs = status_of(c, f);
+    assert_int_equal(fs.snap_zxid, last); /* caught up by SNAP, not by entries */
+    assert_int_equal(fs.commit_zxid, last);
+    assert_int_equal(c->nodes[f].snap_zxid, last);
+    assert_same_sm(&c->nodes[l], &c->nodes[f]);
+    /* and it follows the log again afterwards */
+    int64_t z = propose(c, l, "t");
+    settle(c);
+    tick_all(c, HEARTBEAT);
+    assert_int_equal(status_of(c, f).commit_zxid, z);
+    assert_true(log_has(c->nodes[f].r, z));
+    assert_all_agree(c);
+    cluster_free(c);
+}
+
+static void test_observer_follows_but_never_counts_or_campaigns(void **state)
+{
+    (void)state;
+    int li;
+    struct cluster *c = stable_cluster(2, 1, 43, &li);
+    uint32_t l = (uint32_t)li, v = 1 - l, o = 2;
+    assert_true(l < 2);
+    assert_int_equal(status_of(c, o).role, RAFT_OBSERVER);
+    int64_t z = propose(c, l, "o");
+    settle(c);
+    tick_all(c, HEARTBEAT);
+    assert_same_sm(&c->nodes[l], &c->nodes[o]);
+    assert_true(sm_has(&c->nodes[o], z));
+    assert_int_equal(raft_read_index(c->nodes[o].r, 5), RAFT_OK);
+    node_ready(c, o);
+    settle(c);
+    assert_int_equal(c->nodes[o].n_reads, 1);
+    assert_true(c->nodes[o].reads[0].ok);
+    /* with the other voter down, the observer's ack does not commit */
+    crash(c, v);
+    int64_t z2 = propose(c, l, "lost");
+    settle(c);
+    tick_all(c, HEARTBEAT);
+    struct raft_status st = status_of(c, l);
+    assert_int_equal(st.commit_zxid, z);
+    assert_int_equal(st.peers[1].id, o + 1);
+    assert_int_equal(st.peers[1].match_zxid, z2);
+    /* and it never campaigns, whatever happens to the voters */
+    uint32_t term = status_of(c, o).term;
+    crash(c, l);
+    tick_all(c, 10 * ELECTION);
+    assert_int_equal(status_of(c, o).role, RAFT_OBSERVER);
+    assert_int_equal(status_of(c, o).term, term);
+    cluster_free(c);
+}
+
+/* The driver compacts again between the step that queues a SNAP and the
+ * ready that hands it out: the SNAP names the snapshot the driver now holds
+ * (enqueue checks this against the sender's disk). */
+static void compact_leader_after_reject(struct cluster *c, const struct raft_msg *m)
+{
+    if (m->type != RAFT_MSG_APPEND_RESP || !m->reject)
+        return;
+    uint32_t l = m->to - 1;
+    if (status_of(c, l).applied_zxid > c->nodes[l].snap_zxid)
+        compact(c, l, 0);
+}
+
+static void test_snap_names_the_newest_snapshot(void **state)
+{
+    (void)state;
+    int li;
+    struct cluster *c = stable_cluster(3, 0, 45, &li);
+    uint32_t l = (uint32_t)li, f = (l + 1) % 3;
+    crash(c, f);
+    for (int k = 0; k < 10; k++)
+        propose(c, l, "a");
+    settle(c);
+    tick_all(c, HEARTBEAT);
+    compact(c, l, 0);
+    int64_t first_snap = c->nodes[l].snap_zxid;
+    int64_t last = 0;
+    for (int k = 0; k < 5; k++)
+        last = propose(c, l, "b");
+    settle(c);
+    tick_all(c, HEARTBEAT);
+    assert_int_equal(status_of(c, l).applied_zxid, last);
+    c->after_step = compact_leader_after_reject;
+    restart(c, f);
+    tick_all(c, 4 * HEARTBEAT);
+    assert_true(first_snap < last);
+    assert_int_equal(c->nodes[l].snap_zxid, last);
+    assert_int_equal(status_of(c, f).snap_zxid, last);
+    assert_same_sm(&c->nodes[l], &c->nodes[f]);
+    cluster_free(c);
+}
+
+/* ---- restart ---------------------------------------------------------------- */
+
+static void test_restart_from_boot_keeps_term_vote_and_log(void **state)
+{
+    (void)state;
+    int li;
+    struct cluster *c = stable_cluster(3, 0, 51, &li);
+    int64_t zs[3];
+    for (int k = 0; k < 3; k++)
+        zs[k] = propose(c, (uint32_t)li, "p");
+    settle(c);
+    tick_all(c, HEARTBEAT);
+    struct raft_status before[3];
+    for (uint32_t i = 0; i < 3; i++) {
+        before[i] = status_of(c, i);
+        crash(c, i);
+    }
+    for (uint32_t i = 0; i < 3; i++) {
+        restart(c, i);
+        struct raft_status st = status_of(c, i);
+        assert_int_equal(st.term, before[i].term);
+        assert_int_equal(st.vote, before[i].vote);
+        assert_int_equal(st.last_zxid, before[i].last_zxid);
+        assert_int_equal(st.role, RAFT_FOLLOWER);
+        assert_true(st.commit_zxid <= before[i].commit_zxid);
+    }
+    int l2 = wait_leader(c);
+    assert_true(status_of(c, (uint32_t)l2).term > before[0].term);
+    tick_all(c, HEARTBEAT);
+    int64_t z = propose(c, (uint32_t)l2, "post");
+    settle(c);
+    tick_all(c, HEARTBEAT);
+    for (uint32_t i = 0; i < 3; i++) {
+        for (int k = 0; k < 3; k++)
+            assert_true(sm_has(&c->nodes[i], zs[k]));
+        assert_true(sm_has(&c->nodes[i], z));
+    }
+    assert_all_agree(c);
+    cluster_free(c);
+}
+
+static void test_restart_keeps_one_vote_per_term(void **state)
+{
+    (void)state;
+    struct cluster *c = cluster_new(3, 0, 53);
+    int64_t log1[] = {raft_make_zxid(4, 0)};
+    boot_node(c, 0, 5, 2, 0, log1, 1);
+    struct raft_msg m = {.type = RAFT_MSG_VOTE_REQ, .from = 3, .to = 1, .term = 5,
+                         .last_zxid = raft_make_zxid(5, 9)};
+    struct raft_ready rd;
+    assert_int_equal(raft_step(c->nodes[0].r, &m), RAFT_OK);
+    raft_ready(c->nodes[0].r, &rd);
+    assert_int_equal(rd.n_msgs, 1);
+    assert_true(rd.msgs[0].reject); /* it voted for 2 in term 5 before the restart */
+    assert_false(rd.hard_state_changed);
+    raft_advance(c->nodes[0].r, &rd);
+    m.from = 2;
+    assert_int_equal(raft_step(c->nodes[0].r, &m), RAFT_OK);
+    raft_ready(c->nodes[0].r, &rd);
+    assert_int_equal(rd.n_msgs, 1);
+    assert_false(rd.msgs[0].reject); /* the same candidate may ask again */
+    assert_int_equal(rd.msgs[0].term, 5);
+    raft_advance(c->nodes[0].r, &rd);
+    assert_int_equal(status_of(c, 0).vote, 2);
+    cluster_free(c);
+}
+
+/* A follower commits no further than the APPEND proves it holds (a stale
+ * heartbeat's prev), and hands out committed entries only once durable. */
+static void test_follower_commit_bounded_by_match_and_durable(void **state)
+{
+    (void)state;
+    struct cluster *c = cluster_new(3, 0, 55);
+    int64_t z0 = raft_make_zxid(1, 0), z1 = raft_make_zxid(1, 1), z2 = raft_make_zxid(1, 2);
+    int64_t log1[] = {z0, z1, raft_make_zxid(1, 7)};
+    boot_node(c, 1, 1, 1, z0, log1, 3);
+    struct raft *r = c->nodes[1].r;
+    struct raft_msg hb = {.type = RAFT_MSG_APPEND, .from = 1, .to = 2, .term = 1,
+                          .prev_zxid = z0, .commit_zxid = z2};
+    assert_int_equal(raft_step(r, &hb), RAFT_OK);
+    assert_int_equal(status_of(c, 1).commit_zxid, z0);
+    struct raft_ready rd;
+    raft_ready(r, &rd);
+    assert_int_equal(rd.n_committed, 0);
+    assert_int_equal(rd.msgs[0].match_zxid, z0);
+    raft_advance(r, &rd);
+    /* entries arrive with a commit that covers them: durable first, then applied */
+    struct raft_entry e = {z2, RAFT_ENTRY_DATA, (const uint8_t *)"q", 1};
+    struct raft_msg app = hb;
+    app.prev_zxid = z1, app.entries = &e, app.n_entries = 1;
+    assert_int_equal(raft_step(r, &app), RAFT_OK);
+    assert_int_equal(status_of(c, 1).commit_zxid, z2);
+    assert_int_equal(status_of(c, 1).durable_zxid, z1);
+    raft_ready(r, &rd);
+    assert_true(rd.truncate);
+    assert_int_equal(rd.truncate_after, z1); /* the stray (1,7) goes */
+    assert_int_equal(rd.n_entries, 1);
+    assert_int_equal(rd.entries[0].zxid, z2);
+    assert_int_equal(rd.n_committed, 1);
+    assert_int_equal(rd.committed[0].zxid, z1); /* z2 is not durable yet */
+    assert_int_equal(rd.hard_state.commit_zxid, z1);
+    raft_advance(r, &rd);
+    raft_ready(r, &rd);
+    assert_int_equal(rd.n_committed, 1);
+    assert_int_equal(rd.committed[0].zxid, z2);
+    raft_advance(r, &rd);
+    assert_int_equal(status_of(c, 1).applied_zxid, z2);
+    assert_false(raft_has_ready(r));
+    cluster_free(c);
+}
+
+/* ---- bad, stale, duplicated and reordered messages ------------------------- */
+
+static void assert_step_einval(struct cluster *c, uint32_t i, const struct raft_msg *m)
+{
+    struct raft_status before = status_of(c, i), after;
+    assert_int_equal(raft_step(c->nodes[i].r, m), RAFT_EINVAL);
+    after = status_of(c, i);
+    assert_memory_equal(&before, &after, sizeof before);
+    assert_false(raft_has_ready(c->nodes[i].r));
+}
+
+static void test_step_rejects_invalid_messages(void **state)
+{
+    (void)state;
+    int li;
+    struct cluster *c = stable_cluster(3, 0, 61, &li);
+    uint32_t l = (uint32_t)li, f = (l + 1) % 3;
+    propose(c, l, "a");
+    settle(c);
+    tick_all(c, HEARTBEAT);
+    uint32_t term = status_of(c, f).term;
+    int64_t commit = status_of(c, f).commit_zxid;
+    assert_true(commit > raft_make_zxid(term, 0));
+    struct raft_entry ents[2] = {{raft_make_zxid(term, 5), RAFT_ENTRY_DATA, (const uint8_t *)"x", 1},
+                                 {raft_make_zxid(term, 4), RAFT_ENTRY_DATA, (const uint8_t *)"y", 1}};
+    const struct raft_msg ok = {.type = RAFT_MSG_APPEND, .from = l + 1, .to = f + 1, .term = term,
+                                .prev_zxid = commit, .commit_zxid = commit};
+    struct raft_msg m;
+    m = ok, m.to = l + 1;                 assert_step_einval(c, f, &m); /* to someone else */
+    m = ok, m.from = 9;                   assert_step_einval(c, f, &m); /* not a member */
+    m = ok, m.from = f + 1;               assert_step_einval(c, f, &m); /* from itself */
+    m = ok, m.type = 0;                   assert_step_einval(c, f, &m);
+    m = ok, m.type = 99;                  assert_step_einval(c, f, &m);
+    m = ok, m.term = RAFT_TERM_MAX + 1;   assert_step_einval(c, f, &m);
+    m = ok, m.prev_zxid = -1;             assert_step_einval(c, f, &m);
+    m = ok, m.entries = ents, m.n_entries = 2; assert_step_einval(c, f, &m); /* not increasing */
+    m = ok, m.entries = ents + 1, m.n_entries = 1, m.prev_zxid = raft_make_zxid(term, 4);
+    assert_step_einval(c, f, &m); /* not above prev */
+    m = ok, m.entries = NULL, m.n_entries = 1; assert_step_einval(c, f, &m);
+    struct raft_entry future = {raft_make_zxid(term + 1, 1), RAFT_ENTRY_DATA, (const uint8_t *)"z", 1};
+    m = ok, m.entries = &future, m.n_entries = 1; assert_step_einval(c, f, &m); /* term above msg */
+    struct raft_entry bad_type = {raft_make_zxid(term, 9), 7, NULL, 0};
+    m = ok, m.entries = &bad_type, m.n_entries = 1; assert_step_einval(c, f, &m);
+    /* an APPEND that would cut committed entries is refused, not obeyed */
+    struct raft_entry other = {raft_make_zxid(0, 5), RAFT_ENTRY_DATA, (const uint8_t *)"w", 1};
+    m = ok, m.prev_zxid = 0, m.entries = &other, m.n_entries = 1;
+    assert_step_einval(c, f, &m);
+    /* a second leader in the leader's own term */
+    m = ok, m.from = f + 1, m.to = l + 1; assert_step_einval(c, l, &m);
+    /* garbage-but-valid fields are absorbed without harm */
+    struct raft_msg resp = {.type = RAFT_MSG_APPEND_RESP, .from = f + 1, .to = l + 1, .term = term,
+                            .match_zxid = INT64_MAX, .read_ctx = UINT64_MAX};
+    assert_int_equal(raft_step(c->nodes[l].r, &resp), RAFT_OK);
+    assert_int_equal(status_of(c, l).commit_zxid, commit);
+    node_ready(c, l);
+    settle(c);
+    assert_all_agree(c);
+    cluster_free(c);
+}
+
+static void test_stale_duplicates_do_not_regress_or_truncate(void **state)
+{
+    (void)state;
+    int li;
+    struct cluster *c = stable_cluster(3, 0, 63, &li);
+    uint32_t l = (uint32_t)li, f = (l + 1) % 3;
+    uint32_t term = status_of(c, l).term;
+    int64_t first = propose(c, l, "1");
+    for (int k = 0; k < 4; k++)
+        propose(c, l, "n");
+    settle(c);
+    tick_all(c, HEARTBEAT);
+    int64_t commit = status_of(c, f).commit_zxid;
+    assert_int_equal(commit, raft_make_zxid(term, 5));
+    /* the first APPEND again, long after: held entries, nothing cut */
+    struct raft_entry e = {first, RAFT_ENTRY_DATA, (const uint8_t *)"1", 1};
+    struct raft_msg m = {.type = RAFT_MSG_APPEND, .from = l + 1, .to = f + 1, .term = term,
+                         .prev_zxid = raft_make_zxid(term, 0), .commit_zxid = raft_make_zxid(term, 0),
+                         .entries = &e, .n_entries = 1};
+    assert_int_equal(raft_step(c->nodes[f].r, &m), RAFT_OK);
+    struct raft_ready rd;
+    raft_ready(c->nodes[f].r, &rd);
+    assert_false(rd.truncate);
+    assert_int_equal(rd.n_entries, 0);
+    assert_int_equal(rd.n_msgs, 1);
+    assert_int_equal(rd.msgs[0].type, RAFT_MSG_APPEND_RESP);
+    assert_int_equal(rd.msgs[0].match_zxid, first);
+    raft_advance(c->nodes[f].r, &rd);
+    assert_int_equal(status_of(c, f).commit_zxid, commit);
+    assert_int_equal(status_of(c, f).last_zxid, commit);
+    /* stale answers at the leader: an old ack and an old reject */
+    struct raft_msg ack = {.type = RAFT_MSG_APPEND_RESP, .from = f + 1, .to = l + 1, .term = term,
+                           .match_zxid = first};
+    assert_int_equal(raft_step(c->nodes[l].r, &ack), RAFT_OK);
+    struct raft_msg rej = ack;
+    rej.reject = true, rej.match_zxid = 0, rej.hint_zxid = 0;
+    assert_int_equal(raft_step(c->nodes[l].r, &rej), RAFT_OK);
+    assert_int_equal(status_of(c, l).commit_zxid, commit);
+    assert_int_equal(status_of(c, l).peers[0].match_zxid >= commit ||
+                         status_of(c, l).peers[1].match_zxid >= commit, 1);
+    node_ready(c, l);
+    settle(c);
+    tick_all(c, HEARTBEAT);
+    assert_int_equal(status_of(c, f).commit_zxid, commit);
+    assert_all_agree(c);
+    cluster_free(c);
+}
+
+/* Everything shuffled and a third of it duplicated, with leader changes:
+ * node_ready's checks (commit never regresses, applied entries never cut,
+ * apply in zxid order) run at every step; all agree in the end. */
+static void test_shuffled_duplicated_delivery_converges(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 8; seed++) {
+        struct cluster *c = cluster_new(3, 0, seed);
+        c->shuffle = c->duplicate = true;
+        cluster_start(c);
+        int proposed = 0;
+        for (int round = 0; round < 60; round++) {
+            int l = leader_of(c);
+            if (l >= 0 && raft_propose(c->nodes[l].r, "d", 1, NULL) == RAFT_OK) {
+                node_ready(c, (uint32_t)l);
+                proposed++;
+            }
+            if (round == 30 && l >= 0)
+                isolate(c, (uint32_t)l, true); /* force a new term mid-way */
+            if (round == 45)
+                memset(c->cut, 0, sizeof c->cut);
+            tick_all(c, 1);
+        }
+        c->shuffle = c->duplicate = false;
+        tick_all(c, 4 * ELECTION);
+        assert_true(proposed > 10);
+        assert_all_agree(c);
+        assert_true(c->nodes[0].n_sm > 5);
+        cluster_free(c);
+    }
+}
+
+/* ---- faults put in on purpose ---------------------------------------------- */
+
+static int64_t isolated_leader_commit(uint32_t breaks, int64_t *proposed)
+{
+    struct cluster *c = cluster_new(3, 0, 71);
+    c->cfg.break_on_purpose = breaks;
+    cluster_start(c);
+    uint32_t l = (uint32_t)wait_leader(c);
+    tick_all(c, 2 * HEARTBEAT);
+    isolate(c, l, true);
+    *proposed = propose(c, l, "alone");
+    settle(c);
+    int64_t commit = status_of(c, l).commit_zxid;
+    cluster_free(c);
+    return commit;
+}
+
+static void test_break_commit_minority(void **state)
+{
+    (void)state;
+    int64_t z;
+    assert_true(isolated_leader_commit(0, &z) < z);
+    assert_int_equal(isolated_leader_commit(RAFT_BREAK_COMMIT_MINORITY, &z), z);
+}
+
+static bool vote_granted_to_short_log(uint32_t breaks)
+{
+    struct cluster *c = cluster_new(3, 0, 73);
+    c->cfg.break_on_purpose = breaks;
+    int64_t log1[] = {raft_make_zxid(1, 0), raft_make_zxid(1, 1)};
+    boot_node(c, 0, 1, 0, 0, log1, 2);
+    bool granted = true;
+    for (int pre = 1; pre >= 0; pre--) {
+        struct raft_msg m = {.type = RAFT_MSG_VOTE_REQ, .from = 2, .to = 1, .term = 2,
+                             .pre_vote = pre, .last_zxid = raft_make_zxid(1, 0)};
+        assert_int_equal(raft_step(c->nodes[0].r, &m), RAFT_OK);
+        struct raft_ready rd;
+        raft_ready(c->nodes[0].r, &rd);
+        assert_int_equal(rd.n_msgs, 1);
+        assert_int_equal(rd.msgs[0].type, RAFT_MSG_VOTE_RESP);
+        assert_int_equal(rd.msgs[0].pre_vote, pre);
+        granted &= !rd.msgs[0].reject;
+        raft_advance(c->nodes[0].r, &rd);
+    }
+    assert_int_equal(status_of(c, 0).vote, granted ? 2 : 0);
+    cluster_free(c);
+    return granted;
+}
+
+static void test_break_vote_log_check(void **state)
+{
+    (void)state;
+    assert_false(vote_granted_to_short_log(0));
+    assert_true(vote_granted_to_short_log(RAFT_BREAK_VOTE_LOG_CHECK));
+}
+
+/* ---- construction ------------------------------------------------------------- */
+
+static void test_new_rejects_bad_config_and_boot(void **state)
+{
+    (void)state;
+    struct raft_member ms[3] = {{1, true}, {2, true}, {3, false}};
+    struct raft_cfg cfg = {.self_id = 1, .members = ms, .n_members = 3, .election_ticks = 10,
+                           .heartbeat_ticks = 2};
+    struct raft *r = raft_new(&cfg, NULL);
+    assert_non_null(r);
+    raft_free(r);
+    struct raft_cfg bad = cfg;
+    bad.self_id = 4;
+    assert_null(raft_new(&bad, NULL));
+    bad = cfg, bad.election_ticks = 2;
+    assert_null(raft_new(&bad, NULL));
+    struct raft_member dup[2] = {{1, true}, {1, true}};
+    bad = cfg, bad.members = dup, bad.n_members = 2;
+    assert_null(raft_new(&bad, NULL));
+    struct raft_member none[2] = {{1, false}, {2, false}};
+    bad = cfg, bad.members = none, bad.n_members = 2;
+    assert_null(raft_new(&bad, NULL));
+    struct raft_entry es[2] = {{raft_make_zxid(1, 2), RAFT_ENTRY_DATA, NULL, 0},
+                               {raft_make_zxid(1, 1), RAFT_ENTRY_DATA, NULL, 0}};
+    struct raft_boot boot = {{1, 0, 0}, 0, es, 2};
+    assert_null(raft_new(&cfg, &boot)); /* out of order */
+    boot = (struct raft_boot){{1, 0, 0}, raft_make_zxid(1, 1), es + 1, 1};
+    assert_null(raft_new(&cfg, &boot)); /* not above the snapshot */
+    boot = (struct raft_boot){{1, 3, 0}, 0, NULL, 0};
+    assert_null(raft_new(&cfg, &boot)); /* a vote for an observer */
+    boot = (struct raft_boot){{1, 2, raft_make_zxid(1, 2)}, 0, es, 1};
+    r = raft_new(&cfg, &boot);
+    assert_non_null(r);
+    struct raft_status st;
+    raft_status(r, &st);
+    assert_int_equal(st.term, 1);
+    assert_int_equal(st.vote, 2);
+    assert_int_equal(st.commit_zxid, raft_make_zxid(1, 2));
+    assert_int_equal(st.applied_zxid, raft_make_zxid(1, 2));
+    assert_false(raft_has_ready(r)); /* booted state is already durable */
+    raft_free(r);
+    assert_string_equal(raft_role_name(RAFT_PRE_CANDIDATE), "pre-candidate");
+    assert_string_equal(raft_msg_type_name(RAFT_MSG_SNAP), "SNAP");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_single_voter_commits_immediately),
+        cmocka_unit_test(test_three_nodes_elect_one_leader),
+        cmocka_unit_test(test_proposals_apply_in_zxid_order),
+        cmocka_unit_test(test_leader_crash_truncates_uncommitted_tail),
+        cmocka_unit_test(test_fig8_old_term_entry_commits_only_under_current_term),
+        cmocka_unit_test(test_prevote_rejoin_keeps_term_and_leader),
+        cmocka_unit_test(test_check_quorum_isolated_leader_steps_down),
+        cmocka_unit_test(test_lease_ignores_higher_term_vote),
+        cmocka_unit_test(test_counter_limit_steps_down_and_next_term_restarts),
+        cmocka_unit_test(test_read_index_on_leader_waits_for_noop_and_quorum),
+        cmocka_unit_test(test_read_index_through_follower_and_failure_on_step_down),
+        cmocka_unit_test(test_read_index_without_leader),
+        cmocka_unit_test(test_compaction_and_snap_catch_up),
+        cmocka_unit_test(test_snap_names_the_newest_snapshot),
+        cmocka_unit_test(test_observer_follows_but_never_counts_or_campaigns),
+        cmocka_unit_test(test_restart_from_boot_keeps_term_vote_and_log),
+        cmocka_unit_test(test_restart_keeps_one_vote_per_term),
+        cmocka_unit_test(test_follower_commit_bounded_by_match_and_durable),
+        cmocka_unit_test(test_step_rejects_invalid_messages),
+        cmocka_unit_test(test_stale_duplicates_do_not_regress_or_truncate),
+        cmocka_unit_test(test_shuffled_duplicated_delivery_converges),
+        cmocka_unit_test(test_break_commit_minority),
+        cmocka_unit_test(test_break_vote_log_check),
+        cmocka_unit_test(test_new_rejects_bad_config_and_boot),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
