@@ -1,11 +1,28 @@
 /*
  * base — the primitives every module shares, one home each (DESIGN.md
- * layout): assertions that stay on in release builds.
+ * layout): byte order, one bounded reader, a growable byte buffer, array
+ * growth, CRC-32C, clocks, and assertions that stay on in release builds.
+ * Every module above (proto, tree, replication, dataplane, server, client,
+ * bench, tests) uses these instead of keeping its own copy, so a format's
+ * byte order or a reader's bounds check is written, and tested, once
+ * (tests/unit/test_base.c).
  *
- * Threading: everything here is safe from any thread.
+ * Threading: every function is safe from any thread on distinct objects. A
+ * struct base_rd or struct base_buf belongs to one thread at a time; nothing
+ * here locks. base_crc32c builds its tables once (pthread_once: the first
+ * call may wait for another thread's) and only reads them afterwards. Only
+ * base_grow and base_buf_* allocate, and they never abort on allocation
+ * failure: they return it. base depends on no other module.
  */
 #ifndef LARCH_BASE_H
 #define LARCH_BASE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+/* ---- assertions ------------------------------------------------------------------ */
 
 /* Prints "file:line: assertion failed: expr" to stderr and aborts. */
 _Noreturn void base_assert_fail(const char *file, int line, const char *expr);
@@ -18,5 +35,219 @@ _Noreturn void base_assert_fail(const char *file, int line, const char *expr);
         if (!(cond))                                                                         \
             base_assert_fail(__FILE__, __LINE__, #cond);                                     \
     } while (0)
+
+/* ---- byte order ------------------------------------------------------------------- */
+/* Fixed-width integers to and from bytes at p, which must hold the width
+ * (2, 4 or 8 bytes); no alignment needed. Big-endian is the wire's and the
+ * txn log's order (jute is Java's DataOutput); little-endian is the
+ * snapshot format's (tree.h). Signed values go through the unsigned type:
+ * (uint32_t)v out, (int32_t)base_get_be32(p) back, two's complement both
+ * ways. */
+
+static inline void base_put_be16(void *p, uint16_t v)
+{
+    uint8_t *b = p;
+    b[0] = (uint8_t)(v >> 8);
+    b[1] = (uint8_t)v;
+}
+
+static inline void base_put_be32(void *p, uint32_t v)
+{
+    uint8_t *b = p;
+    b[0] = (uint8_t)(v >> 24);
+    b[1] = (uint8_t)(v >> 16);
+    b[2] = (uint8_t)(v >> 8);
+    b[3] = (uint8_t)v;
+}
+
+static inline void base_put_be64(void *p, uint64_t v)
+{
+    base_put_be32(p, (uint32_t)(v >> 32));
+    base_put_be32((uint8_t *)p + 4, (uint32_t)v);
+}
+
+static inline uint16_t base_get_be16(const void *p)
+{
+    const uint8_t *b = p;
+    return (uint16_t)(b[0] << 8 | b[1]);
+}
+
+static inline uint32_t base_get_be32(const void *p)
+{
+    const uint8_t *b = p;
+    return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+
+static inline uint64_t base_get_be64(const void *p)
+{
+    return (uint64_t)base_get_be32(p) << 32 | base_get_be32((const uint8_t *)p + 4);
+}
+
+static inline void base_put_le32(void *p, uint32_t v)
+{
+    uint8_t *b = p;
+    b[0] = (uint8_t)v;
+    b[1] = (uint8_t)(v >> 8);
+    b[2] = (uint8_t)(v >> 16);
+    b[3] = (uint8_t)(v >> 24);
+}
+
+static inline void base_put_le64(void *p, uint64_t v)
+{
+    base_put_le32(p, (uint32_t)v);
+    base_put_le32((uint8_t *)p + 4, (uint32_t)(v >> 32));
+}
+
+static inline uint32_t base_get_le32(const void *p)
+{
+    const uint8_t *b = p;
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+static inline uint64_t base_get_le64(const void *p)
+{
+    return (uint64_t)base_get_le32((const uint8_t *)p + 4) << 32 | base_get_le32(p);
+}
+
+/* ---- bounded reader --------------------------------------------------------------- */
+/* Reads fields off a byte range the caller owns (and keeps alive while the
+ * reader is used). A read never touches a byte outside [ptr, ptr + len):
+ * one that would run past the end sets err, consumes nothing and yields 0
+ * (or NULL), and every read after that fails the same way, so a decoder
+ * chains reads and checks err once. ptr is never NULL after init. */
+struct base_rd {
+    const uint8_t *ptr;
+    size_t len;
+    size_t pos; /* bytes consumed; pos <= len always */
+    bool err;   /* a read ran past the end (or the caller failed the reader) */
+};
+
+/* p may be NULL only with len 0 (an empty range). */
+static inline void base_rd_init(struct base_rd *r, const void *p, size_t len)
+{
+    r->ptr = p != NULL ? p : (const uint8_t *)"";
+    r->len = p != NULL ? len : 0;
+    r->pos = 0;
+    r->err = false;
+}
+
+/* Bytes still readable; 0 once the reader has failed, since nothing after a
+ * failure can be trusted to be at a field boundary. */
+static inline size_t base_rd_left(const struct base_rd *r)
+{
+    return r->err ? 0 : r->len - r->pos;
+}
+
+/* Consumes n bytes and returns where they start (never NULL on success, even
+ * for n == 0), or sets err and returns NULL when fewer than n are left. */
+static inline const uint8_t *base_rd_take(struct base_rd *r, size_t n)
+{
+    if (r->err || n > r->len - r->pos) {
+        r->err = true;
+        return NULL;
+    }
+    const uint8_t *p = r->ptr + r->pos;
+    r->pos += n;
+    return p;
+}
+
+static inline uint8_t base_rd_u8(struct base_rd *r)
+{
+    const uint8_t *p = base_rd_take(r, 1);
+    return p != NULL ? p[0] : 0;
+}
+
+static inline uint16_t base_rd_be16(struct base_rd *r)
+{
+    const uint8_t *p = base_rd_take(r, 2);
+    return p != NULL ? base_get_be16(p) : 0;
+}
+
+static inline uint32_t base_rd_be32(struct base_rd *r)
+{
+    const uint8_t *p = base_rd_take(r, 4);
+    return p != NULL ? base_get_be32(p) : 0;
+}
+
+static inline uint64_t base_rd_be64(struct base_rd *r)
+{
+    const uint8_t *p = base_rd_take(r, 8);
+    return p != NULL ? base_get_be64(p) : 0;
+}
+
+static inline uint32_t base_rd_le32(struct base_rd *r)
+{
+    const uint8_t *p = base_rd_take(r, 4);
+    return p != NULL ? base_get_le32(p) : 0;
+}
+
+static inline uint64_t base_rd_le64(struct base_rd *r)
+{
+    const uint8_t *p = base_rd_take(r, 8);
+    return p != NULL ? base_get_le64(p) : 0;
+}
+
+/* ---- growable arrays -------------------------------------------------------------- */
+
+/* Makes the caller's array hold at least need elements of size bytes each.
+ * itemsp is the address of the caller's element pointer (T **, malloc'd or
+ * NULL), passed as void * so that any element type fits; *cap is its
+ * capacity in elements. Capacity doubles, starting from about 64 bytes'
+ * worth of elements (at least one), so n appends cost amortised O(1)
+ * reallocations; nothing happens when *cap >= need. 0, or -ENOMEM when
+ * need * size overflows size_t or realloc fails: the array and *cap are
+ * then unchanged and still the caller's. New elements are uninitialised;
+ * the caller frees the array with free(). Not thread-safe on one array. */
+int base_grow(void *itemsp, size_t *cap, size_t need, size_t size);
+
+/* ---- growable byte buffer --------------------------------------------------------- */
+/* Bytes appended at the end of one malloc'd block that the buffer owns (free
+ * it with base_buf_free). Zero-initialised ({ 0 }) it is empty and has no
+ * limit; max, when nonzero, bounds len: an append that would take len past
+ * it is refused whole. A refused append (-EMSGSIZE past max, -ENOMEM when
+ * allocation fails) leaves the buffer exactly as it was. */
+struct base_buf {
+    uint8_t *data; /* NULL while cap == 0 */
+    size_t len;
+    size_t cap;
+    size_t max; /* 0: no limit but size_t */
+};
+
+/* Makes room for extra more bytes without changing len. 0, -EMSGSIZE or
+ * -ENOMEM. */
+int base_buf_reserve(struct base_buf *b, size_t extra);
+/* Appends n bytes from p (p may be NULL when n is 0). 0, -EMSGSIZE or -ENOMEM. */
+int base_buf_append(struct base_buf *b, const void *p, size_t n);
+int base_buf_put_u8(struct base_buf *b, uint8_t v);
+int base_buf_put_be16(struct base_buf *b, uint16_t v);
+int base_buf_put_be32(struct base_buf *b, uint32_t v);
+int base_buf_put_be64(struct base_buf *b, uint64_t v);
+/* Frees the bytes and empties the buffer; max is kept, so it can be reused. */
+void base_buf_free(struct base_buf *b);
+
+/* ---- CRC-32C (crc32c.c) ----------------------------------------------------------- */
+
+/* CRC-32C (Castagnoli, reflected polynomial 0x82F63B78, RFC 3720) of n bytes
+ * at p, continuing from crc (0 to start): base_crc32c(base_crc32c(0, a, n),
+ * b, m) is the CRC of a followed by b. The checksum of txn log records and
+ * snapshot files; p may be NULL when n is 0. */
+uint32_t base_crc32c(uint32_t crc, const void *p, size_t n);
+/* base_crc32c(crc, <n zero bytes>, n) in O(log n) time, without the bytes: a
+ * torn log tail is checked against its preallocated zeros for free. */
+uint32_t base_crc32c_zeros(uint32_t crc, uint64_t n);
+
+/* ---- clocks ----------------------------------------------------------------------- */
+/* CLOCK_MONOTONIC (intervals, deadlines; never jumps) and CLOCK_REALTIME
+ * (timestamps other machines read: ctime/mtime, 4lw). Both are vDSO calls
+ * that cannot fail with these clock ids. Code that must replay exactly (the
+ * sequencer under test, the Raft core) takes its time from a caller instead. */
+int64_t base_mono_ns(void);
+int64_t base_mono_us(void);
+int64_t base_mono_ms(void);
+int64_t base_wall_ms(void);
+/* The absolute time ms milliseconds from now on clock (CLOCK_MONOTONIC or
+ * CLOCK_REALTIME), normalised, for pthread_cond_timedwait and friends; the
+ * condition variable must use the same clock. A negative ms counts as 0. */
+struct timespec base_deadline(clockid_t clock, int64_t ms);
 
 #endif

@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/base.h" /* base_mono_ns: every bench time is on it */
 #include "bench/hist.h"
 
 #define BENCH_VERSION "0.1.0"
@@ -145,7 +146,6 @@ void bench_key_path(char *buf, size_t len, uint32_t key);
 /* utime+stime of every thread of pid from /proc/pid/stat, in seconds; -1 on error. */
 double bench_proc_cpu_s(int pid);
 double bench_self_cpu_s(void);
-uint64_t bench_now_ns(void); /* CLOCK_MONOTONIC */
 
 /* ---- timeline.c: the phases a run goes through ------------------------ */
 enum bench_phase { BENCH_PHASE_WARMUP = 0, BENCH_PHASE_MEASURE = 1, BENCH_PHASE_DRAIN = 2 };

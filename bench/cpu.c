@@ -43,10 +43,3 @@ double bench_self_cpu_s(void)
         return -1;
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
-
-uint64_t bench_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}

@@ -272,7 +272,7 @@ static void complete(struct session *s, int32_t code, uint64_t now_ns)
     }
 }
 
-static void on_handshake(struct session *s, struct zk_rbuf *r, uint64_t now_ns)
+static void on_handshake(struct session *s, struct base_rd *r, uint64_t now_ns)
 {
     struct zk_connect_resp resp;
     if (!zk_get_connect_resp(r, &resp)) {
@@ -297,8 +297,8 @@ static void on_handshake(struct session *s, struct zk_rbuf *r, uint64_t now_ns)
 
 static void on_frame(struct session *s, const uint8_t *p, size_t len, uint64_t now_ns)
 {
-    struct zk_rbuf r;
-    zk_rbuf_init(&r, p, len);
+    struct base_rd r;
+    base_rd_init(&r, p, len);
     if (s->state == SESS_HANDSHAKE) {
         on_handshake(s, &r, now_ns);
         return;
@@ -337,7 +337,7 @@ static void parse_input(struct session *s, uint64_t now_ns)
     size_t off = 0;
     while (s->state != SESS_DONE && s->in_len - off >= 4) {
         const uint8_t *p = s->in + off;
-        uint32_t n = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+        uint32_t n = base_get_be32(p);
         if (n > FRAME_BYTES_MAX) {
             lose(s, "oversized frame");
             return;
@@ -355,15 +355,9 @@ static void parse_input(struct session *s, uint64_t now_ns)
 
 static bool grow_input(struct session *s)
 {
-    if (s->in_cap - s->in_len >= READ_CHUNK / 4)
-        return true;
-    size_t cap = s->in_cap ? s->in_cap * 2 : READ_CHUNK;
-    uint8_t *p = realloc(s->in, cap);
-    if (!p)
-        return false;
-    s->in = p;
-    s->in_cap = cap;
-    return true;
+    /* a quarter chunk free at least; the first buffer is a whole chunk */
+    size_t need = s->in_len + READ_CHUNK / 4;
+    return base_grow(&s->in, &s->in_cap, need > READ_CHUNK ? need : READ_CHUNK, 1) == 0;
 }
 
 static void on_readable(struct session *s)
@@ -393,7 +387,7 @@ static void on_readable(struct session *s)
             return;
         }
         s->in_len += (size_t)n;
-        parse_input(s, bench_now_ns());
+        parse_input(s, (uint64_t)base_mono_ns());
         if ((size_t)n < room)
             return; /* drained the socket */
     }
@@ -482,7 +476,7 @@ static void run_loop(struct worker *w)
     uint64_t drain_end_ns = 0;
     for (;;) {
         w->cur_phase = atomic_load_explicit(w->phase, memory_order_acquire);
-        uint64_t now_ns = bench_now_ns();
+        uint64_t now_ns = (uint64_t)base_mono_ns();
         if (w->cur_phase == BENCH_PHASE_DRAIN) {
             if (drain_end_ns == 0)
                 drain_end_ns = now_ns + (uint64_t)(BENCH_DRAIN_S * 1e9);
@@ -520,12 +514,12 @@ static void close_sessions(struct worker *w)
         bench_put_close(&s->out, s->close_xid);
         flush(s);
     }
-    uint64_t end_ns = bench_now_ns() + (uint64_t)(CLOSE_WAIT_S * 1e9);
+    uint64_t end_ns = (uint64_t)base_mono_ns() + (uint64_t)(CLOSE_WAIT_S * 1e9);
     for (;;) {
         bool open = false;
         for (int i = 0; i < w->nsessions; i++)
             open |= w->sessions[i].state != SESS_DONE;
-        if (!open || bench_now_ns() >= end_ns)
+        if (!open || (uint64_t)base_mono_ns() >= end_ns)
             break;
         poll_once(w);
     }
@@ -619,8 +613,8 @@ static bool any_alive(void *arg)
  * none is left or the bound passes. */
 static bool wait_connected(struct run *run)
 {
-    uint64_t end_ns = bench_now_ns() + (uint64_t)(CONNECT_WAIT_S * 1e9);
-    while (bench_now_ns() < end_ns) {
+    uint64_t end_ns = (uint64_t)base_mono_ns() + (uint64_t)(CONNECT_WAIT_S * 1e9);
+    while ((uint64_t)base_mono_ns() < end_ns) {
         int ready = 0, alive = 0;
         bool opened = true;
         for (int t = 0; t < run->nthreads; t++) {

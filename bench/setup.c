@@ -75,16 +75,11 @@ static int read_frame(struct conn *c, size_t *len, char *err, size_t err_len)
     uint8_t hdr[4];
     if (recv_all(c->fd, hdr, 4) != 0)
         return fail(err, err_len, "connection lost: %s", errno ? strerror(errno) : "closed");
-    uint32_t n = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 | hdr[3];
+    uint32_t n = base_get_be32(hdr);
     if (n > FRAME_BYTES_MAX)
         return fail(err, err_len, "server sent a %u-byte frame", n);
-    if (n > c->in_cap) {
-        uint8_t *p = realloc(c->in, n);
-        if (!p)
-            return fail(err, err_len, "out of memory");
-        c->in = p;
-        c->in_cap = n;
-    }
+    if (base_grow(&c->in, &c->in_cap, n, 1) != 0)
+        return fail(err, err_len, "out of memory");
     if (recv_all(c->fd, c->in, n) != 0)
         return fail(err, err_len, "connection lost mid-frame");
     *len = n;
@@ -134,9 +129,9 @@ int bench_connect(const struct bench_cfg *cfg, char *err, size_t err_len)
     else if (send_all(fd, c.out.p, c.out.len) != 0)
         fail(err, err_len, "handshake: send failed: %s", strerror(errno));
     else if (read_frame(&c, &len, err, err_len) == 0) {
-        struct zk_rbuf r;
+        struct base_rd r;
         struct zk_connect_resp resp;
-        zk_rbuf_init(&r, c.in, len);
+        base_rd_init(&r, c.in, len);
         if (!zk_get_connect_resp(&r, &resp))
             fail(err, err_len, "handshake: malformed ConnectResponse");
         else if (resp.timeout_ms <= 0)
@@ -155,10 +150,10 @@ int bench_connect(const struct bench_cfg *cfg, char *err, size_t err_len)
 
 /* One pipelined batch: build(i) for i in [0, count), reply(i, err, body). */
 typedef void (*build_fn)(struct zk_wbuf *w, int32_t xid, size_t i, void *arg);
-typedef int (*reply_fn)(size_t i, int32_t code, struct zk_rbuf *body, void *arg, char *err,
+typedef int (*reply_fn)(size_t i, int32_t code, struct base_rd *body, void *arg, char *err,
                         size_t err_len);
 
-static int read_reply(struct conn *c, int32_t want_xid, int32_t *code, struct zk_rbuf *body,
+static int read_reply(struct conn *c, int32_t want_xid, int32_t *code, struct base_rd *body,
                       char *err, size_t err_len)
 {
     for (;;) {
@@ -166,7 +161,7 @@ static int read_reply(struct conn *c, int32_t want_xid, int32_t *code, struct zk
         if (read_frame(c, &len, err, err_len) != 0)
             return -1;
         struct zk_reply_header h;
-        zk_rbuf_init(body, c->in, len);
+        base_rd_init(body, c->in, len);
         if (!zk_get_reply_header(body, &h))
             return fail(err, err_len, "malformed reply header");
         if (h.xid == ZK_XID_NOTIFICATION || h.xid == ZK_XID_PING)
@@ -198,7 +193,7 @@ static int pipeline(struct conn *c, size_t count, size_t request_bytes, build_fn
             return fail(err, err_len, "send failed: %s", strerror(errno));
         for (size_t i = start; i < end; i++) {
             int32_t code;
-            struct zk_rbuf body;
+            struct base_rd body;
             if (read_reply(c, first_xid + (int32_t)(i - start), &code, &body, err, err_len) != 0)
                 return -1;
             if (reply(i, code, &body, arg, err, err_len) != 0)
@@ -225,7 +220,7 @@ static void build_create_key(struct zk_wbuf *w, int32_t xid, size_t i, void *arg
     bench_put_create(w, xid, path, s->value, s->cfg->value_size_bytes);
 }
 
-static int on_create_key(size_t i, int32_t code, struct zk_rbuf *body, void *arg, char *err,
+static int on_create_key(size_t i, int32_t code, struct base_rd *body, void *arg, char *err,
                          size_t err_len)
 {
     struct setup_ctx *s = arg;
@@ -246,7 +241,7 @@ static void build_set_existing(struct zk_wbuf *w, int32_t xid, size_t i, void *a
     bench_put_setdata(w, xid, path, s->value, s->cfg->value_size_bytes);
 }
 
-static int on_set_existing(size_t i, int32_t code, struct zk_rbuf *body, void *arg, char *err,
+static int on_set_existing(size_t i, int32_t code, struct base_rd *body, void *arg, char *err,
                            size_t err_len)
 {
     struct setup_ctx *s = arg;
@@ -261,7 +256,7 @@ static void build_create_root(struct zk_wbuf *w, int32_t xid, size_t i, void *ar
     bench_put_create(w, xid, BENCH_ROOT, NULL, 0);
 }
 
-static int on_create_root(size_t i, int32_t code, struct zk_rbuf *body, void *arg, char *err,
+static int on_create_root(size_t i, int32_t code, struct base_rd *body, void *arg, char *err,
                           size_t err_len)
 {
     if (code != ZK_OK && code != ZK_ENODEEXISTS)
@@ -279,7 +274,7 @@ static void close_conn(struct conn *c)
     bench_put_close(&c->out, xid);
     if (!c->out.err && send_all(c->fd, c->out.p, c->out.len) == 0) {
         int32_t code;
-        struct zk_rbuf body;
+        struct base_rd body;
         (void)read_reply(c, xid, &code, &body, err, sizeof(err)); /* best effort */
     }
     close(c->fd);
@@ -343,7 +338,7 @@ static void build_delete_key(struct zk_wbuf *w, int32_t xid, size_t i, void *arg
     bench_put_delete(w, xid, path);
 }
 
-static int on_delete(size_t i, int32_t code, struct zk_rbuf *body, void *arg, char *err,
+static int on_delete(size_t i, int32_t code, struct base_rd *body, void *arg, char *err,
                      size_t err_len)
 {
     if (code != ZK_OK && code != ZK_ENONODE)
@@ -356,7 +351,7 @@ static void build_list_root(struct zk_wbuf *w, int32_t xid, size_t i, void *arg)
     bench_put_children(w, xid, BENCH_ROOT);
 }
 
-static int on_list_root(size_t i, int32_t code, struct zk_rbuf *body, void *arg, char *err,
+static int on_list_root(size_t i, int32_t code, struct base_rd *body, void *arg, char *err,
                         size_t err_len)
 {
     struct cleanup_ctx *cl = arg;

@@ -85,7 +85,7 @@ static void record(struct zkc_slot *slot, int rc)
 {
     struct zkc_session *s = slot->s;
     struct zkc_shard *sh = s->shard;
-    uint64_t now_ns = bench_now_ns();
+    uint64_t now_ns = (uint64_t)base_mono_ns();
     if (atomic_load(&s->run->phase) != BENCH_PHASE_MEASURE)
         return;
     uint64_t lat_ns = now_ns > slot->t0_ns ? now_ns - slot->t0_ns : 0;
@@ -185,7 +185,7 @@ static void issue(struct zkc_slot *slot, bool draining)
         return;
     }
     slot->kind = draining || !bench_pick_read(s->run->read_pct, &s->rng) ? KIND_WRITE : KIND_READ;
-    slot->t0_ns = bench_now_ns();
+    slot->t0_ns = (uint64_t)base_mono_ns();
     atomic_fetch_add(&s->inflight, 1);
     if (slot->kind == KIND_READ) {
         bench_key_path(path, sizeof(path), bench_keys_pick(&s->run->keys, &s->rng));
@@ -214,9 +214,9 @@ static bool any_connected(void *arg)
 
 static bool wait_until(bool (*cond)(struct zkc_run *run), struct zkc_run *run, double seconds)
 {
-    uint64_t end_ns = bench_now_ns() + (uint64_t)(seconds * 1e9);
+    uint64_t end_ns = (uint64_t)base_mono_ns() + (uint64_t)(seconds * 1e9);
     while (!cond(run)) {
-        if (bench_now_ns() >= end_ns)
+        if ((uint64_t)base_mono_ns() >= end_ns)
             return false;
         usleep(2000);
     }

@@ -99,7 +99,7 @@ static char *dup_path(struct zk_str s, const char *chroot)
     return out;
 }
 
-static bool get_path(struct zk_rbuf *r, const char *chroot, char **out)
+static bool get_path(struct base_rd *r, const char *chroot, char **out)
 {
     struct zk_str s;
     if (!zk_get_str(r, &s) || s.len < 0)
@@ -108,7 +108,7 @@ static bool get_path(struct zk_rbuf *r, const char *chroot, char **out)
     return *out != NULL;
 }
 
-static bool get_strings(struct zk_rbuf *r, const char *chroot, bool paths,
+static bool get_strings(struct base_rd *r, const char *chroot, bool paths,
                         struct larch_strings *out)
 {
     struct zk_strvec v;
@@ -127,7 +127,7 @@ static bool get_strings(struct zk_rbuf *r, const char *chroot, bool paths,
     return ok;
 }
 
-static bool get_acl(struct zk_rbuf *r, struct larch_acl_list *out)
+static bool get_acl(struct base_rd *r, struct larch_acl_list *out)
 {
     struct zk_aclvec v;
     if (!zk_get_aclvec(r, &v))
@@ -147,13 +147,13 @@ static bool get_acl(struct zk_rbuf *r, struct larch_acl_list *out)
     return ok;
 }
 
-static bool get_stat(struct zk_rbuf *r, struct lc_reply *out)
+static bool get_stat(struct base_rd *r, struct lc_reply *out)
 {
     out->has_stat = zk_get_stat(r, &out->stat);
     return out->has_stat;
 }
 
-static bool get_data(struct zk_rbuf *r, struct lc_reply *out)
+static bool get_data(struct base_rd *r, struct lc_reply *out)
 {
     struct zk_str d;
     if (!zk_get_str(r, &d))
@@ -170,7 +170,7 @@ static bool get_data(struct zk_rbuf *r, struct lc_reply *out)
 }
 
 /* One multi result after its header (MultiResponse's per-type bodies). */
-static bool get_multi_one(struct zk_rbuf *r, const struct zk_multi_header *h, const char *chroot,
+static bool get_multi_one(struct base_rd *r, const struct zk_multi_header *h, const char *chroot,
                           struct larch_op_result *res)
 {
     res->err = ZK_OK;
@@ -194,7 +194,7 @@ static bool get_multi_one(struct zk_rbuf *r, const struct zk_multi_header *h, co
     }
 }
 
-static bool get_multi(struct zk_rbuf *r, const char *chroot, struct lc_reply *out)
+static bool get_multi(struct base_rd *r, const char *chroot, struct lc_reply *out)
 {
     size_t cap = 8;
     out->results = calloc(cap, sizeof *out->results);
@@ -206,21 +206,18 @@ static bool get_multi(struct zk_rbuf *r, const char *chroot, struct lc_reply *ou
             return false;
         if (h.done)
             return true;
-        if ((size_t)out->nresults == cap) {
-            struct larch_op_result *n = realloc(out->results, cap * 2 * sizeof *n);
-            if (n == NULL)
-                return false;
-            memset(n + cap, 0, cap * sizeof *n);
-            out->results = n;
-            cap *= 2;
-        }
+        size_t old_cap = cap;
+        if (base_grow(&out->results, &cap, (size_t)out->nresults + 1, sizeof *out->results) != 0)
+            return false;
+        /* results past nresults stay zeroed, as calloc left the first ones */
+        memset(out->results + old_cap, 0, (cap - old_cap) * sizeof *out->results);
         if (!get_multi_one(r, &h, chroot, &out->results[out->nresults++]))
             return false;
     }
     return false;
 }
 
-static bool decode_body(const struct lc_req *req, struct zk_rbuf *r, const char *chroot,
+static bool decode_body(const struct lc_req *req, struct base_rd *r, const char *chroot,
                         struct lc_reply *out)
 {
     switch (req->kind) {
@@ -256,8 +253,8 @@ void lc_reply_decode(const struct lc_req *req, const char *chroot, struct lc_rep
     bool has_body = req->err == ZK_OK || (req->kind == LC_MULTI && req->body_len > 0);
     if (!has_body)
         return;
-    struct zk_rbuf r;
-    zk_rbuf_init(&r, req->body, req->body_len);
+    struct base_rd r;
+    base_rd_init(&r, req->body, req->body_len);
     if (!decode_body(req, &r, chroot, out)) {
         lc_reply_free(out);
         *out = (struct lc_reply){ .err = ZK_EMARSHALLINGERROR, .data_len = -1 };

@@ -30,26 +30,14 @@
 #define CONNECT_TIMEOUT_MIN_MS 500
 #define READ_CHUNK 65536
 
-struct inbuf {
-    uint8_t *p;
-    size_t len, cap;
-};
-
 struct conn {
     int fd;
     struct zk_wbuf out; /* bytes not yet written */
     size_t out_off;
-    struct inbuf in;
+    struct base_buf in; /* bytes received, not yet parsed */
     int64_t last_send_ms, last_recv_ms;
     int32_t internal_auths; /* resent auth replies still to come */
 };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static bool state_terminal(int32_t s)
 {
@@ -61,7 +49,7 @@ static bool state_terminal(int32_t s)
 static int wait_fd(int fd, short events, int64_t deadline_ms)
 {
     for (int i = 0; i < 1000; i++) { /* bounded: EINTR retries only */
-        int64_t left = deadline_ms - now_ms();
+        int64_t left = deadline_ms - base_mono_ms();
         if (left <= 0)
             return -1;
         struct pollfd p = { .fd = fd, .events = events };
@@ -127,27 +115,12 @@ static int write_all(int fd, const uint8_t *p, size_t n, int64_t deadline_ms)
     return off == n ? 0 : -1;
 }
 
-static int inbuf_reserve(struct inbuf *b, size_t extra)
-{
-    if (b->len + extra <= b->cap)
-        return 0;
-    size_t cap = b->cap != 0 ? b->cap : READ_CHUNK;
-    while (cap < b->len + extra)
-        cap *= 2;
-    uint8_t *n = realloc(b->p, cap);
-    if (n == NULL)
-        return -1;
-    b->p = n;
-    b->cap = cap;
-    return 0;
-}
-
 /* Reads what the socket has into b: >0 bytes, 0 nothing now, -1 closed/error. */
-static ssize_t read_some(int fd, struct inbuf *b)
+static ssize_t read_some(int fd, struct base_buf *b)
 {
-    if (inbuf_reserve(b, READ_CHUNK) != 0)
+    if (base_buf_reserve(b, READ_CHUNK) != 0)
         return -1;
-    ssize_t r = recv(fd, b->p + b->len, b->cap - b->len, 0);
+    ssize_t r = recv(fd, b->data + b->len, b->cap - b->len, 0);
     if (r > 0) {
         b->len += (size_t)r;
         return r;
@@ -157,30 +130,25 @@ static ssize_t read_some(int fd, struct inbuf *b)
     return -1;
 }
 
-static uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 /* The length of the first complete frame in b (payload bytes), 0 when it is
  * incomplete, -1 when its length is out of range. */
-static int64_t frame_ready(const struct inbuf *b)
+static int64_t frame_ready(const struct base_buf *b)
 {
     if (b->len < 4)
         return 0;
-    uint32_t n = be32(b->p);
+    uint32_t n = base_get_be32(b->data);
     if (n > ZK_MAX_BUFFER_DEFAULT + 1024)
         return -1;
     return b->len >= 4 + (size_t)n ? (int64_t)n : 0;
 }
 
-static void inbuf_consume(struct inbuf *b, size_t n)
+static void inbuf_consume(struct base_buf *b, size_t n)
 {
-    memmove(b->p, b->p + n, b->len - n);
+    memmove(b->data, b->data + n, b->len - n);
     b->len -= n;
 }
 
-static int read_frame_blocking(int fd, struct inbuf *b, int64_t deadline_ms, size_t *len)
+static int read_frame_blocking(int fd, struct base_buf *b, int64_t deadline_ms, size_t *len)
 {
     for (int i = 0; i < 100000; i++) {
         int64_t n = frame_ready(b);
@@ -221,9 +189,9 @@ static enum attach_result handshake(struct larch *lh, struct conn *c, int64_t de
     size_t len = 0;
     if (rc != 0 || read_frame_blocking(c->fd, &c->in, deadline_ms, &len) != 0)
         return ATTACH_FAILED;
-    struct zk_rbuf r;
+    struct base_rd r;
     struct zk_connect_resp resp;
-    zk_rbuf_init(&r, c->in.p + 4, len);
+    base_rd_init(&r, c->in.data + 4, len);
     if (!zk_get_connect_resp(&r, &resp) || (resp.passwd.len != LARCH_PASSWD_LEN && resp.timeout_ms > 0))
         return ATTACH_FAILED;
     if (resp.timeout_ms <= 0)
@@ -263,24 +231,16 @@ struct path_list {
     struct zk_str *items;
     size_t count, cap;
     const char *chroot;
-    char **owned;
+    char **owned; /* owned[i] backs items[i] */
+    size_t owned_cap;
 };
 
 static int path_list_add(void *arg, const char *path)
 {
     struct path_list *l = arg;
-    if (l->count == l->cap) {
-        size_t cap = l->cap != 0 ? l->cap * 2 : 16;
-        struct zk_str *n = realloc(l->items, cap * sizeof *n);
-        char **o = realloc(l->owned, cap * sizeof *o);
-        if (n != NULL)
-            l->items = n;
-        if (o != NULL)
-            l->owned = o;
-        if (n == NULL || o == NULL)
-            return -1;
-        l->cap = cap;
-    }
+    if (base_grow(&l->items, &l->cap, l->count + 1, sizeof *l->items) != 0 ||
+        base_grow(&l->owned, &l->owned_cap, l->count + 1, sizeof *l->owned) != 0)
+        return -1;
     char *full = lc_chroot_add(l->chroot, path);
     if (full == NULL)
         return -1;
@@ -396,7 +356,7 @@ static void register_watch(struct larch *lh, struct lc_req *r)
         r->err = ZK_ESYSTEMERROR;
 }
 
-static void on_notification(struct larch *lh, struct zk_rbuf *r)
+static void on_notification(struct larch *lh, struct base_rd *r)
 {
     struct zk_watcher_event ev;
     if (!zk_get_watcher_event(r, &ev) || ev.path.len < 0)
@@ -434,19 +394,19 @@ static enum frame_verdict on_auth_reply(struct larch *lh, struct conn *c, int32_
     return FRAME_OK;
 }
 
-static enum frame_verdict on_reply(struct larch *lh, struct zk_reply_header *h, struct zk_rbuf *r)
+static enum frame_verdict on_reply(struct larch *lh, struct zk_reply_header *h, struct base_rd *r)
 {
     struct lc_req *req = take_pending(lh, h->xid);
     if (req == NULL)
         return FRAME_DROP; /* a reply to nothing we sent: the stream is not ours */
     req->err = h->err;
-    size_t left = zk_rbuf_left(r);
+    size_t left = base_rd_left(r);
     if (left > 0) {
         req->body = malloc(left);
         if (req->body == NULL)
             req->err = ZK_ESYSTEMERROR;
         else
-            memcpy(req->body, r->p + r->off, left);
+            memcpy(req->body, r->ptr + r->pos, left);
         req->body_len = req->body != NULL ? left : 0;
     }
     register_watch(lh, req);
@@ -463,9 +423,9 @@ static enum frame_verdict on_reply(struct larch *lh, struct zk_reply_header *h, 
 
 static enum frame_verdict on_frame(struct larch *lh, struct conn *c, const uint8_t *p, size_t len)
 {
-    struct zk_rbuf r;
+    struct base_rd r;
     struct zk_reply_header h;
-    zk_rbuf_init(&r, p, len);
+    base_rd_init(&r, p, len);
     if (!zk_get_reply_header(&r, &h))
         return FRAME_DROP;
     if (h.zxid > 0 && h.zxid > lh->last_zxid)
@@ -490,7 +450,7 @@ static enum frame_verdict read_frames(struct larch *lh, struct conn *c)
     if (n < 0)
         return FRAME_DROP;
     if (n > 0)
-        c->last_recv_ms = now_ms();
+        c->last_recv_ms = base_mono_ms();
     enum frame_verdict v = FRAME_OK;
     pthread_mutex_lock(&lh->mu);
     for (int i = 0; v == FRAME_OK && i < 100000; i++) {
@@ -499,7 +459,7 @@ static enum frame_verdict read_frames(struct larch *lh, struct conn *c)
             v = FRAME_DROP;
         if (flen <= 0)
             break;
-        v = on_frame(lh, c, c->in.p + 4, (size_t)flen);
+        v = on_frame(lh, c, c->in.data + 4, (size_t)flen);
         inbuf_consume(&c->in, 4 + (size_t)flen);
     }
     pthread_mutex_unlock(&lh->mu);
@@ -513,7 +473,7 @@ static int write_some(struct conn *c)
         if (w < 0)
             return errno == EAGAIN || errno == EINTR ? 0 : -1;
         c->out_off += (size_t)w;
-        c->last_send_ms = now_ms();
+        c->last_send_ms = base_mono_ms();
     }
     zk_wbuf_reset(&c->out);
     c->out_off = 0;
@@ -530,7 +490,7 @@ static void drain_wake(struct larch *lh)
 /* Serves one attached connection until it fails or the handle stops. */
 static enum frame_verdict serve(struct larch *lh, struct conn *c)
 {
-    c->last_send_ms = c->last_recv_ms = now_ms();
+    c->last_send_ms = c->last_recv_ms = base_mono_ms();
     for (;;) {
         pthread_mutex_lock(&lh->mu);
         bool stop = lh->stop_io, drop = lh->drop_conn;
@@ -543,7 +503,7 @@ static enum frame_verdict serve(struct larch *lh, struct conn *c)
             return FRAME_STOP;
         if (drop || c->out.err)
             return FRAME_DROP;
-        int64_t now = now_ms();
+        int64_t now = base_mono_ms();
         int64_t ping_at = c->last_send_ms + timeout / 3;
         int64_t dead_at = c->last_recv_ms + timeout * 2 / 3;
         if (now >= dead_at)
@@ -629,14 +589,7 @@ static void on_expired(struct larch *lh)
 /* Sleeps up to ms unless the handle stops first. mu held. */
 static void backoff(struct larch *lh, int64_t ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
+    struct timespec ts = base_deadline(CLOCK_MONOTONIC, ms);
     if (!lh->stop_io)
         pthread_cond_timedwait(&lh->cv, &lh->mu, &ts);
 }
@@ -656,7 +609,7 @@ static bool attempt(struct larch *lh, struct conn *c, size_t *failed_in_row)
     pthread_mutex_unlock(&lh->mu);
     if (budget < CONNECT_TIMEOUT_MIN_MS)
         budget = CONNECT_TIMEOUT_MIN_MS;
-    int64_t deadline = now_ms() + budget;
+    int64_t deadline = base_mono_ms() + budget;
     c->fd = dial(h, deadline);
     enum attach_result a = c->fd >= 0 ? handshake(lh, c, deadline) : ATTACH_FAILED;
     if (a == ATTACH_EXPIRED) {
@@ -691,7 +644,7 @@ void *lc_io_main(void *arg)
         ;
     conn_reset(&c);
     zk_wbuf_free(&c.out);
-    free(c.in.p);
+    base_buf_free(&c.in);
     pthread_mutex_lock(&lh->mu);
     lc_fail_all(lh, lh->state == ZK_STATE_EXPIRED     ? ZK_ESESSIONEXPIRED
                     : lh->state == ZK_STATE_AUTH_FAILED ? ZK_EAUTHFAILED

@@ -279,17 +279,6 @@ int larch_open(struct larch **out, const char *connect_string, const struct larc
     return ZK_OK;
 }
 
-static void deadline_after(struct timespec *ts, int64_t ms)
-{
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (ms % 1000) * 1000000;
-    if (ts->tv_nsec >= 1000000000) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000;
-    }
-}
-
 static bool connected(int32_t s)
 {
     return s == ZK_STATE_SYNC_CONNECTED || s == ZK_STATE_CONNECTED_READONLY;
@@ -311,8 +300,7 @@ static int terminal_error(int32_t s)
 
 int larch_wait_connected(struct larch *lh, int32_t timeout_ms)
 {
-    struct timespec ts;
-    deadline_after(&ts, timeout_ms);
+    struct timespec ts = base_deadline(CLOCK_MONOTONIC, timeout_ms);
     pthread_mutex_lock(&lh->mu);
     int rc = ZK_OK;
     while (!connected(lh->state) && (rc = terminal_error(lh->state)) == ZK_OK && !lh->stop_io) {
@@ -421,14 +409,6 @@ static struct lc_req *req_new(enum lc_kind kind, int32_t op)
     return r;
 }
 
-static void store_be32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
 /* Finishes r's frame with its xid and queues it; on error r is freed and
  * the code returned. Takes ownership of r. */
 static int submit(struct larch *lh, struct lc_req *r)
@@ -457,7 +437,7 @@ static int submit(struct larch *lh, struct lc_req *r)
         r->xid = lh->next_xid;
         lh->next_xid = lh->next_xid == INT32_MAX ? 1 : lh->next_xid + 1;
     }
-    store_be32(r->frame.p + 4, (uint32_t)r->xid);
+    base_put_be32(r->frame.p + 4, (uint32_t)r->xid);
     if (lh->send_tail != NULL)
         lh->send_tail->next = r;
     else
@@ -1159,8 +1139,7 @@ static int close_session(struct larch *lh)
     int rc = submit(lh, r);
     if (rc != ZK_OK)
         return rc;
-    struct timespec ts;
-    deadline_after(&ts, CLOSE_WAIT_MS);
+    struct timespec ts = base_deadline(CLOCK_MONOTONIC, CLOSE_WAIT_MS);
     pthread_mutex_lock(&lh->mu);
     int w = 0;
     while (!s.done && w != ETIMEDOUT)

@@ -95,14 +95,8 @@ static int entry_add(struct lc_wentry *e, larch_watch_fn fn, void *ctx)
         if (e->items[i].fn == fn && e->items[i].ctx == ctx)
             return 0; /* ZooKeeper keeps a set: the same watcher once */
     }
-    if (e->count == e->cap) {
-        size_t cap = e->cap != 0 ? e->cap * 2 : 2;
-        struct lc_watcher *n = realloc(e->items, cap * sizeof *n);
-        if (n == NULL)
-            return -1;
-        e->items = n;
-        e->cap = cap;
-    }
+    if (base_grow(&e->items, &e->cap, e->count + 1, sizeof *e->items) != 0)
+        return -1;
     e->items[e->count++] = (struct lc_watcher){ fn, ctx };
     return 0;
 }
@@ -131,14 +125,8 @@ int lc_wset_add(struct lc_wset *s, larch_watch_fn fn, void *ctx)
         if (s->items[i].fn == fn && s->items[i].ctx == ctx)
             return 0;
     }
-    if (s->count == s->cap) {
-        size_t cap = s->cap != 0 ? s->cap * 2 : 4;
-        struct lc_watcher *n = realloc(s->items, cap * sizeof *n);
-        if (n == NULL)
-            return -1;
-        s->items = n;
-        s->cap = cap;
-    }
+    if (base_grow(&s->items, &s->cap, s->count + 1, sizeof *s->items) != 0)
+        return -1;
     s->items[s->count++] = (struct lc_watcher){ fn, ctx };
     return 0;
 }

@@ -36,22 +36,12 @@
 
 #include <urcu.h>
 
+#define IN_CAP_MIN_BYTES 256u /* first input allocation */
+
 static const char *const fourlw_words[] = {
     "ruok", "srvr", "stat", "mntr", "conf", "cons", "crst", "srst", "envi",
     "wchs", "wchc", "wchp", "dump", "isro", "dirs", NULL,
 };
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static uint32_t read_be32(const uint8_t *p)
-{
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
 
 /* ---- the budget ------------------------------------------------------------ */
 
@@ -414,9 +404,9 @@ static bool str_is(struct zk_str s, const char *lit)
  * ACLs); any other scheme fails. */
 static void handle_auth(struct conn *c, const uint8_t *body, size_t len)
 {
-    struct zk_rbuf r;
+    struct base_rd r;
     struct zk_auth_packet a;
-    zk_rbuf_init(&r, body, len);
+    base_rd_init(&r, body, len);
     bool ok = zk_get_auth_packet(&r, &a);
     if (ok && str_is(a.scheme, "ip")) {
         reply_header_only(c, ZK_XID_AUTH, ZK_OK);
@@ -475,15 +465,15 @@ static bool op_is_known(int32_t op)
  * of this connection is pending at the sequencer. */
 static void dispatch(struct conn *c, const uint8_t *frame, size_t len, int64_t arrived_us)
 {
-    struct zk_rbuf r;
+    struct base_rd r;
     struct zk_request_header h;
-    zk_rbuf_init(&r, frame, len);
+    base_rd_init(&r, frame, len);
     if (!zk_get_request_header(&r, &h)) {
         conn_close(c, true);
         return;
     }
-    const uint8_t *body = frame + r.off;
-    size_t blen = len - r.off;
+    const uint8_t *body = frame + r.pos;
+    size_t blen = len - r.pos;
     atomic_store_explicit(&c->last_op, h.type, memory_order_relaxed);
     if (op_goes_to_sequencer(h.type)) {
         forward_to_sequencer(c, h.xid, h.type, body, blen, arrived_us);
@@ -571,9 +561,9 @@ static void handle_request_frame(struct conn *c, const uint8_t *frame, size_t le
  * is not 16 bytes can only be wrong. The sequencer sees the length sent. */
 static void handle_connect(struct conn *c, const uint8_t *frame, size_t len)
 {
-    struct zk_rbuf r;
+    struct base_rd r;
     struct zk_connect_req req;
-    zk_rbuf_init(&r, frame, len);
+    base_rd_init(&r, frame, len);
     if (!zk_get_connect_req(&r, &req)) {
         conn_close(c, true);
         return;
@@ -661,7 +651,7 @@ static size_t parse_frames(struct conn *c, const uint8_t *p, size_t n)
             handle_fourlw(c, f);
             return n;
         }
-        int32_t flen = (int32_t)read_be32(f);
+        int32_t flen = (int32_t)base_get_be32(f);
         if (flen < 0 || flen > max) {
             /* ZooKeeper: "Len error" -> the connection is closed. */
             fprintf(stderr, "larchd: closing %s: frame length %d outside 0..%d (jute.maxbuffer)\n",
@@ -681,18 +671,14 @@ static size_t parse_frames(struct conn *c, const uint8_t *p, size_t n)
  * small start), never to a frame's declared length ahead of its bytes. */
 static bool input_reserve(struct conn *c, size_t extra)
 {
-    size_t need = c->in_len + extra;
-    if (need <= c->in_cap)
+    if (extra <= c->in_cap - c->in_len)
         return true;
-    size_t cap = c->in_cap ? c->in_cap : 256;
-    while (cap < need)
-        cap *= 2;
-    uint8_t *n = realloc(c->in, cap);
-    if (!n)
+    if (extra > SIZE_MAX - c->in_len)
         return false;
-    c->in = n;
-    c->in_cap = cap;
-    return true;
+    /* the first allocation is IN_CAP_MIN_BYTES: the memory budget counts
+     * in_cap, so its steps stay what they were */
+    size_t need = c->in_len + extra;
+    return base_grow(&c->in, &c->in_cap, need > IN_CAP_MIN_BYTES ? need : IN_CAP_MIN_BYTES, 1) == 0;
 }
 
 /* Drops the first used bytes of c->in; an empty buffer is freed. */
@@ -751,7 +737,7 @@ static bool input_has_frame(const struct conn *c)
 {
     if (c->in_len < 4)
         return false;
-    uint32_t flen = read_be32(c->in);
+    uint32_t flen = base_get_be32(c->in);
     return (c->state == CONN_NEW && is_fourlw(c->in)) || flen > (uint32_t)INT32_MAX ||
            (int32_t)flen > c->w->dp->cfg.max_buffer_bytes || c->in_len - 4 >= flen;
 }
@@ -779,7 +765,7 @@ void conn_init(struct conn *c, struct worker *w, int fd, const char *ip, int por
     snprintf(c->peer_ip, sizeof(c->peer_ip), "%s", ip);
     snprintf(c->peer, sizeof(c->peer), "%s:%d", ip, port);
     atomic_store(&c->lat_min_us, INT64_MAX);
-    c->established_ms = wall_ms();
+    c->established_ms = base_wall_ms();
 }
 
 void conn_release(struct conn *c)

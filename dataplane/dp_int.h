@@ -177,7 +177,7 @@ struct dp {
     atomic_bool stop;
     struct worker *workers;
     int nworkers;
-    int64_t (*clock_us)(void);  /* the loop's monotonic clock: dp_now_us, or a test's */
+    int64_t (*clock_us)(void);  /* the loop's monotonic clock: base_mono_us, or a test's */
     atomic_bool pressure;       /* buffered bytes passed cfg.max_buffered_bytes */
     _Atomic uint32_t nconns;    /* open connections, for maxCnxns */
     _Atomic uint64_t st_refused; /* connections refused by maxCnxns / maxClientCnxns */
@@ -190,7 +190,6 @@ struct dp {
 };
 
 /* ---- tcp.c: the transport ------------------------------------------------ */
-int64_t dp_now_us(void);
 /* Marks c for closing. hard: drop unsent output; otherwise flush it first.
  * Never frees: the connection is reaped at the end of the loop pass. */
 void conn_close(struct conn *c, bool hard);

@@ -63,7 +63,7 @@ static void add_watch(struct rd *r, struct zk_str path, enum watch_kind kind, in
 
 /* ---- single reads: each writes its response body, returns the error code ---- */
 
-static int read_exists(struct rd *r, struct zk_rbuf *in)
+static int read_exists(struct rd *r, struct base_rd *in)
 {
     struct zk_path_watch_req q;
     if (!zk_get_path_watch_req(in, &q))
@@ -104,7 +104,7 @@ static int get_data_body(struct rd *r, struct zk_path_watch_req *q)
     return ZK_OK;
 }
 
-static int read_get_data(struct rd *r, struct zk_rbuf *in)
+static int read_get_data(struct rd *r, struct base_rd *in)
 {
     struct zk_path_watch_req q;
     if (!zk_get_path_watch_req(in, &q))
@@ -128,8 +128,7 @@ static void patch_i32(struct zk_wbuf *w, size_t at, int32_t v)
 {
     if (w->err)
         return;
-    uint32_t be = __builtin_bswap32((uint32_t)v);
-    memcpy(w->p + at, &be, 4);
+    base_put_be32(w->p + at, (uint32_t)v);
 }
 
 /* Writes the children vector (and the stat for getChildren2). The ACL check
@@ -164,7 +163,7 @@ static int get_children_body(struct rd *r, struct zk_path_watch_req *q, bool wit
     return ZK_OK;
 }
 
-static int read_get_children(struct rd *r, struct zk_rbuf *in, bool with_stat)
+static int read_get_children(struct rd *r, struct base_rd *in, bool with_stat)
 {
     struct zk_path_watch_req q;
     if (!zk_get_path_watch_req(in, &q))
@@ -174,7 +173,7 @@ static int read_get_children(struct rd *r, struct zk_rbuf *in, bool with_stat)
 
 /* ZooKeeper's getACL: READ or ADMIN may read the ACL; without ADMIN the
  * digest hashes are masked as "user:x" (ZOOKEEPER-1392). */
-static int read_get_acl(struct rd *r, struct zk_rbuf *in)
+static int read_get_acl(struct rd *r, struct base_rd *in)
 {
     struct zk_path_req q;
     if (!zk_get_path_req(in, &q))
@@ -209,7 +208,7 @@ static int read_get_acl(struct rd *r, struct zk_rbuf *in)
     return ZK_OK;
 }
 
-static int read_all_children_number(struct rd *r, struct zk_rbuf *in)
+static int read_all_children_number(struct rd *r, struct base_rd *in)
 {
     struct zk_path_req q;
     if (!zk_get_path_req(in, &q))
@@ -247,7 +246,7 @@ static int read_whoami(struct rd *r)
     return ZK_OK;
 }
 
-static int read_add_watch(struct rd *r, struct zk_rbuf *in)
+static int read_add_watch(struct rd *r, struct base_rd *in)
 {
     struct zk_path_mode_req q;
     if (!zk_get_path_mode_req(in, &q))
@@ -265,7 +264,7 @@ static int read_add_watch(struct rd *r, struct zk_rbuf *in)
     return ZK_OK;
 }
 
-static int read_remove_watches(struct rd *r, struct zk_rbuf *in, bool remove)
+static int read_remove_watches(struct rd *r, struct base_rd *in, bool remove)
 {
     struct zk_path_mode_req q;
     if (!zk_get_path_mode_req(in, &q))
@@ -339,7 +338,7 @@ static bool has_null(const struct zk_strvec *v)
 /* A null list, or a null path in the data, exist or child list, is
  * ZooKeeper's marshalling error, before anything is armed; a null path in
  * the persistent lists is skipped. */
-static int read_set_watches(struct rd *r, struct zk_rbuf *in, bool v2)
+static int read_set_watches(struct rd *r, struct base_rd *in, bool v2)
 {
     struct zk_setwatches_req q;
     if (!zk_get_setwatches_req(in, &q, v2))
@@ -359,7 +358,7 @@ static int read_set_watches(struct rd *r, struct zk_rbuf *in, bool v2)
 
 /* ---- multiRead: getData/getChildren sub-ops, each answered on its own ---- */
 
-static int read_multi(struct rd *r, struct zk_rbuf *in)
+static int read_multi(struct rd *r, struct base_rd *in)
 {
     for (int n = 0;; n++) {
         struct zk_multi_header h;
@@ -386,7 +385,7 @@ static int read_multi(struct rd *r, struct zk_rbuf *in)
     return ZK_OK;
 }
 
-static int serve(struct rd *r, int32_t op, struct zk_rbuf *in)
+static int serve(struct rd *r, int32_t op, struct base_rd *in)
 {
     switch (op) {
     case ZK_OP_PING:
@@ -426,12 +425,9 @@ static void patch_reply_header(struct zk_wbuf *w, size_t at, int32_t xid, int64_
 {
     if (w->err)
         return;
-    uint32_t x = __builtin_bswap32((uint32_t)xid);
-    uint64_t z = __builtin_bswap64((uint64_t)zxid);
-    uint32_t e = __builtin_bswap32((uint32_t)err);
-    memcpy(w->p + at, &x, 4);
-    memcpy(w->p + at + 4, &z, 8);
-    memcpy(w->p + at + 12, &e, 4);
+    base_put_be32(w->p + at, (uint32_t)xid);
+    base_put_be64(w->p + at + 4, (uint64_t)zxid);
+    base_put_be32(w->p + at + 12, (uint32_t)err);
 }
 
 bool dp_serve_read(struct conn *c, int32_t xid, int32_t op, const uint8_t *body, size_t len,
@@ -455,8 +451,8 @@ bool dp_serve_read(struct conn *c, int32_t xid, int32_t op, const uint8_t *body,
     struct zk_reply_header ph = { 0 };
     zk_put_reply_header(out, &ph);
     size_t body_at = out->len;
-    struct zk_rbuf in;
-    zk_rbuf_init(&in, body, len);
+    struct base_rd in;
+    base_rd_init(&in, body, len);
     struct rd r = { .c = c, .out = out, .t = w->dp->tree, .fence_zxid = INT64_MAX };
 
     rcu_read_lock();

@@ -39,13 +39,6 @@
 #define EPOLL_IDLE_MS 200 /* longest sleep: deadlines are checked at least this often */
 #define PASS_TURNS_MAX 8  /* run/flush turns per pass before the loop polls again */
 
-int64_t dp_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* ---- connection limits (maxClientCnxns per IP, maxCnxns in all) ----------- */
 
 static bool ip_acquire(struct dp *dp, const char *ip)
@@ -56,15 +49,9 @@ static bool ip_acquire(struct dp *dp, const char *ip)
     for (i = 0; i < dp->nips && strcmp(dp->ips[i].ip, ip) != 0; i++)
         ;
     if (i == dp->nips) {
-        if (dp->nips == dp->cap_ips) {
-            size_t ncap = dp->cap_ips ? dp->cap_ips * 2 : 16;
-            struct ip_count *n = realloc(dp->ips, ncap * sizeof(*n));
-            if (!n) {
-                pthread_mutex_unlock(&dp->ip_lock);
-                return false;
-            }
-            dp->ips = n;
-            dp->cap_ips = ncap;
+        if (base_grow(&dp->ips, &dp->cap_ips, dp->nips + 1, sizeof *dp->ips) != 0) {
+            pthread_mutex_unlock(&dp->ip_lock);
+            return false;
         }
         snprintf(dp->ips[i].ip, sizeof(dp->ips[i].ip), "%s", ip);
         dp->ips[i].n = 0;
@@ -123,19 +110,15 @@ struct conn *worker_conn(struct worker *w, uint64_t token)
 static int slot_take(struct worker *w, uint32_t *out)
 {
     if (w->nfree == 0) {
-        uint32_t ncap = w->nslots ? w->nslots * 2 : 64;
-        struct conn **s = realloc(w->slots, ncap * sizeof(*s));
-        if (!s)
+        /* three arrays of nslots each, doubled together */
+        size_t want = w->nslots ? (size_t)w->nslots * 2 : 64;
+        size_t cap_s = w->nslots, cap_g = w->nslots, cap_f = w->nslots;
+        if (want > UINT32_MAX || base_grow(&w->slots, &cap_s, want, sizeof *w->slots) != 0 ||
+            base_grow(&w->gens, &cap_g, want, sizeof *w->gens) != 0 ||
+            base_grow(&w->free_slots, &cap_f, want, sizeof *w->free_slots) != 0)
             return -1;
-        w->slots = s;
-        uint32_t *g = realloc(w->gens, ncap * sizeof(*g));
-        if (!g)
-            return -1;
-        w->gens = g;
-        uint32_t *f = realloc(w->free_slots, ncap * sizeof(*f));
-        if (!f)
-            return -1;
-        w->free_slots = f;
+        BASE_ASSERT(cap_s >= want && cap_g >= want && cap_f >= want);
+        uint32_t ncap = (uint32_t)want;
         for (uint32_t i = w->nslots; i < ncap; i++) {
             w->slots[i] = NULL;
             w->gens[i] = 0;
@@ -655,7 +638,7 @@ struct dp *dp_new(const struct dp_cfg *cfg, struct tree *t, struct seq *s, char 
     budget_defaults(&dp->cfg);
     dp->tree = t;
     dp->seq = s;
-    dp->clock_us = dp_now_us;
+    dp->clock_us = base_mono_us;
     dp->listen_fd = -1;
     dp->stop_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     pthread_mutex_init(&dp->ip_lock, NULL);

@@ -38,8 +38,7 @@ static void sha1_compress(uint32_t h[5], const uint8_t block[64])
 {
     uint32_t w[80];
     for (int t = 0; t < 16; t++)
-        w[t] = (uint32_t)block[4 * t] << 24 | (uint32_t)block[4 * t + 1] << 16 |
-               (uint32_t)block[4 * t + 2] << 8 | (uint32_t)block[4 * t + 3];
+        w[t] = base_get_be32(block + 4 * t);
     for (int t = 16; t < 80; t++)
         w[t] = rotl32(w[t - 3] ^ w[t - 8] ^ w[t - 14] ^ w[t - 16], 1);
 
@@ -98,15 +97,10 @@ static void sha1_final(struct sha1 *s, uint8_t out[20])
     uint64_t bits = s->total_bytes * 8;
     uint8_t pad[72] = { 0x80 };
     size_t pad_len = (s->block_len < 56) ? 56 - s->block_len : 120 - s->block_len;
-    for (int i = 0; i < 8; i++)
-        pad[pad_len + (size_t)i] = (uint8_t)(bits >> (56 - 8 * i));
+    base_put_be64(pad + pad_len, bits);
     sha1_update(s, pad, pad_len + 8);
-    for (int i = 0; i < 5; i++) {
-        out[4 * i] = (uint8_t)(s->h[i] >> 24);
-        out[4 * i + 1] = (uint8_t)(s->h[i] >> 16);
-        out[4 * i + 2] = (uint8_t)(s->h[i] >> 8);
-        out[4 * i + 3] = (uint8_t)s->h[i];
-    }
+    for (int i = 0; i < 5; i++)
+        base_put_be32(out + 4 * i, s->h[i]);
 }
 
 /* ---- base64 (RFC 4648 section 4, with '=' padding) --------------------- */

@@ -66,73 +66,41 @@ void zk_aclvec_free(struct zk_aclvec *v)
 }
 
 /* ---- reader ------------------------------------------------------------ */
+/* The reader is base's bounded reader (base.h): a failed take sets r->err,
+ * which is exactly the jute rule above. */
 
-void zk_rbuf_init(struct zk_rbuf *r, const void *p, size_t len)
-{
-    r->p = p;
-    r->len = p ? len : 0;
-    r->off = 0;
-    r->err = false;
-}
-
-/* Bytes still readable; 0 once the reader has failed, since nothing after a
- * failure can be trusted to be at a record boundary. */
-size_t zk_rbuf_left(const struct zk_rbuf *r)
-{
-    if (r->err || r->off > r->len)
-        return 0;
-    return r->len - r->off;
-}
-
-static bool rbuf_fail(struct zk_rbuf *r)
+static bool rbuf_fail(struct base_rd *r)
 {
     r->err = true;
     return false;
 }
 
-/* Consumes n bytes and points *out at them, or fails the reader. */
-static bool rbuf_take(struct zk_rbuf *r, size_t n, const uint8_t **out)
+bool zk_get_i32(struct base_rd *r, int32_t *v)
 {
+    uint32_t u = base_rd_be32(r);
     if (r->err)
         return false;
-    if (n > zk_rbuf_left(r))
-        return rbuf_fail(r);
-    /* n == 0 may come with a NULL frame; avoid arithmetic on NULL. */
-    *out = n ? r->p + r->off : NULL;
-    r->off += n;
-    return true;
-}
-
-bool zk_get_i32(struct zk_rbuf *r, int32_t *v)
-{
-    const uint8_t *b;
-    if (!rbuf_take(r, 4, &b))
-        return false;
-    uint32_t u = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
     *v = (int32_t)u;
     return true;
 }
 
-bool zk_get_i64(struct zk_rbuf *r, int64_t *v)
+bool zk_get_i64(struct base_rd *r, int64_t *v)
 {
-    const uint8_t *b;
-    if (!rbuf_take(r, 8, &b))
+    uint64_t u = base_rd_be64(r);
+    if (r->err)
         return false;
-    uint64_t u = 0;
-    for (int i = 0; i < 8; i++)
-        u = u << 8 | b[i];
     *v = (int64_t)u;
     return true;
 }
 
 /* Jute writes a boolean as one byte; like DataInputStream.readBoolean, any
  * nonzero byte reads as true. */
-bool zk_get_bool(struct zk_rbuf *r, bool *v)
+bool zk_get_bool(struct base_rd *r, bool *v)
 {
-    const uint8_t *b;
-    if (!rbuf_take(r, 1, &b))
+    uint8_t b = base_rd_u8(r);
+    if (r->err)
         return false;
-    *v = b[0] != 0;
+    *v = b != 0;
     return true;
 }
 
@@ -140,7 +108,7 @@ bool zk_get_bool(struct zk_rbuf *r, bool *v)
  * can hand ptr to memcpy/strncmp even when the frame pointer is NULL. The
  * only bound on the length is the input: the frame a string arrives in is
  * already limited by jute.maxbuffer, which may be configured above 1 MiB. */
-bool zk_get_str(struct zk_rbuf *r, struct zk_str *v)
+bool zk_get_str(struct base_rd *r, struct zk_str *v)
 {
     int32_t n;
     if (!zk_get_i32(r, &n))
@@ -151,8 +119,8 @@ bool zk_get_str(struct zk_rbuf *r, struct zk_str *v)
     }
     if (n < 0)
         return rbuf_fail(r);
-    const uint8_t *b;
-    if (!rbuf_take(r, (size_t)n, &b))
+    const uint8_t *b = base_rd_take(r, (size_t)n);
+    if (b == NULL)
         return false;
     v->ptr = n == 0 ? "" : (const char *)b;
     v->len = n;
@@ -162,7 +130,7 @@ bool zk_get_str(struct zk_rbuf *r, struct zk_str *v)
 /* Reads a vector count: -1 (null) or 0..ZK_VECTOR_MAX, and no more items
  * than the remaining input could hold at min_item_bytes each. Checking the
  * count against the input first bounds the allocation by the frame size. */
-static bool get_vector_count(struct zk_rbuf *r, int32_t *count, size_t min_item_bytes)
+static bool get_vector_count(struct base_rd *r, int32_t *count, size_t min_item_bytes)
 {
     int32_t n;
     if (!zk_get_i32(r, &n))
@@ -173,7 +141,7 @@ static bool get_vector_count(struct zk_rbuf *r, int32_t *count, size_t min_item_
     }
     if (n < 0 || n > ZK_VECTOR_MAX)
         return rbuf_fail(r);
-    if ((size_t)n > zk_rbuf_left(r) / min_item_bytes)
+    if ((size_t)n > base_rd_left(r) / min_item_bytes)
         return rbuf_fail(r);
     *count = n;
     return true;
@@ -181,7 +149,7 @@ static bool get_vector_count(struct zk_rbuf *r, int32_t *count, size_t min_item_
 
 /* On failure v is left empty (count 0, items NULL) with nothing allocated.
  * Running out of memory is reported as a decode failure. */
-bool zk_get_strvec(struct zk_rbuf *r, struct zk_strvec *v)
+bool zk_get_strvec(struct base_rd *r, struct zk_strvec *v)
 {
     int32_t n;
     v->count = 0;
@@ -230,8 +198,9 @@ void zk_wbuf_reset(struct zk_wbuf *w)
     w->err = false;
 }
 
-/* Makes room for extra more bytes, doubling the capacity so a sequence of
- * puts costs amortised O(1) reallocations. */
+/* Makes room for extra more bytes; base_grow doubles the capacity, so a
+ * sequence of puts costs amortised O(1) reallocations. The first allocation
+ * is WBUF_INITIAL_CAP: the dataplane's memory budget counts capacity. */
 bool zk_wbuf_reserve(struct zk_wbuf *w, size_t extra)
 {
     if (w->err)
@@ -243,16 +212,10 @@ bool zk_wbuf_reserve(struct zk_wbuf *w, size_t extra)
         return false;
     }
     size_t need = w->len + extra;
-    size_t cap = w->cap ? w->cap : WBUF_INITIAL_CAP;
-    while (cap < need)
-        cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-    uint8_t *p = realloc(w->p, cap);
-    if (p == NULL) {
+    if (base_grow(&w->p, &w->cap, need > WBUF_INITIAL_CAP ? need : WBUF_INITIAL_CAP, 1) != 0) {
         w->err = true;
         return false;
     }
-    w->p = p;
-    w->cap = cap;
     return true;
 }
 
@@ -264,27 +227,17 @@ void zk_put_raw(struct zk_wbuf *w, const void *p, size_t len)
     w->len += len;
 }
 
-static void store_be32(uint8_t *b, uint32_t u)
-{
-    b[0] = (uint8_t)(u >> 24);
-    b[1] = (uint8_t)(u >> 16);
-    b[2] = (uint8_t)(u >> 8);
-    b[3] = (uint8_t)u;
-}
-
 void zk_put_i32(struct zk_wbuf *w, int32_t v)
 {
     uint8_t b[4];
-    store_be32(b, (uint32_t)v);
+    base_put_be32(b, (uint32_t)v);
     zk_put_raw(w, b, sizeof b);
 }
 
 void zk_put_i64(struct zk_wbuf *w, int64_t v)
 {
     uint8_t b[8];
-    uint64_t u = (uint64_t)v;
-    store_be32(b, (uint32_t)(u >> 32));
-    store_be32(b + 4, (uint32_t)u);
+    base_put_be64(b, (uint64_t)v);
     zk_put_raw(w, b, sizeof b);
 }
 
@@ -344,12 +297,12 @@ void zk_frame_end(struct zk_wbuf *w, size_t mark)
         w->err = true;
         return;
     }
-    store_be32(w->p + mark, (uint32_t)(w->len - mark - 4));
+    base_put_be32(w->p + mark, (uint32_t)(w->len - mark - 4));
 }
 
 /* ---- small records ----------------------------------------------------- */
 
-bool zk_get_stat(struct zk_rbuf *r, struct zk_stat *v)
+bool zk_get_stat(struct base_rd *r, struct zk_stat *v)
 {
     return zk_get_i64(r, &v->czxid) && zk_get_i64(r, &v->mzxid) && zk_get_i64(r, &v->ctime) &&
            zk_get_i64(r, &v->mtime) && zk_get_i32(r, &v->version) &&
@@ -373,7 +326,7 @@ void zk_put_stat(struct zk_wbuf *w, const struct zk_stat *v)
     zk_put_i64(w, v->pzxid);
 }
 
-bool zk_get_id(struct zk_rbuf *r, struct zk_id *v)
+bool zk_get_id(struct base_rd *r, struct zk_id *v)
 {
     return zk_get_str(r, &v->scheme) && zk_get_str(r, &v->id);
 }
@@ -386,7 +339,7 @@ void zk_put_id(struct zk_wbuf *w, const struct zk_id *v)
 
 /* A null ACL vector (-1) decodes as count -1; rejecting it is the request
  * processor's job (ZooKeeper answers INVALIDACL), not the codec's. */
-bool zk_get_aclvec(struct zk_rbuf *r, struct zk_aclvec *v)
+bool zk_get_aclvec(struct base_rd *r, struct zk_aclvec *v)
 {
     int32_t n;
     v->count = 0;
@@ -433,19 +386,19 @@ void zk_put_aclvec(struct zk_wbuf *w, const struct zk_aclvec *v)
 /* Reads the readOnly flag that 3.4+ peers append to ConnectRequest and
  * ConnectResponse. ZooKeeper reads it only if bytes remain, since older
  * clients end the record after passwd. */
-static bool get_optional_read_only(struct zk_rbuf *r, bool *read_only, bool *has_read_only)
+static bool get_optional_read_only(struct base_rd *r, bool *read_only, bool *has_read_only)
 {
     *read_only = false;
     *has_read_only = false;
     if (r->err)
         return false;
-    if (zk_rbuf_left(r) == 0)
+    if (base_rd_left(r) == 0)
         return true;
     *has_read_only = zk_get_bool(r, read_only);
     return *has_read_only;
 }
 
-bool zk_get_connect_req(struct zk_rbuf *r, struct zk_connect_req *v)
+bool zk_get_connect_req(struct base_rd *r, struct zk_connect_req *v)
 {
     return zk_get_i32(r, &v->protocol_version) && zk_get_i64(r, &v->last_zxid_seen) &&
            zk_get_i32(r, &v->timeout_ms) && zk_get_i64(r, &v->session_id) &&
@@ -464,7 +417,7 @@ void zk_put_connect_req(struct zk_wbuf *w, const struct zk_connect_req *v)
         zk_put_bool(w, v->read_only);
 }
 
-bool zk_get_connect_resp(struct zk_rbuf *r, struct zk_connect_resp *v)
+bool zk_get_connect_resp(struct base_rd *r, struct zk_connect_resp *v)
 {
     return zk_get_i32(r, &v->protocol_version) && zk_get_i32(r, &v->timeout_ms) &&
            zk_get_i64(r, &v->session_id) && zk_get_str(r, &v->passwd) &&
@@ -483,7 +436,7 @@ void zk_put_connect_resp(struct zk_wbuf *w, const struct zk_connect_resp *v)
         zk_put_bool(w, v->read_only);
 }
 
-bool zk_get_request_header(struct zk_rbuf *r, struct zk_request_header *v)
+bool zk_get_request_header(struct base_rd *r, struct zk_request_header *v)
 {
     return zk_get_i32(r, &v->xid) && zk_get_i32(r, &v->type);
 }
@@ -494,7 +447,7 @@ void zk_put_request_header(struct zk_wbuf *w, const struct zk_request_header *v)
     zk_put_i32(w, v->type);
 }
 
-bool zk_get_reply_header(struct zk_rbuf *r, struct zk_reply_header *v)
+bool zk_get_reply_header(struct base_rd *r, struct zk_reply_header *v)
 {
     return zk_get_i32(r, &v->xid) && zk_get_i64(r, &v->zxid) && zk_get_i32(r, &v->err);
 }
@@ -508,7 +461,7 @@ void zk_put_reply_header(struct zk_wbuf *w, const struct zk_reply_header *v)
 
 /* MultiHeader.done is a jute boolean: one byte on the wire, even though the
  * generated C struct in libzookeeper declares it int32_t. */
-bool zk_get_multi_header(struct zk_rbuf *r, struct zk_multi_header *v)
+bool zk_get_multi_header(struct base_rd *r, struct zk_multi_header *v)
 {
     return zk_get_i32(r, &v->type) && zk_get_bool(r, &v->done) && zk_get_i32(r, &v->err);
 }
@@ -526,7 +479,7 @@ void zk_put_multi_end(struct zk_wbuf *w)
     zk_put_multi_header(w, &end);
 }
 
-bool zk_get_auth_packet(struct zk_rbuf *r, struct zk_auth_packet *v)
+bool zk_get_auth_packet(struct base_rd *r, struct zk_auth_packet *v)
 {
     return zk_get_i32(r, &v->type) && zk_get_str(r, &v->scheme) && zk_get_str(r, &v->auth);
 }
@@ -538,7 +491,7 @@ void zk_put_auth_packet(struct zk_wbuf *w, const struct zk_auth_packet *v)
     zk_put_str(w, v->auth);
 }
 
-bool zk_get_watcher_event(struct zk_rbuf *r, struct zk_watcher_event *v)
+bool zk_get_watcher_event(struct base_rd *r, struct zk_watcher_event *v)
 {
     return zk_get_i32(r, &v->type) && zk_get_i32(r, &v->state) && zk_get_str(r, &v->path);
 }
@@ -552,7 +505,7 @@ void zk_put_watcher_event(struct zk_wbuf *w, const struct zk_watcher_event *v)
 
 /* ---- request bodies ---------------------------------------------------- */
 
-bool zk_get_path_watch_req(struct zk_rbuf *r, struct zk_path_watch_req *v)
+bool zk_get_path_watch_req(struct base_rd *r, struct zk_path_watch_req *v)
 {
     return zk_get_str(r, &v->path) && zk_get_bool(r, &v->watch);
 }
@@ -563,7 +516,7 @@ void zk_put_path_watch_req(struct zk_wbuf *w, const struct zk_path_watch_req *v)
     zk_put_bool(w, v->watch);
 }
 
-bool zk_get_path_req(struct zk_rbuf *r, struct zk_path_req *v)
+bool zk_get_path_req(struct base_rd *r, struct zk_path_req *v)
 {
     return zk_get_str(r, &v->path);
 }
@@ -575,7 +528,7 @@ void zk_put_path_req(struct zk_wbuf *w, const struct zk_path_req *v)
 
 /* Plain creates carry no ttl; it reads back as -1, the value ZooKeeper's
  * PrepRequestProcessor uses for "no TTL". */
-bool zk_get_create_req(struct zk_rbuf *r, struct zk_create_req *v, bool with_ttl)
+bool zk_get_create_req(struct base_rd *r, struct zk_create_req *v, bool with_ttl)
 {
     memset(v, 0, sizeof *v);
     v->ttl = -1;
@@ -605,7 +558,7 @@ void zk_create_req_free(struct zk_create_req *v)
     zk_aclvec_free(&v->acl);
 }
 
-bool zk_get_path_version_req(struct zk_rbuf *r, struct zk_path_version_req *v)
+bool zk_get_path_version_req(struct base_rd *r, struct zk_path_version_req *v)
 {
     return zk_get_str(r, &v->path) && zk_get_i32(r, &v->version);
 }
@@ -616,7 +569,7 @@ void zk_put_path_version_req(struct zk_wbuf *w, const struct zk_path_version_req
     zk_put_i32(w, v->version);
 }
 
-bool zk_get_setdata_req(struct zk_rbuf *r, struct zk_setdata_req *v)
+bool zk_get_setdata_req(struct base_rd *r, struct zk_setdata_req *v)
 {
     return zk_get_str(r, &v->path) && zk_get_str(r, &v->data) && zk_get_i32(r, &v->version);
 }
@@ -628,7 +581,7 @@ void zk_put_setdata_req(struct zk_wbuf *w, const struct zk_setdata_req *v)
     zk_put_i32(w, v->version);
 }
 
-bool zk_get_setacl_req(struct zk_rbuf *r, struct zk_setacl_req *v)
+bool zk_get_setacl_req(struct base_rd *r, struct zk_setacl_req *v)
 {
     memset(v, 0, sizeof *v);
     if (zk_get_str(r, &v->path) && zk_get_aclvec(r, &v->acl) && zk_get_i32(r, &v->version))
@@ -651,7 +604,7 @@ void zk_setacl_req_free(struct zk_setacl_req *v)
 
 /* SetWatches (op 101) ends after childWatches; SetWatches2 (op 105) adds the
  * persistent and persistent-recursive lists. For v1 those stay empty. */
-bool zk_get_setwatches_req(struct zk_rbuf *r, struct zk_setwatches_req *v, bool v2)
+bool zk_get_setwatches_req(struct base_rd *r, struct zk_setwatches_req *v, bool v2)
 {
     memset(v, 0, sizeof *v);
     if (!zk_get_i64(r, &v->relative_zxid) || !zk_get_strvec(r, &v->data) ||
@@ -686,7 +639,7 @@ void zk_setwatches_req_free(struct zk_setwatches_req *v)
     zk_strvec_free(&v->persistent_recursive);
 }
 
-bool zk_get_path_mode_req(struct zk_rbuf *r, struct zk_path_mode_req *v)
+bool zk_get_path_mode_req(struct base_rd *r, struct zk_path_mode_req *v)
 {
     return zk_get_str(r, &v->path) && zk_get_i32(r, &v->mode);
 }

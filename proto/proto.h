@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/base.h"
+
 /* ---- limits ----------------------------------------------------------- */
 /* No path length limit: as in ZooKeeper, a path is bounded only by the frame
  * it arrives in (jute.maxbuffer), and nothing here keeps one in a fixed-size
@@ -290,21 +292,15 @@ struct zk_path_mode_req {
 };
 
 /* ---- reader ----------------------------------------------------------- */
-/* Cursor over a received frame. Every get returns false (and sets err) once
- * input runs out or a length is out of range; later gets keep failing. */
-struct zk_rbuf {
-    const uint8_t *p;
-    size_t len;
-    size_t off;
-    bool err;
-};
-void zk_rbuf_init(struct zk_rbuf *r, const void *p, size_t len);
-size_t zk_rbuf_left(const struct zk_rbuf *r);
-bool zk_get_i32(struct zk_rbuf *r, int32_t *v);
-bool zk_get_i64(struct zk_rbuf *r, int64_t *v);
-bool zk_get_bool(struct zk_rbuf *r, bool *v);
-bool zk_get_str(struct zk_rbuf *r, struct zk_str *v); /* string or buffer; bounded by the input only */
-bool zk_get_strvec(struct zk_rbuf *r, struct zk_strvec *v);
+/* A received frame is read with base's bounded reader (struct base_rd,
+ * base_rd_init, base_rd_left in base/base.h). Every get returns false (and
+ * sets err) once input runs out or a length is out of range; later gets
+ * keep failing. */
+bool zk_get_i32(struct base_rd *r, int32_t *v);
+bool zk_get_i64(struct base_rd *r, int64_t *v);
+bool zk_get_bool(struct base_rd *r, bool *v);
+bool zk_get_str(struct base_rd *r, struct zk_str *v); /* string or buffer; bounded by the input only */
+bool zk_get_strvec(struct base_rd *r, struct zk_strvec *v);
 
 /* ---- writer ----------------------------------------------------------- */
 /* Growable output buffer. On allocation failure err is set and later puts are
@@ -333,50 +329,50 @@ void zk_frame_end(struct zk_wbuf *w, size_t mark);
 /* ---- record codecs ---------------------------------------------------- */
 /* get_* decode one record from r (false on malformed input; anything the
  * decoder allocated is freed again on failure). put_* append one record. */
-bool zk_get_stat(struct zk_rbuf *r, struct zk_stat *v);
+bool zk_get_stat(struct base_rd *r, struct zk_stat *v);
 void zk_put_stat(struct zk_wbuf *w, const struct zk_stat *v);
-bool zk_get_id(struct zk_rbuf *r, struct zk_id *v);
+bool zk_get_id(struct base_rd *r, struct zk_id *v);
 void zk_put_id(struct zk_wbuf *w, const struct zk_id *v);
-bool zk_get_aclvec(struct zk_rbuf *r, struct zk_aclvec *v);
+bool zk_get_aclvec(struct base_rd *r, struct zk_aclvec *v);
 void zk_put_aclvec(struct zk_wbuf *w, const struct zk_aclvec *v);
 
-bool zk_get_connect_req(struct zk_rbuf *r, struct zk_connect_req *v);
+bool zk_get_connect_req(struct base_rd *r, struct zk_connect_req *v);
 void zk_put_connect_req(struct zk_wbuf *w, const struct zk_connect_req *v);
-bool zk_get_connect_resp(struct zk_rbuf *r, struct zk_connect_resp *v);
+bool zk_get_connect_resp(struct base_rd *r, struct zk_connect_resp *v);
 void zk_put_connect_resp(struct zk_wbuf *w, const struct zk_connect_resp *v);
-bool zk_get_request_header(struct zk_rbuf *r, struct zk_request_header *v);
+bool zk_get_request_header(struct base_rd *r, struct zk_request_header *v);
 void zk_put_request_header(struct zk_wbuf *w, const struct zk_request_header *v);
-bool zk_get_reply_header(struct zk_rbuf *r, struct zk_reply_header *v);
+bool zk_get_reply_header(struct base_rd *r, struct zk_reply_header *v);
 void zk_put_reply_header(struct zk_wbuf *w, const struct zk_reply_header *v);
-bool zk_get_multi_header(struct zk_rbuf *r, struct zk_multi_header *v);
+bool zk_get_multi_header(struct base_rd *r, struct zk_multi_header *v);
 void zk_put_multi_header(struct zk_wbuf *w, const struct zk_multi_header *v);
 /* The header that ends a multi request or response (type -1, done, err -1). */
 void zk_put_multi_end(struct zk_wbuf *w);
-bool zk_get_auth_packet(struct zk_rbuf *r, struct zk_auth_packet *v);
+bool zk_get_auth_packet(struct base_rd *r, struct zk_auth_packet *v);
 void zk_put_auth_packet(struct zk_wbuf *w, const struct zk_auth_packet *v);
-bool zk_get_watcher_event(struct zk_rbuf *r, struct zk_watcher_event *v);
+bool zk_get_watcher_event(struct base_rd *r, struct zk_watcher_event *v);
 void zk_put_watcher_event(struct zk_wbuf *w, const struct zk_watcher_event *v);
 
-bool zk_get_path_watch_req(struct zk_rbuf *r, struct zk_path_watch_req *v);
+bool zk_get_path_watch_req(struct base_rd *r, struct zk_path_watch_req *v);
 void zk_put_path_watch_req(struct zk_wbuf *w, const struct zk_path_watch_req *v);
-bool zk_get_path_req(struct zk_rbuf *r, struct zk_path_req *v);
+bool zk_get_path_req(struct base_rd *r, struct zk_path_req *v);
 void zk_put_path_req(struct zk_wbuf *w, const struct zk_path_req *v);
 /* with_ttl selects CreateTTLRequest (op 21) over CreateRequest. */
-bool zk_get_create_req(struct zk_rbuf *r, struct zk_create_req *v, bool with_ttl);
+bool zk_get_create_req(struct base_rd *r, struct zk_create_req *v, bool with_ttl);
 void zk_put_create_req(struct zk_wbuf *w, const struct zk_create_req *v, bool with_ttl);
 void zk_create_req_free(struct zk_create_req *v);
-bool zk_get_path_version_req(struct zk_rbuf *r, struct zk_path_version_req *v);
+bool zk_get_path_version_req(struct base_rd *r, struct zk_path_version_req *v);
 void zk_put_path_version_req(struct zk_wbuf *w, const struct zk_path_version_req *v);
-bool zk_get_setdata_req(struct zk_rbuf *r, struct zk_setdata_req *v);
+bool zk_get_setdata_req(struct base_rd *r, struct zk_setdata_req *v);
 void zk_put_setdata_req(struct zk_wbuf *w, const struct zk_setdata_req *v);
-bool zk_get_setacl_req(struct zk_rbuf *r, struct zk_setacl_req *v);
+bool zk_get_setacl_req(struct base_rd *r, struct zk_setacl_req *v);
 void zk_put_setacl_req(struct zk_wbuf *w, const struct zk_setacl_req *v);
 void zk_setacl_req_free(struct zk_setacl_req *v);
 /* v2 selects SetWatches2 (op 105). */
-bool zk_get_setwatches_req(struct zk_rbuf *r, struct zk_setwatches_req *v, bool v2);
+bool zk_get_setwatches_req(struct base_rd *r, struct zk_setwatches_req *v, bool v2);
 void zk_put_setwatches_req(struct zk_wbuf *w, const struct zk_setwatches_req *v, bool v2);
 void zk_setwatches_req_free(struct zk_setwatches_req *v);
-bool zk_get_path_mode_req(struct zk_rbuf *r, struct zk_path_mode_req *v);
+bool zk_get_path_mode_req(struct base_rd *r, struct zk_path_mode_req *v);
 void zk_put_path_mode_req(struct zk_wbuf *w, const struct zk_path_mode_req *v);
 
 /* ---- names ------------------------------------------------------------ */

@@ -136,23 +136,6 @@ static void tick_up(uint32_t *ticks)
         (*ticks)++;
 }
 
-/* Grows *arr (elements of size elem) to hold need; false on no memory
- * (the array is then unchanged). */
-static bool grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return true;
-    size_t ncap = *cap ? *cap * 2 : 16;
-    while (ncap < need)
-        ncap *= 2;
-    void *p = realloc(*arr, ncap * elem);
-    if (!p)
-        return false;
-    *arr = p;
-    *cap = ncap;
-    return true;
-}
-
 /* ---- the log ---------------------------------------------------------- */
 
 static int64_t log_last(const struct raft *r)
@@ -198,7 +181,7 @@ static int log_append(struct raft *r, const struct raft_entry *e)
 {
     BASE_ASSERT(e->zxid > log_last(r)); /* log zxids strictly increase */
     BASE_ASSERT(e->type == RAFT_ENTRY_NOOP || e->type == RAFT_ENTRY_DATA);
-    if (!grow((void **)&r->log, &r->cap_log, r->n_log + 1, sizeof *r->log))
+    if (base_grow(&r->log, &r->cap_log, r->n_log + 1, sizeof *r->log) != 0)
         return RAFT_ENOMEM;
     uint8_t *copy = NULL;
     if (e->len) {
@@ -262,10 +245,10 @@ static void send(struct raft *r, struct raft_msg m, int64_t first_zxid)
     if (m.term == 0)
         m.term = r->term;
     size_t cap = r->cap_msgs;
-    if (!grow((void **)&r->msgs, &cap, r->n_msgs + 1, sizeof *r->msgs))
+    if (base_grow(&r->msgs, &cap, r->n_msgs + 1, sizeof *r->msgs) != 0)
         return;
     size_t cap2 = r->cap_msgs;
-    if (!grow((void **)&r->msg_first, &cap2, r->n_msgs + 1, sizeof *r->msg_first))
+    if (base_grow(&r->msg_first, &cap2, r->n_msgs + 1, sizeof *r->msg_first) != 0)
         return;
     r->cap_msgs = cap < cap2 ? cap : cap2;
     r->msgs[r->n_msgs] = m;
@@ -275,7 +258,7 @@ static void send(struct raft *r, struct raft_msg m, int64_t first_zxid)
 
 static bool push_read(struct raft *r, uint64_t ctx, int64_t zxid, bool ok)
 {
-    if (!grow((void **)&r->reads, &r->cap_reads, r->n_reads + 1, sizeof *r->reads))
+    if (base_grow(&r->reads, &r->cap_reads, r->n_reads + 1, sizeof *r->reads) != 0)
         return false;
     r->reads[r->n_reads++] = (struct raft_read){ctx, zxid, ok};
     return true;
@@ -889,10 +872,10 @@ static void fail_pending_reads(struct raft *r)
  * so that releasing it later cannot fail. */
 static int leader_add_read(struct raft *r, uint64_t ctx, uint32_t from)
 {
-    if (!grow((void **)&r->pending, &r->cap_pending, r->n_pending + 1, sizeof *r->pending))
+    if (base_grow(&r->pending, &r->cap_pending, r->n_pending + 1, sizeof *r->pending) != 0)
         return RAFT_ENOMEM;
-    if (!grow((void **)&r->reads, &r->cap_reads, r->n_reads + r->n_pending + 1,
-              sizeof *r->reads))
+    if (base_grow(&r->reads, &r->cap_reads, r->n_reads + r->n_pending + 1,
+                  sizeof *r->reads) != 0)
         return RAFT_ENOMEM;
     r->pending[r->n_pending++] = (struct raft_pending_read){ctx, from, 0, 0};
     start_read_round(r);

@@ -169,7 +169,7 @@ struct seq_evbuf {
         struct tree_acl *acl; /* one reference, or NULL */
     } *items;
     uint32_t count;
-    uint32_t cap;
+    size_t cap;
     char *paths;
     size_t plen, pcap;
     bool oom;
@@ -177,19 +177,12 @@ struct seq_evbuf {
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static int64_t clock_ms(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* cfg.clock_ms, or the system's clocks. */
 static int64_t seq_clock(const struct seq *s, bool wall)
 {
     if (s->cfg.clock_ms != NULL)
         return s->cfg.clock_ms(wall);
-    return clock_ms(wall ? CLOCK_REALTIME : CLOCK_MONOTONIC);
+    return wall ? base_wall_ms() : base_mono_ms();
 }
 
 /* The session password is a MAC of the id, so it need not be stored
@@ -203,8 +196,7 @@ static bool session_passwd(const struct seq *s, int64_t id, uint8_t out[SEQ_PASS
 {
     uint8_t msg[8], mac[EVP_MAX_MD_SIZE];
     unsigned int mac_len = 0;
-    for (int i = 0; i < 8; i++)
-        msg[i] = (uint8_t)((uint64_t)id >> (56 - 8 * i));
+    base_put_be64(msg, (uint64_t)id);
     if (HMAC(EVP_sha256(), s->passwd_key, sizeof s->passwd_key, msg, sizeof msg, mac, &mac_len) ==
             NULL ||
         mac_len < SEQ_PASSWD_BYTES)
@@ -363,7 +355,7 @@ static struct seq_out *out_with_frame(int32_t kind, uint64_t conn, struct zk_wbu
 
 /* ---- decoding a write request into a tree_req --------------------------- */
 
-static bool decode_one(struct zk_rbuf *r, int32_t op, struct tree_req *q)
+static bool decode_one(struct base_rd *r, int32_t op, struct tree_req *q)
 {
     memset(q, 0, sizeof(*q));
     q->type = op;
@@ -398,9 +390,9 @@ static void tree_req_release(struct tree_req *q)
 }
 
 /* MultiRequest: (MultiHeader, op body)* terminated by a header with done set. */
-static bool decode_multi(struct zk_rbuf *r, struct seq_entry *e)
+static bool decode_multi(struct base_rd *r, struct seq_entry *e)
 {
-    uint32_t cap = 0;
+    size_t cap = 0;
     for (;;) {
         struct zk_multi_header h;
         if (!zk_get_multi_header(r, &h))
@@ -409,14 +401,8 @@ static bool decode_multi(struct zk_rbuf *r, struct seq_entry *e)
             return true;
         if (e->treq.nops == TREE_MULTI_OPS_MAX)
             return false;
-        if (e->treq.nops == cap) {
-            uint32_t ncap = cap ? cap * 2 : 8;
-            struct tree_req *n = realloc(e->subs, ncap * sizeof(*n));
-            if (!n)
-                return false;
-            e->subs = n;
-            cap = ncap;
-        }
+        if (base_grow(&e->subs, &cap, (size_t)e->treq.nops + 1, sizeof *e->subs) != 0)
+            return false;
         if (!decode_one(r, h.type, &e->subs[e->treq.nops]))
             return false;
         e->treq.nops++;
@@ -486,8 +472,8 @@ static bool session_live(struct seq *s, const struct seq_req *r)
 static void prep_write(struct seq *s, struct seq_entry *e, int64_t wall_ms)
 {
     struct seq_req *r = e->req;
-    struct zk_rbuf rb;
-    zk_rbuf_init(&rb, r->body, r->body_len);
+    struct base_rd rb;
+    base_rd_init(&rb, r->body, r->body_len);
     if (!session_live(s, r)) {
         e->err = ZK_ESESSIONEXPIRED;
         return;
@@ -543,25 +529,9 @@ static void prep_connect(struct seq *s, struct seq_entry *e, int64_t wall_ms)
 
 static bool evbuf_grow(struct seq_evbuf *b, size_t path_bytes)
 {
-    if (b->count == b->cap) {
-        uint32_t ncap = b->cap ? b->cap * 2 : 64;
-        struct seq_evrec *n = realloc(b->items, ncap * sizeof(*n));
-        if (!n)
-            return false;
-        b->items = n;
-        b->cap = ncap;
-    }
-    if (b->pcap - b->plen < path_bytes) {
-        size_t ncap = b->pcap ? b->pcap * 2 : 4096;
-        while (ncap - b->plen < path_bytes)
-            ncap *= 2;
-        char *n = realloc(b->paths, ncap);
-        if (!n)
-            return false;
-        b->paths = n;
-        b->pcap = ncap;
-    }
-    return true;
+    return base_grow(&b->items, &b->cap, (size_t)b->count + 1, sizeof *b->items) == 0 &&
+           path_bytes <= SIZE_MAX - b->plen &&
+           base_grow(&b->paths, &b->pcap, b->plen + path_bytes, 1) == 0;
 }
 
 /* Runs inside tree_apply, whose read-side section keeps ev->acl alive
@@ -681,14 +651,13 @@ static void put_ephemerals(struct seq *s, struct zk_wbuf *w, const struct seq_en
     tree_session_ephemerals(s->tree, e->req->session_id, prefix, collect_path, w);
     free(prefix);
     /* Count the strings written: walk the lengths back. */
-    struct zk_rbuf rb;
-    zk_rbuf_init(&rb, w->p + before, w->len - before);
+    struct base_rd rb;
+    base_rd_init(&rb, w->p + before, w->len - before);
     struct zk_str tmp;
-    while (zk_rbuf_left(&rb) > 0 && zk_get_str(&rb, &tmp))
+    while (base_rd_left(&rb) > 0 && zk_get_str(&rb, &tmp))
         count++;
     if (!w->err) {
-        uint32_t be = __builtin_bswap32((uint32_t)count);
-        memcpy(w->p + count_at, &be, 4);
+        base_put_be32(w->p + count_at, (uint32_t)count);
     }
 }
 
@@ -945,8 +914,7 @@ size_t seq_round_len(const struct seq_round *r)
 
 const struct txn *seq_round_txn(const struct seq_round *r, size_t i)
 {
-    if (i >= r->n)
-        abort(); /* a caller's bug: indexes run below seq_round_len */
+    BASE_ASSERT(i < r->n); /* a caller's bug: indexes run below seq_round_len */
     return r->es[i].has_txn ? &r->es[i].txn : NULL;
 }
 
@@ -1001,7 +969,7 @@ struct expiry_scan {
     int64_t now_ms;
     struct seq_req **reqs;
     size_t count;
-    size_t cap;
+    size_t cap, owners_cap; /* reqs and owners grow together, a slot each */
     struct {
         int worker;
         uint64_t conn;
@@ -1011,18 +979,9 @@ struct expiry_scan {
 
 static bool scan_push(struct expiry_scan *x, struct seq_req *r)
 {
-    if (x->count == x->cap) {
-        size_t ncap = x->cap ? x->cap * 2 : 16;
-        struct seq_req **n = realloc(x->reqs, ncap * sizeof(*n));
-        if (!n)
-            return false;
-        x->reqs = n;
-        void *o = realloc(x->owners, ncap * sizeof(*x->owners));
-        if (!o)
-            return false;
-        x->owners = o;
-        x->cap = ncap;
-    }
+    if (base_grow(&x->reqs, &x->cap, x->count + 1, sizeof *x->reqs) != 0 ||
+        base_grow(&x->owners, &x->owners_cap, x->count + 1, sizeof *x->owners) != 0)
+        return false;
     x->reqs[x->count++] = r;
     return true;
 }

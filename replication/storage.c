@@ -425,14 +425,8 @@ static void mem_node_unref(struct mem_storage *m, struct mem_node *node)
 static int mem_record_op(struct mem_storage *m, struct mem_node *node, uint64_t off,
                          const void *bytes, size_t len)
 {
-    if (m->nops == m->ops_cap) {
-        size_t cap = m->ops_cap ? m->ops_cap * 2 : 64;
-        struct mem_op *ops = realloc(m->ops, cap * sizeof *ops);
-        if (ops == NULL)
-            return -ENOMEM;
-        m->ops = ops;
-        m->ops_cap = cap;
-    }
+    if (base_grow(&m->ops, &m->ops_cap, m->nops + 1, sizeof *m->ops) != 0)
+        return -ENOMEM;
     struct mem_op op = { .node = node, .off = off, .len = len };
     if (bytes != NULL) {
         op.bytes = malloc(len > 0 ? len : 1);

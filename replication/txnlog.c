@@ -15,16 +15,6 @@
 
 #include "replication/txnlog.h"
 
-/* Log invariants stay checked in release builds (STYLE.md, TigerBeetle). */
-#define TL_ASSERT(cond)                                                                      \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            fprintf(stderr, "%s:%d: txnlog assertion failed: %s\n", __FILE__, __LINE__,     \
-                    #cond);                                                                  \
-            abort();                                                                         \
-        }                                                                                    \
-    } while (0)
-
 #define SEG_MAGIC "LRCH"
 #define SEG_VERSION 1u
 #define SEG_HEADER_BYTES 16u       /* magic, u32 version, u64 db id */
@@ -34,127 +24,37 @@
 #define SEG_FILE_BYTES_MAX (1ull << 34) /* refuse to read absurd segment files */
 #define SEG_NAME_PREFIX "log."
 
-/* ---- CRC-32C ------------------------------------------------------------------ */
+/* ---- record writer ------------------------------------------------------------ */
 
-/* One CRC-32C for the whole server: snapshots use the same (tree/crc32c.c). */
-uint32_t txnlog_crc32c(uint32_t crc, const void *p, size_t len)
-{
-    return tree_crc32c(crc, p, len);
-}
-
-/* ---- big-endian buffer helpers ---------------------------------------------- */
-
-static uint32_t get_be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static uint64_t get_be64(const uint8_t *p)
-{
-    return (uint64_t)get_be32(p) << 32 | get_be32(p + 4);
-}
-
-static void set_be32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-static void set_be64(uint8_t *p, uint64_t v)
-{
-    set_be32(p, (uint32_t)(v >> 32));
-    set_be32(p + 4, (uint32_t)v);
-}
-
-static int buf_reserve(struct txnlog_buf *b, size_t more)
-{
-    if (b->len + more <= b->cap)
-        return 0;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + more)
-        cap *= 2;
-    uint8_t *p = realloc(b->p, cap);
-    if (p == NULL)
-        return -ENOMEM;
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-/* Writer over a txnlog_buf that remembers the first failure, so encoders
+/* Writer over a base_buf that remembers the first failure, so encoders
  * can put a whole record and check once. */
 struct wr {
-    struct txnlog_buf *b;
+    struct base_buf *b;
     int err;
 };
 
 static void put_bytes(struct wr *w, const void *p, size_t n)
 {
     if (w->err == 0)
-        w->err = buf_reserve(w->b, n);
-    if (w->err != 0)
-        return;
-    if (n > 0)
-        memcpy(w->b->p + w->b->len, p, n);
-    w->b->len += n;
+        w->err = base_buf_append(w->b, p, n);
 }
 
 static void put_u8(struct wr *w, uint8_t v)
 {
-    put_bytes(w, &v, 1);
+    if (w->err == 0)
+        w->err = base_buf_put_u8(w->b, v);
 }
 
 static void put_u32(struct wr *w, uint32_t v)
 {
-    uint8_t b[4];
-    set_be32(b, v);
-    put_bytes(w, b, 4);
+    if (w->err == 0)
+        w->err = base_buf_put_be32(w->b, v);
 }
 
 static void put_u64(struct wr *w, uint64_t v)
 {
-    uint8_t b[8];
-    set_be64(b, v);
-    put_bytes(w, b, 8);
-}
-
-/* Reader over a byte range; any overrun or bound violation sets bad. */
-struct rd {
-    const uint8_t *p;
-    size_t len;
-    size_t pos;
-    bool bad;
-};
-
-static const uint8_t *take(struct rd *r, size_t n)
-{
-    if (r->bad || r->len - r->pos < n) {
-        r->bad = true;
-        return NULL;
-    }
-    const uint8_t *p = r->p + r->pos;
-    r->pos += n;
-    return p;
-}
-
-static uint8_t get_u8(struct rd *r)
-{
-    const uint8_t *p = take(r, 1);
-    return p != NULL ? p[0] : 0;
-}
-
-static uint32_t get_u32(struct rd *r)
-{
-    const uint8_t *p = take(r, 4);
-    return p != NULL ? get_be32(p) : 0;
-}
-
-static uint64_t get_u64(struct rd *r)
-{
-    const uint8_t *p = take(r, 8);
-    return p != NULL ? get_be64(p) : 0;
+    if (w->err == 0)
+        w->err = base_buf_put_be64(w->b, v);
 }
 
 /* ---- txn codec --------------------------------------------------------------- */
@@ -284,11 +184,11 @@ static int encode_op(struct wr *w, const struct txn_op *op)
     if (f & F_ERR)
         put_u32(w, (uint32_t)op->err);
     /* prep sizes txns with txn_op_encoded_bytes: the two must not drift */
-    TL_ASSERT(w->err != 0 || w->b->len - start == txn_op_encoded_bytes(op));
+    BASE_ASSERT(w->err != 0 || w->b->len - start == txn_op_encoded_bytes(op));
     return 0;
 }
 
-int txn_encode(struct txnlog_buf *b, const struct txn *x)
+int txn_encode(struct base_buf *b, const struct txn *x)
 {
     size_t start = b->len;
     struct wr w = { .b = b, .err = 0 };
@@ -299,7 +199,7 @@ int txn_encode(struct txnlog_buf *b, const struct txn *x)
     put_u32(&w, (uint32_t)x->type);
     put_u32(&w, x->nops);
     /* the sequencer's bound for ops leaves exactly this much for the header */
-    TL_ASSERT(w.err != 0 || b->len - start == TXNLOG_TXN_HEADER_BYTES);
+    BASE_ASSERT(w.err != 0 || b->len - start == TXNLOG_TXN_HEADER_BYTES);
     int rc = 0;
     for (uint32_t i = 0; rc == 0 && i < x->nops; i++) {
         rc = encode_op(&w, &x->ops[i]);
@@ -311,22 +211,22 @@ int txn_encode(struct txnlog_buf *b, const struct txn *x)
         rc = w.err;
     if (rc != 0)
         b->len = start;
-    TL_ASSERT(rc != 0 || b->len - start <= TXNLOG_RECORD_BYTES_MAX);
+    BASE_ASSERT(rc != 0 || b->len - start <= TXNLOG_RECORD_BYTES_MAX);
     return rc;
 }
 
 /* A NUL-terminated copy of a length-prefixed string that must not contain
  * NUL (C strings in the tree could not represent it). Strings (paths, ACL
- * schemes and ids) have no bound of their own: take() refuses a length that
- * runs past the record's end before anything is allocated, so garbage
- * never allocates more than the record still holds. NULL and r->bad on bad
- * input. */
-static char *get_str(struct rd *r, bool *oom)
+ * schemes and ids) have no bound of their own: base_rd_take refuses a
+ * length that runs past the record's end before anything is allocated, so
+ * garbage never allocates more than the record still holds. NULL and
+ * r->err on bad input. */
+static char *get_str(struct base_rd *r, bool *oom)
 {
-    uint32_t n = get_u32(r);
-    const uint8_t *p = r->bad ? NULL : take(r, n);
+    uint32_t n = base_rd_be32(r);
+    const uint8_t *p = base_rd_take(r, n);
     if (p == NULL || memchr(p, '\0', n) != NULL) {
-        r->bad = true;
+        r->err = true;
         return NULL;
     }
     char *s = malloc((size_t)n + 1);
@@ -347,11 +247,11 @@ static bool acl_is_open_list(const struct tree_acl *acl)
 
 /* Builds the list the way acl.c does (list, items and strings each
  * malloc'd, one reference), so tree_acl_unref frees it. */
-static struct tree_acl *decode_acl(struct rd *r, bool *oom)
+static struct tree_acl *decode_acl(struct base_rd *r, bool *oom)
 {
-    uint32_t count = get_u32(r);
-    if (r->bad || count > TREE_ACL_MAX || count > (r->len - r->pos) / ACL_ENTRY_MIN_BYTES) {
-        r->bad = true;
+    uint32_t count = base_rd_be32(r);
+    if (r->err || count > TREE_ACL_MAX || count > base_rd_left(r) / ACL_ENTRY_MIN_BYTES) {
+        r->err = true;
         return NULL;
     }
     struct tree_acl *acl = calloc(1, sizeof *acl);
@@ -363,29 +263,29 @@ static struct tree_acl *decode_acl(struct rd *r, bool *oom)
         return NULL;
     }
     acl->refs_ = 1;
-    for (uint32_t i = 0; i < count && !r->bad && !*oom; i++) {
+    for (uint32_t i = 0; i < count && !r->err && !*oom; i++) {
         struct tree_acl_entry *e = &acl->items[i];
-        e->perms = (int32_t)get_u32(r);
+        e->perms = (int32_t)base_rd_be32(r);
         e->scheme = get_str(r, oom);
         e->id = e->scheme != NULL ? get_str(r, oom) : NULL;
         acl->count++;
         if (e->id == NULL)
             break;
     }
-    if (r->bad || *oom || acl_is_open_list(acl)) {
-        bool open = !r->bad && !*oom;
+    if (r->err || *oom || acl_is_open_list(acl)) {
+        bool open = !r->err && !*oom;
         tree_acl_unref(acl);
         return open ? tree_acl_open() : NULL;
     }
     return acl;
 }
 
-static void decode_data(struct rd *r, struct txn_op *op, bool *oom)
+static void decode_data(struct base_rd *r, struct txn_op *op, bool *oom)
 {
-    uint32_t n = get_u32(r);
+    uint32_t n = base_rd_be32(r);
     if (n > TXNLOG_RECORD_BYTES_MAX)
-        r->bad = true;
-    const uint8_t *p = r->bad ? NULL : take(r, n);
+        r->err = true;
+    const uint8_t *p = base_rd_take(r, n);
     if (p == NULL)
         return;
     /* prep.c allocates at least one byte for empty data; do the same */
@@ -398,43 +298,44 @@ static void decode_data(struct rd *r, struct txn_op *op, bool *oom)
     op->data_len = (int32_t)n;
 }
 
-static void decode_op(struct rd *r, struct txn_op *op, bool *oom)
+static void decode_op(struct base_rd *r, struct txn_op *op, bool *oom)
 {
-    op->type = (int32_t)get_u32(r);
-    op->client_type = (int32_t)get_u32(r);
-    uint8_t f = get_u8(r);
+    op->type = (int32_t)base_rd_be32(r);
+    op->client_type = (int32_t)base_rd_be32(r);
+    uint8_t f = base_rd_u8(r);
     if (!type_known(op->type) || op->type == TXN_MULTI)
-        r->bad = true;
-    if ((f & F_PATH) && !r->bad)
+        r->err = true;
+    if ((f & F_PATH) && !r->err)
         op->path = get_str(r, oom); /* bounded by the record, see get_str */
-    if ((f & F_DATA) && !r->bad && !*oom)
+    if ((f & F_DATA) && !r->err && !*oom)
         decode_data(r, op, oom);
-    if ((f & F_ACL) && !r->bad && !*oom)
+    if ((f & F_ACL) && !r->err && !*oom)
         op->acl = decode_acl(r, oom);
     if (f & F_OWNER)
-        op->ephemeral_owner = (int64_t)get_u64(r);
+        op->ephemeral_owner = (int64_t)base_rd_be64(r);
     if (f & F_VERSION)
-        op->version = (int32_t)get_u32(r);
+        op->version = (int32_t)base_rd_be32(r);
     if (f & F_PCVERSION)
-        op->parent_cversion = (int32_t)get_u32(r);
+        op->parent_cversion = (int32_t)base_rd_be32(r);
     if (f & F_TIMEOUT)
-        op->timeout_ms = (int32_t)get_u32(r);
+        op->timeout_ms = (int32_t)base_rd_be32(r);
     if (f & F_ERR)
-        op->err = (int32_t)get_u32(r);
+        op->err = (int32_t)base_rd_be32(r);
 }
 
 int txn_decode(const uint8_t *p, size_t len, struct txn *out)
 {
-    struct rd r = { .p = p, .len = len };
+    struct base_rd r;
+    base_rd_init(&r, p, len);
     *out = (struct txn){ 0 };
-    out->zxid = (int64_t)get_u64(&r);
-    out->session_id = (int64_t)get_u64(&r);
-    out->cxid = (int32_t)get_u32(&r);
-    out->time_ms = (int64_t)get_u64(&r);
-    out->type = (int32_t)get_u32(&r);
-    uint32_t nops = get_u32(&r);
+    out->zxid = (int64_t)base_rd_be64(&r);
+    out->session_id = (int64_t)base_rd_be64(&r);
+    out->cxid = (int32_t)base_rd_be32(&r);
+    out->time_ms = (int64_t)base_rd_be64(&r);
+    out->type = (int32_t)base_rd_be32(&r);
+    uint32_t nops = base_rd_be32(&r);
     /* every op takes OP_MIN_BYTES, which bounds nops by the record size */
-    if (r.bad || len > TXNLOG_RECORD_BYTES_MAX || !type_known(out->type) ||
+    if (r.err || len > TXNLOG_RECORD_BYTES_MAX || !type_known(out->type) ||
         nops > (len - r.pos) / OP_MIN_BYTES)
         return -EBADMSG;
     bool oom = false;
@@ -446,9 +347,9 @@ int txn_decode(const uint8_t *p, size_t len, struct txn *out)
             out->ops[i] = (struct txn_op){ .data_len = -1 };
         out->nops = nops;
     }
-    for (uint32_t i = 0; i < nops && !r.bad && !oom; i++)
+    for (uint32_t i = 0; i < nops && !r.err && !oom; i++)
         decode_op(&r, &out->ops[i], &oom);
-    if (r.bad || oom || r.pos != len) {
+    if (r.err || oom || r.pos != len) {
         txn_free(out);
         *out = (struct txn){ 0 };
         return oom ? -ENOMEM : -EBADMSG;
@@ -503,14 +404,8 @@ static int seg_list_add(void *arg, const char *name)
     int64_t zxid;
     if (!seg_name_parse(name, &zxid))
         return 0;
-    if (l->count == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        struct seg *items = realloc(l->items, cap * sizeof *items);
-        if (items == NULL)
-            return -ENOMEM;
-        l->items = items;
-        l->cap = cap;
-    }
+    if (base_grow(&l->items, &l->cap, l->count + 1, sizeof *l->items) != 0)
+        return -ENOMEM;
     l->items[l->count++] = (struct seg){ .zxid = zxid };
     return 0;
 }
@@ -539,8 +434,8 @@ static int seg_list_load(struct storage *st, const char *dir, struct seg_list *l
 static void seg_header_fill(uint8_t h[SEG_HEADER_BYTES], uint64_t db_id)
 {
     memcpy(h, SEG_MAGIC, 4);
-    set_be32(h + 4, SEG_VERSION);
-    set_be64(h + 8, db_id);
+    base_put_be32(h + 4, SEG_VERSION);
+    base_put_be64(h + 8, db_id);
 }
 
 /* Reads a whole segment file into *buf (malloc'd, caller frees). */
@@ -572,35 +467,6 @@ static int seg_read(struct storage *st, const char *path, uint8_t **buf, size_t 
     return 0;
 }
 
-#define CRC32C_POLY 0x82F63B78u /* reflected, as tree/crc32c.c */
-
-/* a * b modulo the CRC-32C polynomial, bit-reflected (x^0 is the top bit),
- * as zlib's multmodp. */
-static uint32_t crc_mulmod(uint32_t a, uint32_t b)
-{
-    uint32_t p = 0;
-    for (uint32_t m = 1u << 31; m != 0; m >>= 1) {
-        if (a & m)
-            p ^= b;
-        b = b & 1 ? (b >> 1) ^ CRC32C_POLY : b >> 1;
-    }
-    return p;
-}
-
-/* The CRC-32C of the bytes crc covers followed by n zero bytes, in
- * O(log n): a zero byte multiplies the (inverted) register by x^8, so n of
- * them multiply it by x^(8n) mod P (zlib's crc32_combine does the same). */
-static uint32_t crc32c_zeros(uint32_t crc, uint64_t n)
-{
-    uint32_t x8n = 1u << 31, x8pow = 1u << 23; /* x^0; x^(8 * 2^i) */
-    for (; n != 0; n >>= 1) {
-        if (n & 1)
-            x8n = crc_mulmod(x8n, x8pow);
-        x8pow = crc_mulmod(x8pow, x8pow);
-    }
-    return ~crc_mulmod(x8n, ~crc);
-}
-
 /* The total length of the record framed at off in buf[0, len), or 0 when
  * there is no intact record there (short, absurd length, or CRC mismatch).
  * Every byte from zeros_from on is known to be zero (len when nothing is
@@ -610,19 +476,19 @@ static uint32_t crc32c_zeros(uint32_t crc, uint64_t n)
  * chunk after it (up to 64 MiB for each plausible length). */
 static size_t record_at(const uint8_t *buf, size_t len, size_t zeros_from, size_t off)
 {
-    TL_ASSERT(zeros_from <= len);
+    BASE_ASSERT(zeros_from <= len);
     if (off > len || len - off < FRAME_BYTES)
         return 0;
-    uint32_t plen = get_be32(buf + off);
+    uint32_t plen = base_get_be32(buf + off);
     if (plen < TXNLOG_TXN_HEADER_BYTES || plen > TXNLOG_RECORD_BYTES_MAX ||
         len - off - FRAME_BYTES < plen)
         return 0;
     size_t start = off + FRAME_BYTES, end = start + plen;
     size_t stop = end < zeros_from ? end : start > zeros_from ? start : zeros_from;
-    uint32_t crc = txnlog_crc32c(0, buf + start, stop - start);
+    uint32_t crc = base_crc32c(0, buf + start, stop - start);
     if (stop < end)
-        crc = crc32c_zeros(crc, end - stop);
-    if (crc != get_be32(buf + off + 4))
+        crc = base_crc32c_zeros(crc, end - stop);
+    if (crc != base_get_be32(buf + off + 4))
         return 0;
     return FRAME_BYTES + plen;
 }
@@ -642,7 +508,7 @@ static size_t nonzero_end(const uint8_t *buf, size_t len)
  * against all len bytes, never against nz. */
 static bool intact_record_after(const uint8_t *buf, size_t len, size_t nz, size_t from)
 {
-    TL_ASSERT(nz <= len && (nz == len || buf[nz] == 0));
+    BASE_ASSERT(nz <= len && (nz == len || buf[nz] == 0));
     for (size_t pos = from; pos < nz; pos++) {
         if (record_at(buf, len, nz, pos) != 0)
             return true;
@@ -676,9 +542,9 @@ struct seg_layout {
 static bool seg_header_ok(struct scan *s, const uint8_t *buf, size_t len)
 {
     if (len < SEG_HEADER_BYTES || memcmp(buf, SEG_MAGIC, 4) != 0 ||
-        get_be32(buf + 4) != SEG_VERSION)
+        base_get_be32(buf + 4) != SEG_VERSION)
         return false;
-    uint64_t db = get_be64(buf + 8);
+    uint64_t db = base_get_be64(buf + 8);
     if (s->have_db_id && db != s->db_id)
         return false;
     s->db_id = db;
@@ -719,7 +585,7 @@ static int seg_check(struct scan *s, const struct seg *seg, const uint8_t *buf, 
     }
     size_t off = SEG_HEADER_BYTES, n;
     while ((n = record_at(buf, len, len, off)) != 0) {
-        int64_t zxid = (int64_t)get_be64(buf + off + FRAME_BYTES);
+        int64_t zxid = (int64_t)base_get_be64(buf + off + FRAME_BYTES);
         if (zxid <= s->last_zxid || (!is_last && zxid >= upper) ||
             (off == SEG_HEADER_BYTES && zxid != seg->zxid))
             return TXNLOG_EORDER;
@@ -735,11 +601,11 @@ static int seg_deliver(struct scan *s, const uint8_t *buf, size_t valid_end)
 {
     size_t off = SEG_HEADER_BYTES;
     while (off < valid_end) {
-        uint32_t plen = get_be32(buf + off);
+        uint32_t plen = base_get_be32(buf + off);
         const uint8_t *payload = buf + off + FRAME_BYTES;
         off += FRAME_BYTES + plen;
-        TL_ASSERT(off <= valid_end);
-        if ((int64_t)get_be64(payload) <= s->from_zxid)
+        BASE_ASSERT(off <= valid_end);
+        if ((int64_t)base_get_be64(payload) <= s->from_zxid)
             continue;
         struct txn x;
         int rc = txn_decode(payload, plen, &x);
@@ -825,7 +691,7 @@ static size_t first_needed(const struct seg_list *l, int64_t from_zxid)
 int txnlog_replay(struct storage *st, const char *dir, int64_t from_zxid, txnlog_replay_fn fn,
                   void *arg, struct txnlog_replay_stats *stats)
 {
-    TL_ASSERT(fn != NULL);
+    BASE_ASSERT(fn != NULL);
     struct seg_list l;
     int rc = seg_list_load(st, dir, &l);
     if (rc != 0)
@@ -878,7 +744,7 @@ struct txnlog {
     char *dir;
     struct txnlog_opts opts;
     struct seg_pos cur;
-    struct txnlog_buf pending; /* framed records appended since the last good sync */
+    struct base_buf pending; /* framed records appended since the last good sync */
     int64_t last_zxid;
     int64_t durable_zxid;
     bool broken; /* a truncation failed half way: only a restart may go on */
@@ -905,7 +771,7 @@ static int open_scan(struct storage *st, const char *dir, int64_t *last)
         int64_t probed = s.last_zxid;
         s = (struct scan){ .st = st, .dir = dir, .last_zxid = INT64_MIN };
         rc = scan_from(&s, &l, first);
-        TL_ASSERT(rc != 0 || s.last_zxid == probed);
+        BASE_ASSERT(rc != 0 || s.last_zxid == probed);
     }
     free(l.items);
     *last = s.last_zxid == INT64_MIN ? 0 : s.last_zxid;
@@ -946,7 +812,7 @@ void txnlog_close(struct txnlog *log)
         return;
     if (log->cur.file != NULL)
         (void)storage_close(log->cur.file); /* nothing left to lose: no I/O pending */
-    free(log->pending.p);
+    base_buf_free(&log->pending);
     free(log->dir);
     free(log);
 }
@@ -968,7 +834,7 @@ int txnlog_append(struct txnlog *log, const struct txn *x)
     if (x->zxid <= log->last_zxid)
         return TXNLOG_EORDER;
     size_t start = log->pending.len;
-    int rc = buf_reserve(&log->pending, FRAME_BYTES);
+    int rc = base_buf_reserve(&log->pending, FRAME_BYTES);
     if (rc != 0)
         return rc;
     log->pending.len += FRAME_BYTES;
@@ -977,10 +843,10 @@ int txnlog_append(struct txnlog *log, const struct txn *x)
         log->pending.len = start;
         return rc;
     }
-    uint8_t *frame = log->pending.p + start;
+    uint8_t *frame = log->pending.data + start;
     size_t plen = log->pending.len - start - FRAME_BYTES;
-    set_be32(frame, (uint32_t)plen);
-    set_be32(frame + 4, txnlog_crc32c(0, frame + FRAME_BYTES, plen));
+    base_put_be32(frame, (uint32_t)plen);
+    base_put_be32(frame + 4, base_crc32c(0, frame + FRAME_BYTES, plen));
     log->last_zxid = x->zxid;
     return 0;
 }
@@ -996,14 +862,8 @@ struct sync_attempt {
 
 static int attempt_note_created(struct sync_attempt *a, int64_t zxid)
 {
-    if (a->ncreated == a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 4;
-        int64_t *p = realloc(a->created, cap * sizeof *p);
-        if (p == NULL)
-            return -ENOMEM;
-        a->created = p;
-        a->cap = cap;
-    }
+    if (base_grow(&a->created, &a->cap, a->ncreated + 1, sizeof *a->created) != 0)
+        return -ENOMEM;
     a->created[a->ncreated++] = zxid;
     return 0;
 }
@@ -1071,25 +931,25 @@ static int seg_roll(struct txnlog *log, struct sync_attempt *a, int64_t zxid)
  * of records that go to the same segment. */
 static int write_pending(struct txnlog *log, struct sync_attempt *a)
 {
-    const struct txnlog_buf *b = &log->pending;
+    const struct base_buf *b = &log->pending;
     size_t pos = 0;
     while (pos < b->len) {
         if (log->cur.file == NULL || log->cur.off >= log->opts.segment_bytes_max) {
-            int rc = seg_roll(log, a, (int64_t)get_be64(b->p + pos + FRAME_BYTES));
+            int rc = seg_roll(log, a, (int64_t)base_get_be64(b->data + pos + FRAME_BYTES));
             if (rc != 0)
                 return rc;
         }
         size_t end = pos;
         uint64_t off = log->cur.off;
         while (end < b->len && off < log->opts.segment_bytes_max) {
-            size_t n = FRAME_BYTES + get_be32(b->p + end);
+            size_t n = FRAME_BYTES + base_get_be32(b->data + end);
             end += n;
             off += n;
         }
-        TL_ASSERT(end > pos && end <= b->len);
+        BASE_ASSERT(end > pos && end <= b->len);
         int rc = seg_prealloc(&log->cur, log->opts.prealloc_bytes, off);
         if (rc == 0)
-            rc = storage_pwrite(log->cur.file, b->p + pos, end - pos, log->cur.off);
+            rc = storage_pwrite(log->cur.file, b->data + pos, end - pos, log->cur.off);
         if (rc != 0)
             return rc;
         log->cur.off = off;
@@ -1133,7 +993,7 @@ int txnlog_sync(struct txnlog *log)
         log->durable_zxid = log->last_zxid;
     }
     free(a.created);
-    TL_ASSERT(rc != 0 || log->durable_zxid == log->last_zxid);
+    BASE_ASSERT(rc != 0 || log->durable_zxid == log->last_zxid);
     return rc;
 }
 
@@ -1141,18 +1001,18 @@ int txnlog_sync(struct txnlog *log)
 
 /* Drops the buffered records above zxid (never written, nothing to undo on
  * disk) and returns the highest zxid still buffered, 0 when none is. */
-static int64_t pending_cut_after(struct txnlog_buf *b, int64_t zxid)
+static int64_t pending_cut_after(struct base_buf *b, int64_t zxid)
 {
     size_t pos = 0;
     int64_t kept = 0;
     while (pos < b->len) {
-        int64_t z = (int64_t)get_be64(b->p + pos + FRAME_BYTES);
+        int64_t z = (int64_t)base_get_be64(b->data + pos + FRAME_BYTES);
         if (z > zxid)
             break;
         kept = z;
-        pos += FRAME_BYTES + get_be32(b->p + pos);
+        pos += FRAME_BYTES + base_get_be32(b->data + pos);
     }
-    TL_ASSERT(pos <= b->len);
+    BASE_ASSERT(pos <= b->len);
     b->len = pos;
     return kept;
 }
@@ -1175,7 +1035,7 @@ static int seg_cut_after(struct txnlog *log, int64_t name, int64_t zxid)
     if (len < SEG_HEADER_BYTES)
         rc = TXNLOG_ECORRUPT;
     while (rc == 0 && (n = record_at(buf, len, len, off)) != 0 &&
-           (int64_t)get_be64(buf + off + FRAME_BYTES) <= zxid)
+           (int64_t)base_get_be64(buf + off + FRAME_BYTES) <= zxid)
         off += n;
     if (rc == 0 && n == 0 && nonzero_end(buf, len) > off)
         rc = TXNLOG_ECORRUPT; /* bytes that frame no record where records were */
@@ -1219,7 +1079,7 @@ static int disk_cut_after(struct txnlog *log, int64_t zxid)
 
 int txnlog_truncate_after(struct txnlog *log, int64_t zxid)
 {
-    TL_ASSERT(zxid >= 0);
+    BASE_ASSERT(zxid >= 0);
     if (log->broken)
         return -EIO;
     if (zxid >= log->last_zxid)
@@ -1230,7 +1090,7 @@ int txnlog_truncate_after(struct txnlog *log, int64_t zxid)
         log->last_zxid = buffered != 0 ? buffered : log->durable_zxid;
         return 0;
     }
-    TL_ASSERT(log->pending.len == 0); /* every buffered record was above the durable ones */
+    BASE_ASSERT(log->pending.len == 0); /* every buffered record was above the durable ones */
     if (log->cur.file != NULL)
         (void)storage_close(log->cur.file); /* synced: a close error loses nothing */
     log->cur = (struct seg_pos){ 0 };
@@ -1242,7 +1102,7 @@ int txnlog_truncate_after(struct txnlog *log, int64_t zxid)
         log->broken = true;
         return rc;
     }
-    TL_ASSERT(last <= zxid);
+    BASE_ASSERT(last <= zxid);
     log->last_zxid = log->durable_zxid = last;
     return 0;
 }
@@ -1257,21 +1117,21 @@ int txnlog_truncate_after(struct txnlog *log, int64_t zxid)
 static void hs_encode(const struct raft_hard_state *hs, uint8_t out[HS_BYTES])
 {
     memcpy(out, HS_MAGIC, 4);
-    set_be32(out + 4, HS_VERSION);
-    set_be32(out + 8, hs->term);
-    set_be32(out + 12, hs->vote);
-    set_be64(out + 16, (uint64_t)hs->commit_zxid);
-    set_be32(out + 24, txnlog_crc32c(0, out, HS_BYTES - 4));
+    base_put_be32(out + 4, HS_VERSION);
+    base_put_be32(out + 8, hs->term);
+    base_put_be32(out + 12, hs->vote);
+    base_put_be64(out + 16, (uint64_t)hs->commit_zxid);
+    base_put_be32(out + 24, base_crc32c(0, out, HS_BYTES - 4));
 }
 
 static bool hs_decode(const uint8_t *in, size_t len, struct raft_hard_state *hs)
 {
-    if (len != HS_BYTES || memcmp(in, HS_MAGIC, 4) != 0 || get_be32(in + 4) != HS_VERSION ||
-        get_be32(in + 24) != txnlog_crc32c(0, in, HS_BYTES - 4))
+    if (len != HS_BYTES || memcmp(in, HS_MAGIC, 4) != 0 || base_get_be32(in + 4) != HS_VERSION ||
+        base_get_be32(in + 24) != base_crc32c(0, in, HS_BYTES - 4))
         return false;
-    hs->term = get_be32(in + 8);
-    hs->vote = get_be32(in + 12);
-    hs->commit_zxid = (int64_t)get_be64(in + 16);
+    hs->term = base_get_be32(in + 8);
+    hs->vote = base_get_be32(in + 12);
+    hs->commit_zxid = (int64_t)base_get_be64(in + 16);
     return hs->term <= RAFT_TERM_MAX && hs->commit_zxid >= 0;
 }
 
@@ -1283,7 +1143,7 @@ static int hs_path(const char *dir, const char *suffix, char *out, size_t cap)
 
 int txnlog_hard_state_write(struct storage *st, const char *dir, const struct raft_hard_state *hs)
 {
-    TL_ASSERT(hs->term <= RAFT_TERM_MAX && hs->commit_zxid >= 0);
+    BASE_ASSERT(hs->term <= RAFT_TERM_MAX && hs->commit_zxid >= 0);
     char tmp[PATH_MAX], path[PATH_MAX];
     int rc = hs_path(dir, HS_TMP_SUFFIX, tmp, sizeof tmp);
     if (rc == 0)

@@ -7,7 +7,7 @@
  * segments named "log.<zxid of their first record, lower-case hex>". Each
  * segment opens with a 16-byte header (magic "LRCH", u32 version, u64 db id)
  * followed by records [u32 payload length][u32 CRC-32C of payload][payload],
- * big-endian, payload = txn_encode() of one txn. Segments are preallocated
+ * big-endian, CRC by base_crc32c, payload = txn_encode() of one txn. Segments are preallocated
  * in chunks (ZooKeeper's FilePadding) so that fdatasync does not have to
  * write file-size metadata on every group commit; the zeros after the last
  * record mark the end of the data. A payload may itself end in zeros (every
@@ -133,21 +133,15 @@ void storage_mem_fail_sync(struct storage *s, int err, unsigned count);
  * part of the payload bound and costs nothing here. */
 #define TXNLOG_TXN_OPS_BYTES_MAX (TXNLOG_RECORD_BYTES_MAX - TXNLOG_TXN_HEADER_BYTES)
 
-/* A growable byte buffer; free p with free(). */
-struct txnlog_buf {
-    uint8_t *p;
-    size_t len;
-    size_t cap;
-};
-
-/* Appends the encoding of x to b (big-endian; every txn_op field that is
- * set, so decode(encode(x)) equals x field by field). 0, -ENOMEM, or
- * -EINVAL when x breaks a bound (ACL > TREE_ACL_MAX, encoding >
+/* Appends the encoding of x to b, a base_buf the caller owns and frees with
+ * base_buf_free (big-endian; every txn_op field that is set, so
+ * decode(encode(x)) equals x field by field). 0, -ENOMEM, -EMSGSIZE past a
+ * max the caller set on b, or -EINVAL when x breaks a bound (ACL > TREE_ACL_MAX, encoding >
  * TXNLOG_RECORD_BYTES_MAX: b is then left as it was). Paths, data and ACL
  * scheme/id strings have no bound of their own: the record's covers them,
  * here and in txn_decode. A txn takes exactly TXNLOG_TXN_HEADER_BYTES plus
  * txn_op_encoded_bytes of each op (asserted on every encode). */
-int txn_encode(struct txnlog_buf *b, const struct txn *x);
+int txn_encode(struct base_buf *b, const struct txn *x);
 /* The exact bytes txn_encode writes for op: the one place that knows the
  * encoding's per-field sizes. Pure, any thread; prep counts txns with it
  * (tree_prep_cfg.op_bytes) so that no txn it accepts is refused here. */
@@ -157,9 +151,6 @@ size_t txn_op_encoded_bytes(const struct txn_op *op);
  * world:anyone ALL is the shared tree_acl_open()). 0, -ENOMEM, or -EBADMSG
  * for malformed or out-of-bounds input (*out is then empty). */
 int txn_decode(const uint8_t *p, size_t len, struct txn *out);
-
-/* CRC-32C (Castagnoli), as used in record frames. */
-uint32_t txnlog_crc32c(uint32_t crc, const void *p, size_t len);
 
 /* ---- writer ---------------------------------------------------------------- */
 struct txnlog_opts {

@@ -41,13 +41,6 @@ struct durability {
     _Atomic int64_t snap_error;
 };
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void dirs_of(const struct config *c, char *snap_dir, char *log_dir, size_t len)
 {
     snprintf(snap_dir, len, "%s/" SUBDIR, c->data_dir);
@@ -207,7 +200,7 @@ static int load_newest_snapshot(struct durability *d, int64_t *zxid, char *err, 
         snap_path(d->snap_dir, l->zxid[i], path, sizeof(path));
         uint8_t *buf = NULL;
         size_t len = 0;
-        int64_t t0 = mono_ms();
+        int64_t t0 = base_mono_ms();
         int lrc = read_file(d->st, path, &buf, &len);
         struct tree_snap_info info;
         if (lrc == 0)
@@ -215,7 +208,7 @@ static int load_newest_snapshot(struct durability *d, int64_t *zxid, char *err, 
         free(buf);
         if (lrc == 0) {
             fprintf(stderr, "larchd: loaded %s: %" PRIu64 " nodes, %" PRIu64 " sessions in %" PRId64 " ms\n", path,
-                    info.node_count, info.session_count, mono_ms() - t0);
+                    info.node_count, info.session_count, base_mono_ms() - t0);
             *zxid = info.zxid_start;
             free(l);
             return 0;
@@ -250,7 +243,7 @@ static void restart_session_clock(void *arg, struct tree_session *s)
 
 static int recover(struct durability *d, char *err, size_t errlen)
 {
-    int64_t t0 = mono_ms();
+    int64_t t0 = base_mono_ms();
     int64_t snap_zxid = 0;
     int rc = load_newest_snapshot(d, &snap_zxid, err, errlen);
     if (rc != 0) {
@@ -269,7 +262,7 @@ static int recover(struct durability *d, char *err, size_t errlen)
     if (rs.torn_bytes)
         fprintf(stderr, "larchd: txn log had a torn tail: dropped %" PRIu64 " bytes after zxid 0x%" PRIx64 "\n",
                 rs.torn_bytes, (uint64_t)rs.last_zxid);
-    int64_t now = mono_ms();
+    int64_t now = base_mono_ms();
     tree_session_each(d->tree, restart_session_clock, &now);
     atomic_store(&d->last_snap_zxid, snap_zxid);
     fprintf(stderr, "larchd: recovered to zxid 0x%" PRIx64 " (snapshot 0x%" PRIx64 " + %" PRIu64 " txns) in %" PRId64 " ms\n",
@@ -385,7 +378,7 @@ int durability_snapshot(struct durability *d)
         return rc;
     }
     struct tree_snap_info info;
-    int64_t t0 = mono_ms();
+    int64_t t0 = base_mono_ms();
     rc = tree_snapshot_write(d->tree, writer_out, &w, &info);
     if (rc == 0)
         rc = writer_flush(&w);
@@ -406,7 +399,7 @@ int durability_snapshot(struct durability *d)
     atomic_store(&d->last_snap_zxid, info.zxid_start);
     atomic_fetch_add(&d->snapshots, 1);
     fprintf(stderr, "larchd: snapshot 0x%" PRIx64 ": %" PRIu64 " nodes, %" PRIu64 " bytes in %" PRId64 " ms\n",
-            (uint64_t)info.zxid_start, info.node_count, info.size_bytes, mono_ms() - t0);
+            (uint64_t)info.zxid_start, info.node_count, info.size_bytes, base_mono_ms() - t0);
     return 0;
 }
 
@@ -444,12 +437,10 @@ static void *snapshot_thread(void *arg)
 {
     struct durability *d = arg;
     rcu_register_thread();
-    int64_t last_purge = mono_ms();
+    int64_t last_purge = base_mono_ms();
     pthread_mutex_lock(&d->lock);
     while (!d->stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += 1;
+        struct timespec until = base_deadline(CLOCK_REALTIME, 1000);
         pthread_cond_timedwait(&d->wake, &d->lock, &until);
         if (d->stop)
             break;
@@ -462,8 +453,8 @@ static void *snapshot_thread(void *arg)
                 fprintf(stderr, "larchd: snapshot failed: %s (retrying later)\n", strerror(-rc));
         }
         int64_t interval_ms = (int64_t)d->purge_interval_h * 3600 * 1000;
-        if (interval_ms > 0 && mono_ms() - last_purge >= interval_ms) {
-            last_purge = mono_ms();
+        if (interval_ms > 0 && base_mono_ms() - last_purge >= interval_ms) {
+            last_purge = base_mono_ms();
             int rc = purge_dirs(d->st, d->snap_dir, d->log_dir, d->retain, false);
             if (rc != 0)
                 fprintf(stderr, "larchd: autopurge failed: %s\n", strerror(-rc));

@@ -215,15 +215,9 @@ static void collect_watch(void *arg, int64_t session, enum watch_kind kind, cons
     (void)kind;
     if (l->oom)
         return;
-    if (l->n == l->cap) {
-        size_t ncap = l->cap ? l->cap * 2 : 64;
-        struct wentry *n = realloc(l->v, ncap * sizeof(*n));
-        if (!n) {
-            l->oom = true;
-            return;
-        }
-        l->v = n;
-        l->cap = ncap;
+    if (base_grow(&l->v, &l->cap, l->n + 1, sizeof *l->v) != 0) {
+        l->oom = true;
+        return;
     }
     l->v[l->n].session = session;
     l->v[l->n].path = strdup(path);

@@ -24,11 +24,6 @@
 
 #define SEG_HEADER_BYTES 16u /* "LRCH", u32 version, u64 db id */
 
-static uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 static int read_all(const char *path, uint8_t **out, size_t *len)
 {
     FILE *f = fopen(path, "rb");
@@ -115,15 +110,15 @@ static long dump_segment(const char *path)
         free(buf);
         return -1;
     }
-    printf("# %s: version %u\n", path, be32(buf + 4));
+    printf("# %s: version %u\n", path, base_get_be32(buf + 4));
     size_t off = SEG_HEADER_BYTES;
     long n = 0;
     while (off + 8 <= len) {
-        uint32_t rlen = be32(buf + off), crc = be32(buf + off + 4);
+        uint32_t rlen = base_get_be32(buf + off), crc = base_get_be32(buf + off + 4);
         if (rlen == 0 && crc == 0)
             break; /* preallocated zeros: the end of the data */
         struct txn x;
-        if (rlen > len - off - 8 || txnlog_crc32c(0, buf + off + 8, rlen) != crc ||
+        if (rlen > len - off - 8 || base_crc32c(0, buf + off + 8, rlen) != crc ||
             txn_decode(buf + off + 8, rlen, &x) != 0) {
             printf("# record at offset %zu is torn or corrupt: %zu bytes after it are unreadable\n", off, len - off);
             break;
@@ -153,17 +148,14 @@ static int dump_dir(const char *dir)
         return 1;
     }
     char **names = NULL;
-    size_t n = 0;
+    size_t n = 0, cap = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         if (strncmp(e->d_name, "log.", 4) != 0)
             continue;
-        char **grown = realloc(names, (n + 1) * sizeof(*names));
-        if (!grown || !(grown[n] = strdup(e->d_name))) {
-            names = grown ? grown : names;
+        if (base_grow(&names, &cap, n + 1, sizeof *names) != 0 ||
+            !(names[n] = strdup(e->d_name)))
             break;
-        }
-        names = grown;
         n++;
     }
     closedir(d);
@@ -199,16 +191,10 @@ static bool walk_push(struct walk *w, char *path)
         w->oom = true;
         return false;
     }
-    if (w->n == w->cap) {
-        size_t ncap = w->cap ? w->cap * 2 : 64;
-        char **np = realloc(w->paths, ncap * sizeof(*np));
-        if (!np) {
-            free(path);
-            w->oom = true;
-            return false;
-        }
-        w->paths = np;
-        w->cap = ncap;
+    if (base_grow(&w->paths, &w->cap, w->n + 1, sizeof *w->paths) != 0) {
+        free(path);
+        w->oom = true;
+        return false;
     }
     w->paths[w->n++] = path;
     return true;

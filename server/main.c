@@ -21,13 +21,6 @@ static void report(void *arg, int severity, const char *msg)
     fprintf(stderr, "larchd: %s%s\n", severity ? "error: " : "warning: ", msg);
 }
 
-static int64_t wall_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The super digest is given as "user:base64"; connections prove it by
  * addauth digest user:password, which the dataplane turns into the same id. */
 /* Flat combining pays when the sequencer thread would share a CPU with a
@@ -114,7 +107,7 @@ static int start(struct server *srv)
         fprintf(stderr, "larchd: cannot start threads: %s\n", strerror(-rc));
         return -1;
     }
-    srv->started_ms = wall_now_ms();
+    srv->started_ms = base_wall_ms();
     return 0;
 }
 

@@ -62,17 +62,10 @@ static bool rec_get(const struct tree *t, const char *path, size_t len, struct p
     return true;
 }
 
+/* Room for one more undo entry: 0 or -ENOMEM. */
 static int undo_reserve(struct tree *t)
 {
-    if (t->undo_len < t->undo_cap)
-        return 0;
-    size_t cap = t->undo_cap ? t->undo_cap * 2 : 16;
-    struct undo_ent *u = realloc(t->undo, cap * sizeof *u);
-    if (u == NULL)
-        return -1;
-    t->undo = u;
-    t->undo_cap = cap;
-    return 0;
+    return base_grow(&t->undo, &t->undo_cap, t->undo_len + 1, sizeof *t->undo);
 }
 
 /* Records r as the pending state of path; the previous record goes to the

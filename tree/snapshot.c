@@ -32,33 +32,6 @@
 #define ACL_OPEN 0  /* acl_count meaning the shared world:anyone ALL list */
 #define ACL_NONE -1 /* acl_count meaning a node without an ACL */
 
-/* ---- little-endian fields ------------------------------------------------------- */
-
-static void le64_store(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void le32_store(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t le64_load(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static uint32_t le32_load(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 /* =================================================================================
  * Writing
  * ================================================================================= */
@@ -79,7 +52,7 @@ static void sink_flush(struct sink *s)
 {
     if (s->err != 0 || s->len == 0)
         return;
-    s->crc = tree_crc32c(s->crc, s->buf, s->len);
+    s->crc = base_crc32c(s->crc, s->buf, s->len);
     s->total_bytes += s->len;
     s->err = s->out(s->arg, s->buf, s->len);
     s->len = 0;
@@ -107,14 +80,14 @@ static void sink_u8(struct sink *s, uint8_t v)
 static void sink_u32(struct sink *s, uint32_t v)
 {
     uint8_t b[4];
-    le32_store(b, v);
+    base_put_le32(b, v);
     sink_put(s, b, 4);
 }
 
 static void sink_u64(struct sink *s, uint64_t v)
 {
     uint8_t b[8];
-    le64_store(b, v);
+    base_put_le64(b, v);
     sink_put(s, b, 8);
 }
 
@@ -150,27 +123,12 @@ struct frame {
     uint32_t written; /* child records emitted so far */
 };
 
-static bool grow(char **buf, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return true;
-    size_t ncap = *cap > 0 ? *cap : 64;
-    while (ncap < need)
-        ncap *= 2;
-    char *nb = realloc(*buf, ncap);
-    if (nb == NULL)
-        return false;
-    *buf = nb;
-    *cap = ncap;
-    return true;
-}
-
 static bool frame_copy_names(struct frame *f, const struct zkids *kids)
 {
     size_t need = 0;
     for (uint32_t i = 0; kids != NULL && i < kids->count; i++)
         need += kids->items[i]->path_len - kids->items[i]->name_off + 1;
-    if (!grow(&f->names, &f->names_cap, need))
+    if (base_grow(&f->names, &f->names_cap, need, 1) != 0)
         return false;
     size_t at = 0;
     for (uint32_t i = 0; kids != NULL && i < kids->count; i++) {
@@ -255,19 +213,15 @@ static void walk_emit(struct walk *w, struct frame *f)
 /* Makes frames[w->depth] the next child of the top frame. -ENOMEM or 0. */
 static int walk_child_path(struct walk *w, const char *name, size_t name_len)
 {
-    if (w->depth == w->cap) {
-        size_t ncap = w->cap * 2;
-        struct frame *nf = realloc(w->frames, ncap * sizeof *nf);
-        if (nf == NULL)
-            return -ENOMEM;
-        memset(nf + w->cap, 0, (ncap - w->cap) * sizeof *nf);
-        w->frames = nf;
-        w->cap = ncap;
-    }
+    size_t old_cap = w->cap;
+    if (base_grow(&w->frames, &w->cap, w->depth + 1, sizeof *w->frames) != 0)
+        return -ENOMEM;
+    /* frames keep their buffers between depths: new ones start empty */
+    memset(w->frames + old_cap, 0, (w->cap - old_cap) * sizeof *w->frames);
     const struct frame *p = &w->frames[w->depth - 1];
     struct frame *c = &w->frames[w->depth];
     size_t base = p->path_len == 1 ? 0 : p->path_len; /* children of "/" */
-    if (!grow(&c->path, &c->path_cap, base + 1 + name_len + 1))
+    if (base_grow(&c->path, &c->path_cap, base + 1 + name_len + 1, 1) != 0)
         return -ENOMEM;
     memcpy(c->path, p->path, base);
     c->path[base] = '/';
@@ -307,7 +261,7 @@ static int walk_nodes(struct walk *w)
     if (w->frames == NULL)
         return -ENOMEM;
     struct frame *root = &w->frames[0];
-    int rc = grow(&root->path, &root->path_cap, 2) ? 0 : -ENOMEM;
+    int rc = base_grow(&root->path, &root->path_cap, 2, 1);
     if (rc == 0) {
         memcpy(root->path, "/", 2);
         root->path_len = 1;
@@ -348,15 +302,9 @@ static int write_sessions(const struct tree *t, struct sink *s, uint64_t *count)
     rcu_read_lock();
     TREE_LFHT_FOREACH (t->sessions, &it, node) {
         const struct sess *ss = caa_container_of(node, struct sess, hnode);
-        if (n == cap) {
-            struct sess_rec *nr = realloc(recs, cap * 2 * sizeof *nr);
-            if (nr == NULL) {
-                rc = -ENOMEM;
-                break;
-            }
-            recs = nr;
-            cap *= 2;
-        }
+        rc = base_grow(&recs, &cap, n + 1, sizeof *recs);
+        if (rc != 0)
+            break;
         recs[n].id = __atomic_load_n(&ss->pub.id, __ATOMIC_ACQUIRE);
         recs[n++].timeout_ms = ss->pub.timeout_ms;
     }
@@ -388,7 +336,7 @@ static void write_trailer(struct sink *s, uint64_t nodes, uint64_t sessions, uin
     sink_u64(s, digest);
     sink_flush(s);
     uint8_t b[4];
-    le32_store(b, s->crc);
+    base_put_le32(b, s->crc);
     sink_put(s, b, 4);
     s->total_bytes += s->len; /* the last flush below does not add to the CRC */
     if (s->err == 0)
@@ -435,41 +383,6 @@ int tree_snapshot_write(const struct tree *t, tree_snap_out_fn out, void *arg,
  * Loading
  * ================================================================================= */
 
-struct rd {
-    const uint8_t *p;
-    size_t pos, end;
-    bool bad; /* a read ran past end */
-};
-
-static const uint8_t *rd_take(struct rd *r, size_t n)
-{
-    if (r->bad || r->end - r->pos < n) {
-        r->bad = true;
-        return NULL;
-    }
-    const uint8_t *b = r->p + r->pos;
-    r->pos += n;
-    return b;
-}
-
-static uint8_t rd_u8(struct rd *r)
-{
-    const uint8_t *b = rd_take(r, 1);
-    return b != NULL ? b[0] : 0;
-}
-
-static uint32_t rd_u32(struct rd *r)
-{
-    const uint8_t *b = rd_take(r, 4);
-    return b != NULL ? le32_load(b) : 0;
-}
-
-static uint64_t rd_u64(struct rd *r)
-{
-    const uint8_t *b = rd_take(r, 8);
-    return b != NULL ? le64_load(b) : 0;
-}
-
 /* A node built but not yet published. existing: n is the znode tree_new
  * already made for this path (a built-in) and v its new version; otherwise
  * n is new and holds v. */
@@ -482,7 +395,7 @@ struct item {
 
 struct loader {
     struct tree *t;
-    struct rd r;
+    struct base_rd r; /* header to trailer */
     struct item *items;
     uint64_t items_len, items_max;
     uint32_t *stack; /* finished subtrees waiting for their parent */
@@ -515,7 +428,7 @@ static int seen_add(struct loader *l, uint32_t idx)
 
 /* Reads count ACL entries into *out (one reference). 0, TREE_SNAP_EFORMAT
  * or -ENOMEM. */
-static int acl_decode(struct rd *r, int32_t count, struct tree_acl **out)
+static int acl_decode(struct base_rd *r, int32_t count, struct tree_acl **out)
 {
     struct tree_acl *acl = calloc(1, sizeof *acl);
     if (acl == NULL)
@@ -525,13 +438,13 @@ static int acl_decode(struct rd *r, int32_t count, struct tree_acl **out)
     int rc = acl->items != NULL ? 0 : -ENOMEM;
     for (int32_t i = 0; rc == 0 && i < count; i++) {
         struct tree_acl_entry *e = &acl->items[i];
-        e->perms = (int32_t)rd_u32(r);
-        uint32_t sl = rd_u32(r);
-        const uint8_t *sp = rd_take(r, sl);
-        uint32_t il = rd_u32(r);
-        const uint8_t *ip = rd_take(r, il);
+        e->perms = (int32_t)base_rd_le32(r);
+        uint32_t sl = base_rd_le32(r);
+        const uint8_t *sp = base_rd_take(r, sl);
+        uint32_t il = base_rd_le32(r);
+        const uint8_t *ip = base_rd_take(r, il);
         /* stored ACL strings are C strings (acl.c refuses NULs) */
-        if (r->bad || memchr(sp, '\0', sl) != NULL || memchr(ip, '\0', il) != NULL) {
+        if (r->err || memchr(sp, '\0', sl) != NULL || memchr(ip, '\0', il) != NULL) {
             rc = TREE_SNAP_EFORMAT;
             break;
         }
@@ -560,9 +473,9 @@ static void acl_cache_unref(void *p)
 static int load_acl(struct loader *l, struct tree_acl **out)
 {
     size_t start = l->r.pos;
-    int32_t count = (int32_t)rd_u32(&l->r);
+    int32_t count = (int32_t)base_rd_le32(&l->r);
     *out = NULL;
-    if (l->r.bad || count < ACL_NONE || count > TREE_ACL_MAX)
+    if (l->r.err || count < ACL_NONE || count > TREE_ACL_MAX)
         return TREE_SNAP_EFORMAT;
     if (count == ACL_NONE)
         return 0;
@@ -574,7 +487,7 @@ static int load_acl(struct loader *l, struct tree_acl **out)
     int rc = acl_decode(&l->r, count, &acl);
     if (rc != 0)
         return rc;
-    const uint8_t *key = l->r.p + start;
+    const uint8_t *key = l->r.ptr + start;
     size_t key_len = l->r.pos - start;
     void **had = tmap_get(&l->acls, key, key_len);
     if (had != NULL) {
@@ -592,11 +505,11 @@ static int load_acl(struct loader *l, struct tree_acl **out)
 
 static int load_data(struct loader *l, struct zver *v)
 {
-    int32_t len = (int32_t)rd_u32(&l->r);
+    int32_t len = (int32_t)base_rd_le32(&l->r);
     if (len < -1)
         return TREE_SNAP_EFORMAT;
-    const uint8_t *p = len > 0 ? rd_take(&l->r, (size_t)len) : NULL;
-    if (l->r.bad)
+    const uint8_t *p = len > 0 ? base_rd_take(&l->r, (size_t)len) : NULL;
+    if (l->r.err)
         return TREE_SNAP_EFORMAT;
     v->data = zdata_new(p, len);
     if (len >= 0 && v->data == NULL)
@@ -605,17 +518,17 @@ static int load_data(struct loader *l, struct zver *v)
     return 0;
 }
 
-static void load_stat(struct rd *r, struct zk_stat *st)
+static void load_stat(struct base_rd *r, struct zk_stat *st)
 {
-    st->czxid = (int64_t)rd_u64(r);
-    st->mzxid = (int64_t)rd_u64(r);
-    st->ctime = (int64_t)rd_u64(r);
-    st->mtime = (int64_t)rd_u64(r);
-    st->ephemeral_owner = (int64_t)rd_u64(r);
-    st->pzxid = (int64_t)rd_u64(r);
-    st->version = (int32_t)rd_u32(r);
-    st->cversion = (int32_t)rd_u32(r);
-    st->aversion = (int32_t)rd_u32(r);
+    st->czxid = (int64_t)base_rd_le64(r);
+    st->mzxid = (int64_t)base_rd_le64(r);
+    st->ctime = (int64_t)base_rd_le64(r);
+    st->mtime = (int64_t)base_rd_le64(r);
+    st->ephemeral_owner = (int64_t)base_rd_le64(r);
+    st->pzxid = (int64_t)base_rd_le64(r);
+    st->version = (int32_t)base_rd_le32(r);
+    st->cversion = (int32_t)base_rd_le32(r);
+    st->aversion = (int32_t)base_rd_le32(r);
 }
 
 /* Pops the k finished subtrees that are this node's children (they must
@@ -683,17 +596,17 @@ static int load_node(struct loader *l)
 {
     if (l->items_len == l->items_max)
         return TREE_SNAP_EFORMAT; /* more nodes than the trailer says */
-    uint32_t len = rd_u32(&l->r);
+    uint32_t len = base_rd_le32(&l->r);
     /* no fixed path limit: the bytes left before the trailer bound it */
-    const char *path = (const char *)rd_take(&l->r, len);
+    const char *path = (const char *)base_rd_take(&l->r, len);
     if (path == NULL || zk_path_validate(path, len) != ZK_OK)
         return TREE_SNAP_EFORMAT;
     struct zver *v = calloc(1, sizeof *v);
     if (v == NULL)
         return -ENOMEM;
     load_stat(&l->r, &v->st);
-    uint32_t k = rd_u32(&l->r);
-    int rc = l->r.bad ? TREE_SNAP_EFORMAT : load_data(l, v);
+    uint32_t k = base_rd_le32(&l->r);
+    int rc = l->r.err ? TREE_SNAP_EFORMAT : load_data(l, v);
     if (rc == 0)
         rc = load_acl(l, &v->acl);
     if (rc == 0)
@@ -712,9 +625,9 @@ static int load_session(struct loader *l)
     if (l->sessions_len == l->sessions_max)
         return TREE_SNAP_EFORMAT;
     struct sess_rec *s = &l->sessions[l->sessions_len];
-    s->id = (int64_t)rd_u64(&l->r);
-    s->timeout_ms = (int32_t)rd_u32(&l->r);
-    if (l->r.bad)
+    s->id = (int64_t)base_rd_le64(&l->r);
+    s->timeout_ms = (int32_t)base_rd_le32(&l->r);
+    if (l->r.err)
         return TREE_SNAP_EFORMAT;
     l->sessions_len++;
     return 0;
@@ -725,8 +638,8 @@ static int load_records(struct loader *l)
 {
     int rc = 0;
     /* bounded: every record consumes at least one byte of the buffer */
-    while (rc == 0 && l->r.pos < l->r.end) {
-        uint8_t tag = rd_u8(&l->r);
+    while (rc == 0 && l->r.pos < l->r.len) {
+        uint8_t tag = base_rd_u8(&l->r);
         if (tag == TAG_NODE && l->sessions_len == 0)
             rc = load_node(l);
         else if (tag == TAG_SESSION)
@@ -830,10 +743,10 @@ static int load_validate(const uint8_t *b, size_t len)
         return TREE_SNAP_ETRUNC;
     if (memcmp(b, TREE_SNAP_MAGIC, 4) != 0)
         return TREE_SNAP_EMAGIC;
-    if (le32_load(b + 4) != TREE_SNAP_VERSION)
+    if (base_get_le32(b + 4) != TREE_SNAP_VERSION)
         return TREE_SNAP_EVERSION;
-    uint32_t crc = tree_crc32c(0, b, len - 4);
-    return crc == le32_load(b + len - 4) ? 0 : TREE_SNAP_ECRC;
+    uint32_t crc = base_crc32c(0, b, len - 4);
+    return crc == base_get_le32(b + len - 4) ? 0 : TREE_SNAP_ECRC;
 }
 
 int tree_snapshot_load(struct tree *t, const void *buf, size_t len, struct tree_snap_info *info)
@@ -843,14 +756,17 @@ int tree_snapshot_load(struct tree *t, const void *buf, size_t len, struct tree_
     if (rc != 0)
         return rc;
     const uint8_t *tr = b + len - TRAILER_BYTES;
-    uint64_t nodes = le64_load(tr + 1), sessions = le64_load(tr + 9), digest = le64_load(tr + 17);
+    uint64_t nodes = base_get_le64(tr + 1), sessions = base_get_le64(tr + 9);
+    uint64_t digest = base_get_le64(tr + 17);
     uint64_t builtins;
     if (tr[0] != TAG_TRAILER)
         return TREE_SNAP_EFORMAT;
     if (!tree_is_fresh(t, &builtins))
         return TREE_SNAP_ENOTFRESH;
 
-    struct loader l = { .t = t, .r = { .p = b, .pos = HEADER_BYTES, .end = len - TRAILER_BYTES } };
+    struct loader l = { .t = t };
+    base_rd_init(&l.r, b, len - TRAILER_BYTES);
+    l.r.pos = HEADER_BYTES; /* load_validate: len holds header and trailer */
     rc = loader_alloc(&l, nodes, sessions, len);
     if (rc == 0)
         rc = load_records(&l);
@@ -861,7 +777,7 @@ int tree_snapshot_load(struct tree *t, const void *buf, size_t len, struct tree_
         return rc;
     }
     rc = load_publish(&l);
-    int64_t zxid_start = (int64_t)le64_load(b + 8);
+    int64_t zxid_start = (int64_t)base_get_le64(b + 8);
     atomic_store_explicit(&t->last_zxid, zxid_start, memory_order_release);
     loader_free(&l, true);
     if (rc == 0 && info != NULL)

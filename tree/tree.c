@@ -549,15 +549,9 @@ static int count_below(const struct zver *top, int64_t *out)
     while (len > 0) {
         const struct zver *v = stack[--len];
         uint32_t nk = v->kids != NULL ? v->kids->count : 0;
-        if (len + nk > cap) {
-            size_t ncap = (len + nk) * 2;
-            const struct zver **ns = realloc(stack, ncap * sizeof *ns);
-            if (ns == NULL) {
-                free(stack);
-                return ZK_ESYSTEMERROR;
-            }
-            stack = ns;
-            cap = ncap;
+        if (base_grow(&stack, &cap, len + nk, sizeof *stack) != 0) {
+            free(stack);
+            return ZK_ESYSTEMERROR;
         }
         for (uint32_t i = 0; i < nk; i++)
             stack[len++] = znode_ver(v->kids->items[i]);

@@ -350,10 +350,6 @@ typedef void (*watch_visit_fn)(void *arg, uint64_t conn, enum watch_kind kind, c
 void watch_each(const struct watch_table *wt, watch_visit_fn fn, void *arg);
 size_t watch_count(const struct watch_table *wt);
 
-/* CRC-32C (Castagnoli, reflected 0x82F63B78) of snapshot files and txn log
- * records: crc is the running value (0 to start). Pure, any thread. */
-uint32_t tree_crc32c(uint32_t crc, const void *p, size_t len);
-
 /* ---- snapshots ------------------------------------------------------------
  * A snapshot is the tree's nodes and sessions as bytes (tree/snapshot.c; no
  * file I/O here: bytes go out through a callback and come back in a buffer).

@@ -184,7 +184,7 @@ struct cli_token {
 };
 struct cli_tokens {
     struct cli_token *items;
-    size_t count;
+    size_t count, cap;
 };
 /* Splits a line zkCli-style: words, "double quotes" with backslash escapes
  * (\" \\ \n \t \r \0 \xHH), 'single quotes' literal. 0 or -1 with msg set. */

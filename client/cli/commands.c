@@ -43,10 +43,8 @@ static int tokens_push(struct cli_tokens *t, struct cli_buf *text, bool quoted)
         cli_buf_append(text, "", 0);
     if (text->failed)
         return -1;
-    struct cli_token *items = realloc(t->items, (t->count + 1) * sizeof *items);
-    if (items == NULL)
+    if (base_grow(&t->items, &t->cap, t->count + 1, sizeof *t->items) != 0)
         return -1;
-    t->items = items;
     t->items[t->count++] = (struct cli_token){.text = text->data, .len = text->len, .quoted = quoted};
     *text = (struct cli_buf){0};
     return 0;
@@ -465,15 +463,9 @@ static int path_list_push(struct path_list *l, char *path)
 {
     if (path == NULL)
         return -1;
-    if (l->count == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        char **items = realloc(l->items, cap * sizeof *items);
-        if (items == NULL) {
-            free(path);
-            return -1;
-        }
-        l->items = items;
-        l->cap = cap;
+    if (base_grow(&l->items, &l->cap, l->count + 1, sizeof *l->items) != 0) {
+        free(path);
+        return -1;
     }
     l->items[l->count++] = path;
     return 0;
@@ -1535,11 +1527,9 @@ static int tokens_move(struct cli_tokens *dst, struct cli_tokens *src)
 {
     if (src->count == 0)
         return 0;
-    struct cli_token *items = realloc(dst->items, (dst->count + src->count + 1) * sizeof *items);
-    if (items == NULL)
+    if (base_grow(&dst->items, &dst->cap, dst->count + src->count + 1, sizeof *dst->items) != 0)
         return -1;
-    dst->items = items;
-    memcpy(dst->items + dst->count, src->items, src->count * sizeof *items);
+    memcpy(dst->items + dst->count, src->items, src->count * sizeof *dst->items);
     dst->count += src->count;
     free(src->items);
     *src = (struct cli_tokens){0};

@@ -28,19 +28,10 @@ static bool buf_reserve(struct cli_buf *b, size_t extra)
         b->failed = true;
         return false;
     }
-    size_t need = b->len + extra + 1;
-    if (need <= b->cap)
-        return true;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < need)
-        cap *= 2;
-    char *p = realloc(b->data, cap);
-    if (p == NULL) {
+    if (base_grow(&b->data, &b->cap, b->len + extra + 1, 1) != 0) {
         b->failed = true;
         return false;
     }
-    b->data = p;
-    b->cap = cap;
     return true;
 }
 
@@ -683,31 +674,17 @@ static struct cli_event *unlink_first(struct cli_events *q, uint64_t watch_id)
     return NULL;
 }
 
-static int64_t monotonic_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Waits on the condition at most step_ms (so *cancel is seen promptly). */
 static void wait_step(struct cli_events *q, int64_t step_ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += step_ms / 1000;
-    ts.tv_nsec += (step_ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
+    struct timespec ts = base_deadline(CLOCK_MONOTONIC, step_ms);
     pthread_cond_timedwait(&q->cond, &q->lock, &ts);
 }
 
 bool cli_events_take(struct cli_events *q, uint64_t watch_id, int32_t timeout_ms,
                      volatile sig_atomic_t *cancel, struct cli_event *out)
 {
-    int64_t deadline = monotonic_ms() + timeout_ms;
+    int64_t deadline = base_mono_ms() + timeout_ms;
     bool found = false;
     pthread_mutex_lock(&q->lock);
     for (;;) {
@@ -723,7 +700,7 @@ bool cli_events_take(struct cli_events *q, uint64_t watch_id, int32_t timeout_ms
             }
             free(e);
         }
-        int64_t left = deadline - monotonic_ms();
+        int64_t left = deadline - base_mono_ms();
         if (found || left <= 0 || (cancel != NULL && *cancel))
             break;
         wait_step(q, left < 200 ? left : 200);

@@ -58,7 +58,7 @@ int larch_barrier_wait(struct larch_barrier *b, int32_t timeout_ms)
     int64_t deadline_ms;
     int rc = rcp_deadline(timeout_ms, &deadline_ms);
     for (bool first = true; rc == ZK_OK; first = false) {
-        if (!first && rcp_now_ms() >= deadline_ms) {
+        if (!first && base_mono_ms() >= deadline_ms) {
             rc = ZK_EOPERATIONTIMEOUT;
             break;
         }
@@ -95,7 +95,7 @@ static int32_t count_participants(const struct larch_strings *kids, bool *ready)
 static int await_count(struct larch_barrier *b, int32_t count, int64_t deadline_ms)
 {
     for (bool first = true;; first = false) {
-        if (!first && rcp_now_ms() >= deadline_ms)
+        if (!first && base_mono_ms() >= deadline_ms)
             return ZK_EOPERATIONTIMEOUT;
         uint64_t seen = rcp_wake_generation(b->m.wake);
         struct larch_strings kids = { 0 };
@@ -148,7 +148,7 @@ int larch_barrier_leave(struct larch_barrier *b, int32_t timeout_ms)
         rc = rcp_member_drop(&b->m, deadline_ms);
     /* Seed 003 leave: getChildren with a watcher until none is left. */
     for (bool first = true; rc == ZK_OK; first = false) {
-        if (!first && rcp_now_ms() >= deadline_ms) {
+        if (!first && base_mono_ms() >= deadline_ms) {
             rc = ZK_EOPERATIONTIMEOUT;
             break;
         }

@@ -72,7 +72,7 @@ static int list_participants(struct larch_double_barrier *d, int64_t deadline_ms
 static int await_ready(struct larch_double_barrier *d, uint64_t seen, int64_t deadline_ms)
 {
     for (bool first = true;; first = false) {
-        if (!first && rcp_now_ms() >= deadline_ms)
+        if (!first && base_mono_ms() >= deadline_ms)
             return ZK_EOPERATIONTIMEOUT;
         int rc = rcp_wake_wait(d->m.wake, seen, deadline_ms);
         if (rc != ZK_OK)
@@ -164,7 +164,7 @@ int larch_double_barrier_leave(struct larch_double_barrier *d, int32_t timeout_m
     int64_t deadline_ms;
     int rc = rcp_deadline(timeout_ms, &deadline_ms);
     for (bool first = true; rc == ZK_OK; first = false) {
-        if (!first && rcp_now_ms() >= deadline_ms) {
+        if (!first && base_mono_ms() >= deadline_ms) {
             rc = ZK_EOPERATIONTIMEOUT;
             break;
         }

@@ -121,7 +121,7 @@ int larch_election_leader(struct larch_election *e, char **id)
         int rc = read_lowest(lh, rcp_seq_dir(e->q), deadline_ms, id, &gone);
         if (rc != ZK_OK || !gone)
             return rc;
-        if (rcp_now_ms() >= deadline_ms)
+        if (base_mono_ms() >= deadline_ms)
             return ZK_EOPERATIONTIMEOUT;
     }
 }

@@ -13,13 +13,6 @@
 
 /* ======================= time ============================================ */
 
-int64_t rcp_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 void rcp_sleep_ms(int64_t ms)
 {
     struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 };
@@ -31,18 +24,18 @@ int rcp_deadline(int32_t timeout_ms, int64_t *deadline_ms)
 {
     if (timeout_ms < 0)
         return ZK_EBADARGUMENTS;
-    *deadline_ms = rcp_now_ms() + timeout_ms;
+    *deadline_ms = base_mono_ms() + timeout_ms;
     return ZK_OK;
 }
 
 int64_t rcp_deadline_after(int32_t timeout_ms)
 {
-    return rcp_now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+    return base_mono_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
 }
 
 int32_t rcp_ms_left(int64_t deadline_ms)
 {
-    int64_t left = deadline_ms - rcp_now_ms();
+    int64_t left = deadline_ms - base_mono_ms();
     return left <= 0 ? 0 : left > INT32_MAX ? INT32_MAX : (int32_t)left;
 }
 
@@ -51,7 +44,7 @@ int64_t rcp_default_deadline(struct larch *lh)
     int32_t session_ms = larch_session_timeout(lh);
     if (session_ms <= 0)
         session_ms = 10000; /* not negotiated yet: liblarch's default request */
-    return rcp_now_ms() + 2 * (int64_t)session_ms;
+    return base_mono_ms() + 2 * (int64_t)session_ms;
 }
 
 bool rcp_cond_init(pthread_cond_t *cv)
@@ -59,7 +52,7 @@ bool rcp_cond_init(pthread_cond_t *cv)
     pthread_condattr_t attr;
     if (pthread_condattr_init(&attr) != 0)
         return false;
-    /* Deadlines are on the monotonic clock (rcp_now_ms). */
+    /* Deadlines are on the monotonic clock (base_mono_ms). */
     bool ok = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) == 0 &&
               pthread_cond_init(cv, &attr) == 0;
     pthread_condattr_destroy(&attr);
@@ -665,7 +658,7 @@ uint64_t rcp_wake_generation(struct rcp_wake *w)
 
 int rcp_wake_wait(struct rcp_wake *w, uint64_t seen, int64_t deadline_ms)
 {
-    if (rcp_now_ms() >= deadline_ms)
+    if (base_mono_ms() >= deadline_ms)
         return ZK_EOPERATIONTIMEOUT;
     pthread_mutex_lock(&w->mu);
     while (w->generation == seen && w->terminal == ZK_OK && !w->stopping) {
@@ -682,7 +675,7 @@ int rcp_wake_wait(struct rcp_wake *w, uint64_t seen, int64_t deadline_ms)
 int rcp_wake_idle(struct rcp_wake *w, uint64_t seen, int32_t slice_ms)
 {
     int rc;
-    while ((rc = rcp_wake_wait(w, seen, rcp_now_ms() + slice_ms)) == ZK_EOPERATIONTIMEOUT)
+    while ((rc = rcp_wake_wait(w, seen, base_mono_ms() + slice_ms)) == ZK_EOPERATIONTIMEOUT)
         ;
     return rc;
 }
@@ -834,7 +827,7 @@ void rcp_wake_disarm(struct larch *lh, struct rcp_wake *w)
      * event thread soon. Waiting for them means no stale event of an
      * abandoned wait arrives later (and the stats are final). */
     pthread_mutex_lock(&w->mu);
-    wake_quiesce_locked(w, rcp_now_ms() + QUIESCE_MS);
+    wake_quiesce_locked(w, base_mono_ms() + QUIESCE_MS);
     pthread_mutex_unlock(&w->mu);
     wake_prune(w);
 }
@@ -1154,7 +1147,7 @@ int rcp_seq_await(struct rcp_seq *q, rcp_seq_rule_fn rule, rcp_seq_blocked_fn bl
 {
     int rc;
     for (bool first = true;; first = false) {
-        if (!first && rcp_now_ms() >= deadline_ms) {
+        if (!first && base_mono_ms() >= deadline_ms) {
             rc = ZK_EOPERATIONTIMEOUT;
             break;
         }

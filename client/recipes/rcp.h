@@ -43,8 +43,7 @@
 #include "client/larch.h"
 
 /* ---- time ----------------------------------------------------------------- */
-/* Milliseconds on the monotonic clock. */
-int64_t rcp_now_ms(void);
+/* Clocks are base's (base_mono_ms, base/base.h, through client/larch.h). */
 void rcp_sleep_ms(int64_t ms);
 /* The deadline timeout_ms from now; ZK_EBADARGUMENTS for a negative timeout. */
 int rcp_deadline(int32_t timeout_ms, int64_t *deadline_ms);

@@ -247,7 +247,7 @@ int larch_revocable_wait_revoked(struct larch_revocable *r, int32_t timeout_ms)
     int rc = rcp_deadline(timeout_ms, &deadline_ms);
     struct rcp_wake *wake = rcp_seq_wake(r->q);
     for (bool first = true; rc == ZK_OK; first = false) {
-        if (!first && rcp_now_ms() >= deadline_ms)
+        if (!first && base_mono_ms() >= deadline_ms)
             return ZK_EOPERATIONTIMEOUT;
         /* Read before the flag so a request landing in between still
          * moves the generation we wait on. */

@@ -1,8 +1,10 @@
 /*
- * fuzz.h — what every libFuzzer target in tests/fuzz shares: a check that
- * stays on whatever NDEBUG says (a failed property must crash, so the
- * fuzzer saves the input), and exact-size copies of sub-slices of the input,
- * so that ASan catches a read one byte past a field, not only past the frame.
+ * fuzz.h — what every libFuzzer target in tests/fuzz shares: exact-size
+ * copies of sub-slices of the input, so that ASan catches a read one byte
+ * past a field, not only past the frame, and a snapshot writer into memory.
+ * Properties are checked with BASE_ASSERT (base/base.h), which stays on
+ * whatever NDEBUG says: a failed property must crash, so the fuzzer saves
+ * the input.
  * Targets run single-threaded, one input at a time (libFuzzer's default).
  */
 #ifndef LARCH_FUZZ_H
@@ -14,13 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FUZZ_CHECK(cond)                                                                     \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            fprintf(stderr, "%s:%d: fuzz property failed: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                                         \
-        }                                                                                    \
-    } while (0)
+#include "base/base.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -29,26 +25,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static inline uint8_t *fuzz_dup(const void *p, size_t n)
 {
     uint8_t *c = malloc(n > 0 ? n : 1);
-    FUZZ_CHECK(c != NULL);
+    BASE_ASSERT(c != NULL);
     if (n > 0)
         memcpy(c, p, n);
     return c;
 }
 
-/* A growing byte buffer with a writer of the tree_snap_out_fn shape, for
- * snapshots written to memory. The caller frees p. */
-struct fuzz_mem {
-    uint8_t *p;
-    size_t len;
-};
-
+/* A writer of the tree_snap_out_fn shape into arg, a struct base_buf (the
+ * caller frees it with base_buf_free), for snapshots written to memory. */
 static inline int fuzz_mem_out(void *arg, const void *bytes, size_t len)
 {
-    struct fuzz_mem *m = arg;
-    m->p = realloc(m->p, m->len + len);
-    FUZZ_CHECK(m->p != NULL);
-    memcpy(m->p + m->len, bytes, len);
-    m->len += len;
+    int rc = base_buf_append(arg, bytes, len);
+    BASE_ASSERT(rc == 0); /* out of memory is not a finding */
     return 0;
 }
 

@@ -26,7 +26,7 @@ static void apply_all(struct tree *t, const uint8_t *p, size_t len)
 {
     int64_t zxid = 0;
     for (size_t off = 0, n; len - off >= 2; off += 2 + n) {
-        n = (size_t)(p[off] << 8 | p[off + 1]);
+        n = base_get_be16(p + off);
         struct txn x;
         if (n > len - off - 2 || txn_decode(p + off + 2, n, &x) != 0) {
             n = n > len - off - 2 ? len - off - 2 : n;
@@ -34,19 +34,19 @@ static void apply_all(struct tree *t, const uint8_t *p, size_t len)
         }
         x.zxid = ++zxid;
         int rc = tree_apply(t, &x, NULL, NULL, NULL);
-        FUZZ_CHECK(rc <= 0 && tree_last_zxid(t) == zxid);
+        BASE_ASSERT(rc <= 0 && tree_last_zxid(t) == zxid);
         txn_free(&x);
     }
 }
 
-/* Writes t as a snapshot into *m (malloc'd) and returns its info. */
-static struct tree_snap_info snapshot(const struct tree *t, struct fuzz_mem *m)
+/* Writes t as a snapshot into *m (the caller base_buf_frees it) and returns its info. */
+static struct tree_snap_info snapshot(const struct tree *t, struct base_buf *m)
 {
     struct tree_snap_info info;
-    *m = (struct fuzz_mem){ NULL, 0 };
-    FUZZ_CHECK(tree_snapshot_write(t, fuzz_mem_out, m, &info) == 0);
-    FUZZ_CHECK(info.size_bytes == m->len && info.digest == tree_digest(t));
-    FUZZ_CHECK(info.zxid_start == tree_last_zxid(t));
+    *m = (struct base_buf){ 0 };
+    BASE_ASSERT(tree_snapshot_write(t, fuzz_mem_out, m, &info) == 0);
+    BASE_ASSERT(info.size_bytes == m->len && info.digest == tree_digest(t));
+    BASE_ASSERT(info.zxid_start == tree_last_zxid(t));
     return info;
 }
 
@@ -55,9 +55,9 @@ static void same_tree(const struct tree *a, const struct tree *b)
     struct tree_stats sa, sb;
     tree_stats(a, &sa);
     tree_stats(b, &sb);
-    FUZZ_CHECK(sa.node_count == sb.node_count && sa.session_count == sb.session_count);
-    FUZZ_CHECK(sa.ephemeral_count == sb.ephemeral_count && sa.data_bytes == sb.data_bytes);
-    FUZZ_CHECK(tree_digest(a) == tree_digest(b) && tree_last_zxid(a) == tree_last_zxid(b));
+    BASE_ASSERT(sa.node_count == sb.node_count && sa.session_count == sb.session_count);
+    BASE_ASSERT(sa.ephemeral_count == sb.ephemeral_count && sa.data_bytes == sb.data_bytes);
+    BASE_ASSERT(tree_digest(a) == tree_digest(b) && tree_last_zxid(a) == tree_last_zxid(b));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -68,21 +68,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         registered = true;
     }
     struct tree *a = tree_new(), *b = tree_new();
-    FUZZ_CHECK(a != NULL && b != NULL);
+    BASE_ASSERT(a != NULL && b != NULL);
     apply_all(a, data, size);
-    struct fuzz_mem m1, m2;
+    struct base_buf m1, m2;
     struct tree_snap_info w1 = snapshot(a, &m1), loaded;
-    uint8_t *exact = fuzz_dup(m1.p, m1.len);
+    uint8_t *exact = fuzz_dup(m1.data, m1.len);
     int rc = tree_snapshot_load(b, exact, m1.len, &loaded);
-    FUZZ_CHECK(rc == 0);
-    FUZZ_CHECK(loaded.digest == w1.digest && loaded.node_count == w1.node_count);
+    BASE_ASSERT(rc == 0);
+    BASE_ASSERT(loaded.digest == w1.digest && loaded.node_count == w1.node_count);
     same_tree(a, b);
     struct tree_snap_info w2 = snapshot(b, &m2);
-    FUZZ_CHECK(w2.size_bytes == w1.size_bytes && w2.session_count == w1.session_count);
-    free(m2.p);
+    BASE_ASSERT(w2.size_bytes == w1.size_bytes && w2.session_count == w1.session_count);
+    base_buf_free(&m2);
     tree_free(a);
     tree_free(b);
     free(exact);
-    free(m1.p);
+    base_buf_free(&m1);
     return 0;
 }

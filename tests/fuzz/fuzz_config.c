@@ -30,25 +30,25 @@ static void on_report(void *arg, int severity, const char *msg)
 {
     struct seen *s = arg;
     size_t n = strnlen(msg, CONFIG_MSG_MAX);
-    FUZZ_CHECK((severity == 0 || severity == 1) && n > 0 && n < CONFIG_MSG_MAX);
+    BASE_ASSERT((severity == 0 || severity == 1) && n > 0 && n < CONFIG_MSG_MAX);
     size_t plen = strlen(s->prefix);
     bool at_line = s->lines > 0;
     if (s->at_server_lines && strncmp(msg, "zoo.cfg:", 8) == 0) {
         plen = 8;
         at_line = true;
-        FUZZ_CHECK(strstr(msg, ": server.") != NULL);
+        BASE_ASSERT(strstr(msg, ": server.") != NULL);
     } else {
-        FUZZ_CHECK(strncmp(msg, s->prefix, plen) == 0);
+        BASE_ASSERT(strncmp(msg, s->prefix, plen) == 0);
     }
     const char *rest = msg + plen;
     if (at_line) {
         char *end;
         long line = strtol(rest, &end, 10);
-        FUZZ_CHECK(end != rest && line >= 1 && strncmp(end, ": ", 2) == 0);
-        FUZZ_CHECK(s->lines == 0 || line <= s->lines);
+        BASE_ASSERT(end != rest && line >= 1 && strncmp(end, ": ", 2) == 0);
+        BASE_ASSERT(s->lines == 0 || line <= s->lines);
         rest = end + 2;
     }
-    FUZZ_CHECK(*rest != '\0' || n == CONFIG_MSG_MAX - 1);
+    BASE_ASSERT(*rest != '\0' || n == CONFIG_MSG_MAX - 1);
     s->errors += severity;
 }
 
@@ -67,7 +67,7 @@ static long physical_lines(const char *t, size_t len)
 static bool plain(const char *s, size_t cap)
 {
     size_t n = strnlen(s, cap);
-    FUZZ_CHECK(n < cap);
+    BASE_ASSERT(n < cap);
     if (n > 0 && ((unsigned char)s[0] <= ' ' || (unsigned char)s[n - 1] <= ' '))
         return false;
     return strpbrk(s, "\\\n\r") == NULL;
@@ -91,25 +91,25 @@ static bool strings_plain(const struct config *c)
 static void check_format(const struct config *c, char *full, size_t *full_len)
 {
     *full_len = config_format(c, full, FORMAT_MAX);
-    FUZZ_CHECK(*full_len < FORMAT_MAX - 1 && strlen(full) == *full_len);
+    BASE_ASSERT(*full_len < FORMAT_MAX - 1 && strlen(full) == *full_len);
     const size_t caps[] = { 0, 1, 2, *full_len / 2, *full_len, *full_len + 1 };
     for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
         char *buf = caps[i] > 0 ? malloc(caps[i]) : NULL;
-        FUZZ_CHECK(caps[i] == 0 || buf != NULL);
+        BASE_ASSERT(caps[i] == 0 || buf != NULL);
         size_t n = config_format(c, buf, caps[i]);
-        FUZZ_CHECK(caps[i] == 0 ? n == 0 : n < caps[i] && buf[n] == '\0');
-        FUZZ_CHECK(n == 0 || memcmp(buf, full, n) == 0);
-        FUZZ_CHECK(caps[i] <= *full_len || n == *full_len);
+        BASE_ASSERT(caps[i] == 0 ? n == 0 : n < caps[i] && buf[n] == '\0');
+        BASE_ASSERT(n == 0 || memcmp(buf, full, n) == 0);
+        BASE_ASSERT(caps[i] <= *full_len || n == *full_len);
         free(buf);
     }
 }
 
 static void check_finished(const struct config *c)
 {
-    FUZZ_CHECK(c->min_session_timeout_ms > 0 &&
+    BASE_ASSERT(c->min_session_timeout_ms > 0 &&
                c->min_session_timeout_ms <= c->max_session_timeout_ms);
-    FUZZ_CHECK(c->client_port >= 1 && c->client_port <= 65535);
-    FUZZ_CHECK(c->workers >= 1 && c->workers <= 64 && c->client_port_address[0] != '\0');
+    BASE_ASSERT(c->client_port >= 1 && c->client_port <= 65535);
+    BASE_ASSERT(c->workers >= 1 && c->workers <= 64 && c->client_port_address[0] != '\0');
 }
 
 /* Parses text into a default config and finishes it; returns 0 or -1. */
@@ -118,11 +118,11 @@ static int load(struct config *c, const char *text, size_t len, bool checked)
     struct seen s = { .prefix = "zoo.cfg:", .lines = physical_lines(text, len) };
     config_defaults(c);
     int rc = config_parse_text(c, text, len, NULL, checked ? on_report : NULL, &s);
-    FUZZ_CHECK(!checked || rc == (s.errors > 0 ? -1 : 0));
+    BASE_ASSERT(!checked || rc == (s.errors > 0 ? -1 : 0));
     (void)strings_plain(c); /* every string field NUL-terminated */
     s = (struct seen){ .prefix = "larchd: ", .at_server_lines = true };
     int frc = config_finish(c, checked ? on_report : NULL, &s);
-    FUZZ_CHECK(!checked || frc == (s.errors > 0 ? -1 : 0));
+    BASE_ASSERT(!checked || frc == (s.errors > 0 ? -1 : 0));
     return rc == 0 && frc == 0 ? 0 : -1;
 }
 
@@ -132,15 +132,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static struct config c, c2;
     char *text = (char *)fuzz_dup(data, size);
     int rc = load(&c, text, size, true);
-    FUZZ_CHECK(load(&c2, text, size, false) == rc); /* the callback changes nothing */
+    BASE_ASSERT(load(&c2, text, size, false) == rc); /* the callback changes nothing */
     size_t n, n2;
     check_format(&c, full, &n);
     if (rc == 0) {
         check_finished(&c);
         if (strings_plain(&c)) {
-            FUZZ_CHECK(load(&c2, full, n, true) == 0);
+            BASE_ASSERT(load(&c2, full, n, true) == 0);
             check_format(&c2, again, &n2);
-            FUZZ_CHECK(n2 == n && memcmp(full, again, n) == 0);
+            BASE_ASSERT(n2 == n && memcmp(full, again, n) == 0);
         }
     }
     free(text);

@@ -43,14 +43,11 @@
 #define CONNS_MAX 6
 #define MAX_BUFFER 8192 /* jute.maxbuffer: small, so every bound is reachable */
 
-struct script {
-    const uint8_t *p;
-    size_t n, off;
-};
-
-static int take(struct script *s)
+/* The script is read with base's bounded reader; its end is the end of the
+ * run, not an error. The next byte, or -1 at the end. */
+static int take(struct base_rd *s)
 {
-    return s->off < s->n ? s->p[s->off++] : -1;
+    return base_rd_left(s) > 0 ? base_rd_u8(s) : -1;
 }
 
 struct world {
@@ -100,9 +97,9 @@ static void check_budget(struct world *w)
 {
     struct dp_stats st;
     dp_get_stats(w->dp, &st);
-    FUZZ_CHECK(st.buffered_bytes < ((uint64_t)1 << 40)); /* a wrapped subtraction */
-    FUZZ_CHECK(st.outstanding < ((uint64_t)1 << 30));
-    FUZZ_CHECK(st.connections <= CONNS_MAX);
+    BASE_ASSERT(st.buffered_bytes < ((uint64_t)1 << 40)); /* a wrapped subtraction */
+    BASE_ASSERT(st.outstanding < ((uint64_t)1 << 30));
+    BASE_ASSERT(st.connections <= CONNS_MAX);
 }
 
 static void discard(void *arg, struct seq_out *o)
@@ -135,7 +132,7 @@ static void world_close(struct world *w)
     dp_test_close_all(w->dp, 0);
     struct dp_stats st;
     dp_get_stats(w->dp, &st);
-    FUZZ_CHECK(st.connections == 0 && st.buffered_bytes == 0 && st.outstanding == 0 &&
+    BASE_ASSERT(st.connections == 0 && st.buffered_bytes == 0 && st.outstanding == 0 &&
                st.throttled_connections == 0);
     dp_free(w->dp);
     reset_sequencer();
@@ -143,10 +140,10 @@ static void world_close(struct world *w)
     rcu_read_lock();
     tree_stats(g_tree, &ts);
     rcu_read_unlock();
-    FUZZ_CHECK(ts.session_count == 0 && ts.ephemeral_count == 0);
+    BASE_ASSERT(ts.session_count == 0 && ts.ephemeral_count == 0);
 }
 
-static void op_open(struct world *w, struct script *s)
+static void op_open(struct world *w, struct base_rd *s)
 {
     int flags = take(s);
     if (w->nfds == CONNS_MAX || flags < 0)
@@ -163,7 +160,7 @@ static void op_open(struct world *w, struct script *s)
     w->fds[w->nfds++] = sv[0];
 }
 
-static int pick(struct world *w, struct script *s)
+static int pick(struct world *w, struct base_rd *s)
 {
     int k = take(s);
     if (k < 0 || w->nfds == 0)
@@ -178,27 +175,26 @@ static void send_some(int fd, const void *p, size_t n)
     (void)k; /* a full socket or a closed server end is part of the game */
 }
 
-static void op_raw(struct world *w, struct script *s)
+static void op_raw(struct world *w, struct base_rd *s)
 {
     int fd = pick(w, s);
     int len = take(s);
     if (fd < 0 || len < 0)
         return;
-    size_t n = (size_t)len <= s->n - s->off ? (size_t)len : s->n - s->off;
-    send_some(fd, s->p + s->off, n);
-    s->off += n;
+    size_t n = (size_t)len <= base_rd_left(s) ? (size_t)len : base_rd_left(s);
+    send_some(fd, base_rd_take(s, n), n);
 }
 
 /* A path from the input: "/", or /a, /a/b... from a small alphabet, so
  * requests meet each other's nodes. */
-static void put_path(struct zk_wbuf *b, struct script *s)
+static void put_path(struct zk_wbuf *b, struct base_rd *s)
 {
     static const char *const paths[] = { "/", "/a", "/a/b", "/c", "/zookeeper", "/a/b/c", "/d", "" };
     int k = take(s);
     zk_put_str(b, zk_str_c(paths[(k < 0 ? 0 : k) % 8]));
 }
 
-static void put_acl(struct zk_wbuf *b, struct script *s)
+static void put_acl(struct zk_wbuf *b, struct base_rd *s)
 {
     int k = take(s);
     zk_put_i32(b, 1);
@@ -220,7 +216,7 @@ static void put_data(struct zk_wbuf *b, int n)
 }
 
 /* One request body by op; returns the op or -1 for the ConnectRequest. */
-static int32_t build_request(struct zk_wbuf *b, struct script *s, int kind)
+static int32_t build_request(struct zk_wbuf *b, struct base_rd *s, int kind)
 {
     static const int32_t ops[] = { ZK_OP_GETDATA, ZK_OP_EXISTS, ZK_OP_GETCHILDREN2, ZK_OP_CREATE,
                                    ZK_OP_SETDATA, ZK_OP_DELETE, ZK_OP_ADDWATCH, ZK_OP_AUTH,
@@ -274,7 +270,7 @@ static int32_t build_request(struct zk_wbuf *b, struct script *s, int kind)
     return op;
 }
 
-static void op_frame(struct world *w, struct script *s)
+static void op_frame(struct world *w, struct base_rd *s)
 {
     int fd = pick(w, s);
     int kind = take(s);
@@ -303,7 +299,7 @@ static void op_frame(struct world *w, struct script *s)
     zk_wbuf_free(&b);
 }
 
-static void op_drain(struct world *w, struct script *s)
+static void op_drain(struct world *w, struct base_rd *s)
 {
     int fd = pick(w, s);
     uint8_t buf[65536];
@@ -327,7 +323,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
                             .inline_rounds = true, .clock_ms = seq_clock,
                             .passwd_key_set = true }; /* a zero key: same passwords each run */
     g_seq = g_tree ? seq_new(g_tree, &scfg, 1) : NULL;
-    FUZZ_CHECK(g_tree != NULL && g_seq != NULL);
+    BASE_ASSERT(g_tree != NULL && g_seq != NULL);
     atexit(teardown);
     return 0;
 }
@@ -336,7 +332,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct world w;
     world_open(&w);
-    struct script s = { data, size, 0 };
+    struct base_rd s;
+    base_rd_init(&s, data, size);
     for (int steps = 0; steps < 512; steps++) {
         int op = take(&s);
         if (op < 0)

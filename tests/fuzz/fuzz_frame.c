@@ -29,10 +29,10 @@ static void check_path(struct zk_str s)
     char *p = (char *)fuzz_dup(s.ptr, (size_t)s.len);
     size_t n = (size_t)s.len;
     if (zk_path_validate(p, n) == ZK_OK) {
-        FUZZ_CHECK(p[0] == '/' && memchr(p, '\0', n) == NULL && memmem(p, n, "//", 2) == NULL);
-        FUZZ_CHECK(n == 1 || p[n - 1] != '/');
+        BASE_ASSERT(p[0] == '/' && memchr(p, '\0', n) == NULL && memmem(p, n, "//", 2) == NULL);
+        BASE_ASSERT(n == 1 || p[n - 1] != '/');
         const char *last = memrchr(p, '/', n);
-        FUZZ_CHECK(zk_path_validate(p, last == p ? 1 : (size_t)(last - p)) == ZK_OK);
+        BASE_ASSERT(zk_path_validate(p, last == p ? 1 : (size_t)(last - p)) == ZK_OK);
     }
     free(p);
 }
@@ -62,22 +62,22 @@ static void check_acl(const struct zk_aclvec *v)
     for (int k = 0; k < 2 && checks_on; k++) {
         struct tree_acl *a, *b;
         struct zk_wbuf w;
-        struct zk_rbuf r;
+        struct base_rd r;
         struct zk_aclvec v2;
         int rc = tree_acl_from_request(v, &auths[k], &a);
-        FUZZ_CHECK(rc == ZK_OK || rc == ZK_EINVALIDACL || rc == ZK_EMARSHALLINGERROR);
+        BASE_ASSERT(rc == ZK_OK || rc == ZK_EINVALIDACL || rc == ZK_EMARSHALLINGERROR);
         if (rc != ZK_OK)
             continue;
-        FUZZ_CHECK(a->count >= 1 && a->count <= TREE_ACL_MAX);
+        BASE_ASSERT(a->count >= 1 && a->count <= TREE_ACL_MAX);
         for (int32_t i = 0; i < a->count; i++) {
             const char *sc = a->items[i].scheme, *id = a->items[i].id;
-            FUZZ_CHECK(!strcmp(sc, "digest") || !strcmp(sc, "ip") || !strcmp(id, "anyone"));
+            BASE_ASSERT(!strcmp(sc, "digest") || !strcmp(sc, "ip") || !strcmp(id, "anyone"));
         }
         zk_wbuf_init(&w);
         tree_acl_put(&w, a);
-        zk_rbuf_init(&r, w.p, w.len);
-        FUZZ_CHECK(!w.err && zk_get_aclvec(&r, &v2) && zk_rbuf_left(&r) == 0);
-        FUZZ_CHECK(tree_acl_from_request(&v2, &auths[k], &b) == ZK_OK && acl_in(a, b) &&
+        base_rd_init(&r, w.p, w.len);
+        BASE_ASSERT(!w.err && zk_get_aclvec(&r, &v2) && base_rd_left(&r) == 0);
+        BASE_ASSERT(tree_acl_from_request(&v2, &auths[k], &b) == ZK_OK && acl_in(a, b) &&
                    acl_in(b, a));
         tree_acl_unref(a);
         tree_acl_unref(b);
@@ -118,11 +118,11 @@ union rec {
         return true;                                                                         \
     } while (0)
 
-static bool multi(int32_t op, struct zk_rbuf *r, struct zk_wbuf *w);
+static bool multi(int32_t op, struct base_rd *r, struct zk_wbuf *w);
 
 /* Decodes op's body from r and appends its re-encoding to w. False when the
  * body does not decode or op has no body decoder (larchd refuses those). */
-static bool codec(int32_t op, struct zk_rbuf *r, struct zk_wbuf *w)
+static bool codec(int32_t op, struct base_rd *r, struct zk_wbuf *w)
 {
     union rec u;
     bool ttl = op == ZK_OP_CREATETTL, v2 = op == ZK_OP_SETWATCHES2;
@@ -166,7 +166,7 @@ static bool codec(int32_t op, struct zk_rbuf *r, struct zk_wbuf *w)
 /* (MultiHeader, body)* up to a header with done set, with the sub-ops
  * larchd reads there: multiRead's getData/getChildren (reads.c), multi's
  * writes (sequencer.c decode_one). */
-static bool multi(int32_t op, struct zk_rbuf *r, struct zk_wbuf *w)
+static bool multi(int32_t op, struct base_rd *r, struct zk_wbuf *w)
 {
     for (int n = 0; n <= TREE_MULTI_OPS_MAX; n++) {
         struct zk_multi_header h;
@@ -186,21 +186,21 @@ static bool multi(int32_t op, struct zk_rbuf *r, struct zk_wbuf *w)
 
 static void roundtrip(int32_t op, const uint8_t *body, size_t len)
 {
-    struct zk_rbuf r;
+    struct base_rd r;
     struct zk_wbuf e1, e2;
-    zk_rbuf_init(&r, body, len);
+    base_rd_init(&r, body, len);
     zk_wbuf_init(&e1);
     zk_wbuf_init(&e2);
     checks_on = true;
     bool ok = codec(op, &r, &e1);
     checks_on = false;
-    FUZZ_CHECK(r.off <= len);
+    BASE_ASSERT(r.pos <= len);
     if (ok) {
-        FUZZ_CHECK(!r.err && !e1.err && e1.len == r.off);
+        BASE_ASSERT(!r.err && !e1.err && e1.len == r.pos);
         uint8_t *copy = fuzz_dup(e1.p, e1.len);
-        zk_rbuf_init(&r, copy, e1.len);
-        FUZZ_CHECK(codec(op, &r, &e2) && zk_rbuf_left(&r) == 0 && !e2.err);
-        FUZZ_CHECK(e2.len == e1.len && (e1.len == 0 || memcmp(e1.p, e2.p, e1.len) == 0));
+        base_rd_init(&r, copy, e1.len);
+        BASE_ASSERT(codec(op, &r, &e2) && base_rd_left(&r) == 0 && !e2.err);
+        BASE_ASSERT(e2.len == e1.len && (e1.len == 0 || memcmp(e1.p, e2.p, e1.len) == 0));
         free(copy);
     }
     zk_wbuf_free(&e1);
@@ -209,13 +209,13 @@ static void roundtrip(int32_t op, const uint8_t *body, size_t len)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    struct zk_rbuf r;
+    struct base_rd r;
     struct zk_request_header h;
     roundtrip(OP_CONNECT, data, size);
-    zk_rbuf_init(&r, data, size);
+    base_rd_init(&r, data, size);
     if (zk_get_request_header(&r, &h)) {
-        FUZZ_CHECK(zk_op_name(h.type) != NULL && zk_op_name(h.type)[0] != '\0');
-        roundtrip(h.type, data + r.off, size - r.off);
+        BASE_ASSERT(zk_op_name(h.type) != NULL && zk_op_name(h.type)[0] != '\0');
+        roundtrip(h.type, data + r.pos, size - r.pos);
     }
     return 0;
 }

@@ -31,14 +31,14 @@ static void check_fresh(const struct tree *t)
 {
     struct tree_stats st;
     tree_stats(t, &st);
-    FUZZ_CHECK(st.node_count == 4 && st.session_count == 0 && st.ephemeral_count == 0);
-    FUZZ_CHECK(st.last_zxid == 0 && tree_digest(t) == fresh_digest);
+    BASE_ASSERT(st.node_count == 4 && st.session_count == 0 && st.ephemeral_count == 0);
+    BASE_ASSERT(st.last_zxid == 0 && tree_digest(t) == fresh_digest);
 }
 
 static void new_fresh(void)
 {
     fresh = tree_new();
-    FUZZ_CHECK(fresh != NULL);
+    BASE_ASSERT(fresh != NULL);
     if (fresh_digest == 0)
         fresh_digest = tree_digest(fresh);
     check_fresh(fresh);
@@ -48,24 +48,24 @@ static void check_loaded(const struct tree *t, const struct tree_snap_info *in, 
 {
     struct tree_stats st;
     tree_stats(t, &st);
-    FUZZ_CHECK(in->size_bytes == len && tree_digest(t) == in->digest);
-    FUZZ_CHECK((uint64_t)st.node_count == in->node_count);
-    FUZZ_CHECK((uint64_t)st.session_count == in->session_count);
-    FUZZ_CHECK(tree_last_zxid(t) == in->zxid_start);
+    BASE_ASSERT(in->size_bytes == len && tree_digest(t) == in->digest);
+    BASE_ASSERT((uint64_t)st.node_count == in->node_count);
+    BASE_ASSERT((uint64_t)st.session_count == in->session_count);
+    BASE_ASSERT(tree_last_zxid(t) == in->zxid_start);
 
-    struct fuzz_mem m = { NULL, 0 };
+    struct base_buf m = { 0 };
     struct tree_snap_info out, again;
-    FUZZ_CHECK(tree_snapshot_write(t, fuzz_mem_out, &m, &out) == 0);
-    FUZZ_CHECK(out.size_bytes == m.len && m.len == len && out.digest == in->digest);
-    FUZZ_CHECK(out.node_count == in->node_count && out.session_count == in->session_count);
-    FUZZ_CHECK(out.zxid_start == in->zxid_start);
-    uint8_t *exact = fuzz_dup(m.p, m.len);
+    BASE_ASSERT(tree_snapshot_write(t, fuzz_mem_out, &m, &out) == 0);
+    BASE_ASSERT(out.size_bytes == m.len && m.len == len && out.digest == in->digest);
+    BASE_ASSERT(out.node_count == in->node_count && out.session_count == in->session_count);
+    BASE_ASSERT(out.zxid_start == in->zxid_start);
+    uint8_t *exact = fuzz_dup(m.data, m.len);
     struct tree *t2 = tree_new();
-    FUZZ_CHECK(t2 != NULL && tree_snapshot_load(t2, exact, m.len, &again) == 0);
-    FUZZ_CHECK(again.digest == in->digest && tree_digest(t2) == in->digest);
+    BASE_ASSERT(t2 != NULL && tree_snapshot_load(t2, exact, m.len, &again) == 0);
+    BASE_ASSERT(again.digest == in->digest && tree_digest(t2) == in->digest);
     tree_free(t2);
     free(exact);
-    free(m.p);
+    base_buf_free(&m);
 }
 
 static bool documented(int rc)
@@ -86,13 +86,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = size - 1;
     uint8_t *snap = fuzz_dup(data + 1, len);
     if ((data[0] & 1) && len >= 4) {
-        uint32_t crc = tree_crc32c(0, snap, len - 4);
-        for (int i = 0; i < 4; i++)
-            snap[len - 4 + i] = (uint8_t)(crc >> (8 * i)); /* little-endian, as tree.h says */
+        /* little-endian, as tree.h says */
+        base_put_le32(snap + len - 4, base_crc32c(0, snap, len - 4));
     }
     struct tree_snap_info info;
     int rc = tree_snapshot_load(fresh, snap, len, &info);
-    FUZZ_CHECK(rc == 0 || (documented(rc) && rc != TREE_SNAP_ENOTFRESH));
+    BASE_ASSERT(rc == 0 || (documented(rc) && rc != TREE_SNAP_ENOTFRESH));
     if (rc == 0) {
         check_loaded(fresh, &info, len);
         tree_free(fresh);

@@ -26,14 +26,6 @@
 #define SEGS_MAX 4
 #define FIRST_ZXID_AT 24 /* 16-byte segment header, then length and CRC */
 
-static uint64_t be(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
 static bool acl_equal(const struct tree_acl *a, const struct tree_acl *b)
 {
     if (a == NULL || b == NULL || a->count != b->count)
@@ -60,22 +52,22 @@ static bool op_equal(const struct txn_op *a, const struct txn_op *b)
 /* x was decoded from len bytes. */
 static void check_txn(const struct txn *x, size_t len)
 {
-    struct txnlog_buf b1 = { 0 }, b2 = { 0 };
+    struct base_buf b1 = { 0 }, b2 = { 0 };
     struct txn y;
     for (uint32_t i = 0; i < x->nops; i++)
-        FUZZ_CHECK((x->ops[i].data != NULL) == (x->ops[i].data_len >= 0));
-    FUZZ_CHECK(txn_encode(&b1, x) == 0 && b1.len <= len);
-    uint8_t *exact = fuzz_dup(b1.p, b1.len);
-    FUZZ_CHECK(txn_decode(exact, b1.len, &y) == 0);
-    FUZZ_CHECK(y.zxid == x->zxid && y.session_id == x->session_id && y.cxid == x->cxid &&
+        BASE_ASSERT((x->ops[i].data != NULL) == (x->ops[i].data_len >= 0));
+    BASE_ASSERT(txn_encode(&b1, x) == 0 && b1.len <= len);
+    uint8_t *exact = fuzz_dup(b1.data, b1.len);
+    BASE_ASSERT(txn_decode(exact, b1.len, &y) == 0);
+    BASE_ASSERT(y.zxid == x->zxid && y.session_id == x->session_id && y.cxid == x->cxid &&
                y.time_ms == x->time_ms && y.type == x->type && y.nops == x->nops);
     for (uint32_t i = 0; i < x->nops; i++)
-        FUZZ_CHECK(op_equal(&x->ops[i], &y.ops[i]));
-    FUZZ_CHECK(txn_encode(&b2, &y) == 0 && b2.len == b1.len && !memcmp(b1.p, b2.p, b1.len));
+        BASE_ASSERT(op_equal(&x->ops[i], &y.ops[i]));
+    BASE_ASSERT(txn_encode(&b2, &y) == 0 && b2.len == b1.len && !memcmp(b1.data, b2.data, b1.len));
     txn_free(&y);
     free(exact);
-    free(b1.p);
-    free(b2.p);
+    base_buf_free(&b1);
+    base_buf_free(&b2);
 }
 
 struct seen {
@@ -86,7 +78,7 @@ struct seen {
 static int on_txn(void *arg, struct txn *x)
 {
     struct seen *s = arg;
-    FUZZ_CHECK(x->zxid > s->from && (s->n == 0 || x->zxid > s->last));
+    BASE_ASSERT(x->zxid > s->from && (s->n == 0 || x->zxid > s->last));
     check_txn(x, TXNLOG_RECORD_BYTES_MAX);
     s->last = x->zxid;
     s->n++;
@@ -96,10 +88,10 @@ static int on_txn(void *arg, struct txn *x)
 static void fix_crcs(uint8_t *seg, size_t len)
 {
     for (size_t off = 16, plen; off <= len && len - off >= 8; off += 8 + plen) {
-        plen = (size_t)be(seg + off, 4);
+        plen = (size_t)base_get_be32(seg + off);
         if (plen > len - off - 8)
             return;
-        uint32_t crc = txnlog_crc32c(0, seg + off + 8, plen);
+        uint32_t crc = base_crc32c(0, seg + off + 8, plen);
         for (int i = 0; i < 4; i++)
             seg[off + 4 + i] = (uint8_t)(crc >> (24 - 8 * i));
     }
@@ -122,12 +114,12 @@ static int store_log(struct storage *st, uint8_t *p, size_t len, uint8_t mode, s
             fix_crcs(p + start, end - start);
         bool named = !(mode & 8) && end - start >= FIRST_ZXID_AT + 8;
         snprintf(pc[k].path, sizeof pc[k].path, "log/log.%llx",
-                 named ? (unsigned long long)be(p + start + FIRST_ZXID_AT, 8) : k + 1ull);
+                 named ? (unsigned long long)base_get_be64(p + start + FIRST_ZXID_AT) : k + 1ull);
         pc[k].p = p + start;
         pc[k].n = end - start;
         struct storage_file *f;
-        FUZZ_CHECK(storage_open(st, pc[k].path, STORAGE_CREATE, &f) == 0);
-        FUZZ_CHECK(storage_pwrite(f, pc[k].p, pc[k].n, 0) == 0 && storage_close(f) == 0);
+        BASE_ASSERT(storage_open(st, pc[k].path, STORAGE_CREATE, &f) == 0);
+        BASE_ASSERT(storage_pwrite(f, pc[k].p, pc[k].n, 0) == 0 && storage_close(f) == 0);
         for (int j = 0; j < k; j++)
             if (strcmp(pc[j].path, pc[k].path) == 0)
                 pc[j].n = 0; /* overwritten: nothing of it left to check */
@@ -139,9 +131,9 @@ static int store_log(struct storage *st, uint8_t *p, size_t len, uint8_t mode, s
 static bool frame_after(const uint8_t *b, size_t len, size_t from)
 {
     for (size_t off = from; off + 8 <= len; off++) {
-        uint64_t plen = be(b + off, 4);
+        uint64_t plen = base_get_be32(b + off);
         if (plen >= 36 && plen <= len - off - 8 &&
-            txnlog_crc32c(0, b + off + 8, plen) == (uint32_t)be(b + off + 4, 4))
+            base_crc32c(0, b + off + 8, plen) == (uint32_t)base_get_be32(b + off + 4))
             return true;
     }
     return false;
@@ -166,17 +158,17 @@ static bool check_repair(struct storage *st, const struct piece *pc, int k, uint
         if (pc[i].n == 0)
             continue;
         bool kept = storage_open(st, pc[i].path, 0, &f) == 0;
-        FUZZ_CHECK(!kept || (storage_size(f, &size) == 0 && size <= pc[i].n));
+        BASE_ASSERT(!kept || (storage_size(f, &size) == 0 && size <= pc[i].n));
         if (size < pc[i].n)
-            FUZZ_CHECK(!frame_after(pc[i].p, pc[i].n, size == 0 ? 0 : size + 1));
+            BASE_ASSERT(!frame_after(pc[i].p, pc[i].n, size == 0 ? 0 : size + 1));
         dropped |= !kept;
         int64_t zxid = (int64_t)strtoull(pc[i].path + 8, NULL, 16);
         if (kept && (!found || zxid > newest) && storage_pread(f, h, 16, 0, &got) == 0 && got == 16) {
             found = true;
             newest = zxid;
-            *db = be(h + 8, 8);
+            *db = base_get_be64(h + 8);
         }
-        FUZZ_CHECK(!kept || storage_close(f) == 0);
+        BASE_ASSERT(!kept || storage_close(f) == 0);
     }
     return dropped;
 }
@@ -193,7 +185,7 @@ static void append_one(struct storage *st, const struct txnlog_replay_stats *r, 
     struct txnlog *log;
     struct seen s = { .from = from };
     int rc = txnlog_open(st, "log", &o, &log);
-    FUZZ_CHECK(rc <= 0);
+    BASE_ASSERT(rc <= 0);
     if (rc != 0)
         return;
     int64_t last = txnlog_durable_zxid(log) > from ? txnlog_durable_zxid(log) : from;
@@ -201,11 +193,11 @@ static void append_one(struct storage *st, const struct txnlog_replay_stats *r, 
                          .data_len = -1 };
     bool room = last < INT64_MAX; /* a log may end at the last zxid there is */
     struct txn x = { .zxid = room ? last + 1 : last, .type = TXN_CLOSE_SESSION, .nops = 1, .ops = &op };
-    FUZZ_CHECK(!room || (txnlog_append(log, &x) == 0 && txnlog_sync(log) == 0));
+    BASE_ASSERT(!room || (txnlog_append(log, &x) == 0 && txnlog_sync(log) == 0));
     txnlog_close(log);
     struct txnlog_replay_stats r3;
-    FUZZ_CHECK(txnlog_replay(st, "log", from, on_txn, &s, &r3) == 0 && r3.torn_bytes == 0);
-    FUZZ_CHECK(!room || (r3.last_zxid == x.zxid && r3.records == r->records + 1));
+    BASE_ASSERT(txnlog_replay(st, "log", from, on_txn, &s, &r3) == 0 && r3.torn_bytes == 0);
+    BASE_ASSERT(!room || (r3.last_zxid == x.zxid && r3.records == r->records + 1));
 }
 
 static void replay(const uint8_t *data, size_t len, uint8_t mode)
@@ -213,18 +205,19 @@ static void replay(const uint8_t *data, size_t len, uint8_t mode)
     uint8_t *p = fuzz_dup(data, len);
     struct piece pc[SEGS_MAX];
     struct storage *st = storage_mem_new();
-    FUZZ_CHECK(st != NULL);
+    BASE_ASSERT(st != NULL);
     int k = store_log(st, p, len, mode, pc);
-    int64_t from = (mode & 4) && len >= FIRST_ZXID_AT + 8 ? (int64_t)be(p + FIRST_ZXID_AT, 8) : 0;
+    int64_t from =
+        (mode & 4) && len >= FIRST_ZXID_AT + 8 ? (int64_t)base_get_be64(p + FIRST_ZXID_AT) : 0;
     struct seen s1 = { .from = from }, s2 = { .from = from };
     struct txnlog_replay_stats r1, r2;
     int rc = txnlog_replay(st, "log", from, on_txn, &s1, &r1);
-    FUZZ_CHECK(rc == 0 || rc == TXNLOG_ECORRUPT || rc == TXNLOG_EORDER);
-    FUZZ_CHECK(r1.records == s1.n && (rc != 0 || s1.n == 0 || r1.last_zxid == s1.last));
+    BASE_ASSERT(rc == 0 || rc == TXNLOG_ECORRUPT || rc == TXNLOG_EORDER);
+    BASE_ASSERT(r1.records == s1.n && (rc != 0 || s1.n == 0 || r1.last_zxid == s1.last));
     uint64_t db = 0;
     if (rc == 0 && !check_repair(st, pc, k, &db)) {
-        FUZZ_CHECK(txnlog_replay(st, "log", from, on_txn, &s2, &r2) == 0);
-        FUZZ_CHECK(r2.torn_bytes == 0 && r2.records == r1.records && r2.last_zxid == r1.last_zxid);
+        BASE_ASSERT(txnlog_replay(st, "log", from, on_txn, &s2, &r2) == 0);
+        BASE_ASSERT(r2.torn_bytes == 0 && r2.records == r1.records && r2.last_zxid == r1.last_zxid);
         append_one(st, &r1, from, db);
     }
     storage_destroy(st);
@@ -241,7 +234,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     struct txn x;
     int rc = txn_decode(data + 1, size - 1, &x);
-    FUZZ_CHECK(rc == 0 || (rc == -EBADMSG && x.nops == 0 && x.ops == NULL));
+    BASE_ASSERT(rc == 0 || (rc == -EBADMSG && x.nops == 0 && x.ops == NULL));
     if (rc == 0)
         check_txn(&x, size - 1);
     txn_free(&x);

@@ -27,12 +27,12 @@ static const char *out_dir;
 static void emit(const char *target, const char *name, const void *p, size_t len)
 {
     char path[4096];
-    FUZZ_CHECK(mkdir(out_dir, 0755) == 0 || errno == EEXIST);
+    BASE_ASSERT(mkdir(out_dir, 0755) == 0 || errno == EEXIST);
     snprintf(path, sizeof path, "%s/%s", out_dir, target);
-    FUZZ_CHECK(mkdir(path, 0755) == 0 || errno == EEXIST);
+    BASE_ASSERT(mkdir(path, 0755) == 0 || errno == EEXIST);
     snprintf(path, sizeof path, "%s/%s/%s", out_dir, target, name);
     FILE *f = fopen(path, "wb");
-    FUZZ_CHECK(f != NULL && fwrite(p, 1, len, f) == len && fclose(f) == 0);
+    BASE_ASSERT(f != NULL && fwrite(p, 1, len, f) == len && fclose(f) == 0);
 }
 
 /* Writes mode byte + bytes. */
@@ -40,7 +40,7 @@ static void emit_mode(const char *target, const char *name, uint8_t mode, const 
                       size_t len)
 {
     uint8_t *b = malloc(len + 1);
-    FUZZ_CHECK(b != NULL);
+    BASE_ASSERT(b != NULL);
     b[0] = mode;
     memcpy(b + 1, p, len);
     emit(target, name, b, len + 1);
@@ -78,7 +78,7 @@ static void frame_start(int32_t xid, int32_t op)
 
 static void frame_emit(const char *name)
 {
-    FUZZ_CHECK(!fw.err);
+    BASE_ASSERT(!fw.err);
     emit("fuzz_frame", name, fw.p, fw.len);
 }
 
@@ -194,17 +194,16 @@ struct gen {
     int64_t zxid, now_ms;
     int32_t cxid;
     struct txnlog *log;
-    struct txnlog_buf seq; /* [u16 length][txn]...: fuzz_apply's input */
+    struct base_buf seq; /* [u16 length][txn]...: fuzz_apply's input */
 };
 
-static void seq_add(struct txnlog_buf *s, const struct txnlog_buf *b)
+static void seq_add(struct base_buf *s, const struct base_buf *b)
 {
-    s->p = realloc(s->p, s->len + 2 + b->len);
-    FUZZ_CHECK(s->p != NULL && b->len <= 0xffff);
-    s->p[s->len] = (uint8_t)(b->len >> 8);
-    s->p[s->len + 1] = (uint8_t)b->len;
-    memcpy(s->p + s->len + 2, b->p, b->len);
-    s->len += 2 + b->len;
+    BASE_ASSERT(b->len <= 0xffff);
+    int rc = base_buf_put_be16(s, (uint16_t)b->len);
+    if (rc == 0)
+        rc = base_buf_append(s, b->data, b->len);
+    BASE_ASSERT(rc == 0);
 }
 
 /* Preps q as session would send it, emits the txn, applies and logs it. */
@@ -214,18 +213,18 @@ static void run(struct gen *g, const char *name, int64_t session, struct tree_re
     struct txn x = { .zxid = g->zxid + 1, .session_id = session, .cxid = ++g->cxid,
                      .time_ms = g->now_ms += 1000 };
     int err = tree_prep(g->t, &cfg, &q, &bob_auth, &x);
-    FUZZ_CHECK(x.nops > 0);
-    struct txnlog_buf b = { 0 };
-    FUZZ_CHECK(txn_encode(&b, &x) == 0);
+    BASE_ASSERT(x.nops > 0);
+    struct base_buf b = { 0 };
+    BASE_ASSERT(txn_encode(&b, &x) == 0);
     char file[64];
     snprintf(file, sizeof file, "txn-%s", name);
-    emit_mode("fuzz_txnlog", file, 0, b.p, b.len);
+    emit_mode("fuzz_txnlog", file, 0, b.data, b.len);
     seq_add(&g->seq, &b);
-    free(b.p);
+    base_buf_free(&b);
     if (err == ZK_OK) {
         g->zxid++;
-        FUZZ_CHECK(tree_apply(g->t, &x, NULL, NULL, NULL) == ZK_OK);
-        FUZZ_CHECK(txnlog_append(g->log, &x) == 0 && txnlog_sync(g->log) == 0);
+        BASE_ASSERT(tree_apply(g->t, &x, NULL, NULL, NULL) == ZK_OK);
+        BASE_ASSERT(txnlog_append(g->log, &x) == 0 && txnlog_sync(g->log) == 0);
     }
     tree_prep_reset(g->t);
     txn_free(&x);
@@ -290,7 +289,7 @@ struct seg_names {
 static int add_name(void *arg, const char *name)
 {
     struct seg_names *s = arg;
-    FUZZ_CHECK(s->n < 64);
+    BASE_ASSERT(s->n < 64);
     snprintf(s->names[s->n++], sizeof s->names[0], "%s", name);
     return 0;
 }
@@ -306,9 +305,9 @@ static int by_zxid(const void *a, const void *b)
 static size_t log_bytes(struct storage *st, uint8_t **out)
 {
     struct seg_names s = { .n = 0 };
-    FUZZ_CHECK(storage_list(st, "log", add_name, &s) == 0 && s.n > 1);
+    BASE_ASSERT(storage_list(st, "log", add_name, &s) == 0 && s.n > 1);
     qsort(s.names, (size_t)s.n, sizeof s.names[0], by_zxid);
-    size_t len = 0;
+    size_t len = 0, cap = 0;
     *out = NULL;
     for (int i = 0; i < s.n; i++) {
         char path[128];
@@ -316,10 +315,10 @@ static size_t log_bytes(struct storage *st, uint8_t **out)
         uint64_t size;
         size_t got;
         snprintf(path, sizeof path, "log/%s", s.names[i]);
-        FUZZ_CHECK(storage_open(st, path, 0, &f) == 0 && storage_size(f, &size) == 0);
-        *out = realloc(*out, len + size);
-        FUZZ_CHECK(*out != NULL && storage_pread(f, *out + len, size, 0, &got) == 0);
-        FUZZ_CHECK(got == size && storage_close(f) == 0);
+        BASE_ASSERT(storage_open(st, path, 0, &f) == 0 && storage_size(f, &size) == 0);
+        BASE_ASSERT(base_grow(out, &cap, len + size, 1) == 0);
+        BASE_ASSERT(storage_pread(f, *out + len, size, 0, &got) == 0);
+        BASE_ASSERT(got == size && storage_close(f) == 0);
         len += size;
     }
     return len;
@@ -347,14 +346,14 @@ static void emit_logs(struct storage *st)
 
 static void emit_snapshot(const struct tree *t, const char *name)
 {
-    struct fuzz_mem m = { NULL, 0 };
+    struct base_buf m = { 0 };
     char file[64];
-    FUZZ_CHECK(tree_snapshot_write(t, fuzz_mem_out, &m, NULL) == 0);
+    BASE_ASSERT(tree_snapshot_write(t, fuzz_mem_out, &m, NULL) == 0);
     snprintf(file, sizeof file, "%s", name);
-    emit_mode("fuzz_snapshot", file, 0, m.p, m.len);
+    emit_mode("fuzz_snapshot", file, 0, m.data, m.len);
     snprintf(file, sizeof file, "%s-recrc", name);
-    emit_mode("fuzz_snapshot", file, 1, m.p, m.len);
-    free(m.p);
+    emit_mode("fuzz_snapshot", file, 1, m.data, m.len);
+    base_buf_free(&m);
 }
 
 /* A deep chain and a wide fan-out, with three sessions: shapes the loader's
@@ -365,7 +364,7 @@ static void build_shapes(void)
     struct gen g = { .t = tree_new(), .now_ms = T0_MS };
     struct txnlog_opts o = { .segment_bytes_max = 1 << 20, .prealloc_bytes = 256 };
     char path[256] = "";
-    FUZZ_CHECK(st != NULL && g.t != NULL && txnlog_open(st, "shapes", &o, &g.log) == 0);
+    BASE_ASSERT(st != NULL && g.t != NULL && txnlog_open(st, "shapes", &o, &g.log) == 0);
     for (int64_t sid = 1; sid <= 3; sid++) {
         struct tree_req q = { .type = ZK_OP_CREATESESSION, .u.session_timeout_ms = 6000 };
         run(&g, "shape-session", SID_A + sid, q);
@@ -381,8 +380,8 @@ static void build_shapes(void)
             create_req(ZK_OP_CREATE, path, "w", i % 3 == 0 ? ZK_EPHEMERAL : ZK_PERSISTENT));
     }
     emit_snapshot(g.t, "snap-deep-wide");
-    emit("fuzz_apply", "txns-deep-wide", g.seq.p, g.seq.len);
-    free(g.seq.p);
+    emit("fuzz_apply", "txns-deep-wide", g.seq.data, g.seq.len);
+    base_buf_free(&g.seq);
     txnlog_close(g.log);
     tree_free(g.t);
     storage_destroy(st);
@@ -393,15 +392,15 @@ static void trees_and_logs(void)
     struct storage *st = storage_mem_new();
     struct txnlog_opts o = { .db_id = 7, .segment_bytes_max = 600, .prealloc_bytes = 256 };
     struct gen g = { .t = tree_new(), .now_ms = T0_MS };
-    FUZZ_CHECK(st != NULL && g.t != NULL && txnlog_open(st, "log", &o, &g.log) == 0);
+    BASE_ASSERT(st != NULL && g.t != NULL && txnlog_open(st, "log", &o, &g.log) == 0);
     emit_snapshot(g.t, "snap-fresh");
     build_nodes(&g);
     emit_snapshot(g.t, "snap-nodes");
-    emit("fuzz_apply", "txns-nodes", g.seq.p, g.seq.len);
+    emit("fuzz_apply", "txns-nodes", g.seq.data, g.seq.len);
     change_nodes(&g);
     emit_snapshot(g.t, "snap-changed");
-    emit("fuzz_apply", "txns-changed", g.seq.p, g.seq.len);
-    free(g.seq.p);
+    emit("fuzz_apply", "txns-changed", g.seq.data, g.seq.len);
+    base_buf_free(&g.seq);
     txnlog_close(g.log);
     emit_logs(st);
     tree_free(g.t);

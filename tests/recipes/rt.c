@@ -72,13 +72,6 @@ int rt_delete_tree(struct larch *lh, const char *path)
     return rc == ZK_ENONODE ? ZK_OK : rc;
 }
 
-int64_t rt_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 void rt_sleep_ms(int64_t ms)
 {
     struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 };
@@ -95,7 +88,7 @@ char *rt_path(const char *parent, const char *name)
 
 bool rt_eventually(bool (*cond)(void *), void *arg)
 {
-    for (int64_t end = rt_now_ms() + RT_WAIT_MS; rt_now_ms() < end; rt_sleep_ms(5)) {
+    for (int64_t end = base_mono_ms() + RT_WAIT_MS; base_mono_ms() < end; rt_sleep_ms(5)) {
         if (cond(arg))
             return true;
     }
@@ -104,8 +97,8 @@ bool rt_eventually(bool (*cond)(void *), void *arg)
 
 bool rt_await_flag(atomic_bool *flag)
 {
-    for (int64_t end = rt_now_ms() + RT_WAIT_MS; !atomic_load(flag); rt_sleep_ms(2)) {
-        if (rt_now_ms() > end)
+    for (int64_t end = base_mono_ms() + RT_WAIT_MS; !atomic_load(flag); rt_sleep_ms(2)) {
+        if (base_mono_ms() > end)
             return false;
     }
     return true;
@@ -157,7 +150,7 @@ static void child_main(rt_child_fn child, void *arg, int fd)
     snprintf(line, sizeof line, "%s\n", report != NULL ? report : "!");
     if (write(fd, line, strlen(line)) != (ssize_t)strlen(line))
         _exit(2);
-    for (int64_t end = rt_now_ms() + RT_WAIT_MS; rt_now_ms() < end;) /* bounded */
+    for (int64_t end = base_mono_ms() + RT_WAIT_MS; base_mono_ms() < end;) /* bounded */
         rt_sleep_ms(100);
     _exit(1); /* the parent should have killed us long before */
 }
@@ -277,8 +270,8 @@ static void *consume(void *arg)
     void *q = NULL;
     c->rc = ops->open(c->lh, c->d->path, &q);
     int total = c->d->producers * c->d->items;
-    for (int64_t end = rt_now_ms() + RT_WAIT_MS;
-         c->rc == ZK_OK && atomic_load(&c->d->taken) < total && rt_now_ms() < end;) {
+    for (int64_t end = base_mono_ms() + RT_WAIT_MS;
+         c->rc == ZK_OK && atomic_load(&c->d->taken) < total && base_mono_ms() < end;) {
         char *data = NULL;
         int32_t len = -1;
         int priority = -1;

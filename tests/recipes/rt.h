@@ -35,8 +35,7 @@ char *rt_root(struct larch *lh, const char *name);
 /* Deletes path and everything under it; ZK_OK or the first error other
  * than ZK_ENONODE. */
 int rt_delete_tree(struct larch *lh, const char *path);
-/* Milliseconds on the monotonic clock. */
-int64_t rt_now_ms(void);
+/* Clocks: base_mono_ms (base/base.h, through client/larch.h). */
 /* Sleeps ms milliseconds. */
 void rt_sleep_ms(int64_t ms);
 

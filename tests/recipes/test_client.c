@@ -56,9 +56,9 @@ static void rec_watch(struct larch *lh, const struct larch_event *ev, void *ctx)
 /* Waits until r holds at least n events; returns how many it holds. */
 static int rec_wait(struct rec *r, int n, int64_t timeout_ms)
 {
-    int64_t end = rt_now_ms() + timeout_ms;
+    int64_t end = base_mono_ms() + timeout_ms;
     pthread_mutex_lock(&r->mu);
-    while (r->n < n && rt_now_ms() < end) {
+    while (r->n < n && base_mono_ms() < end) {
         pthread_mutex_unlock(&r->mu);
         rt_sleep_ms(5);
         pthread_mutex_lock(&r->mu);
@@ -305,9 +305,9 @@ static void test_reconnect_keeps_session_and_watches(void **state)
     assert_int_equal(larch_set(other, root, "x", 1, -1, NULL), ZK_OK);
     assert_int_equal(larch_wait_connected(lh, RT_WAIT_MS), ZK_OK);
     /* session events reach every watcher (seed 004); then the data change */
-    int64_t end = rt_now_ms() + RT_WAIT_MS;
+    int64_t end = base_mono_ms() + RT_WAIT_MS;
     int changed = -1;
-    for (int seen = 0; changed < 0 && rt_now_ms() < end;) {
+    for (int seen = 0; changed < 0 && base_mono_ms() < end;) {
         seen = rec_wait(&w, seen + 1, 100);
         for (int i = 0; i < seen && changed < 0; i++)
             changed = w.ev[i].type == ZK_EVENT_DATA_CHANGED ? i : -1;
@@ -356,8 +356,8 @@ static void test_session_handover_and_expiry(void **state)
     larch_detach(b); /* leave it to expire */
 
     struct larch *c = rt_open();
-    int64_t end = rt_now_ms() + RT_SESSION_TIMEOUT_MS * 4;
-    while (larch_exists(c, e, NULL, NULL, NULL) == ZK_OK && rt_now_ms() < end)
+    int64_t end = base_mono_ms() + RT_SESSION_TIMEOUT_MS * 4;
+    while (larch_exists(c, e, NULL, NULL, NULL) == ZK_OK && base_mono_ms() < end)
         rt_sleep_ms(100);
     assert_int_equal(larch_exists(c, e, NULL, NULL, NULL), ZK_ENONODE);
 
@@ -576,8 +576,8 @@ static void test_async_order_and_watch_before_reply(void **state)
     assert_int_equal(larch_adelete(lh, a, 99, async_done, &log), ZK_OK);
     assert_int_equal(larch_aexists(lh, "bad path", NULL, NULL, async_done, &log),
                      ZK_EBADARGUMENTS);
-    int64_t end = rt_now_ms() + RT_WAIT_MS;
-    while (rt_now_ms() < end) {
+    int64_t end = base_mono_ms() + RT_WAIT_MS;
+    while (base_mono_ms() < end) {
         pthread_mutex_lock(&log.mu);
         int n = log.n;
         pthread_mutex_unlock(&log.mu);

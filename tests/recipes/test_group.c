@@ -32,14 +32,14 @@ static bool has_member(const struct larch_strings *s, const char *name)
 static bool wait_members(struct group *g, int32_t count, const char *name, bool present,
                          int64_t timeout_ms)
 {
-    int64_t end = rt_now_ms() + timeout_ms;
+    int64_t end = base_mono_ms() + timeout_ms;
     for (;;) {
         struct larch_strings s;
         uint64_t gen = 0;
         assert_int_equal(group_members(g, &s, &gen), ZK_OK);
         bool ok = s.count == count && (name == NULL || has_member(&s, name) == present);
         larch_strings_free(&s);
-        int64_t left = end - rt_now_ms();
+        int64_t left = end - base_mono_ms();
         if (ok || left <= 0)
             return ok;
         int rc = group_wait_change(g, gen, (int32_t)left);

@@ -26,16 +26,8 @@ struct mem {
 static int mem_out(void *arg, const void *bytes, size_t len)
 {
     struct mem *m = arg;
-    if (m->len + len > m->cap) {
-        size_t ncap = m->cap > 0 ? m->cap * 2 : 1 << 20;
-        while (ncap < m->len + len)
-            ncap *= 2;
-        unsigned char *np = realloc(m->p, ncap);
-        if (np == NULL)
-            return -1;
-        m->p = np;
-        m->cap = ncap;
-    }
+    if (base_grow(&m->p, &m->cap, m->len + len, 1) != 0)
+        return -1;
     memcpy(m->p + m->len, bytes, len);
     m->len += len;
     return 0;
@@ -43,9 +35,7 @@ static int mem_out(void *arg, const void *bytes, size_t len)
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return (double)base_mono_ns() / 1e9;
 }
 
 static struct zk_acl world_all = { ZK_PERM_ALL, { { "world", 5 }, { "anyone", 6 } } };

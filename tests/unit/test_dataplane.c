@@ -139,11 +139,7 @@ struct rx {
 static void rx_poll(int fd, struct rx *r)
 {
     for (;;) {
-        if (r->cap - r->len < 65536) {
-            r->cap = r->cap ? r->cap * 2 : 131072;
-            r->buf = realloc(r->buf, r->cap);
-            assert_non_null(r->buf);
-        }
+        assert_int_equal(base_grow(&r->buf, &r->cap, r->len + 65536, 1), 0);
         ssize_t k = recv(fd, r->buf + r->len, r->cap - r->len, 0);
         if (k > 0) {
             r->len += (size_t)k;
@@ -156,23 +152,23 @@ static void rx_poll(int fd, struct rx *r)
 }
 
 /* Takes the next whole frame (without its length) into *body, or false. */
-static bool rx_frame(struct rx *r, struct zk_rbuf *body, uint8_t **owned)
+static bool rx_frame(struct rx *r, struct base_rd *body, uint8_t **owned)
 {
     if (r->len < 4)
         return false;
-    uint32_t n = (uint32_t)r->buf[0] << 24 | (uint32_t)r->buf[1] << 16 | (uint32_t)r->buf[2] << 8 | r->buf[3];
+    uint32_t n = base_get_be32(r->buf);
     if (r->len - 4 < n)
         return false;
     *owned = malloc(n ? n : 1);
     memcpy(*owned, r->buf + 4, n);
     memmove(r->buf, r->buf + 4 + n, r->len - 4 - n);
     r->len -= 4 + n;
-    zk_rbuf_init(body, *owned, n);
+    base_rd_init(body, *owned, n);
     return true;
 }
 
 /* Pumps the server until the client has a frame; fails after the bound. */
-static uint8_t *wait_frame(struct env *e, int fd, struct rx *r, struct zk_rbuf *body)
+static uint8_t *wait_frame(struct env *e, int fd, struct rx *r, struct base_rd *body)
 {
     uint8_t *owned = NULL;
     for (int i = 0; i < PASSES_MAX; i++) {
@@ -187,15 +183,13 @@ static uint8_t *wait_frame(struct env *e, int fd, struct rx *r, struct zk_rbuf *
 
 static bool wait_eof(struct env *e, int fd, struct rx *r, int64_t max_ms)
 {
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int64_t t0_ms = base_mono_ms();
     for (;;) {
         pump(e, 1);
         rx_poll(fd, r);
         if (r->eof)
             return true;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > max_ms)
+        if (base_mono_ms() - t0_ms > max_ms)
             return false;
         usleep(1000);
     }
@@ -296,7 +290,7 @@ static int session_open(struct env *e, struct rx *r)
     frame_connect(&w);
     send_wbuf(e, fd, &w);
     zk_wbuf_free(&w);
-    struct zk_rbuf body;
+    struct base_rd body;
     uint8_t *f = wait_frame(e, fd, r, &body);
     struct zk_connect_resp resp;
     assert_true(zk_get_connect_resp(&body, &resp));
@@ -309,7 +303,7 @@ static int session_open(struct env *e, struct rx *r)
 static struct zk_reply_header next_reply(struct env *e, int fd, struct rx *r, bool skip_events)
 {
     for (;;) {
-        struct zk_rbuf body;
+        struct base_rd body;
         uint8_t *f = wait_frame(e, fd, r, &body);
         struct zk_reply_header h;
         assert_true(zk_get_reply_header(&body, &h));
@@ -567,7 +561,7 @@ static void test_watch_events_respect_acl(void **state)
     for (int i = 0; i < 200 && !heard_open; i++) {
         pump(e, 1);
         rx_poll(anon, &ra);
-        struct zk_rbuf body;
+        struct base_rd body;
         uint8_t *f;
         while (rx_frame(&ra, &body, &f)) {
             struct zk_reply_header h;
@@ -614,7 +608,7 @@ static void test_auth_ip_and_long_password(void **state)
     zk_put_connect_req(&w, &q);
     zk_frame_end(&w, m);
     send_wbuf(e, fd2, &w);
-    struct zk_rbuf body;
+    struct base_rd body;
     uint8_t *f = wait_frame(e, fd2, &r2, &body);
     struct zk_connect_resp resp;
     assert_true(zk_get_connect_resp(&body, &resp));

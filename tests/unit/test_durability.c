@@ -42,10 +42,10 @@ static void count_reply(void *arg, struct seq_out *o)
 {
     struct node *n = arg;
     if (o->kind == SEQ_OUT_REPLY && o->frame != NULL) {
-        struct zk_rbuf r;
+        struct base_rd r;
         int32_t len;
         struct zk_reply_header h;
-        zk_rbuf_init(&r, o->frame, o->frame_len);
+        base_rd_init(&r, o->frame, o->frame_len);
         assert_true(zk_get_i32(&r, &len) && zk_get_reply_header(&r, &h));
         n->acks += h.err == ZK_OK;
     } else if (o->kind == SEQ_OUT_CONNECT) {

@@ -55,20 +55,20 @@ static uint8_t *dup_exact(const uint8_t *p, size_t n)
 }
 
 /* Checks w encoded cleanly, then points r at an exact-size copy of it. */
-static uint8_t *start_read(struct zk_rbuf *r, const struct zk_wbuf *w)
+static uint8_t *start_read(struct base_rd *r, const struct zk_wbuf *w)
 {
     assert_false(w->err);
     uint8_t *copy = dup_exact(w->p, w->len);
-    zk_rbuf_init(r, copy, w->len);
+    base_rd_init(r, copy, w->len);
     return copy;
 }
 
 /* Checks the decoder consumed exactly what was encoded, then frees both. */
-static void finish_read(struct zk_rbuf *r, uint8_t *copy, struct zk_wbuf *w)
+static void finish_read(struct base_rd *r, uint8_t *copy, struct zk_wbuf *w)
 {
     assert_false(r->err);
-    assert_int_equal(r->off, w->len);
-    assert_int_equal(zk_rbuf_left(r), 0);
+    assert_int_equal(r->pos, w->len);
+    assert_int_equal(base_rd_left(r), 0);
     free(copy);
     zk_wbuf_free(w);
 }
@@ -198,7 +198,7 @@ static void test_roundtrip_primitives(void **state)
     zk_put_bytes(&w, BIN_DATA, 5);
     zk_put_raw(&w, "xyz", 3);
 
-    struct zk_rbuf r;
+    struct base_rd r;
     uint8_t *copy = start_read(&r, &w);
     int32_t i32;
     int64_t i64;
@@ -222,10 +222,10 @@ static void test_roundtrip_primitives(void **state)
     assert_str_is(s, S(""));
     assert_true(zk_get_str(&r, &s));
     assert_str_is(s, S(BIN_DATA));
-    assert_int_equal(zk_rbuf_left(&r), 3);
-    const uint8_t *raw = r.p + r.off;
+    assert_int_equal(base_rd_left(&r), 3);
+    const uint8_t *raw = base_rd_take(&r, 3);
+    assert_non_null(raw);
     assert_memory_equal(raw, "xyz", 3);
-    r.off += 3;
     finish_read(&r, copy, &w);
 }
 
@@ -236,7 +236,7 @@ static void test_roundtrip_strvec(void **state)
         struct zk_wbuf w;
         zk_wbuf_init(&w);
         zk_put_strvec(&w, &vecs[i]);
-        struct zk_rbuf r;
+        struct base_rd r;
         uint8_t *copy = start_read(&r, &w);
         struct zk_strvec out;
         assert_true(zk_get_strvec(&r, &out));
@@ -261,7 +261,7 @@ static void test_roundtrip_stat_id_aclvec(void **state)
         zk_put_aclvec(&w, &acls[i]);
     assert_int_equal(w.len, 68 + (4 + 4 + 4 + sizeof(UNI_PATH) - 1) + 8 + 66 + 4 + 4);
 
-    struct zk_rbuf r;
+    struct base_rd r;
     uint8_t *copy = start_read(&r, &w);
     struct zk_stat st2;
     assert_true(zk_get_stat(&r, &st2));
@@ -298,7 +298,7 @@ static void check_connect_req(bool has_ro, bool ro)
     zk_wbuf_init(&w);
     zk_put_connect_req(&w, &in);
     assert_int_equal(w.len, 4 + 8 + 4 + 8 + 4 + 16 + (has_ro ? 1 : 0));
-    struct zk_rbuf r;
+    struct base_rd r;
     uint8_t *copy = start_read(&r, &w);
     memset(&out, 0xa5, sizeof out);
     assert_true(zk_get_connect_req(&r, &out));
@@ -320,7 +320,7 @@ static void check_connect_resp(bool has_ro, bool ro)
     zk_wbuf_init(&w);
     zk_put_connect_resp(&w, &in);
     assert_int_equal(w.len, 4 + 4 + 8 + 4 + 5 + (has_ro ? 1 : 0));
-    struct zk_rbuf r;
+    struct base_rd r;
     uint8_t *copy = start_read(&r, &w);
     memset(&out, 0xa5, sizeof out);
     assert_true(zk_get_connect_resp(&r, &out));
@@ -363,7 +363,7 @@ static void test_roundtrip_headers(void **state)
     zk_put_auth_packet(&w, &ap_null);
     zk_put_watcher_event(&w, &we);
 
-    struct zk_rbuf r;
+    struct base_rd r;
     uint8_t *copy = start_read(&r, &w);
     assert_true(zk_get_request_header(&r, &rq2));
     assert_int_equal(rq2.xid, rq.xid);
@@ -414,7 +414,7 @@ static void test_roundtrip_simple_requests(void **state)
     zk_put_setdata_req(&w, &sdnull);
     zk_put_path_mode_req(&w, &pm);
 
-    struct zk_rbuf r;
+    struct base_rd r;
     uint8_t *copy = start_read(&r, &w);
     assert_true(zk_get_path_watch_req(&r, &pw2));
     assert_str_is(pw2.path, pw.path);
@@ -444,7 +444,7 @@ static void check_create(const struct zk_create_req *in, bool with_ttl)
     struct zk_wbuf w;
     zk_wbuf_init(&w);
     zk_put_create_req(&w, in, with_ttl);
-    struct zk_rbuf r;
+    struct base_rd r;
     uint8_t *copy = start_read(&r, &w);
     struct zk_create_req out;
     assert_true(zk_get_create_req(&r, &out, with_ttl));
@@ -480,7 +480,7 @@ static void test_roundtrip_setacl(void **state)
         struct zk_wbuf w;
         zk_wbuf_init(&w);
         zk_put_setacl_req(&w, &reqs[i]);
-        struct zk_rbuf r;
+        struct base_rd r;
         uint8_t *copy = start_read(&r, &w);
         struct zk_setacl_req out;
         assert_true(zk_get_setacl_req(&r, &out));
@@ -500,7 +500,7 @@ static void test_roundtrip_setwatches(void **state)
         struct zk_wbuf w;
         zk_wbuf_init(&w);
         zk_put_setwatches_req(&w, &in, v2);
-        struct zk_rbuf r;
+        struct base_rd r;
         uint8_t *copy = start_read(&r, &w);
         assert_true(zk_get_setwatches_req(&r, &out, v2));
         assert_true(out.relative_zxid == in.relative_zxid);
@@ -520,7 +520,7 @@ static void test_roundtrip_setwatches(void **state)
     zk_wbuf_init(&w);
     zk_put_setwatches_req(&w, &nulls, true);
     assert_int_equal(w.len, 8 + 5 * 4);
-    struct zk_rbuf r;
+    struct base_rd r;
     uint8_t *copy = start_read(&r, &w);
     assert_true(zk_get_setwatches_req(&r, &out, true));
     assert_strvec_is(&out.data, &nulls.data);
@@ -535,7 +535,7 @@ static void test_roundtrip_setwatches(void **state)
 /* ---- truncation: every proper prefix fails, without leaks ------------- */
 
 #define PLAIN_DECODER(fn, type, getter)                                                    \
-    static bool fn(struct zk_rbuf *r)                                                      \
+    static bool fn(struct base_rd *r)                                                      \
     {                                                                                      \
         type v;                                                                            \
         memset(&v, 0, sizeof v);                                                           \
@@ -557,7 +557,7 @@ PLAIN_DECODER(dec_setdata, struct zk_setdata_req, zk_get_setdata_req)
 PLAIN_DECODER(dec_path_mode, struct zk_path_mode_req, zk_get_path_mode_req)
 
 /* Allocating decoders: on failure the record must hold no pointers. */
-static bool dec_strvec(struct zk_rbuf *r)
+static bool dec_strvec(struct base_rd *r)
 {
     struct zk_strvec v;
     bool ok = zk_get_strvec(r, &v);
@@ -567,7 +567,7 @@ static bool dec_strvec(struct zk_rbuf *r)
     return ok;
 }
 
-static bool dec_aclvec(struct zk_rbuf *r)
+static bool dec_aclvec(struct base_rd *r)
 {
     struct zk_aclvec v;
     bool ok = zk_get_aclvec(r, &v);
@@ -577,7 +577,7 @@ static bool dec_aclvec(struct zk_rbuf *r)
     return ok;
 }
 
-static bool decode_create(struct zk_rbuf *r, bool with_ttl)
+static bool decode_create(struct base_rd *r, bool with_ttl)
 {
     struct zk_create_req v;
     bool ok = zk_get_create_req(r, &v, with_ttl);
@@ -587,17 +587,17 @@ static bool decode_create(struct zk_rbuf *r, bool with_ttl)
     return ok;
 }
 
-static bool dec_create(struct zk_rbuf *r)
+static bool dec_create(struct base_rd *r)
 {
     return decode_create(r, false);
 }
 
-static bool dec_create_ttl(struct zk_rbuf *r)
+static bool dec_create_ttl(struct base_rd *r)
 {
     return decode_create(r, true);
 }
 
-static bool dec_setacl(struct zk_rbuf *r)
+static bool dec_setacl(struct base_rd *r)
 {
     struct zk_setacl_req v;
     bool ok = zk_get_setacl_req(r, &v);
@@ -607,7 +607,7 @@ static bool dec_setacl(struct zk_rbuf *r)
     return ok;
 }
 
-static bool decode_setwatches(struct zk_rbuf *r, bool v2)
+static bool decode_setwatches(struct base_rd *r, bool v2)
 {
     struct zk_setwatches_req v;
     bool ok = zk_get_setwatches_req(r, &v, v2);
@@ -622,12 +622,12 @@ static bool decode_setwatches(struct zk_rbuf *r, bool v2)
     return ok;
 }
 
-static bool dec_setwatches(struct zk_rbuf *r)
+static bool dec_setwatches(struct base_rd *r)
 {
     return decode_setwatches(r, false);
 }
 
-static bool dec_setwatches2(struct zk_rbuf *r)
+static bool dec_setwatches2(struct base_rd *r)
 {
     return decode_setwatches(r, true);
 }
@@ -773,7 +773,7 @@ static void enc_path_mode(struct zk_wbuf *w)
 struct codec_case {
     const char *name;
     void (*encode)(struct zk_wbuf *w);
-    bool (*decode)(struct zk_rbuf *r);
+    bool (*decode)(struct base_rd *r);
     size_t optional_tail; /* trailing bytes the decoder may do without */
 };
 
@@ -808,13 +808,13 @@ static const struct codec_case codec_cases[] = {
 static bool decode_prefix(const struct codec_case *c, const uint8_t *wire, size_t n, bool *err)
 {
     uint8_t *copy = dup_exact(wire, n);
-    struct zk_rbuf r;
-    zk_rbuf_init(&r, copy, n);
+    struct base_rd r;
+    base_rd_init(&r, copy, n);
     size_t before = heap_in_use();
     bool ok = c->decode(&r);
     size_t after = heap_in_use();
     assert_int_equal(before, after);
-    assert_true(r.off <= n);
+    assert_true(r.pos <= n);
     *err = r.err;
     free(copy);
     return ok;
@@ -856,12 +856,12 @@ static void test_string_lengths(void **state)
     const uint8_t *bad[] = { neg2, short_body, int_min };
     size_t bad_len[] = { sizeof neg2, sizeof short_body, sizeof int_min };
     for (size_t i = 0; i < 3; i++) {
-        struct zk_rbuf r;
+        struct base_rd r;
         struct zk_str s;
-        zk_rbuf_init(&r, bad[i], bad_len[i]);
+        base_rd_init(&r, bad[i], bad_len[i]);
         assert_false(zk_get_str(&r, &s));
         assert_true(r.err);
-        assert_int_equal(zk_rbuf_left(&r), 0);
+        assert_int_equal(base_rd_left(&r), 0);
     }
 
     /* No cap of its own: the frame bounds a string (jute.maxbuffer may be
@@ -871,14 +871,14 @@ static void test_string_lengths(void **state)
     uint8_t *buf = calloc(1, big);
     assert_non_null(buf);
     buf[1] = 0x10, buf[2] = 0, buf[3] = 0; /* 0x00100000 */
-    struct zk_rbuf r;
+    struct base_rd r;
     struct zk_str s;
-    zk_rbuf_init(&r, buf, big);
+    base_rd_init(&r, buf, big);
     assert_true(zk_get_str(&r, &s));
     assert_int_equal(s.len, ZK_MAX_BUFFER_DEFAULT + 1);
     assert_ptr_equal(s.ptr, (const char *)buf + 4);
-    assert_int_equal(zk_rbuf_left(&r), 0);
-    zk_rbuf_init(&r, buf, big - 1);
+    assert_int_equal(base_rd_left(&r), 0);
+    base_rd_init(&r, buf, big - 1);
     assert_false(zk_get_str(&r, &s));
     assert_true(r.err);
     free(buf);
@@ -896,9 +896,9 @@ static void test_vector_counts(void **state)
     const uint8_t *bad[] = { neg2, huge, past_end };
     size_t bad_len[] = { sizeof neg2, sizeof huge, sizeof past_end };
     for (size_t i = 0; i < 3; i++) {
-        struct zk_rbuf r;
+        struct base_rd r;
         struct zk_strvec v;
-        zk_rbuf_init(&r, bad[i], bad_len[i]);
+        base_rd_init(&r, bad[i], bad_len[i]);
         size_t before = heap_in_use();
         assert_false(zk_get_strvec(&r, &v));
         assert_int_equal(heap_in_use(), before);
@@ -907,22 +907,22 @@ static void test_vector_counts(void **state)
         assert_int_equal(v.count, 0);
 
         struct zk_aclvec a;
-        zk_rbuf_init(&r, bad[i], bad_len[i]);
+        base_rd_init(&r, bad[i], bad_len[i]);
         assert_false(zk_get_aclvec(&r, &a));
         assert_true(r.err);
         assert_null(a.items);
     }
     /* A count the input cannot hold is refused right after the count, before
      * anything is allocated or any item read. */
-    struct zk_rbuf r;
+    struct base_rd r;
     struct zk_strvec sv;
-    zk_rbuf_init(&r, past_end, sizeof past_end);
+    base_rd_init(&r, past_end, sizeof past_end);
     assert_false(zk_get_strvec(&r, &sv));
-    assert_int_equal(r.off, 4);
+    assert_int_equal(r.pos, 4);
     struct zk_aclvec a;
-    zk_rbuf_init(&r, acl_past_end, sizeof acl_past_end);
+    base_rd_init(&r, acl_past_end, sizeof acl_past_end);
     assert_false(zk_get_aclvec(&r, &a));
-    assert_int_equal(r.off, 4);
+    assert_int_equal(r.pos, 4);
     assert_null(a.items);
 
     /* ZK_VECTOR_MAX empty strings decode; one more is refused although the
@@ -932,18 +932,16 @@ static void test_vector_counts(void **state)
     uint8_t *buf = calloc(1, len);
     assert_non_null(buf);
     uint32_t count = ZK_VECTOR_MAX;
-    buf[0] = (uint8_t)(count >> 24), buf[1] = (uint8_t)(count >> 16);
-    buf[2] = (uint8_t)(count >> 8), buf[3] = (uint8_t)count;
+    base_put_be32(buf, count);
     struct zk_strvec v;
-    zk_rbuf_init(&r, buf, len);
+    base_rd_init(&r, buf, len);
     assert_true(zk_get_strvec(&r, &v));
     assert_int_equal(v.count, ZK_VECTOR_MAX);
     assert_int_equal(v.items[ZK_VECTOR_MAX - 1].len, 0);
     zk_strvec_free(&v);
     count++;
-    buf[0] = (uint8_t)(count >> 24), buf[1] = (uint8_t)(count >> 16);
-    buf[2] = (uint8_t)(count >> 8), buf[3] = (uint8_t)count;
-    zk_rbuf_init(&r, buf, len);
+    base_put_be32(buf, count);
+    base_rd_init(&r, buf, len);
     assert_false(zk_get_strvec(&r, &v));
     assert_null(v.items);
     free(buf);
@@ -960,7 +958,7 @@ static void test_setwatches_bad_late_vector(void **state)
     zk_put_strvec(&w, &two);
     zk_put_i32(&w, ZK_VECTOR_MAX + 1);
     zk_put_i32(&w, 0);
-    struct zk_rbuf r;
+    struct base_rd r;
     uint8_t *copy = start_read(&r, &w);
     size_t before = heap_in_use();
     struct zk_setwatches_req v;
@@ -976,12 +974,12 @@ static void test_setwatches_bad_late_vector(void **state)
 static void test_error_is_sticky(void **state)
 {
     static const uint8_t in[] = { 0xff, 0xff, 0xff, 0xf0, 0, 0, 0, 1, 0, 0, 0, 2 };
-    struct zk_rbuf r;
+    struct base_rd r;
     struct zk_str s;
     int32_t v = 99;
     int64_t v64 = 99;
     bool b = true;
-    zk_rbuf_init(&r, in, sizeof in);
+    base_rd_init(&r, in, sizeof in);
     assert_false(zk_get_str(&r, &s));
     assert_true(r.err);
     /* Eight valid bytes remain, yet nothing reads after a failure. */
@@ -998,8 +996,8 @@ static void test_bool_nonzero_is_true(void **state)
 {
     static const uint8_t in[] = { 0x00, 0x01, 0x02, 0xff };
     static const bool want[] = { false, true, true, true };
-    struct zk_rbuf r;
-    zk_rbuf_init(&r, in, sizeof in);
+    struct base_rd r;
+    base_rd_init(&r, in, sizeof in);
     for (size_t i = 0; i < sizeof in; i++) {
         bool b;
         assert_true(zk_get_bool(&r, &b));
@@ -1034,9 +1032,9 @@ static void test_known_bytes_connect_req(void **state)
     assert_memory_equal(w.p, wire, sizeof wire);
     zk_wbuf_free(&w);
 
-    struct zk_rbuf r;
+    struct base_rd r;
     struct zk_connect_req out;
-    zk_rbuf_init(&r, wire, sizeof wire);
+    base_rd_init(&r, wire, sizeof wire);
     assert_true(zk_get_connect_req(&r, &out));
     assert_int_equal(out.protocol_version, 0);
     assert_true(out.last_zxid_seen == 0x0102030405060708LL);
@@ -1047,7 +1045,7 @@ static void test_known_bytes_connect_req(void **state)
     assert_true(out.has_read_only && out.read_only);
 
     /* An old client stops after passwd. */
-    zk_rbuf_init(&r, wire, sizeof wire - 1);
+    base_rd_init(&r, wire, sizeof wire - 1);
     assert_true(zk_get_connect_req(&r, &out));
     assert_false(out.has_read_only);
     assert_false(out.read_only);
@@ -1077,15 +1075,15 @@ static void test_known_bytes_reply_and_multi_header(void **state)
     assert_memory_equal(w.p + sizeof reply, multi_done, sizeof multi_done);
     zk_wbuf_free(&w);
 
-    struct zk_rbuf r;
+    struct base_rd r;
     struct zk_reply_header rh2;
-    zk_rbuf_init(&r, reply, sizeof reply);
+    base_rd_init(&r, reply, sizeof reply);
     assert_true(zk_get_reply_header(&r, &rh2));
     assert_int_equal(rh2.xid, -2);
     assert_true(rh2.zxid == 0x100000002LL);
     assert_int_equal(rh2.err, -101);
     struct zk_multi_header mh2;
-    zk_rbuf_init(&r, multi_done, sizeof multi_done);
+    base_rd_init(&r, multi_done, sizeof multi_done);
     assert_true(zk_get_multi_header(&r, &mh2));
     assert_int_equal(mh2.type, -1);
     assert_true(mh2.done);
@@ -1093,11 +1091,6 @@ static void test_known_bytes_reply_and_multi_header(void **state)
 }
 
 /* ---- writer ------------------------------------------------------------ */
-
-static uint32_t be32_at(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
 
 static void test_frame_length_patching(void **state)
 {
@@ -1107,7 +1100,7 @@ static void test_frame_length_patching(void **state)
     zk_frame_end(&w, m0);
     assert_int_equal(m0, 0);
     assert_int_equal(w.len, 4);
-    assert_int_equal(be32_at(w.p), 0);
+    assert_int_equal(base_get_be32(w.p), 0);
 
     size_t m1 = zk_frame_begin(&w);
     assert_int_equal(m1, 4);
@@ -1117,8 +1110,8 @@ static void test_frame_length_patching(void **state)
     zk_frame_end(&w, m1);
     assert_false(w.err);
     assert_int_equal(w.len, 4 + 4 + 16 + 9);
-    assert_int_equal(be32_at(w.p + m1), 16 + 9);
-    assert_int_equal(be32_at(w.p), 0); /* earlier frame untouched */
+    assert_int_equal(base_get_be32(w.p + m1), 16 + 9);
+    assert_int_equal(base_get_be32(w.p), 0); /* earlier frame untouched */
 
     /* A mark that leaves no room for the length is a caller bug. */
     zk_frame_end(&w, w.len - 2);
@@ -1132,8 +1125,8 @@ static void test_frame_length_patching(void **state)
         zk_put_i32(&w, i);
     zk_frame_end(&w, m);
     assert_false(w.err);
-    assert_int_equal(be32_at(w.p), 20000);
-    assert_int_equal(be32_at(w.p + 4 + 4 * 4999), 4999);
+    assert_int_equal(base_get_be32(w.p), 20000);
+    assert_int_equal(base_get_be32(w.p + 4 + 4 * 4999), 4999);
     zk_wbuf_free(&w);
 }
 
@@ -1155,8 +1148,8 @@ static void test_wbuf_growth_reset_and_error(void **state)
     assert_false(w.err);
     assert_int_equal(w.len, 800000);
     assert_true(reallocs < 20);
-    struct zk_rbuf r;
-    zk_rbuf_init(&r, w.p, w.len);
+    struct base_rd r;
+    base_rd_init(&r, w.p, w.len);
     for (int64_t i = 0; i < 100000; i++) {
         int64_t v;
         assert_true(zk_get_i64(&r, &v));
@@ -1182,7 +1175,7 @@ static void test_wbuf_growth_reset_and_error(void **state)
     size_t mark = zk_frame_begin(&w);
     zk_frame_end(&w, mark);
     assert_int_equal(w.len, 4);
-    assert_int_equal(be32_at(w.p), 7);
+    assert_int_equal(base_get_be32(w.p), 7);
     zk_wbuf_reset(&w);
     assert_false(w.err);
 
@@ -1234,7 +1227,7 @@ static void test_free_is_idempotent(void **state)
     struct zk_wbuf w;
     zk_wbuf_init(&w);
     enc_setwatches2(&w);
-    struct zk_rbuf r;
+    struct base_rd r;
     uint8_t *copy = start_read(&r, &w);
     assert_true(zk_get_setwatches_req(&r, &sw, true));
     assert_non_null(sw.data.items);

@@ -130,10 +130,10 @@ static void create_body(struct zk_wbuf *b, const char *path, int32_t flags)
 }
 
 /* Parses a reply frame: length prefix, ReplyHeader, and leaves r on the body. */
-static struct zk_reply_header parse_reply(const struct seq_out *o, struct zk_rbuf *r)
+static struct zk_reply_header parse_reply(const struct seq_out *o, struct base_rd *r)
 {
     assert_non_null(o->frame);
-    zk_rbuf_init(r, o->frame, o->frame_len);
+    base_rd_init(r, o->frame, o->frame_len);
     int32_t len;
     assert_true(zk_get_i32(r, &len));
     assert_int_equal((size_t)len, o->frame_len - 4);
@@ -180,7 +180,7 @@ static void test_events_precede_reply_and_reach_all_workers(void **state)
     assert_string_equal(ev->items[0].path, "/a");
     assert_int_equal(ev->items[1].type, ZK_EVENT_CHILD_CHANGED);
     assert_string_equal(ev->items[1].path, "/");
-    struct zk_rbuf r;
+    struct base_rd r;
     struct zk_reply_header h = parse_reply(o0.v[1], &r);
     assert_int_equal(h.xid, 11);
     assert_int_equal(h.err, ZK_OK);
@@ -190,7 +190,7 @@ static void test_events_precede_reply_and_reach_all_workers(void **state)
     assert_true(zk_get_str(&r, &path));
     assert_int_equal(path.len, 2);
     assert_memory_equal(path.ptr, "/a", 2);
-    assert_int_equal(zk_rbuf_left(&r), 0);
+    assert_int_equal(base_rd_left(&r), 0);
     outs_free(&o0);
     outs_free(&o1);
 }
@@ -207,10 +207,10 @@ static void test_error_reply_has_no_body_and_no_events(void **state)
     struct outs o = { 0 };
     drain(f, 0, &o);
     assert_int_equal(o.n, 1);
-    struct zk_rbuf r;
+    struct base_rd r;
     struct zk_reply_header h = parse_reply(o.v[0], &r);
     assert_int_equal(h.err, ZK_ENONODE);
-    assert_int_equal(zk_rbuf_left(&r), 0);
+    assert_int_equal(base_rd_left(&r), 0);
     outs_free(&o);
 }
 
@@ -226,7 +226,7 @@ static void test_malformed_body_is_marshalling_error(void **state)
     struct outs o = { 0 };
     drain(f, 0, &o);
     assert_int_equal(o.n, 1);
-    struct zk_rbuf r;
+    struct base_rd r;
     assert_int_equal(parse_reply(o.v[0], &r).err, ZK_EMARSHALLINGERROR);
     outs_free(&o);
 }
@@ -253,7 +253,7 @@ static void test_failed_multi_reports_each_op(void **state)
     struct outs o = { 0 };
     drain(f, 0, &o);
     assert_int_equal(o.n, 1); /* nothing applied: no event batch */
-    struct zk_rbuf r;
+    struct base_rd r;
     assert_int_equal(parse_reply(o.v[0], &r).err, ZK_OK); /* errors travel per op */
     int32_t want[3] = { ZK_OK, ZK_ENONODE, ZK_ERUNTIMEINCONSISTENCY };
     for (int i = 0; i < 3; i++) {
@@ -385,7 +385,7 @@ static void test_close_session_replies_then_closes(void **state)
     drain(f, 0, &o);
     struct seq_out *last = o.v[o.n - 1];
     assert_int_equal(last->kind, SEQ_OUT_CLOSE);
-    struct zk_rbuf r;
+    struct base_rd r;
     struct zk_reply_header h = parse_reply(last, &r);
     assert_int_equal(h.xid, 20);
     assert_int_equal(h.err, ZK_OK);
@@ -418,7 +418,7 @@ static void test_round_keeps_request_order(void **state)
     assert_int_equal(o.v[0]->kind, SEQ_OUT_EVENTS);
     int32_t want[3] = { ZK_OK, ZK_ENODEEXISTS, ZK_OK };
     for (int i = 0; i < 3; i++) {
-        struct zk_rbuf r;
+        struct base_rd r;
         struct zk_reply_header h = parse_reply(o.v[1 + i], &r);
         assert_int_equal(h.xid, 100 + i);
         assert_int_equal(h.err, want[i]);
@@ -469,7 +469,7 @@ static void test_round_in_steps(void **state)
     assert_int_equal(o.n, 4);
     int32_t want[3] = { ZK_OK, ZK_ENODEEXISTS, ZK_OK };
     for (int i = 0; i < 3; i++) {
-        struct zk_rbuf rb;
+        struct base_rd rb;
         struct zk_reply_header h = parse_reply(o.v[1 + i], &rb);
         assert_int_equal(h.xid, 200 + i);
         assert_int_equal(h.err, want[i]);
@@ -548,7 +548,7 @@ static void test_full_disk_holds_round_until_space_returns(void **state)
     rcu_read_unlock();
     drain(&g, 0, &o);
     assert_int_equal(o.n, 2);
-    struct zk_rbuf r;
+    struct base_rd r;
     struct zk_reply_header h = parse_reply(o.v[1], &r);
     assert_int_equal(h.xid, 31);
     assert_int_equal(h.err, ZK_OK);
@@ -617,7 +617,7 @@ static size_t round_replies(struct fx *g, struct seq_req **reqs, size_t n, int32
         if (o.v[i]->kind == SEQ_OUT_EVENTS)
             continue;
         assert_int_equal(o.v[i]->kind, SEQ_OUT_REPLY);
-        struct zk_rbuf r;
+        struct base_rd r;
         struct zk_reply_header h = parse_reply(o.v[i], &r);
         assert_int_equal(h.xid, 50 + (int32_t)k);
         errs[k++] = h.err;
@@ -709,8 +709,7 @@ static void test_password_is_hmac_of_session_id(void **state)
     uint8_t pw[16];
     int64_t id = connect_session(&g, 0, 7, 10000, pw);
     uint8_t msg[8], mac[32];
-    for (int i = 0; i < 8; i++)
-        msg[i] = (uint8_t)((uint64_t)id >> (56 - 8 * i));
+    base_put_be64(msg, (uint64_t)id);
     unsigned int mac_len = 0;
     assert_non_null(HMAC(EVP_sha256(), cfg.passwd_key, 32, msg, 8, mac, &mac_len));
     assert_int_equal(mac_len, 32);

@@ -49,16 +49,8 @@ static int mem_out(void *arg, const void *bytes, size_t len)
     struct mem *m = arg;
     if (++m->calls == m->fail_at_call)
         return -ENOSPC;
-    if (m->len + len > m->cap) {
-        size_t ncap = m->cap > 0 ? m->cap : 4096;
-        while (ncap < m->len + len)
-            ncap *= 2;
-        uint8_t *np = realloc(m->p, ncap);
-        if (np == NULL)
-            return -ENOMEM;
-        m->p = np;
-        m->cap = ncap;
-    }
+    if (base_grow(&m->p, &m->cap, m->len + len, 1) != 0)
+        return -ENOMEM;
     memcpy(m->p + m->len, bytes, len);
     m->len += len;
     return 0;
@@ -231,14 +223,13 @@ static void build_rich_tree(struct fx *f)
 
 struct names {
     char **v;
-    size_t n;
+    size_t n, cap;
 };
 
 static void collect_name(void *arg, const char *name, size_t len)
 {
     struct names *ns = arg;
-    ns->v = realloc(ns->v, (ns->n + 1) * sizeof *ns->v);
-    assert_non_null(ns->v);
+    assert_int_equal(base_grow(&ns->v, &ns->cap, ns->n + 1, sizeof *ns->v), 0);
     ns->v[ns->n] = strndup(name, len);
     assert_non_null(ns->v[ns->n]);
     ns->n++;
@@ -444,38 +435,15 @@ static void test_every_flip_and_truncation_rejected(void **state)
     free(m.p);
 }
 
-/* CRC-32C of the known check string, recomputed over tampered buffers. */
-static uint32_t crc32c(const uint8_t *p, size_t n)
-{
-    uint32_t c = ~0u;
-    while (n-- > 0) {
-        c ^= *p++;
-        for (int k = 0; k < 8; k++)
-            c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
-    }
-    return ~c;
-}
-
 static void reseal(struct mem *m)
 {
-    uint32_t c = crc32c(m->p, m->len - 4);
-    for (int i = 0; i < 4; i++)
-        m->p[m->len - 4 + (size_t)i] = (uint8_t)(c >> (8 * i));
+    base_put_le32(m->p + m->len - 4, base_crc32c(0, m->p, m->len - 4));
 }
 
 static void test_valid_crc_bad_content_rejected(void **state)
 {
     struct fx *f = *state;
-    assert_int_equal(crc32c((const uint8_t *)"123456789", 9), 0xE3069283u); /* RFC 3720 */
-    /* The shared implementation (snapshots and the txn log) agrees, also when
-     * fed in pieces that straddle its 8-byte slices. */
-    assert_int_equal(tree_crc32c(0, "123456789", 9), 0xE3069283u);
-    assert_int_equal(tree_crc32c(tree_crc32c(0, "1234", 4), "56789", 5), 0xE3069283u);
-    static uint8_t big[1000];
-    for (size_t i = 0; i < sizeof(big); i++)
-        big[i] = (uint8_t)(i * 7 + 3);
-    assert_int_equal(tree_crc32c(tree_crc32c(0, big, 333), big + 333, sizeof(big) - 333),
-                     crc32c(big, sizeof(big)));
+    /* base_crc32c itself is checked against known vectors in test_base */
     assert_int_equal(create(f, 0, "/a", "x", ZK_PERSISTENT), ZK_OK);
     struct mem m = { 0 };
     assert_int_equal(tree_snapshot_write(f->t, mem_out, &m, NULL), 0);
@@ -541,13 +509,6 @@ struct fuzzy {
     uint64_t waits_short; /* output calls that gave up waiting */
 };
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Each output call waits until the sequencer applied more txns, so changes
  * land between the nodes the walk has already captured and those it has
  * not: the snapshot is guaranteed fuzzy, not by luck of timing. */
@@ -555,8 +516,8 @@ static int fuzzy_out(void *arg, const void *bytes, size_t len)
 {
     struct fuzzy *z = arg;
     uint64_t target = atomic_load(&z->applied) + FUZZY_TXNS_PER_FLUSH;
-    int64_t deadline = mono_ms() + WAIT_MS_MAX;
-    while (atomic_load(&z->applied) < target && mono_ms() < deadline) {
+    int64_t deadline = base_mono_ms() + WAIT_MS_MAX;
+    while (atomic_load(&z->applied) < target && base_mono_ms() < deadline) {
         struct timespec ts = { 0, 100000 };
         nanosleep(&ts, NULL);
     }

@@ -119,13 +119,6 @@ static uint64_t rng_next(uint64_t *s)
     return *s;
 }
 
-static long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
 static void failf(struct reader *r, const char *fmt, long a, long b)
 {
     if (r->failures++ < FAIL_PRINT_MAX) {
@@ -140,14 +133,8 @@ static void failf(struct reader *r, const char *fmt, long a, long b)
 static void queue_push(struct queue *q, const struct tree_event *ev)
 {
     pthread_mutex_lock(&q->mu);
-    if (q->n == q->cap) {
-        size_t cap = q->cap ? q->cap * 2 : 256;
-        struct qev *v = realloc(q->v, cap * sizeof *v);
-        if (v == NULL)
-            abort();
-        q->v = v;
-        q->cap = cap;
-    }
+    int rc = base_grow(&q->v, &q->cap, q->n + 1, sizeof *q->v);
+    BASE_ASSERT(rc == 0); /* a test out of memory cannot go on */
     struct qev *e = &q->v[q->n++];
     e->type = ev->type;
     e->zxid = ev->zxid;
@@ -414,7 +401,8 @@ static void seq_delete_child(struct seq *s, uint64_t *rng)
 static long sequence(struct seq *s, uint64_t seed)
 {
     uint64_t rng = seed;
-    long start = now_ms(), n = 0;
+    int64_t start = base_mono_ms();
+    long n = 0;
     for (; n < TXNS_MAX; n++) {
         uint64_t roll = rng_next(&rng) % 10;
         if (roll < 6)
@@ -423,7 +411,7 @@ static long sequence(struct seq *s, uint64_t seed)
             seq_create_child(s);
         else
             seq_delete_child(s, &rng);
-        if ((n & 255) == 0 && now_ms() - start > RUN_MS_MAX)
+        if ((n & 255) == 0 && base_mono_ms() - start > RUN_MS_MAX)
             break;
     }
     return n;

@@ -227,21 +227,21 @@ static void test_codec_round_trip_every_type(void **state)
     for (int k = 0; k < SHAPES; k++) {
         struct txn x, y;
         txn_shape(k, ((int64_t)5 << 32) | (k + 1), &x);
-        struct txnlog_buf b = { 0 };
+        struct base_buf b = { 0 };
         assert_int_equal(txn_encode(&b, &x), 0);
-        assert_int_equal(txn_decode(b.p, b.len, &y), 0);
+        assert_int_equal(txn_decode(b.data, b.len, &y), 0);
         assert_txn_equal(&x, &y);
         if (k == 1 || k == 2) /* the open list decodes to the shared one */
             assert_ptr_equal(y.ops[0].acl, tree_acl_open());
         /* re-encoding the decoded txn gives the same bytes */
-        struct txnlog_buf b2 = { 0 };
+        struct base_buf b2 = { 0 };
         assert_int_equal(txn_encode(&b2, &y), 0);
         assert_int_equal(b2.len, b.len);
-        assert_memory_equal(b2.p, b.p, b.len);
+        assert_memory_equal(b2.data, b.data, b.len);
         txn_free(&x);
         txn_free(&y);
-        free(b.p);
-        free(b2.p);
+        base_buf_free(&b);
+        base_buf_free(&b2);
     }
 }
 
@@ -250,29 +250,21 @@ static void test_codec_rejects_truncated_and_trailing(void **state)
     for (int k = 0; k < SHAPES; k++) {
         struct txn x, y;
         txn_shape(k, k + 1, &x);
-        struct txnlog_buf b = { 0 };
+        struct base_buf b = { 0 };
         assert_int_equal(txn_encode(&b, &x), 0);
         for (size_t n = 0; n < b.len; n++) {
-            assert_int_equal(txn_decode(b.p, n, &y), -EBADMSG);
+            assert_int_equal(txn_decode(b.data, n, &y), -EBADMSG);
             assert_null(y.ops);
         }
         uint8_t *longer = malloc(b.len + 1); /* one trailing byte is refused too */
         assert_non_null(longer);
-        memcpy(longer, b.p, b.len);
+        memcpy(longer, b.data, b.len);
         longer[b.len] = 0;
         assert_int_equal(txn_decode(longer, b.len + 1, &y), -EBADMSG);
         free(longer);
         txn_free(&x);
-        free(b.p);
+        base_buf_free(&b);
     }
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
 }
 
 /* Lengths and counts far beyond the record are refused before allocating. */
@@ -280,21 +272,21 @@ static void test_codec_rejects_absurd_lengths(void **state)
 {
     struct txn x, y;
     txn_shape(4, 1, &x); /* delete: header, op fixed part, then the path length */
-    struct txnlog_buf b = { 0 };
+    struct base_buf b = { 0 };
     assert_int_equal(txn_encode(&b, &x), 0);
     const size_t nops_at = 32, path_len_at = 36 + 9;
-    put32(b.p + path_len_at, 0xFFFFFFFFu);
-    assert_int_equal(txn_decode(b.p, b.len, &y), -EBADMSG);
-    put32(b.p + path_len_at, (uint32_t)strlen("/a/b"));
-    assert_int_equal(txn_decode(b.p, b.len, &y), 0);
+    base_put_be32(b.data + path_len_at, 0xFFFFFFFFu);
+    assert_int_equal(txn_decode(b.data, b.len, &y), -EBADMSG);
+    base_put_be32(b.data + path_len_at, (uint32_t)strlen("/a/b"));
+    assert_int_equal(txn_decode(b.data, b.len, &y), 0);
     txn_free(&y);
-    put32(b.p + nops_at, 0xFFFFFFFFu);
-    assert_int_equal(txn_decode(b.p, b.len, &y), -EBADMSG);
-    put32(b.p + nops_at, 1);
-    put32(b.p + 36, 0x7777); /* unknown op type */
-    assert_int_equal(txn_decode(b.p, b.len, &y), -EBADMSG);
+    base_put_be32(b.data + nops_at, 0xFFFFFFFFu);
+    assert_int_equal(txn_decode(b.data, b.len, &y), -EBADMSG);
+    base_put_be32(b.data + nops_at, 1);
+    base_put_be32(b.data + 36, 0x7777); /* unknown op type */
+    assert_int_equal(txn_decode(b.data, b.len, &y), -EBADMSG);
     txn_free(&x);
-    free(b.p);
+    base_buf_free(&b);
 }
 
 /* Paths are bounded by the record they sit in, not by a fixed limit: a
@@ -314,18 +306,18 @@ static void test_codec_long_paths(void **state)
         x.ops[0] = op_create(TXN_CREATE, p, "d", 1, custom_acl(), 0, 1);
         x.ops[1] = op_setdata(p, "e", 1, 1);
         x.ops[2] = op_path(TXN_DELETE, p, 0, 1);
-        struct txnlog_buf b = { 0 };
+        struct base_buf b = { 0 };
         assert_int_equal(txn_encode(&b, &x), 0);
-        assert_int_equal(txn_decode(b.p, b.len, &y), 0);
+        assert_int_equal(txn_decode(b.data, b.len, &y), 0);
         assert_txn_equal(&x, &y);
         assert_int_equal(strlen(y.ops[2].path), lens[i]);
         txn_free(&y);
         /* the last op's path length, one more than the bytes behind it */
         size_t at = b.len - lens[i] - 4 - 4 - 4; /* path, its length; version, pcversion */
-        put32(b.p + at, (uint32_t)lens[i] + 4 + 4 + 1);
-        assert_int_equal(txn_decode(b.p, b.len, &y), -EBADMSG);
+        base_put_be32(b.data + at, (uint32_t)lens[i] + 4 + 4 + 1);
+        assert_int_equal(txn_decode(b.data, b.len, &y), -EBADMSG);
         txn_free(&x);
-        free(b.p);
+        base_buf_free(&b);
         free(p);
     }
 }
@@ -356,21 +348,21 @@ static void test_codec_long_acl_ids(void **state)
     struct txn x, y;
     txn_init(&x, 1, TXN_CREATE, 1);
     x.ops[0] = op_create(TXN_CREATE, "/a", "d", 1, acl, 0, 1);
-    struct txnlog_buf b = { 0 };
+    struct base_buf b = { 0 };
     assert_int_equal(txn_encode(&b, &x), 0);
     assert_int_equal(b.len, TXNLOG_TXN_HEADER_BYTES + txn_op_encoded_bytes(&x.ops[0]));
-    assert_int_equal(txn_decode(b.p, b.len, &y), 0);
+    assert_int_equal(txn_decode(b.data, b.len, &y), 0);
     assert_txn_equal(&x, &y);
     txn_free(&y);
     /* the id's length sits before the id, which is followed by pcversion */
     size_t at = b.len - 4 - strlen(id) - 4;
-    put32(b.p + at, (uint32_t)strlen(id) + 4 + 1);
-    assert_int_equal(txn_decode(b.p, b.len, &y), -EBADMSG);
+    base_put_be32(b.data + at, (uint32_t)strlen(id) + 4 + 1);
+    assert_int_equal(txn_decode(b.data, b.len, &y), -EBADMSG);
     assert_null(y.ops);
-    put32(b.p + at, 0xFFFFFFFFu);
-    assert_int_equal(txn_decode(b.p, b.len, &y), -EBADMSG);
+    base_put_be32(b.data + at, 0xFFFFFFFFu);
+    assert_int_equal(txn_decode(b.data, b.len, &y), -EBADMSG);
     txn_free(&x);
-    free(b.p);
+    base_buf_free(&b);
     free(id);
 }
 
@@ -388,10 +380,10 @@ static void test_codec_ops_bound_is_exact(void **state)
         x.ops[0].data_len = (int32_t)(data_len + (size_t)extra);
         x.ops[0].data = calloc(1, (size_t)x.ops[0].data_len);
         assert_non_null(x.ops[0].data);
-        struct txnlog_buf b = { 0 };
+        struct base_buf b = { 0 };
         assert_int_equal(txn_encode(&b, &x), extra ? -EINVAL : 0);
         assert_int_equal(b.len, extra ? 0 : TXNLOG_RECORD_BYTES_MAX);
-        free(b.p);
+        base_buf_free(&b);
     }
     txn_free(&x);
 }
@@ -408,11 +400,7 @@ struct collect {
 static int collect_fn(void *arg, struct txn *x)
 {
     struct collect *c = arg;
-    if (c->n == c->cap) {
-        c->cap = c->cap ? c->cap * 2 : 16;
-        c->items = realloc(c->items, c->cap * sizeof *c->items);
-        assert_non_null(c->items);
-    }
+    assert_int_equal(base_grow(&c->items, &c->cap, c->n + 1, sizeof *c->items), 0);
     c->items[c->n++] = *x;
     x->ops = NULL;
     x->nops = 0;
@@ -482,11 +470,11 @@ static size_t record_bytes(int64_t zxid)
 {
     struct txn x;
     txn_shape((int)zxid, zxid, &x);
-    struct txnlog_buf b = { 0 };
+    struct base_buf b = { 0 };
     assert_int_equal(txn_encode(&b, &x), 0);
     size_t n = b.len + 8;
     txn_free(&x);
-    free(b.p);
+    base_buf_free(&b);
     return n;
 }
 
