@@ -1,0 +1,68 @@
+/*
+ * check — the invariants checked as the run goes, each against a small
+ * incremental structure so that checking every step stays cheap:
+ *   - election safety: at most one leader per term, ever;
+ *   - log matching: every (zxid, log chain hash) any node appends agrees
+ *     with the first node that held that zxid;
+ *   - the committed sequence: every entry a node applies (from
+ *     rd.committed, or re-applied from disk at restart) is the successor of
+ *     the node's previous applied zxid in one global sequence, or extends
+ *     it; no node ever truncates an entry of that sequence;
+ *   - state machine safety: the digest after applying a zxid is the same
+ *     on every node (and for a snapshot installed at that zxid);
+ *   - durable before send: a message never claims state (term, vote,
+ *     matched log) that the sender's disk does not hold;
+ *   - hard state: the term never falls, a vote never changes in its term;
+ *   - the core agrees with its disk after every raft_advance.
+ * A failed check calls sim_fail; the run stops at the end of the step.
+ *
+ * Threading: part of one struct sim.
+ */
+#ifndef LARCH_SIM_CHECK_H
+#define LARCH_SIM_CHECK_H
+
+#include "tests/sim/sim.h"
+
+void check_init(struct check *c);
+void check_free(struct check *c);
+
+/* After any call into n's core: one leader per term; traces role changes. */
+void check_leader(struct sim *s, struct sim_node *n);
+
+/* n appended de (its chain already computed) to its log. */
+void check_log_entry(struct sim *s, const struct sim_node *n, const struct disk_entry *de);
+
+/* n, whose state machine is at n->kv, is about to apply e: its zxid must
+ * be above the applied one. False: the check failed. */
+bool check_apply_order(struct sim *s, const struct sim_node *n, const struct raft_entry *e);
+
+/* n (check_apply_order passed) is about to apply e and reach digest_after.
+ * False: a check failed (the caller applies nothing). */
+bool check_apply(struct sim *s, const struct sim_node *n, const struct raft_entry *e,
+                 uint64_t digest_after);
+
+/* n installs a snapshot at zxid with digest; *chain gets the committed log
+ * chain at zxid. False: a check failed. */
+bool check_snapshot(struct sim *s, const struct sim_node *n, int64_t zxid, uint64_t digest,
+                    uint64_t *chain);
+
+/* n drops its log entries after `after`. */
+void check_truncate(struct sim *s, const struct sim_node *n, int64_t after);
+
+/* n is about to persist hs. */
+void check_hard_state(struct sim *s, const struct sim_node *n, const struct raft_hard_state *hs);
+
+/* n is about to send m: everything m claims must be on n's disk. */
+void check_send(struct sim *s, const struct sim_node *n, const struct raft_msg *m);
+
+/* After raft_advance: the core's log and applied zxid match n's disk and
+ * state machine. */
+void check_core_matches_disk(struct sim *s, const struct sim_node *n);
+
+/* The committed entry at zxid, or NULL. */
+const struct check_commit *check_committed_at(const struct check *c, int64_t zxid);
+
+/* The end state: every node applied the same last committed entry. */
+bool check_converged(struct sim *s, int64_t min_zxid);
+
+#endif

@@ -1,0 +1,97 @@
+/*
+ * disk — one simulated node's storage, modelled on what raft.h's Ready
+ * contract asks of a real one (SQLite's test6.c idea: buffer writes until
+ * the sync, and on a crash keep, drop or tear what was not synced):
+ *   - the hard state (term, vote, commit) is written atomically (write,
+ *     fsync, rename): durable as soon as it is saved;
+ *   - the snapshot (state-machine bytes at a zxid) likewise;
+ *   - the log: a truncation and an append are one pending write that only
+ *     becomes durable at disk_sync; a crash before that keeps nothing of it
+ *     or the truncation plus a prefix of the appended entries (a torn tail).
+ * Each entry also carries its log chain hash (hash.h), which the log
+ * matching check compares across nodes.
+ *
+ * Threading: a struct disk belongs to one simulated node.
+ */
+#ifndef LARCH_SIM_DISK_H
+#define LARCH_SIM_DISK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "replication/raft.h"
+#include "tests/sim/kv.h"
+
+struct disk_entry {
+    int64_t zxid;
+    uint8_t type;
+    uint8_t *data; /* owned */
+    size_t len;
+    uint64_t chain; /* hash_chain through this entry */
+};
+
+struct disk_log {
+    struct disk_entry *v;
+    size_t n;
+    size_t cap;
+};
+
+struct disk {
+    struct raft_hard_state hard;
+    int64_t snap_zxid; /* 0: no snapshot (the empty state at zxid 0) */
+    uint64_t snap_chain;
+    uint8_t snap[KV_SNAP_BYTES];
+    struct disk_log log; /* durable, zxid order, all above snap_zxid */
+    /* The write not yet synced: an optional truncation, then entries. */
+    bool pend_truncate;
+    int64_t pend_truncate_after;
+    struct disk_log pend;
+};
+
+/* An empty disk: term 0, no vote, no snapshot (its bytes are the empty
+ * state machine at zxid 0), no log. */
+void disk_init(struct disk *d);
+void disk_free(struct disk *d);
+
+void disk_save_hard(struct disk *d, const struct raft_hard_state *hs);
+
+/* The last entry of the log as a reader would see it now (durable cut by
+ * the pending truncation, then the pending entries): its zxid and chain,
+ * or the snapshot's when the log is empty. */
+void disk_last(const struct disk *d, int64_t *zxid, uint64_t *chain);
+
+/* Replaces the snapshot, the whole log and any pending write (raft.h
+ * step 2); chain is the log chain at zxid. Durable at once. */
+void disk_install_snapshot(struct disk *d, int64_t zxid, uint64_t chain,
+                           const uint8_t *data, size_t len);
+
+/* Pending: drop entries above after (raft.h step 3). Only before the
+ * ready's entries are appended. */
+void disk_truncate(struct disk *d, int64_t after);
+
+/* Pending: appends a copy of e with its chain computed from the last entry.
+ * False (nothing changed): e's zxid is not above the last zxid. */
+bool disk_append(struct disk *d, const struct raft_entry *e);
+
+/* Makes the pending write durable (fdatasync). */
+void disk_sync(struct disk *d);
+
+/* A crash: the pending write keeps nothing (keep < 0) or its truncation
+ * plus its first keep entries (a torn tail). */
+void disk_crash(struct disk *d, long keep);
+
+/* The driver's snapshot: the state machine at zxid (bytes), which must be
+ * the snapshot's zxid or a durable log entry; drops the log through zxid.
+ * False (nothing changed): zxid is in neither. */
+bool disk_compact(struct disk *d, int64_t zxid, const uint8_t *data, size_t len);
+
+/* The durable log entry at zxid, or NULL. */
+const struct disk_entry *disk_find(const struct disk *d, int64_t zxid);
+
+/* Fills boot from the durable state (no pending write may exist). The
+ * entries are written to *entries (malloc'd, caller frees; their data
+ * points into d). boot->hard_state.commit_zxid is left as stored. */
+bool disk_boot(const struct disk *d, struct raft_boot *boot, struct raft_entry **entries);
+
+#endif

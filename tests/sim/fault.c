@@ -1,0 +1,93 @@
+/* fault — see fault.h. */
+#include "tests/sim/fault.h"
+
+#include "tests/sim/net.h"
+#include "tests/sim/node.h"
+
+void fault_pick_profile(struct sim *s)
+{
+    struct rng *g = &s->rng;
+    struct sim_profile *p = &s->prof;
+    /* One seed in five has a perfect network: elections and catch-up then
+     * run on their fast paths, which need covering too. */
+    bool calm_net = rng_below(g, 5) == 0;
+    p->drop = calm_net ? 0 : (uint32_t)rng_range(g, 0, 100000);
+    p->dup = calm_net ? 0 : (uint32_t)rng_range(g, 0, 50000);
+    p->reorder = calm_net ? 0 : (uint32_t)rng_range(g, 0, 200000);
+    p->long_delay = calm_net ? 0 : (uint32_t)rng_range(g, 0, 20000);
+    p->crash = (uint32_t)rng_range(g, 0, 2000);
+    p->crash_in_ready = (uint32_t)rng_range(g, 0, 2000);
+    p->disk_fault = (uint32_t)rng_range(g, 0, 2000);
+    p->slow_disk = (uint32_t)rng_range(g, 0, 3000);
+    p->partition = (uint32_t)rng_range(g, 0, 3000);
+    p->heal = (uint32_t)rng_range(g, 2000, 10000);
+    p->compact = (uint32_t)rng_range(g, 2000, 20000);
+    p->tick_skip = (uint32_t)rng_range(g, 0, 200000);
+    p->load = rng_below(g, 4) == 0 ? 0 : (uint32_t)rng_range(g, 0, 500000);
+}
+
+/* A random node that is up, or NULL if none is. */
+static struct sim_node *random_up_node(struct sim *s)
+{
+    uint32_t start = (uint32_t)rng_below(&s->rng, s->n_nodes);
+    for (uint32_t i = 0; i < s->n_nodes; i++) {
+        struct sim_node *n = &s->nodes[(start + i) % s->n_nodes];
+        if (n->up)
+            return n;
+    }
+    return NULL;
+}
+
+static void trace_fault(struct sim *s, const struct sim_node *n, uint16_t kind, int64_t a)
+{
+    struct trace_event ev = {.step = s->now, .kind = kind, .node = (uint8_t)n->id, .a = a};
+    trace_add(&s->trace, &ev);
+}
+
+/* The node-level faults: crash, mid-ready crash, disk error, slow disk. */
+static void strike_nodes(struct sim *s)
+{
+    struct sim_node *n;
+    if (rng_chance(&s->rng, s->prof.crash) && (n = random_up_node(s)) != NULL)
+        node_crash(s, n, TR_CRASH_RANDOM, 0);
+    if (rng_chance(&s->rng, s->prof.crash_in_ready) && (n = random_up_node(s)) != NULL)
+        n->crash_in_ready = true;
+    if (rng_chance(&s->rng, s->prof.disk_fault) && (n = random_up_node(s)) != NULL) {
+        n->disk_fault = rng_below(&s->rng, 2) ? DISK_FAULT_SYNC : DISK_FAULT_APPEND;
+        trace_fault(s, n, TR_DISK_FAULT, n->disk_fault == DISK_FAULT_SYNC);
+    }
+    if (rng_chance(&s->rng, s->prof.slow_disk) && (n = random_up_node(s)) != NULL) {
+        n->slow_until = s->now + rng_range(&s->rng, 5, 60);
+        trace_fault(s, n, TR_SLOW_DISK, n->slow_until);
+    }
+}
+
+void fault_step(struct sim *s)
+{
+    for (uint32_t i = 0; i < s->n_nodes && !s->failed; i++) {
+        struct sim_node *n = &s->nodes[i];
+        if (!n->up && s->now >= n->restart_at)
+            node_boot(s, n);
+    }
+    if (!s->faults_on || s->failed)
+        return;
+    strike_nodes(s);
+    if (rng_chance(&s->rng, s->prof.partition))
+        net_partition(s);
+    if (rng_chance(&s->rng, s->prof.heal))
+        net_heal(s);
+}
+
+void fault_stop(struct sim *s)
+{
+    s->faults_on = false;
+    net_heal(s);
+    for (uint32_t i = 0; i < s->n_nodes; i++) {
+        struct sim_node *n = &s->nodes[i];
+        n->slow_until = 0;
+        n->disk_fault = DISK_FAULT_NONE;
+        n->crash_in_ready = false;
+        if (!n->up)
+            n->restart_at = s->now;
+    }
+}

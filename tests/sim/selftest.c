@@ -1,0 +1,235 @@
+/* selftest — see selftest.h. */
+#include "tests/sim/selftest.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/sim/disk.h"
+#include "tests/sim/kv.h"
+#include "tests/sim/lin.h"
+#include "tests/sim/rng.h"
+
+static int failures;
+
+#define EXPECT(out, cond)                                                                    \
+    do {                                                                                     \
+        if (!(cond)) {                                                                       \
+            fprintf(out, "self-test failed: %s:%d: %s\n", __FILE__, __LINE__, #cond);         \
+            failures++;                                                                      \
+        }                                                                                    \
+    } while (0)
+
+static struct lin_op W(int64_t v, int64_t call, int64_t ret)
+{
+    return (struct lin_op){.kind = LIN_WRITE, .value = v, .call = call, .ret = ret};
+}
+
+static struct lin_op R(int64_t v, int64_t call, int64_t ret)
+{
+    return (struct lin_op){.kind = LIN_READ, .value = v, .call = call, .ret = ret};
+}
+
+static struct lin_op CAS(int64_t expect, int64_t v, bool ok, int64_t call, int64_t ret)
+{
+    return (struct lin_op){.kind = LIN_CAS, .expect = expect, .value = v, .cas_ok = ok,
+                           .call = call, .ret = ret};
+}
+
+static struct lin_op UNKNOWN(struct lin_op op)
+{
+    op.unknown = true;
+    op.ret = 0;
+    return op;
+}
+
+#define LIN(out, want, ...)                                                                  \
+    do {                                                                                     \
+        struct lin_op h_[] = {__VA_ARGS__};                                                  \
+        EXPECT(out, lin_check(h_, sizeof(h_) / sizeof(h_[0]), 0) == (want));                 \
+    } while (0)
+
+/* Small histories whose verdict is known by hand. */
+static void test_lin_hand_made(FILE *out)
+{
+    LIN(out, LIN_OK, W(1, 1, 2), R(1, 3, 4));
+    /* A read that starts after a write returned must see it. */
+    LIN(out, LIN_VIOLATION, W(1, 1, 2), R(0, 3, 4));
+    /* Concurrent with the write: either value. */
+    LIN(out, LIN_OK, W(1, 1, 6), R(0, 2, 3), R(1, 4, 5));
+    LIN(out, LIN_OK, W(1, 1, 6), R(1, 2, 3));
+    /* ...but once one read saw it, a later read cannot go back. */
+    LIN(out, LIN_VIOLATION, W(1, 1, 6), R(1, 2, 3), R(0, 4, 5));
+    /* A read of a value nobody wrote. */
+    LIN(out, LIN_VIOLATION, W(1, 1, 2), R(7, 3, 4));
+    /* cas: the result must fit the register. */
+    LIN(out, LIN_OK, W(1, 1, 2), CAS(1, 2, true, 3, 4), R(2, 5, 6));
+    LIN(out, LIN_VIOLATION, W(1, 1, 2), CAS(1, 2, false, 3, 4));
+    LIN(out, LIN_VIOLATION, W(1, 1, 2), CAS(0, 2, true, 3, 4));
+    LIN(out, LIN_OK, W(1, 1, 2), CAS(0, 2, false, 3, 4), R(1, 5, 6));
+    /* Two cas racing on one value: only one may win. */
+    LIN(out, LIN_OK, CAS(0, 1, true, 1, 4), CAS(0, 2, false, 2, 3), R(1, 5, 6));
+    LIN(out, LIN_VIOLATION, CAS(0, 1, true, 1, 4), CAS(0, 2, true, 2, 3));
+    /* Unknown outcome: may take effect after its call, or never. */
+    LIN(out, LIN_OK, UNKNOWN(W(7, 1, 0)), R(7, 2, 3));
+    LIN(out, LIN_OK, UNKNOWN(W(7, 1, 0)), R(0, 2, 3));
+    LIN(out, LIN_OK, UNKNOWN(W(7, 1, 0)), R(0, 2, 3), R(7, 4, 5));
+    LIN(out, LIN_VIOLATION, UNKNOWN(W(7, 1, 0)), R(7, 2, 3), R(0, 4, 5));
+    LIN(out, LIN_VIOLATION, R(7, 1, 2), UNKNOWN(W(7, 3, 0)));
+    LIN(out, LIN_OK, W(1, 1, 2), UNKNOWN(CAS(1, 5, false, 3, 0)), R(5, 4, 6));
+    LIN(out, LIN_OK, W(1, 1, 2), UNKNOWN(CAS(9, 5, false, 3, 0)), R(1, 4, 6));
+    LIN(out, LIN_VIOLATION, W(1, 1, 2), UNKNOWN(CAS(9, 5, false, 3, 0)), R(5, 4, 6));
+}
+
+/* A register driven by 4 overlapping clients, each op taking effect at a
+ * random instant inside its interval: linearizable by construction. Then
+ * one read is made to return a value that was never there. */
+static size_t generate_history(struct rng *g, struct lin_op *ops, size_t n)
+{
+    int64_t reg = 0, t = 0;
+    int64_t busy_until[4] = {0};
+    for (size_t i = 0; i < n; i++) {
+        int c = (int)rng_below(g, 4);
+        int64_t call = (t > busy_until[c] ? t : busy_until[c]) + 1;
+        int64_t point = call + rng_range(g, 1, 3);
+        int64_t ret = point + rng_range(g, 1, 20);
+        busy_until[c] = ret;
+        t = point; /* effects happen in index order */
+        uint64_t kind = rng_below(g, 3);
+        if (kind == 0) {
+            reg = (int64_t)i + 1;
+            ops[i] = W(reg, call * 2, ret * 2 + 1);
+        } else if (kind == 1) {
+            bool ok = reg == (int64_t)i;
+            ops[i] = CAS((int64_t)i, (int64_t)i + 100, ok, call * 2, ret * 2 + 1);
+            reg = ok ? (int64_t)i + 100 : reg;
+        } else {
+            ops[i] = R(reg, call * 2, ret * 2 + 1);
+        }
+    }
+    return n;
+}
+
+static void test_lin_generated(FILE *out)
+{
+    struct rng g;
+    rng_seed(&g, 42);
+    for (int round = 0; round < 50; round++) {
+        struct lin_op ops[LIN_OPS_MAX];
+        size_t n = generate_history(&g, ops, LIN_OPS_MAX);
+        EXPECT(out, lin_check(ops, n, 0) == LIN_OK);
+        for (size_t i = n; i > 0; i--) {
+            if (ops[i - 1].kind == LIN_READ) {
+                ops[i - 1].value = -5;
+                EXPECT(out, lin_check(ops, n, 0) == LIN_VIOLATION);
+                break;
+            }
+        }
+    }
+}
+
+static struct raft_entry entry(int64_t zxid, const uint8_t *data)
+{
+    return (struct raft_entry){.zxid = zxid, .type = RAFT_ENTRY_DATA, .data = data, .len = 4};
+}
+
+static void append_all(struct disk *d, const int64_t *zxids, size_t n, const uint8_t *data)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct raft_entry e = entry(zxids[i], data);
+        disk_append(d, &e);
+    }
+}
+
+/* 1,2,3 synced; then truncate after 2 and append 10,11,12 unsynced. */
+static void torn_setup(struct disk *d, const uint8_t *data)
+{
+    static const int64_t first[] = {1, 2, 3}, second[] = {10, 11, 12};
+    disk_init(d);
+    append_all(d, first, 3, data);
+    disk_sync(d);
+    disk_truncate(d, 2);
+    append_all(d, second, 3, data);
+}
+
+static void test_disk_torn_tail(FILE *out)
+{
+    static const uint8_t data[4] = {1, 2, 3, 4};
+    struct disk d;
+    torn_setup(&d, data);
+    int64_t last;
+    uint64_t chain;
+    disk_last(&d, &last, &chain);
+    EXPECT(out, last == 12 && d.log.n == 3 && d.pend.n == 3);
+    /* A torn tail: the truncation and the first pending entry survive. */
+    disk_crash(&d, 1);
+    EXPECT(out, d.log.n == 3 && d.log.v[0].zxid == 1 && d.log.v[1].zxid == 2);
+    EXPECT(out, d.log.v[2].zxid == 10 && d.pend.n == 0);
+    struct raft_boot boot;
+    struct raft_entry *entries;
+    EXPECT(out, disk_boot(&d, &boot, &entries) && boot.n_entries == 3);
+    free(entries);
+    disk_free(&d);
+    /* Nothing of the pending write survives: the old log is back. */
+    torn_setup(&d, data);
+    disk_crash(&d, -1);
+    EXPECT(out, d.log.n == 3 && d.log.v[2].zxid == 3);
+    struct raft_entry stale = entry(3, data);
+    EXPECT(out, !disk_append(&d, &stale)); /* zxids must increase */
+    disk_free(&d);
+}
+
+/* Equal logs have equal chains; the chain carries over a compaction. */
+static void test_disk_chain(FILE *out)
+{
+    static const uint8_t data[4] = {1, 2, 3, 4};
+    static const int64_t zxids[] = {1, 2, 3, 4};
+    struct disk a, b;
+    disk_init(&a);
+    disk_init(&b);
+    append_all(&a, zxids, 4, data);
+    disk_sync(&a);
+    append_all(&b, zxids, 2, data);
+    disk_sync(&b);
+    struct kv kv;
+    kv_init(&kv);
+    kv.applied_zxid = 2;
+    uint8_t snap[KV_SNAP_BYTES];
+    kv_save(&kv, snap);
+    EXPECT(out, disk_compact(&b, 2, snap, sizeof(snap)) && b.log.n == 0);
+    append_all(&b, zxids + 2, 2, data);
+    disk_sync(&b);
+    EXPECT(out, b.log.n == 2 && b.log.v[1].chain == a.log.v[3].chain);
+    EXPECT(out, !disk_compact(&b, 7, snap, sizeof(snap)));
+    disk_free(&a);
+    disk_free(&b);
+}
+
+static void test_kv(FILE *out)
+{
+    struct kv_op op = {.kind = KV_OP_CAS, .key = 3, .op_id = 77, .value = -9, .expect = 5};
+    uint8_t buf[KV_OP_BYTES];
+    kv_encode_op(&op, buf);
+    struct kv_op back;
+    EXPECT(out, kv_decode_op(buf, sizeof(buf), &back) && back.op_id == 77 && back.value == -9);
+    EXPECT(out, !kv_decode_op(buf, sizeof(buf) - 1, &back));
+    struct kv kv, loaded;
+    kv_init(&kv);
+    struct raft_entry e = {.zxid = 5, .type = RAFT_ENTRY_DATA, .data = buf, .len = sizeof(buf)};
+    struct kv_result res;
+    EXPECT(out, kv_apply(&kv, &e, &res) && res.is_op && !res.cas_ok && kv.values[3] == 0);
+    uint8_t snap[KV_SNAP_BYTES];
+    kv_save(&kv, snap);
+    EXPECT(out, kv_load(&loaded, snap, sizeof(snap)) && kv_digest(&loaded) == kv_digest(&kv));
+}
+
+bool selftest_run(FILE *out)
+{
+    failures = 0;
+    test_lin_hand_made(out);
+    test_lin_generated(out);
+    test_disk_torn_tail(out);
+    test_disk_chain(out);
+    test_kv(out);
+    fprintf(out, "self-test: %s\n", failures ? "FAILED" : "ok");
+    return failures == 0;
+}

@@ -1,0 +1,233 @@
+/* sim — one run: the world's set-up, the step loop, the end phase (heal,
+ * one more write, convergence) and the final history check. See sim.h. */
+#include "tests/sim/sim.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "tests/sim/check.h"
+#include "tests/sim/client.h"
+#include "tests/sim/fault.h"
+#include "tests/sim/net.h"
+#include "tests/sim/node.h"
+
+void sim_fail(struct sim *s, uint32_t node, const char *fmt, ...)
+{
+    if (s->failed)
+        return;
+    s->failed = true;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->fail_msg, sizeof(s->fail_msg), fmt, ap);
+    va_end(ap);
+    struct trace_event ev = {.step = s->now, .kind = TR_FAIL, .node = (uint8_t)node};
+    trace_add(&s->trace, &ev);
+}
+
+/* The cluster's shape and the core's knobs, drawn per seed: small counter
+ * limits so that terms roll over often, small append batches so that
+ * catch-up takes many rounds. */
+static void pick_params(struct sim *s)
+{
+    struct rng *g = &s->rng;
+    s->counter_limit = s->opts.counter_limit ? s->opts.counter_limit
+                                             : (uint32_t)rng_range(g, 8, 64);
+    s->election_ticks = (uint32_t)rng_range(g, 8, 16);
+    s->heartbeat_ticks = (uint32_t)rng_range(g, 1, 3);
+    s->max_append_entries = (uint32_t)rng_range(g, 1, 8);
+    s->max_append_bytes = rng_below(g, 2) ? 0 : (size_t)rng_range(g, 24, 200);
+    fault_pick_profile(s);
+}
+
+static bool setup(struct sim *s, const struct sim_opts *opts)
+{
+    memset(s, 0, sizeof(*s));
+    s->opts = *opts;
+    BASE_ASSERT(opts->servers >= 1 && opts->servers <= SIM_VOTERS_MAX);
+    BASE_ASSERT(opts->observers <= SIM_OBSERVERS_MAX);
+    rng_seed(&s->rng, opts->seed);
+    trace_init(&s->trace, opts->trace, stdout);
+    s->n_nodes = opts->servers + opts->observers;
+    for (uint32_t i = 0; i < s->n_nodes; i++) {
+        s->members[i] = (struct raft_member){.id = i + 1, .voter = i < opts->servers};
+        s->nodes[i].id = i + 1;
+        s->nodes[i].voter = i < opts->servers;
+        disk_init(&s->nodes[i].disk);
+    }
+    pick_params(s);
+    net_init(&s->net);
+    check_init(&s->check);
+    clients_init(s);
+    s->faults_on = true;
+    for (uint32_t i = 0; i < s->n_nodes && !s->failed; i++)
+        node_boot(s, &s->nodes[i]);
+    return !s->failed;
+}
+
+static void teardown(struct sim *s)
+{
+    for (uint32_t i = 0; i < s->n_nodes; i++)
+        node_free(&s->nodes[i]);
+    net_free(&s->net);
+    check_free(&s->check);
+}
+
+static void tick_nodes(struct sim *s)
+{
+    for (uint32_t i = 0; i < s->n_nodes && !s->failed; i++) {
+        struct sim_node *n = &s->nodes[i];
+        if (!n->up || s->now < n->next_tick)
+            continue;
+        node_tick(s, n);
+        /* Clock drift: now and then a node's tick comes a step late. */
+        n->next_tick = s->now + 1 + (rng_chance(&s->rng, s->prof.tick_skip) ? 1 : 0);
+    }
+}
+
+/* One step: faults, deliveries, ticks, every node's ready (in an order
+ * that varies), snapshots, clients. */
+static void step(struct sim *s)
+{
+    s->now++;
+    fault_step(s);
+    if (!s->failed)
+        net_deliver(s);
+    tick_nodes(s);
+    uint32_t start = (uint32_t)rng_below(&s->rng, s->n_nodes);
+    for (uint32_t i = 0; i < s->n_nodes && !s->failed; i++) {
+        struct sim_node *n = &s->nodes[(start + i) % s->n_nodes];
+        /* A snapshot may finish before or after the node's ready: before,
+         * the core may already hold messages from this step's deliveries. */
+        bool compact_first = rng_below(&s->rng, 2) == 0;
+        if (compact_first)
+            node_maybe_compact(s, n);
+        node_process_ready(s, n);
+        if (!compact_first)
+            node_maybe_compact(s, n);
+    }
+    if (!s->failed)
+        clients_step(s);
+}
+
+static void trace_phase(struct sim *s, int64_t phase)
+{
+    struct trace_event ev = {.step = s->now, .kind = TR_PHASE, .a = phase};
+    trace_add(&s->trace, &ev);
+}
+
+/* Why the end phase did not converge: every node's view. */
+static void fail_liveness(struct sim *s, bool final_done)
+{
+    char buf[512], z1[24], z2[24];
+    size_t len = 0;
+    for (uint32_t i = 0; i < s->n_nodes && len < sizeof(buf); i++) {
+        const struct sim_node *n = &s->nodes[i];
+        struct raft_status st = {0};
+        if (n->up)
+            raft_status(n->r, &st);
+        len += (size_t)snprintf(buf + len, sizeof(buf) - len, " n%u:%s t=%u commit=%s applied=%s;",
+                                n->id, n->up ? raft_role_name(st.role) : "down", st.term,
+                                trace_zxid(st.commit_zxid, z1),
+                                trace_zxid(n->kv.applied_zxid, z2));
+    }
+    sim_fail(s, 0, "liveness: %d steps after healing, %s;%s", SIM_END_STEPS_MAX,
+             final_done ? "the nodes have not converged" : "no write has completed", buf);
+}
+
+/* Heal everything, stop faults, then require progress: a new write
+ * completes and every node applies the same last committed entry. */
+static void end_phase(struct sim *s)
+{
+    fault_stop(s);
+    s->clients.issuing = false;
+    trace_phase(s, 1);
+    bool final_done = false;
+    int64_t final_zxid = 0;
+    for (int i = 0; i < SIM_END_STEPS_MAX && !s->failed; i++) {
+        step(s);
+        if (!final_done && !s->failed && clients_final_write(s, &final_zxid)) {
+            final_done = true;
+            trace_phase(s, 2);
+        }
+        if (final_done && !s->failed && check_converged(s, final_zxid)) {
+            trace_phase(s, 3);
+            return;
+        }
+    }
+    if (!s->failed)
+        fail_liveness(s, final_done);
+}
+
+static void add_stats(const struct sim *s, struct sim_stats *st)
+{
+    const uint64_t *count = s->trace.count;
+    st->runs++;
+    st->steps += (uint64_t)s->now;
+    for (uint32_t i = 0; i < s->n_nodes; i++)
+        if (s->nodes[i].disk.hard.term > st->max_term)
+            st->max_term = s->nodes[i].disk.hard.term;
+    st->committed += s->check.n_committed;
+    st->ops_done += count[TR_OP_DONE];
+    st->ops_unknown += count[TR_OP_LOST];
+    st->crashes += count[TR_CRASH];
+    st->snap_installs += count[TR_SNAP_INSTALL];
+    st->truncations += count[TR_TRUNCATE];
+    st->compactions += count[TR_COMPACT];
+    st->msgs_sent += s->net.sent;
+    st->msgs_dropped += s->net.dropped;
+    st->msgs_duplicated += s->net.duplicated;
+}
+
+bool sim_run(struct sim *s, const struct sim_opts *opts, struct sim_stats *stats)
+{
+    if (setup(s, opts)) {
+        for (uint32_t i = 0; i < opts->steps && !s->failed; i++)
+            step(s);
+        if (!s->failed)
+            end_phase(s);
+        if (!s->failed)
+            clients_check_history(s);
+    }
+    add_stats(s, stats);
+    teardown(s);
+    return !s->failed;
+}
+
+void sim_print_stats(const struct sim_stats *st, FILE *out)
+{
+    fprintf(out, "  %" PRIu64 " runs, %" PRIu64 " steps; max term %" PRIu64 ", %" PRIu64
+                 " entries committed; client ops %" PRIu64 " done, %" PRIu64 " unknown; %" PRIu64
+                 " crashes, %" PRIu64 " snapshots installed, %" PRIu64 " truncations, %" PRIu64
+                 " compactions; messages %" PRIu64 " sent, %" PRIu64 " dropped, %" PRIu64
+                 " duplicated\n",
+            st->runs, st->steps, st->max_term, st->committed, st->ops_done, st->ops_unknown,
+            st->crashes, st->snap_installs, st->truncations, st->compactions, st->msgs_sent,
+            st->msgs_dropped, st->msgs_duplicated);
+}
+
+void sim_replay_cmd(const struct sim_opts *o, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%s --seed %" PRIu64 " --servers %u --steps %u", o->argv0, o->seed,
+                     o->servers, o->steps);
+    if (n > 0 && (size_t)n < len && o->observers)
+        n += snprintf(buf + n, len - (size_t)n, " --observers %u", o->observers);
+    if (n > 0 && (size_t)n < len && o->counter_limit)
+        n += snprintf(buf + n, len - (size_t)n, " --counter-limit %u", o->counter_limit);
+    if (n > 0 && (size_t)n < len && o->break_name)
+        snprintf(buf + n, len - (size_t)n, " --break %s", o->break_name);
+}
+
+void sim_report(const struct sim *s, FILE *out)
+{
+    char cmd[512];
+    sim_replay_cmd(&s->opts, cmd, sizeof(cmd));
+    fprintf(out, "FAIL seed %" PRIu64 " at step %" PRId64 ": %s\n", s->opts.seed, s->now,
+            s->fail_msg);
+    fprintf(out, "last %u events:\n", TRACE_SHOWN);
+    trace_dump(&s->trace, out, TRACE_SHOWN);
+    if (s->clients.bad_key >= 0)
+        clients_dump_key(s, (uint8_t)s->clients.bad_key, out);
+    fprintf(out, "replay: %s\n", cmd);
+}
