@@ -308,6 +308,9 @@ static void op_drain(struct world *w, struct base_rd *s)
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
+static unsigned g_barrier_every = 1; /* inputs per rcu_barrier() */
+static unsigned long g_inputs;
+
 static void teardown(void)
 {
     seq_free(g_seq);
@@ -316,6 +319,9 @@ static void teardown(void)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
+    const char *every = getenv("LARCH_FUZZ_CONN_BARRIER_EVERY");
+    if (every != NULL && atoi(every) >= 1 && atoi(every) <= 1000000)
+        g_barrier_every = (unsigned)atoi(every);
     rcu_register_thread();
     g_tree = tree_new();
     struct seq_cfg scfg = { .min_session_timeout_ms = 4000, .max_session_timeout_ms = 40000,
@@ -368,7 +374,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     world_close(&w);
-    rcu_barrier(); /* what the input freed is freed now: call_rcu's share of
-                      the coverage counts for this input, not a later one */
+    /* What the input freed is freed now: call_rcu's share of the coverage
+     * counts for this input, not a later one. liburcu's call_rcu worker
+     * sleeps 10 ms between batches, so this barrier is most of an input's
+     * time; long campaigns trade that exactness for speed with
+     * LARCH_FUZZ_CONN_BARRIER_EVERY (scripts/fuzz sets it unless --seed). */
+    if (++g_inputs % g_barrier_every == 0)
+        rcu_barrier();
     return 0;
 }
