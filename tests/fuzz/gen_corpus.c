@@ -5,14 +5,16 @@
  * Every input comes out of the project's own encoders: frames from zk_put_*,
  * txns from tree_prep over a tree that is really built (so they are the txns
  * larchd logs), log segments from the txn log writer over the in-memory
- * storage, snapshots from tree_snapshot_write of that tree. The corpus thus
- * follows the formats when they change. Deterministic: same code, same bytes.
+ * storage, snapshots from tree_snapshot_write of that tree, quorum-port
+ * frames from replication/peer.h's encoders. The corpus thus follows the
+ * formats when they change. Deterministic: same code, same bytes.
  * Input layouts (the mode bytes) are described in each target's header.
  */
 #include <errno.h>
 #include <sys/stat.h>
 #include <urcu.h>
 
+#include "replication/peer.h"
 #include "replication/txnlog.h"
 #include "tests/fuzz/fuzz.h"
 
@@ -407,6 +409,114 @@ static void trees_and_logs(void)
     storage_destroy(st);
 }
 
+/* ---- fuzz_peer: frames (mode 0, mode 2 re-CRCs) and chunk pushes (mode 1) ------ */
+
+static const uint8_t peer_data[] = "snapshot bytes and entry data, in order";
+
+/* Emits the frames in b under name, in mode 0 and in mode 2. */
+static void emit_peer(struct base_buf *b, const char *name)
+{
+    char file[64];
+    emit_mode("fuzz_peer", name, 0, b->data, b->len);
+    snprintf(file, sizeof file, "%s-recrc", name);
+    emit_mode("fuzz_peer", file, 2, b->data, b->len);
+    b->len = 0;
+}
+
+static void peer_link(struct base_buf *b)
+{
+    static const struct raft_entry ents[] = {
+        { 0x500000000LL, RAFT_ENTRY_NOOP, NULL, 0 },
+        { 0x500000001LL, RAFT_ENTRY_DATA, peer_data, 9 },
+        { 0x500000002LL, RAFT_ENTRY_DATA, peer_data, 0 },
+    };
+    static const struct peer_auth auth[] = { { "digest", 6, BOB_ID, sizeof BOB_ID - 1 },
+                                             { "ip", 2, "10.1.2.3", 8 } };
+    static const int64_t sids[] = { SID_A, SID_B };
+    struct peer_hello h = { PEER_VERSION_MAX, 2, 1, 7 };
+    struct raft_msg vote = { .type = RAFT_MSG_VOTE_REQ, .term = 5, .pre_vote = true,
+                             .last_zxid = 0x400000003LL };
+    struct raft_msg append = { .type = RAFT_MSG_APPEND, .term = 5, .prev_zxid = 0x400000003LL,
+                               .commit_zxid = 0x400000003LL, .read_ctx = 3, .entries = ents,
+                               .n_entries = 3 };
+    struct raft_msg resp = { .type = RAFT_MSG_APPEND_RESP, .term = 5, .reject = true,
+                             .match_zxid = 0x500000002LL, .hint_zxid = 0x400000001LL,
+                             .read_ctx = 3 };
+    struct raft_msg ri = { .type = RAFT_MSG_READ_INDEX, .term = 5, .read_ctx = 11 };
+    struct raft_msg rir = { .type = RAFT_MSG_READ_INDEX_RESP, .term = 5, .reject = true,
+                            .read_ctx = 11, .commit_zxid = 0x500000002LL };
+    struct raft_msg vresp = { .type = RAFT_MSG_VOTE_RESP, .term = 5, .pre_vote = true };
+    struct raft_msg beat = { .type = RAFT_MSG_APPEND, .term = 5, .prev_zxid = 0x500000002LL };
+    struct peer_forward fwd = { SID_A, 7, ZK_OP_CREATE, peer_data, 20, auth, 2 };
+    BASE_ASSERT(peer_encode_hello(b, &h) == 0);
+    emit_peer(b, "hello");
+    const struct raft_msg *msgs[] = { &vote, &vresp, &append, &beat, &resp, &ri, &rir };
+    static const char *names[] = { "vote-req", "vote-resp", "append", "heartbeat",
+                                   "append-resp", "read-index", "read-index-resp" };
+    for (size_t i = 0; i < sizeof msgs / sizeof msgs[0]; i++) {
+        BASE_ASSERT(peer_encode_msg(b, msgs[i]) == 0);
+        emit_peer(b, names[i]);
+    }
+    BASE_ASSERT(peer_encode_forward(b, &fwd) == 0);
+    emit_peer(b, "forward");
+    BASE_ASSERT(peer_encode_touch(b, sids, 2) == 0);
+    emit_peer(b, "touch");
+    /* a link's first frames, back to back */
+    BASE_ASSERT(peer_encode_hello(b, &h) == 0 && peer_encode_msg(b, &vote) == 0 &&
+                peer_encode_msg(b, &append) == 0 && peer_encode_msg(b, &resp) == 0 &&
+                peer_encode_touch(b, sids, 2) == 0 && peer_encode_forward(b, &fwd) == 0);
+    emit_peer(b, "link");
+}
+
+/* A snapshot in chunks of chunk bytes, as frames. */
+static void peer_snap_frames(struct base_buf *b, uint32_t term, size_t len, size_t chunk)
+{
+    struct raft_msg snap = { .type = RAFT_MSG_SNAP, .term = term, .snap_zxid = 0x500000002LL,
+                             .snap_data = peer_data, .snap_len = len };
+    uint64_t off = 0;
+    int rc;
+    while ((rc = peer_snap_encode(b, &snap, &off, chunk)) == 0)
+        ;
+    BASE_ASSERT(rc == 1);
+}
+
+/* Pushes for the target's mode 1: [key][total][offset][len] data. */
+static void peer_push(struct base_buf *b, uint8_t key, uint8_t total, uint8_t off, uint8_t len)
+{
+    uint8_t op[4] = { key, total, off, len };
+    BASE_ASSERT(base_buf_append(b, op, 4) == 0);
+    BASE_ASSERT(len <= sizeof peer_data && base_buf_append(b, peer_data + off % 8, len) == 0);
+}
+
+static void peer_chunks(struct base_buf *b)
+{
+    peer_snap_frames(b, 5, sizeof peer_data, 16);
+    emit_peer(b, "snap");
+    peer_snap_frames(b, 5, 0, 16);
+    emit_peer(b, "snap-empty");
+    peer_snap_frames(b, 5, 30, 7);
+    peer_snap_frames(b, 6, sizeof peer_data, 40); /* a newer term restarts */
+    emit_peer(b, "snap-restart");
+    peer_push(b, 1, 30, 0, 10), peer_push(b, 1, 30, 10, 10), peer_push(b, 1, 30, 20, 10);
+    emit_mode("fuzz_peer", "push-in-order", 1, b->data, b->len);
+    b->len = 0;
+    peer_push(b, 1, 30, 0, 10), peer_push(b, 1, 30, 15, 10), peer_push(b, 1, 30, 5, 10);
+    emit_mode("fuzz_peer", "push-gap-overlap", 1, b->data, b->len);
+    b->len = 0;
+    peer_push(b, 2, 30, 0, 10), peer_push(b, 1, 30, 10, 10), peer_push(b, 6, 20, 0, 20);
+    peer_push(b, 6, 20, 0, 5), peer_push(b, 0x80, 20, 5, 5), peer_push(b, 6, 250, 0, 5);
+    emit_mode("fuzz_peer", "push-stale-newer-bound", 1, b->data, b->len);
+    b->len = 0;
+}
+
+static void peer_frames(void)
+{
+    struct base_buf b = { 0 };
+    peer_link(&b);
+    peer_chunks(&b);
+    base_buf_free(&b);
+}
+
 /* ---- fuzz_config --------------------------------------------------------------- */
 
 #include "tests/fuzz/gen_configs.h"
@@ -427,6 +537,7 @@ int main(int argc, char **argv)
     zk_wbuf_free(&fw);
     trees_and_logs();
     build_shapes();
+    peer_frames();
     for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++)
         emit("fuzz_config", configs[i].name, configs[i].text, strlen(configs[i].text));
     rcu_unregister_thread();
