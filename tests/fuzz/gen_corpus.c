@@ -431,7 +431,7 @@ static void peer_link(struct base_buf *b)
         { 0x500000002LL, RAFT_ENTRY_DATA, peer_data, 0 },
     };
     static const struct peer_auth auth[] = { { "digest", 6, BOB_ID, sizeof BOB_ID - 1 },
-                                             { "ip", 2, "10.1.2.3", 8 } };
+                                             { "ip", 2, "198.18.1.3", 10 } };
     static const int64_t sids[] = { SID_A, SID_B };
     struct peer_hello h = { PEER_VERSION_MAX, 2, 1, 7 };
     struct raft_msg vote = { .type = RAFT_MSG_VOTE_REQ, .term = 5, .pre_vote = true,

@@ -483,7 +483,7 @@ static void test_server_lines_parse(void **state)
     struct config c;
     struct msgs m;
     const char *cfg = "server.1=zk1.example:2888:3888\n"
-                      "server.2 = 10.0.0.2:2889:3889:participant;2182\n"
+                      "server.2 = 127.0.0.4:2889:3889:participant;2182\n"
                       "server.3=[::1]:2890:3890:OBSERVER;[::1]:2183\n"
                       "server.17=h:1:65535;0.0.0.0:2184\n";
     assert_int_equal(parse(&c, &m, cfg), 0);
@@ -508,7 +508,7 @@ static void test_server_lines_parse(void **state)
     char out[4096];
     config_format(&c, out, sizeof out);
     assert_non_null(strstr(out, "server.1=zk1.example:2888:3888:participant\n"));
-    assert_non_null(strstr(out, "server.2=10.0.0.2:2889:3889:participant;2182\n"));
+    assert_non_null(strstr(out, "server.2=127.0.0.4:2889:3889:participant;2182\n"));
     assert_non_null(strstr(out, "server.3=[::1]:2890:3890:observer;[::1]:2183\n"));
 }
 

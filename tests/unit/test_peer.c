@@ -93,7 +93,7 @@ static const struct raft_entry entries_max[] = {
 };
 static const struct peer_auth auths[] = {
     { "digest", 6, "bob:fyVmFCwVbTJYrznoSu1koqYEYF0=", 32 },
-    { "ip", 2, "10.1.2.3", 8 },
+    { "ip", 2, "198.18.1.3", 10 },
     { "x", 1, "", 0 },
 };
 static const int64_t touched[] = { 0x0100000000000001LL, INT64_MAX, INT64_MIN, 0, -1 };
