@@ -685,6 +685,26 @@ static int loader_alloc(struct loader *l, uint64_t nodes, uint64_t sessions, siz
     return 0;
 }
 
+static int sess_rec_cmp(const void *a, const void *b)
+{
+    int64_t x = ((const struct sess_rec *)a)->id, y = ((const struct sess_rec *)b)->id;
+    return (x > y) - (x < y);
+}
+
+/* A session id listed twice is not a snapshot this code wrote: the tree
+ * would hold one session fewer than the trailer counts (tree_sess_add takes
+ * an id it has as a replayed createSession). Sorting is harmless: the order
+ * sessions are added in means nothing. */
+static int load_sessions_unique(struct loader *l)
+{
+    if (l->sessions_len > 1)
+        qsort(l->sessions, l->sessions_len, sizeof *l->sessions, sess_rec_cmp);
+    for (uint64_t i = 1; i < l->sessions_len; i++)
+        if (l->sessions[i].id == l->sessions[i - 1].id)
+            return TREE_SNAP_EFORMAT;
+    return 0;
+}
+
 /* After parsing: the stream must have been exactly one tree rooted at "/",
  * covering the built-ins the fresh tree holds, with the trailer's counts
  * and digest. */
@@ -770,6 +790,8 @@ int tree_snapshot_load(struct tree *t, const void *buf, size_t len, struct tree_
     rc = loader_alloc(&l, nodes, sessions, len);
     if (rc == 0)
         rc = load_records(&l);
+    if (rc == 0)
+        rc = load_sessions_unique(&l);
     if (rc == 0)
         rc = load_check(&l, builtins, digest);
     if (rc != 0) {

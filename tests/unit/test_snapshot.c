@@ -478,6 +478,35 @@ static void test_valid_crc_bad_content_rejected(void **state)
     free(m.p);
 }
 
+/* fuzz_snapshot found it: a snapshot listing one session id twice loaded
+ * with one session fewer than its trailer counts. Refused now, tree
+ * untouched. */
+static void test_duplicate_session_id_rejected(void **state)
+{
+    struct fx *f = *state;
+    /* two sessions, no ephemerals: nothing else ties SID_B to the tree */
+    struct tree_req cs = req_session(ZK_OP_CREATESESSION, 30000);
+    assert_int_equal(run1(f, SID_A, &cs), ZK_OK);
+    assert_int_equal(run1(f, SID_B, &cs), ZK_OK);
+    struct mem m = { 0 };
+    assert_int_equal(tree_snapshot_write(f->t, mem_out, &m, NULL), 0);
+    uint8_t rec_a[9] = { 'S' }, rec_b[9] = { 'S' };
+    base_put_le64(rec_a + 1, (uint64_t)SID_A);
+    base_put_le64(rec_b + 1, (uint64_t)SID_B);
+    uint8_t *b = memmem(m.p, m.len, rec_b, sizeof rec_b);
+    assert_non_null(b);
+    assert_non_null(memmem(m.p, m.len, rec_a, sizeof rec_a));
+    memcpy(b + 1, rec_a + 1, 8); /* SID_B's record now names SID_A */
+    reseal(&m);
+    struct tree *t2 = tree_new();
+    assert_non_null(t2);
+    uint64_t fresh = tree_digest(t2);
+    assert_int_equal(tree_snapshot_load(t2, m.p, m.len, NULL), TREE_SNAP_EFORMAT);
+    assert_untouched(t2, fresh);
+    tree_free(t2);
+    free(m.p);
+}
+
 static void test_output_error_propagates(void **state)
 {
     struct fx *f = *state;
@@ -682,6 +711,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sessions_survive_and_close, setup, teardown),
         cmocka_unit_test_setup_teardown(test_every_flip_and_truncation_rejected, setup, teardown),
         cmocka_unit_test_setup_teardown(test_valid_crc_bad_content_rejected, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_duplicate_session_id_rejected, setup, teardown),
         cmocka_unit_test_setup_teardown(test_output_error_propagates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fuzzy_snapshot_replays_to_live_digest, setup,
                                         teardown),
