@@ -83,6 +83,31 @@ int storage_mkdirs(struct storage *s, const char *dir)
     return s->ops->mkdirs(s, dir);
 }
 
+int storage_write_whole(struct storage *s, const char *dir, const char *path, const void *buf,
+                        size_t len, int flags)
+{
+    char tmp[PATH_MAX];
+    int n = snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (n < 0 || (size_t)n >= sizeof tmp)
+        return -ENAMETOOLONG;
+    struct storage_file *f;
+    int rc = storage_open(s, tmp, flags | STORAGE_CREATE, &f);
+    if (rc != 0)
+        return rc;
+    rc = storage_pwrite(f, buf, len, 0);
+    if (rc == 0)
+        rc = storage_datasync(f);
+    int crc = storage_close(f);
+    if (rc == 0)
+        rc = crc;
+    /* the rename is the commit point; syncing the directory makes it stick */
+    if (rc == 0)
+        rc = storage_rename(s, tmp, path);
+    if (rc == 0)
+        rc = storage_sync_dir(s, dir);
+    return rc;
+}
+
 void storage_destroy(struct storage *s)
 {
     if (s != NULL)

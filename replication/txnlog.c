@@ -1112,7 +1112,6 @@ int txnlog_truncate_after(struct txnlog *log, int64_t zxid)
 #define HS_MAGIC "LRHS"
 #define HS_VERSION 1u
 #define HS_BYTES 28u /* magic, u32 version, u32 term, u32 vote, u64 commit, u32 CRC-32C */
-#define HS_TMP_SUFFIX ".tmp"
 
 static void hs_encode(const struct raft_hard_state *hs, uint8_t out[HS_BYTES])
 {
@@ -1135,44 +1134,28 @@ static bool hs_decode(const uint8_t *in, size_t len, struct raft_hard_state *hs)
     return hs->term <= RAFT_TERM_MAX && hs->commit_zxid >= 0;
 }
 
-static int hs_path(const char *dir, const char *suffix, char *out, size_t cap)
+static int hs_path(const char *dir, char *out, size_t cap)
 {
-    int n = snprintf(out, cap, "%s/%s%s", dir, TXNLOG_HARD_STATE_FILE, suffix);
+    int n = snprintf(out, cap, "%s/%s", dir, TXNLOG_HARD_STATE_FILE);
     return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
 }
 
 int txnlog_hard_state_write(struct storage *st, const char *dir, const struct raft_hard_state *hs)
 {
     BASE_ASSERT(hs->term <= RAFT_TERM_MAX && hs->commit_zxid >= 0);
-    char tmp[PATH_MAX], path[PATH_MAX];
-    int rc = hs_path(dir, HS_TMP_SUFFIX, tmp, sizeof tmp);
-    if (rc == 0)
-        rc = hs_path(dir, "", path, sizeof path);
-    struct storage_file *f = NULL;
-    if (rc == 0)
-        rc = storage_open(st, tmp, STORAGE_CREATE, &f);
+    char path[PATH_MAX];
+    int rc = hs_path(dir, path, sizeof path);
     if (rc != 0)
         return rc;
     uint8_t buf[HS_BYTES];
     hs_encode(hs, buf);
-    rc = storage_pwrite(f, buf, sizeof buf, 0);
-    if (rc == 0)
-        rc = storage_datasync(f);
-    int crc = storage_close(f);
-    if (rc == 0)
-        rc = crc;
-    /* the rename is the commit point; syncing the directory makes it stick */
-    if (rc == 0)
-        rc = storage_rename(st, tmp, path);
-    if (rc == 0)
-        rc = storage_sync_dir(st, dir);
-    return rc;
+    return storage_write_whole(st, dir, path, buf, sizeof buf, 0);
 }
 
 int txnlog_hard_state_read(struct storage *st, const char *dir, struct raft_hard_state *hs)
 {
     char path[PATH_MAX];
-    int rc = hs_path(dir, "", path, sizeof path);
+    int rc = hs_path(dir, path, sizeof path);
     struct storage_file *f = NULL;
     if (rc == 0)
         rc = storage_open(st, path, 0, &f);

@@ -92,6 +92,12 @@ int storage_unlink(struct storage *s, const char *path);
 int storage_rename(struct storage *s, const char *from, const char *to);
 int storage_sync_dir(struct storage *s, const char *dir);
 int storage_mkdirs(struct storage *s, const char *dir);
+/* Replaces the file path (in dir) with buf as a whole: writes path.tmp
+ * (opened with flags | STORAGE_CREATE), syncs it, renames it over path and
+ * syncs dir, so a crash leaves the old contents or the new, never a mix.
+ * 0, or -errno with the old file (if any) still in place. */
+int storage_write_whole(struct storage *s, const char *dir, const char *path, const void *buf,
+                        size_t len, int flags);
 void storage_destroy(struct storage *s);
 
 /* Real files (open/pwrite/fdatasync/posix_fallocate...). Thread-safe: it

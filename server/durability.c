@@ -75,29 +75,13 @@ static int read_file(struct storage *st, const char *path, uint8_t **out, size_t
     return 0;
 }
 
-/* Writes the key to path: write, fsync, rename, fsync the directory, so a
- * crash leaves the old file or the new one, never a torn key. The file is
- * made owner-only before the key goes in: whoever reads it can forge every
- * session's password. */
+/* Writes the key to path as a whole (a crash leaves the old file or the new
+ * one, never a torn key), owner-only before the key goes in: whoever reads
+ * it can forge every session's password. */
 static int write_key(struct durability *d, const char *path)
 {
-    char tmp[4310];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    struct storage_file *f;
-    int rc = storage_open(d->st, tmp, STORAGE_CREATE | STORAGE_PRIVATE, &f);
-    if (rc != 0)
-        return rc;
-    rc = storage_pwrite(f, d->passwd_key, sizeof d->passwd_key, 0);
-    if (rc == 0)
-        rc = storage_datasync(f);
-    int crc = storage_close(f);
-    if (rc == 0)
-        rc = crc;
-    if (rc == 0)
-        rc = storage_rename(d->st, tmp, path);
-    if (rc == 0)
-        rc = storage_sync_dir(d->st, d->snap_dir);
-    return rc;
+    return storage_write_whole(d->st, d->snap_dir, path, d->passwd_key, sizeof d->passwd_key,
+                               STORAGE_PRIVATE);
 }
 
 static int random_key(uint8_t *key, size_t len)
