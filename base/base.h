@@ -250,4 +250,47 @@ int64_t base_wall_ms(void);
  * condition variable must use the same clock. A negative ms counts as 0. */
 struct timespec base_deadline(clockid_t clock, int64_t ms);
 
+/* ---- seeded pseudo-random numbers ------------------------------------------
+ * Not for secrets (session passwords use libcrypto). splitmix64 spreads a
+ * seed or steps a one-word state; xoshiro256** (Blackman & Vigna), seeded
+ * through splitmix64, is the stream the simulator and the bench draw from,
+ * so a seed gives the same numbers on every machine. A struct base_rng
+ * belongs to one thread. */
+struct base_rng {
+    uint64_t s[4];
+};
+
+static inline uint64_t base_splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static inline void base_rng_seed(struct base_rng *g, uint64_t seed)
+{
+    for (int i = 0; i < 4; i++)
+        g->s[i] = base_splitmix64(&seed);
+}
+
+static inline uint64_t base_rotl64(uint64_t v, int k)
+{
+    return (v << k) | (v >> (64 - k));
+}
+
+static inline uint64_t base_rng_next(struct base_rng *g)
+{
+    uint64_t *s = g->s;
+    uint64_t result = base_rotl64(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = base_rotl64(s[3], 45);
+    return result;
+}
+
 #endif

@@ -116,7 +116,7 @@ void bench_result_reset(struct bench_result *r, double read_pct);
 
 /* ---- keys.c: key choice ------------------------------------------------ */
 struct bench_rng {
-    uint64_t s[4];
+    struct base_rng b; /* xoshiro256** (base/base.h) */
 };
 void bench_rng_seed(struct bench_rng *r, uint64_t seed);
 uint64_t bench_rng_next(struct bench_rng *r);

@@ -92,11 +92,7 @@ struct raft {
 
 static uint64_t rng_next(struct raft *r)
 {
-    /* splitmix64: tiny, seedable, good enough for election jitter */
-    uint64_t z = (r->rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return base_splitmix64(&r->rng); /* one word of state: election jitter */
 }
 
 static uint32_t quorum(const struct raft *r)

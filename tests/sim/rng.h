@@ -11,45 +11,27 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/base.h"
+
 struct rng {
-    uint64_t s[4];
+    struct base_rng b;
 };
 
-/* splitmix64: spreads a small seed over 64 bits; also used to derive the
- * seeds handed to each core so they do not depend on the main stream's
- * position more than they must. */
+/* splitmix64 also derives the seeds handed to each core, so they do not
+ * depend on the main stream's position more than they must. */
 static inline uint64_t rng_splitmix64(uint64_t *x)
 {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return base_splitmix64(x);
 }
 
 static inline void rng_seed(struct rng *g, uint64_t seed)
 {
-    uint64_t x = seed;
-    for (int i = 0; i < 4; i++)
-        g->s[i] = rng_splitmix64(&x);
-}
-
-static inline uint64_t rng_rotl(uint64_t v, int k)
-{
-    return (v << k) | (v >> (64 - k));
+    base_rng_seed(&g->b, seed);
 }
 
 static inline uint64_t rng_next(struct rng *g)
 {
-    uint64_t *s = g->s;
-    uint64_t result = rng_rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rng_rotl(s[3], 45);
-    return result;
+    return base_rng_next(&g->b);
 }
 
 /* Uniform in [0, n); n > 0. Lemire's multiply-shift: the bias for the
