@@ -293,4 +293,36 @@ static inline uint64_t base_rng_next(struct base_rng *g)
     return result;
 }
 
+/* ---- a multi-producer, single-consumer queue -------------------------------------
+ * Vyukov's intrusive MPSC queue on C11 atomics (so ThreadSanitizer sees every
+ * hand-off): any number of threads push, one consumer pops. Push is wait-free
+ * (one exchange and one store). The queue owns nothing: a node is embedded in
+ * the producer's struct, and the consumer gets it back from base_mpsc_take.
+ * push's exchange is seq_cst, so a producer that pushes and then reads a
+ * consumer's "sleeping" flag, against a consumer that sets the flag and then
+ * checks base_mpsc_empty, cannot both miss each other (the sleep protocols of
+ * the sequencer and the peer link rely on it). */
+struct base_mpsc_node {
+    struct base_mpsc_node *_Atomic next;
+};
+struct base_mpsc {
+    struct base_mpsc_node *_Atomic head;
+    struct base_mpsc_node *tail; /* consumer only */
+    struct base_mpsc_node stub;
+};
+#define BASE_MPSC_BUSY ((struct base_mpsc_node *)1)
+
+void base_mpsc_init(struct base_mpsc *q);
+/* Any thread. */
+void base_mpsc_push(struct base_mpsc *q, struct base_mpsc_node *n);
+/* Consumer only: the oldest node, NULL when empty, or BASE_MPSC_BUSY while a
+ * producer is between its exchange and its link store (the node is next:
+ * retry). */
+struct base_mpsc_node *base_mpsc_pop(struct base_mpsc *q);
+/* Consumer only: the oldest node or NULL, waiting out a producer caught
+ * mid-push (a few instructions). */
+struct base_mpsc_node *base_mpsc_take(struct base_mpsc *q);
+/* Consumer only: true when nothing is queued or being pushed. */
+bool base_mpsc_empty(struct base_mpsc *q);
+
 #endif

@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/base.h"
 #include "replication/txnlog.h"
 #include "tree/tree.h"
 
@@ -38,11 +39,6 @@
 
 struct seq;
 
-/* Link of the intrusive multi-producer single-consumer queues (Vyukov's
- * algorithm) that carry seq_req and seq_out between threads. */
-struct seq_qnode {
-    struct seq_qnode *_Atomic next;
-};
 
 struct seq_cfg {
     int32_t min_session_timeout_ms;
@@ -73,7 +69,7 @@ enum seq_req_kind {
     SEQ_REQ_DISCONNECT = 3, /* the connection holding session_id went away */
 };
 struct seq_req {
-    struct seq_qnode node;
+    struct base_mpsc_node node; /* the queue that carries it (base.h) */
     int32_t kind;
     int32_t worker;
     uint64_t conn;
@@ -132,7 +128,7 @@ struct seq_events {
     struct seq_event *items;
 };
 struct seq_out {
-    struct seq_qnode node;
+    struct base_mpsc_node node; /* the queue that carries it (base.h) */
     int32_t kind;
     uint64_t conn;
     int64_t session_id;

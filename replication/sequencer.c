@@ -29,75 +29,8 @@
 #include <openssl/hmac.h>
 #include <urcu.h>
 
-/* ---- MPSC queue (Vyukov): producers exchange the head, the one consumer
- * walks from the tail. pop returns NULL when empty and QBUSY while a producer
- * is between its exchange and its link store (the node is next: retry). */
-struct seq_queue {
-    struct seq_qnode *_Atomic head;
-    struct seq_qnode *tail;
-    struct seq_qnode stub;
-};
-#define QBUSY ((struct seq_qnode *)1)
-
-static void queue_init(struct seq_queue *q)
-{
-    atomic_store_explicit(&q->stub.next, NULL, memory_order_relaxed);
-    atomic_store_explicit(&q->head, &q->stub, memory_order_relaxed);
-    q->tail = &q->stub;
-}
-
-static void queue_push(struct seq_queue *q, struct seq_qnode *n)
-{
-    atomic_store_explicit(&n->next, NULL, memory_order_relaxed);
-    /* seq_cst: one side of the sleep protocol (see wake_if_sleeping) */
-    struct seq_qnode *prev = atomic_exchange_explicit(&q->head, n, memory_order_seq_cst);
-    atomic_store_explicit(&prev->next, n, memory_order_release);
-}
-
-static struct seq_qnode *queue_pop(struct seq_queue *q)
-{
-    struct seq_qnode *tail = q->tail;
-    struct seq_qnode *next = atomic_load_explicit(&tail->next, memory_order_acquire);
-    if (tail == &q->stub) {
-        if (!next)
-            return atomic_load_explicit(&q->head, memory_order_acquire) == tail ? NULL : QBUSY;
-        q->tail = next;
-        tail = next;
-        next = atomic_load_explicit(&tail->next, memory_order_acquire);
-    }
-    if (next) {
-        q->tail = next;
-        return tail;
-    }
-    if (atomic_load_explicit(&q->head, memory_order_acquire) != tail)
-        return QBUSY;
-    queue_push(q, &q->stub);
-    next = atomic_load_explicit(&tail->next, memory_order_acquire);
-    if (!next)
-        return QBUSY;
-    q->tail = next;
-    return tail;
-}
-
-/* Consumer only: true when nothing is queued or being pushed. The tail is
- * always the next node to return, so any tail but the stub is a node. */
-static bool queue_empty(struct seq_queue *q)
-{
-    return q->tail == &q->stub && atomic_load_explicit(&q->stub.next, memory_order_acquire) == NULL &&
-           atomic_load_explicit(&q->head, memory_order_seq_cst) == &q->stub;
-}
-
-/* Pops one node, waiting out a producer caught mid-push (a few instructions). */
-static struct seq_qnode *queue_take(struct seq_queue *q)
-{
-    struct seq_qnode *n;
-    while ((n = queue_pop(q)) == QBUSY)
-        ;
-    return n;
-}
-
 struct seq_outq {
-    struct seq_queue q;
+    struct base_mpsc q;
     int efd;
     atomic_bool sleeping; /* the worker announced it may block in epoll_wait */
 };
@@ -107,7 +40,7 @@ struct seq {
     struct seq_cfg cfg;
     int nworkers;
 
-    struct seq_queue in;
+    struct base_mpsc in;
     int in_efd;
     atomic_bool sleeping; /* the sequencer announced it may block in poll */
     atomic_bool role;     /* the sequencer role is held (rounds, ticks, the in-queue's tail) */
@@ -336,7 +269,7 @@ static void out_push(struct seq *s, int w, struct seq_out *o)
         seq_out_free(o);
         return;
     }
-    queue_push(&s->out[w].q, &o->node);
+    base_mpsc_push(&s->out[w].q, &o->node);
 }
 
 /* Takes ownership of w's frame buffer (the zk_wbuf is left empty). */
@@ -1108,7 +1041,7 @@ static size_t take_round(struct seq *s, struct seq_req **reqs)
 {
     size_t n = 0;
     while (n < SEQ_ROUND_MAX) {
-        struct seq_qnode *node = queue_take(&s->in);
+        struct base_mpsc_node *node = base_mpsc_take(&s->in);
         if (!node)
             break;
         reqs[n++] = caa_container_of(node, struct seq_req, node);
@@ -1127,7 +1060,7 @@ static void sleep_until_work(struct seq *s)
     atomic_store(&s->sleeping, true); /* seq_cst */
     bool empty = true;
     if (role_try(s)) {
-        empty = queue_empty(&s->in);
+        empty = base_mpsc_empty(&s->in);
         role_release(s);
     }
     if (empty && poll(&pfd, 1, wait_ms) > 0) {
@@ -1155,7 +1088,7 @@ bool seq_run_inline(struct seq *s)
         seq_run_round(s, reqs, n, now_ms, wall_ms);
     }
     rcu_read_unlock();
-    bool more = !queue_empty(&s->in);
+    bool more = !base_mpsc_empty(&s->in);
     role_release(s);
     if (more)
         kick(s->in_efd);
@@ -1185,7 +1118,7 @@ static void *seq_thread(void *arg)
                 seq_tick(s, now_ms, wall_ms);
         }
         rcu_read_unlock();
-        bool more = flowing && !s->held && !queue_empty(&s->in);
+        bool more = flowing && !s->held && !base_mpsc_empty(&s->in);
         role_release(s);
         if (!flowing || s->held) {
             /* Disk full or failing: retry the held round every tick. */
@@ -1245,12 +1178,12 @@ struct seq *seq_new(struct tree *t, const struct seq_cfg *cfg, int nworkers)
     }
     for (int w = 0; w < SEQ_WORKERS_MAX; w++)
         s->out[w].efd = -1;
-    queue_init(&s->in);
+    base_mpsc_init(&s->in);
     s->in_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (s->in_efd < 0)
         goto fail;
     for (int w = 0; w < nworkers; w++) {
-        queue_init(&s->out[w].q);
+        base_mpsc_init(&s->out[w].q);
         s->out[w].efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (s->out[w].efd < 0)
             goto fail;
@@ -1292,8 +1225,8 @@ void seq_stop(struct seq *s)
 
 static void drain_free_in(struct seq *s)
 {
-    struct seq_qnode *node;
-    while ((node = queue_take(&s->in)) != NULL)
+    struct base_mpsc_node *node;
+    while ((node = base_mpsc_take(&s->in)) != NULL)
         seq_req_free(caa_container_of(node, struct seq_req, node));
 }
 
@@ -1306,8 +1239,8 @@ void seq_free(struct seq *s)
     s->held = NULL;
     drain_free_in(s);
     for (int w = 0; w < s->nworkers; w++) {
-        struct seq_qnode *node;
-        while ((node = queue_take(&s->out[w].q)) != NULL)
+        struct base_mpsc_node *node;
+        while ((node = base_mpsc_take(&s->out[w].q)) != NULL)
             seq_out_free(caa_container_of(node, struct seq_out, node));
         if (s->out[w].efd >= 0)
             close(s->out[w].efd);
@@ -1327,7 +1260,7 @@ void seq_free(struct seq *s)
 void seq_submit(struct seq *s, struct seq_req *r)
 {
     atomic_fetch_add_explicit(&s->st_outstanding, 1, memory_order_relaxed);
-    queue_push(&s->in, &r->node);
+    base_mpsc_push(&s->in, &r->node);
 }
 
 void seq_kick(struct seq *s)
@@ -1338,7 +1271,7 @@ void seq_kick(struct seq *s)
 bool seq_worker_idle_begin(struct seq *s, int w)
 {
     atomic_store(&s->out[w].sleeping, true); /* seq_cst */
-    if (queue_empty(&s->out[w].q))
+    if (base_mpsc_empty(&s->out[w].q))
         return true;
     atomic_store(&s->out[w].sleeping, false);
     return false;
@@ -1364,8 +1297,8 @@ int seq_worker_fd(const struct seq *s, int w)
 size_t seq_worker_drain(struct seq *s, int w, seq_out_fn fn, void *arg)
 {
     size_t n = 0;
-    struct seq_qnode *node;
-    while ((node = queue_take(&s->out[w].q)) != NULL) {
+    struct base_mpsc_node *node;
+    while ((node = base_mpsc_take(&s->out[w].q)) != NULL) {
         fn(arg, caa_container_of(node, struct seq_out, node));
         n++;
     }
