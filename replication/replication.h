@@ -57,6 +57,13 @@ struct seq_cfg {
      * the epoch (mtime, session ids). NULL: CLOCK_MONOTONIC and
      * CLOCK_REALTIME; tests and fuzzers pass their own to replay a run. */
     int64_t (*clock_ms)(bool wall);
+    /* Failed writes become txns (ZooKeeper's ErrorTxn): they take a zxid,
+     * are logged and applied (changing nothing but the tree's zxid), so that
+     * a server that has only the log can answer them in order. An ensemble
+     * needs it (a follower answers its clients from committed txns); a
+     * standalone server may leave it off (a failed write then answers with
+     * the current zxid and costs no log write). */
+    bool error_txns;
     struct txnlog *log; /* NULL: not durable. Else every round's txns are
                          * synced before apply (group commit), and rounds
                          * are never run inline (workers never wait on disk) */
@@ -216,13 +223,24 @@ struct seq_round;
 struct seq_round *seq_round_prepare(struct seq *s, struct seq_req **reqs, size_t n,
                                     int64_t now_ms, int64_t wall_ms);
 /* Entry i's txn, to persist before finishing (zxids increase with i), or
- * NULL when entry i changes nothing (a read-like write, an error reply). */
+ * NULL when entry i changes nothing: sync and getEphemerals, and, without
+ * cfg.error_txns, a failed write. */
 size_t seq_round_len(const struct seq_round *r);
 const struct txn *seq_round_txn(const struct seq_round *r, size_t i);
 /* Applies r, pushes its events and replies to the worker queues, frees r. */
 void seq_round_finish(struct seq *s, struct seq_round *r);
 /* Drops r unanswered (shutdown). */
 void seq_round_free(struct seq *s, struct seq_round *r);
+
+/* The reply frame body (ReplyHeader and record, without the length prefix)
+ * a client gets for a write of op with xid, built from the txn that answers
+ * it and from tree_apply's results for it (NULL is fine when the txn is an
+ * error, a failed multi or an empty multi): the same bytes on every server
+ * that applies the txn. zxid goes into the header. Any thread; appends to w
+ * (w->err on allocation failure). */
+struct zk_wbuf;
+void seq_put_txn_reply(struct zk_wbuf *w, int32_t op, int32_t xid, int64_t zxid,
+                       const struct txn *x, const struct tree_op_result *results);
 
 /* The standalone driver over cfg.log: one round over reqs (taking
  * ownership), prepared, appended and synced, finished. A round whose sync

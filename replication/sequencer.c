@@ -385,10 +385,53 @@ static void prep_txn(struct seq *s, struct seq_entry *e, int64_t wall_ms)
     e->txn.time_ms = wall_ms;
     e->err = tree_prep(s->tree, &pcfg, &e->treq, &auth, &e->txn);
     /* A failed multi still yields error ops the reply needs, but nothing that
-     * changes the tree; only successful txns consume a zxid. */
+     * changes the tree; only successful txns consume a zxid (unless failed
+     * writes are txns too: see finish_write_txn). */
     e->has_txn = e->err == ZK_OK && e->txn.nops > 0;
     if (e->has_txn)
         s->next_zxid_counter++;
+}
+
+/* sync and getEphemerals are answered by the server the client is on, from
+ * its own state: they never become txns. */
+static bool op_is_local(int32_t op)
+{
+    return op == ZK_OP_SYNC || op == ZK_OP_GETEPHEMERALS;
+}
+
+/* Every write a client gets an answer for is described by its txn, so the
+ * reply can be built from the txn and the apply results alone (seq_put_txn_reply)
+ * — on this server, or on a follower that only has the log. A write that
+ * failed before or in prep gets ZooKeeper's ErrorTxn: one TXN_ERROR op with
+ * the error (a failed multi already holds its per-op TXN_ERROR ops). With
+ * cfg.error_txns the error txn, like an empty multi, is a real txn: it takes
+ * a zxid, is logged and applied (a no-op on the tree), as ZooKeeper does. */
+static void finish_write_txn(struct seq *s, struct seq_entry *e, int64_t wall_ms)
+{
+    struct seq_req *r = e->req;
+    int32_t err = e->marshalling_error ? ZK_EMARSHALLINGERROR : e->err;
+    if (err != ZK_OK && e->txn.nops == 0) {
+        txn_free(&e->txn);
+        e->txn.ops = calloc(1, sizeof *e->txn.ops);
+        if (e->txn.ops) {
+            e->txn.ops[0] = (struct txn_op){ .type = TXN_ERROR, .client_type = r->op,
+                                             .data_len = -1, .err = err };
+            e->txn.nops = 1;
+        }
+        /* without memory for the op, reply_write answers from e->err */
+        e->txn.type = TXN_ERROR;
+        e->err = err;
+    }
+    if (!s->cfg.error_txns || e->has_txn)
+        return;
+    if (e->txn.type == TXN_ERROR && e->txn.nops == 0)
+        return; /* no memory for the error op: answered, but not replicated */
+    e->txn.zxid = s->next_zxid_counter;
+    e->txn.session_id = r->session_id;
+    e->txn.cxid = r->xid;
+    e->txn.time_ms = wall_ms;
+    e->has_txn = true;
+    s->next_zxid_counter++;
 }
 
 /* ZooKeeper's session check (ZooKeeperServer.checkSession): a request of a
@@ -402,7 +445,7 @@ static bool session_live(struct seq *s, const struct seq_req *r)
     return ts && !ts->closing;
 }
 
-static void prep_write(struct seq *s, struct seq_entry *e, int64_t wall_ms)
+static void prep_write_request(struct seq *s, struct seq_entry *e, int64_t wall_ms)
 {
     struct seq_req *r = e->req;
     struct base_rd rb;
@@ -439,6 +482,13 @@ static void prep_write(struct seq *s, struct seq_entry *e, int64_t wall_ms)
         break;
     }
     prep_txn(s, e, wall_ms);
+}
+
+static void prep_write(struct seq *s, struct seq_entry *e, int64_t wall_ms)
+{
+    prep_write_request(s, e, wall_ms);
+    if (!op_is_local(e->req->op))
+        finish_write_txn(s, e, wall_ms);
 }
 
 static void prep_connect(struct seq *s, struct seq_entry *e, int64_t wall_ms)
@@ -540,11 +590,14 @@ static void put_op_body(struct zk_wbuf *w, int32_t client_type, const struct tre
     }
 }
 
-static void put_multi_body(struct zk_wbuf *w, const struct seq_entry *e)
+/* A MultiResponse from a multi txn: a failed multi's ops are all TXN_ERROR
+ * (each with its own error), a successful one's are read from results. */
+static void put_multi_body(struct zk_wbuf *w, const struct txn *x,
+                           const struct tree_op_result *results)
 {
-    for (uint32_t i = 0; i < e->txn.nops; i++) {
-        const struct txn_op *op = &e->txn.ops[i];
-        if (e->err != ZK_OK || op->type == TXN_ERROR) {
+    for (uint32_t i = 0; i < x->nops; i++) {
+        const struct txn_op *op = &x->ops[i];
+        if (op->type == TXN_ERROR) {
             struct zk_multi_header h = { .type = ZK_OP_ERROR, .done = false, .err = op->err };
             zk_put_multi_header(w, &h);
             zk_put_i32(w, op->err); /* ErrorResponse */
@@ -555,9 +608,28 @@ static void put_multi_body(struct zk_wbuf *w, const struct seq_entry *e)
         int32_t type = op->client_type == ZK_OP_CREATE2 ? ZK_OP_CREATE : op->client_type;
         struct zk_multi_header h = { .type = type, .done = false, .err = 0 };
         zk_put_multi_header(w, &h);
-        put_op_body(w, type, &e->results[i]);
+        put_op_body(w, type, &results[i]);
     }
     zk_put_multi_end(w);
+}
+
+void seq_put_txn_reply(struct zk_wbuf *w, int32_t op, int32_t xid, int64_t zxid,
+                       const struct txn *x, const struct tree_op_result *results)
+{
+    if (x->type == TXN_ERROR) {
+        int32_t err = x->nops > 0 ? x->ops[0].err : ZK_ESYSTEMERROR;
+        put_reply_header(w, xid, zxid, err);
+        if (op == ZK_OP_MULTI && err == ZK_EMARSHALLINGERROR)
+            zk_put_multi_end(w); /* ZooKeeper sends an empty MultiResponse with it */
+        return;
+    }
+    /* ZooKeeper answers a failed multi with err 0 in the header and the
+     * errors in the per-op results (kazoo and the C client read them there). */
+    put_reply_header(w, xid, zxid, ZK_OK);
+    if (op == ZK_OP_MULTI)
+        put_multi_body(w, x, results);
+    else
+        put_op_body(w, op, &results[0]);
 }
 
 static void collect_path(void *arg, const char *path)
@@ -602,27 +674,18 @@ static void reply_write(struct seq *s, struct seq_entry *e)
     size_t mark = zk_frame_begin(&w);
     int64_t zxid = e->has_txn ? e->reply_zxid : tree_last_zxid(s->tree);
     int32_t err = e->marshalling_error ? ZK_EMARSHALLINGERROR : e->err;
-    /* A multi that prepped (all ops, or per-op errors) answers with a
-     * MultiResponse, an empty one included; a rejected one (bad body, read
-     * sub-op, session gone) with a header-only error. */
-    bool multi_body = r->op == ZK_OP_MULTI && !e->marshalling_error && (e->err == ZK_OK || e->txn.nops > 0);
-    if (multi_body) {
-        /* ZooKeeper answers a failed multi with err 0 in the header and the
-         * errors in the per-op results (kazoo and the C client read them there). */
-        put_reply_header(&w, r->xid, zxid, ZK_OK);
-        put_multi_body(&w, e);
-    } else {
+    if (op_is_local(r->op)) {
         put_reply_header(&w, r->xid, zxid, err);
-        if (r->op == ZK_OP_MULTI && err == ZK_EMARSHALLINGERROR)
-            zk_put_multi_end(&w); /* ZooKeeper sends an empty MultiResponse with it */
-        if (err == ZK_OK) {
-            if (r->op == ZK_OP_SYNC)
-                zk_put_str(&w, e->treq.u.path.path);
-            else if (r->op == ZK_OP_GETEPHEMERALS)
-                put_ephemerals(s, &w, e);
-            else if (e->has_txn)
-                put_op_body(&w, r->op, &e->results[0]);
-        }
+        if (err == ZK_OK && r->op == ZK_OP_SYNC)
+            zk_put_str(&w, e->treq.u.path.path);
+        else if (err == ZK_OK)
+            put_ephemerals(s, &w, e);
+    } else if (e->txn.type == TXN_ERROR && e->txn.nops == 0) {
+        put_reply_header(&w, r->xid, zxid, err); /* no memory for its error op */
+    } else if (err == ZK_OK && e->txn.nops > 0 && !e->results) {
+        w.err = true; /* no memory for the apply results: the connection closes */
+    } else {
+        seq_put_txn_reply(&w, r->op, r->xid, zxid, &e->txn, e->results);
     }
     zk_frame_end(&w, mark);
     bool closing = r->op == ZK_OP_CLOSESESSION && err == ZK_OK;

@@ -838,6 +838,217 @@ static void test_event_batch_holds_acl_references(void **state)
     outs_free(&o1); /* the last drain frees the batch and drops the reference */
 }
 
+/* ---- error txns: every answered write is a txn a follower can answer from -- */
+
+/* A follower that holds only the log must answer its own clients exactly
+ * as the server that prepped the writes did. With cfg.error_txns every
+ * write but sync gets a txn (failures as ErrorTxn), and the reply rebuilt
+ * from the txn (after a trip through the log's encoding) and a replica's
+ * apply results must be the sequencer's reply, byte for byte. */
+struct replica {
+    struct tree *t;
+    struct base_buf enc;
+};
+
+/* Sends txn x through txn_encode/txn_decode, applies it on the replica and
+ * returns the reply a follower would build for (op, xid), framed. */
+static void replica_apply(struct replica *rp, const struct txn *x, int32_t op, int32_t xid,
+                          struct zk_wbuf *reply)
+{
+    rp->enc.len = 0;
+    assert_int_equal(txn_encode(&rp->enc, x), 0);
+    struct txn y;
+    assert_int_equal(txn_decode(rp->enc.data, rp->enc.len, &y), 0);
+    assert_true(y.zxid == x->zxid);
+    struct tree_op_result *res = calloc(y.nops ? y.nops : 1, sizeof *res);
+    assert_non_null(res);
+    assert_int_equal(tree_apply(rp->t, &y, NULL, NULL, res), ZK_OK);
+    zk_wbuf_init(reply);
+    size_t mark = zk_frame_begin(reply);
+    seq_put_txn_reply(reply, op, xid, y.zxid, &y, res);
+    zk_frame_end(reply, mark);
+    assert_false(reply->err);
+    tree_results_free(res, y.nops);
+    free(res);
+    txn_free(&y);
+}
+
+/* Runs reqs as one round, replays each txn on the replica and checks that
+ * every reply the worker got equals the replica's. Returns the replies'
+ * errors in request order through errs. */
+static void round_matches_replica(struct fx *f, struct replica *rp, struct seq_req **reqs, size_t n,
+                                  int32_t *errs)
+{
+    int32_t ops[16], xids[16];
+    struct zk_wbuf rebuilt[16];
+    bool has[16] = { false };
+    assert_true(n <= 16);
+    for (size_t i = 0; i < n; i++) {
+        ops[i] = reqs[i]->op;
+        xids[i] = reqs[i]->xid;
+    }
+    rcu_read_lock();
+    int64_t last = tree_last_zxid(f->t);
+    struct seq_round *r = seq_round_prepare(f->s, reqs, n, NOW, WALL);
+    assert_non_null(r);
+    for (size_t i = 0; i < n; i++) {
+        const struct txn *x = seq_round_txn(r, i);
+        if (ops[i] == ZK_OP_SYNC) {
+            assert_null(x); /* answered locally, never replicated */
+            continue;
+        }
+        assert_non_null(x);
+        assert_true(x->zxid == last + 1); /* failures take zxids too */
+        last = x->zxid;
+        replica_apply(rp, x, ops[i], xids[i], &rebuilt[i]);
+        has[i] = true;
+    }
+    seq_round_finish(f->s, r);
+    rcu_read_unlock();
+    struct outs o = { 0 };
+    drain(f, 0, &o);
+    size_t k = 0;
+    for (size_t j = 0; j < o.n; j++) {
+        if (o.v[j]->kind != SEQ_OUT_REPLY && o.v[j]->kind != SEQ_OUT_CLOSE)
+            continue;
+        assert_true(k < n);
+        struct base_rd rb;
+        struct zk_reply_header h = parse_reply(o.v[j], &rb);
+        assert_int_equal(h.xid, xids[k]);
+        errs[k] = h.err;
+        if (has[k]) {
+            assert_int_equal(o.v[j]->frame_len, rebuilt[k].len);
+            assert_memory_equal(o.v[j]->frame, rebuilt[k].p, rebuilt[k].len);
+            zk_wbuf_free(&rebuilt[k]);
+        }
+        k++;
+    }
+    assert_int_equal(k, n);
+    outs_free(&o);
+}
+
+static void put_multi_op(struct zk_wbuf *b, int32_t type)
+{
+    struct zk_multi_header h = { .type = type, .done = false, .err = -1 };
+    zk_put_multi_header(b, &h);
+}
+
+static struct seq_req *body_req(int64_t session, int32_t xid, int32_t op, struct zk_wbuf *b)
+{
+    struct seq_req *r = write_req(0, 7, session, xid, op, b);
+    zk_wbuf_free(b);
+    zk_wbuf_init(b);
+    return r;
+}
+
+static void test_error_txns_let_a_replica_answer_every_write(void **state)
+{
+    (void)state;
+    struct tree *t = tree_new();
+    struct seq_cfg cfg = { .min_session_timeout_ms = 4000, .max_session_timeout_ms = 40000,
+                           .container_check_ms = 60000, .ttl_enabled = true, .tick_ms = 1000,
+                           .error_txns = true };
+    struct fx f = { .t = t, .s = seq_new(t, &cfg, 1) };
+    assert_non_null(f.s);
+    struct replica rp = { .t = tree_new() };
+    assert_non_null(rp.t);
+
+    /* the session: its createSession txn goes to the replica too */
+    struct seq_req *c = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
+    c->worker = 0;
+    c->conn = 7;
+    c->timeout_ms = 10000;
+    rcu_read_lock();
+    struct seq_round *r = seq_round_prepare(f.s, &c, 1, NOW, WALL);
+    const struct txn *cx = seq_round_txn(r, 0);
+    assert_non_null(cx);
+    int64_t id = cx->session_id;
+    rp.enc.len = 0;
+    assert_int_equal(txn_encode(&rp.enc, cx), 0);
+    struct txn y;
+    assert_int_equal(txn_decode(rp.enc.data, rp.enc.len, &y), 0);
+    assert_int_equal(tree_apply(rp.t, &y, NULL, NULL, NULL), ZK_OK);
+    txn_free(&y);
+    seq_round_finish(f.s, r);
+    rcu_read_unlock();
+    struct outs o = { 0 };
+    drain(&f, 0, &o);
+    outs_free(&o);
+
+    struct zk_wbuf b;
+    zk_wbuf_init(&b);
+    struct seq_req *reqs[16];
+    size_t n = 0;
+    create_body(&b, "/a", ZK_PERSISTENT);
+    reqs[n++] = body_req(id, 1, ZK_OP_CREATE, &b);              /* ok */
+    create_body(&b, "/a", ZK_PERSISTENT);
+    reqs[n++] = body_req(id, 2, ZK_OP_CREATE, &b);              /* NODEEXISTS */
+    create_body(&b, "/seq-", ZK_PERSISTENT_SEQUENTIAL);
+    reqs[n++] = body_req(id, 3, ZK_OP_CREATE2, &b);             /* ok, with a stat */
+    struct zk_setdata_req sd = { .path = zk_str_c("/a"), .data = zk_str_c("x"), .version = 0 };
+    zk_put_setdata_req(&b, &sd);
+    reqs[n++] = body_req(id, 4, ZK_OP_SETDATA, &b);             /* ok */
+    zk_put_setdata_req(&b, &sd);
+    reqs[n++] = body_req(id, 5, ZK_OP_SETDATA, &b);             /* BADVERSION */
+    struct zk_path_version_req del = { .path = zk_str_c("/none"), .version = -1 };
+    zk_put_path_version_req(&b, &del);
+    reqs[n++] = body_req(id, 6, ZK_OP_DELETE, &b);              /* NONODE */
+    put_multi_op(&b, ZK_OP_CREATE);
+    create_body(&b, "/m", ZK_PERSISTENT);
+    put_multi_op(&b, ZK_OP_SETDATA);
+    struct zk_setdata_req msd = { .path = zk_str_c("/m"), .data = zk_str_c("y"), .version = -1 };
+    zk_put_setdata_req(&b, &msd);
+    zk_put_multi_end(&b);
+    reqs[n++] = body_req(id, 7, ZK_OP_MULTI, &b);               /* ok multi */
+    put_multi_op(&b, ZK_OP_CREATE);
+    create_body(&b, "/m2", ZK_PERSISTENT);
+    put_multi_op(&b, ZK_OP_DELETE);
+    zk_put_path_version_req(&b, &del);
+    zk_put_multi_end(&b);
+    reqs[n++] = body_req(id, 8, ZK_OP_MULTI, &b);               /* failed multi */
+    zk_put_multi_end(&b);
+    reqs[n++] = body_req(id, 9, ZK_OP_MULTI, &b);               /* empty multi */
+    zk_put_i32(&b, 3);
+    reqs[n++] = body_req(id, 10, ZK_OP_CREATE, &b);             /* MARSHALLINGERROR */
+    put_multi_op(&b, ZK_OP_CREATE);
+    reqs[n++] = body_req(id, 11, ZK_OP_MULTI, &b);              /* marshalling multi */
+    reqs[n++] = body_req(id, 12, ZK_OP_RECONFIG, &b);           /* RECONFIGDISABLED */
+    create_body(&b, "/gone", ZK_PERSISTENT);
+    reqs[n++] = body_req(id + 1000, 13, ZK_OP_CREATE, &b);      /* SESSIONEXPIRED */
+    struct zk_path_req sp = { .path = zk_str_c("/a") };
+    zk_put_path_req(&b, &sp);
+    reqs[n++] = body_req(id, 14, ZK_OP_SYNC, &b);               /* local */
+    struct zk_path_version_req da = { .path = zk_str_c("/a"), .version = 1 };
+    zk_put_path_version_req(&b, &da);
+    reqs[n++] = body_req(id, 15, ZK_OP_DELETE, &b);             /* ok */
+    int32_t errs[16];
+    round_matches_replica(&f, &rp, reqs, n, errs);
+    int32_t want[15] = { ZK_OK, ZK_ENODEEXISTS, ZK_OK, ZK_OK, ZK_EBADVERSION, ZK_ENONODE, ZK_OK,
+                         ZK_OK /* per op */, ZK_OK, ZK_EMARSHALLINGERROR, ZK_EMARSHALLINGERROR,
+                         ZK_ERECONFIGDISABLED, ZK_ESESSIONEXPIRED, ZK_OK, ZK_OK };
+    assert_int_equal(n, 15);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(errs[i], want[i]);
+
+    /* closeSession, last: the replica deletes the same session */
+    n = 0;
+    reqs[n++] = body_req(id, 16, ZK_OP_CLOSESESSION, &b);
+    round_matches_replica(&f, &rp, reqs, n, errs);
+    assert_int_equal(errs[0], ZK_OK);
+    zk_wbuf_free(&b);
+
+    rcu_read_lock();
+    assert_true(tree_last_zxid(f.t) == tree_last_zxid(rp.t));
+    assert_true(tree_digest(f.t) == tree_digest(rp.t));
+    assert_null(tree_session_find(rp.t, id));
+    rcu_read_unlock();
+    base_buf_free(&rp.enc);
+    seq_free(f.s);
+    rcu_barrier();
+    tree_free(rp.t);
+    tree_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -856,6 +1067,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_close_session_replies_then_closes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_round_keeps_request_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_round_in_steps, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_error_txns_let_a_replica_answer_every_write, setup, teardown),
         cmocka_unit_test_setup_teardown(test_round_dropped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_disk_holds_round_until_space_returns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_oversized_txn_is_refused_not_held, setup, teardown),
