@@ -86,6 +86,10 @@ struct raft {
 
     bool in_ready; /* between raft_ready and raft_advance */
     struct raft_ready handed;
+    /* raft_propose appended entries not yet offered to followers: the next
+     * raft_ready sends them, so a round of N proposals costs one APPEND per
+     * follower, not N */
+    bool append_pending;
 };
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -1055,8 +1059,19 @@ int raft_propose(struct raft *r, const void *data, size_t len, int64_t *zxid)
         return err;
     if (zxid)
         *zxid = e.zxid;
-    broadcast_append(r, false);
+    r->append_pending = true;
     return RAFT_OK;
+}
+
+int64_t raft_next_zxid(const struct raft *r)
+{
+    if (r->role != RAFT_LEADER)
+        return 0;
+    int64_t last = log_last(r);
+    uint64_t next = (uint64_t)raft_zxid_counter(last) + 1;
+    if (raft_zxid_term(last) != r->term || next > r->cfg.counter_limit)
+        return 0;
+    return raft_make_zxid(r->term, (uint32_t)next);
 }
 
 int raft_read_index(struct raft *r, uint64_t ctx)
@@ -1155,6 +1170,9 @@ static void resolve_msgs(struct raft *r)
 void raft_ready(struct raft *r, struct raft_ready *rd)
 {
     BASE_ASSERT(r && rd && !r->in_ready);
+    if (r->append_pending && r->role == RAFT_LEADER)
+        broadcast_append(r, false);
+    r->append_pending = false;
     memset(rd, 0, sizeof *rd);
     rd->hard_state_changed = hard_state_changed(r);
     /* commit_zxid is written lazily with term and vote, so it must already

@@ -257,8 +257,14 @@ void raft_tick(struct raft *r);
 int raft_step(struct raft *r, const struct raft_msg *m);
 
 /* Leader only: appends one DATA entry (data copied) and returns its zxid
- * in *zxid. RAFT_ENOTLEADER, RAFT_ELIMIT (stepped down), RAFT_ENOMEM. */
+ * in *zxid. RAFT_ENOTLEADER, RAFT_ELIMIT (stepped down), RAFT_ENOMEM. The
+ * entries proposed between two raft_ready calls go to followers together,
+ * in the APPEND messages of the next ready. */
 int raft_propose(struct raft *r, const void *data, size_t len, int64_t *zxid);
+/* The zxid the next raft_propose would assign, or 0 when it would fail
+ * (not the leader, or the term's counter is used up). The sequencer preps
+ * writes against it: a txn carries its own zxid before it is proposed. */
+int64_t raft_next_zxid(const struct raft *r);
 
 /* Starts a ReadIndex for ctx; its result comes out of a later raft_ready.
  * On the leader: once it has committed an entry of its own term and a

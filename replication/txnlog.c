@@ -96,6 +96,7 @@ static bool type_known(int32_t type)
     case TXN_CREATE_SESSION:
     case TXN_CLOSE_SESSION:
     case TXN_ERROR:
+    case TXN_NOOP:
         return true;
     default:
         return false;
@@ -303,7 +304,7 @@ static void decode_op(struct base_rd *r, struct txn_op *op, bool *oom)
     op->type = (int32_t)base_rd_be32(r);
     op->client_type = (int32_t)base_rd_be32(r);
     uint8_t f = base_rd_u8(r);
-    if (!type_known(op->type) || op->type == TXN_MULTI)
+    if (!type_known(op->type) || op->type == TXN_MULTI || op->type == TXN_NOOP)
         r->err = true;
     if ((f & F_PATH) && !r->err)
         op->path = get_str(r, oom); /* bounded by the record, see get_str */
@@ -336,7 +337,7 @@ int txn_decode(const uint8_t *p, size_t len, struct txn *out)
     uint32_t nops = base_rd_be32(&r);
     /* every op takes OP_MIN_BYTES, which bounds nops by the record size */
     if (r.err || len > TXNLOG_RECORD_BYTES_MAX || !type_known(out->type) ||
-        nops > (len - r.pos) / OP_MIN_BYTES)
+        nops > (len - r.pos) / OP_MIN_BYTES || (out->type == TXN_NOOP && nops != 0))
         return -EBADMSG;
     bool oom = false;
     if (nops > 0) {
@@ -827,6 +828,16 @@ int64_t txnlog_durable_zxid(const struct txnlog *log)
     return log->durable_zxid;
 }
 
+/* Frames the record body the caller just wrote at pending[start + FRAME_BYTES..]. */
+static void seal_record(struct txnlog *log, size_t start, int64_t zxid)
+{
+    uint8_t *frame = log->pending.data + start;
+    size_t plen = log->pending.len - start - FRAME_BYTES;
+    base_put_be32(frame, (uint32_t)plen);
+    base_put_be32(frame + 4, base_crc32c(0, frame + FRAME_BYTES, plen));
+    log->last_zxid = zxid;
+}
+
 int txnlog_append(struct txnlog *log, const struct txn *x)
 {
     if (log->broken)
@@ -843,11 +854,27 @@ int txnlog_append(struct txnlog *log, const struct txn *x)
         log->pending.len = start;
         return rc;
     }
-    uint8_t *frame = log->pending.data + start;
-    size_t plen = log->pending.len - start - FRAME_BYTES;
-    base_put_be32(frame, (uint32_t)plen);
-    base_put_be32(frame + 4, base_crc32c(0, frame + FRAME_BYTES, plen));
-    log->last_zxid = x->zxid;
+    seal_record(log, start, x->zxid);
+    return 0;
+}
+
+int txnlog_append_encoded(struct txnlog *log, const uint8_t *p, size_t len)
+{
+    if (log->broken)
+        return -EIO;
+    if (len < TXNLOG_TXN_HEADER_BYTES || len > TXNLOG_RECORD_BYTES_MAX)
+        return -EINVAL;
+    int64_t zxid = (int64_t)base_get_be64(p); /* txn_encode's first field */
+    if (zxid <= log->last_zxid)
+        return TXNLOG_EORDER;
+    size_t start = log->pending.len;
+    int rc = base_buf_reserve(&log->pending, FRAME_BYTES + len);
+    if (rc != 0)
+        return rc;
+    log->pending.len += FRAME_BYTES;
+    rc = base_buf_append(&log->pending, p, len);
+    BASE_ASSERT(rc == 0); /* reserved above */
+    seal_record(log, start, zxid);
     return 0;
 }
 

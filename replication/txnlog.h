@@ -187,6 +187,13 @@ void txnlog_close(struct txnlog *log);
  * -ENOMEM or -EINVAL (see txn_encode; never for a txn tree_prep accepted
  * under TXNLOG_TXN_OPS_BYTES_MAX). Nothing is durable until sync. */
 int txnlog_append(struct txnlog *log, const struct txn *x);
+/* Buffers a record whose body p[0..len) is already a txn_encode encoding
+ * (an ensemble follower logs the leader's entries as they arrived). The
+ * zxid is the encoding's first field and must exceed every zxid appended
+ * before (TXNLOG_EORDER). The caller has checked that the bytes decode
+ * (txn_decode): the log checks only the length (-EINVAL outside
+ * [TXNLOG_TXN_HEADER_BYTES, TXNLOG_RECORD_BYTES_MAX]). 0, -ENOMEM, -EIO. */
+int txnlog_append_encoded(struct txnlog *log, const uint8_t *p, size_t len);
 /* Group commit: writes every buffered record (rolling segments as needed)
  * and fdatasyncs. 0 when all of them are durable. On error (-errno) none of
  * this call's records is reported durable, they stay buffered, and the next

@@ -60,6 +60,7 @@ static const char *txn_name(int32_t type)
     case TXN_CREATE_SESSION: return "createSession";
     case TXN_CLOSE_SESSION: return "closeSession";
     case TXN_ERROR: return "error";
+    case TXN_NOOP: return "noop";
     default: return "unknown";
     }
 }

@@ -191,6 +191,10 @@ enum txn_type {
     TXN_CREATE_SESSION = ZK_OP_CREATESESSION,
     TXN_CLOSE_SESSION = ZK_OP_CLOSESESSION,
     TXN_ERROR = ZK_OP_ERROR,
+    /* Larch's own (no ZooKeeper opcode): a new leader's first log entry
+     * (replication/README.md, "Zxids are log positions"). No ops; applying
+     * it changes nothing but the tree's zxid. */
+    TXN_NOOP = -100,
 };
 /* One op of a txn. Everything is owned by the op (free with txn_free). */
 struct txn_op {

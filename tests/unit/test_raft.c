@@ -1321,12 +1321,53 @@ static void test_new_rejects_bad_config_and_boot(void **state)
     assert_string_equal(raft_msg_type_name(RAFT_MSG_SNAP), "SNAP");
 }
 
+/* A round of proposals reaches each follower as one APPEND, and each
+ * proposal gets the zxid raft_next_zxid announced (the sequencer preps a
+ * txn with it before proposing). */
+static void test_proposals_between_readies_share_one_append(void **state)
+{
+    (void)state;
+    int l;
+    struct cluster *c = stable_cluster(3, 0, 7, &l);
+    settle(c);
+    assert_int_equal(raft_next_zxid(c->nodes[(l + 1) % 3].r), 0); /* a follower */
+    size_t queued = c->n_q;
+    int64_t first = 0;
+    for (int k = 0; k < 10; k++) {
+        int64_t want = raft_next_zxid(c->nodes[l].r);
+        assert_true(want > 0);
+        int64_t z = -1;
+        assert_int_equal(raft_propose(c->nodes[l].r, "x", 1, &z), RAFT_OK);
+        assert_true(z == want);
+        if (k == 0)
+            first = z;
+        else
+            assert_true(z == first + k);
+    }
+    assert_int_equal(c->n_q, queued); /* nothing sent before the ready */
+    node_ready(c, (uint32_t)l);
+    size_t appends = 0;
+    for (size_t k = queued; k < c->n_q; k++) {
+        if (c->q[k].m.type != RAFT_MSG_APPEND)
+            continue;
+        appends++;
+        assert_int_equal(c->q[k].m.n_entries, 10);
+        assert_true(c->q[k].m.entries[0].zxid == first);
+    }
+    assert_int_equal(appends, 2);
+    settle(c);
+    for (uint32_t i = 0; i < 3; i++)
+        assert_true(sm_has(&c->nodes[i], first + 9));
+    cluster_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_single_voter_commits_immediately),
         cmocka_unit_test(test_three_nodes_elect_one_leader),
         cmocka_unit_test(test_proposals_apply_in_zxid_order),
+        cmocka_unit_test(test_proposals_between_readies_share_one_append),
         cmocka_unit_test(test_leader_crash_truncates_uncommitted_tail),
         cmocka_unit_test(test_fig8_old_term_entry_commits_only_under_current_term),
         cmocka_unit_test(test_prevote_rejoin_keeps_term_and_leader),

@@ -1545,11 +1545,86 @@ static void test_posix_mkdirs_and_private_files(void **state)
     storage_destroy(st);
 }
 
+/* ---- the ensemble's records: no-ops and pre-encoded entries ------------------------ */
+
+/* A new leader's no-op is a txn with no ops; a no-op with ops, or a no-op
+ * op inside another txn, is not something any writer produces. */
+static void test_noop_txn_round_trips_and_stays_empty(void **state)
+{
+    struct txn x, y;
+    txn_init(&x, ((int64_t)3 << 32), TXN_NOOP, 0);
+    struct base_buf b = { 0 };
+    assert_int_equal(txn_encode(&b, &x), 0);
+    assert_int_equal(b.len, TXNLOG_TXN_HEADER_BYTES);
+    assert_int_equal(txn_decode(b.data, b.len, &y), 0);
+    assert_txn_equal(&x, &y);
+    txn_free(&y);
+    txn_free(&x);
+    b.len = 0;
+    txn_init(&x, 9, TXN_NOOP, 1);
+    x.ops[0] = op_path(TXN_DELETE, "/a", 0, 1);
+    assert_int_equal(txn_encode(&b, &x), 0);
+    assert_int_equal(txn_decode(b.data, b.len, &y), -EBADMSG);
+    txn_free(&x);
+    b.len = 0;
+    txn_init(&x, 10, TXN_MULTI, 1);
+    x.ops[0] = (struct txn_op){ .type = TXN_NOOP, .client_type = TXN_NOOP, .data_len = -1 };
+    assert_int_equal(txn_encode(&b, &x), 0);
+    assert_int_equal(txn_decode(b.data, b.len, &y), -EBADMSG);
+    txn_free(&x);
+    base_buf_free(&b);
+}
+
+/* A follower logs the leader's encodings as they are: the log must read
+ * back exactly what txnlog_append would have written, no-ops included. */
+static void test_append_encoded_equals_append(void **state)
+{
+    struct storage *st = storage_mem_new();
+    assert_non_null(st);
+    struct txnlog *log = log_open(st, 1 << 20, 1 << 16);
+    struct base_buf b = { 0 };
+    struct txn x;
+    txn_init(&x, 1, TXN_NOOP, 0);
+    assert_int_equal(txn_encode(&b, &x), 0);
+    assert_int_equal(txnlog_append_encoded(log, b.data, b.len), 0);
+    txn_free(&x);
+    for (int64_t z = 2; z <= 2 * SHAPES; z++) {
+        b.len = 0;
+        txn_shape((int)z, z, &x);
+        assert_int_equal(txn_encode(&b, &x), 0);
+        assert_int_equal(txnlog_append_encoded(log, b.data, b.len), 0);
+        txn_free(&x);
+    }
+    /* an old zxid, a short record: refused, nothing buffered */
+    assert_int_equal(txnlog_append_encoded(log, b.data, b.len), TXNLOG_EORDER);
+    assert_int_equal(txnlog_append_encoded(log, b.data, TXNLOG_TXN_HEADER_BYTES - 1), -EINVAL);
+    assert_int_equal(txnlog_sync(log), 0);
+    assert_true(txnlog_durable_zxid(log) == 2 * SHAPES);
+    txnlog_close(log);
+    base_buf_free(&b);
+
+    struct collect c = { 0 };
+    struct txnlog_replay_stats stats;
+    assert_int_equal(txnlog_replay(st, LOG_DIR, 0, collect_fn, &c, &stats), 0);
+    assert_int_equal(c.n, 2 * SHAPES);
+    assert_int_equal(c.items[0].type, TXN_NOOP);
+    assert_int_equal(c.items[0].nops, 0);
+    for (size_t i = 1; i < c.n; i++) {
+        txn_shape((int)(i + 1), (int64_t)(i + 1), &x);
+        assert_txn_equal(&x, &c.items[i]);
+        txn_free(&x);
+    }
+    collect_free(&c);
+    storage_destroy(st);
+}
+
 int main(void)
 {
     rcu_register_thread();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_codec_round_trip_every_type),
+        cmocka_unit_test(test_noop_txn_round_trips_and_stays_empty),
+        cmocka_unit_test(test_append_encoded_equals_append),
         cmocka_unit_test(test_codec_rejects_truncated_and_trailing),
         cmocka_unit_test(test_codec_rejects_absurd_lengths),
         cmocka_unit_test(test_codec_long_paths),
