@@ -29,6 +29,8 @@
 #include <stdint.h>
 
 #include "base/base.h"
+#include "replication/peer.h"
+#include "replication/raft.h"
 #include "replication/txnlog.h"
 #include "tree/tree.h"
 
@@ -64,6 +66,9 @@ struct seq_cfg {
      * standalone server may leave it off (a failed write then answers with
      * the current zxid and costs no log write). */
     bool error_txns;
+    /* Ensemble mode (see "ensembles" below); NULL: standalone. seq_new
+     * copies what it needs. Implies error_txns, and no inline rounds. */
+    const struct seq_ensemble_cfg *ensemble;
     struct txnlog *log; /* NULL: not durable. Else every round's txns are
                          * synced before apply (group commit), and rounds
                          * are never run inline (workers never wait on disk) */
@@ -91,6 +96,9 @@ struct seq_req {
     uint8_t passwd[SEQ_PASSWD_BYTES];
     int32_t passwd_len;
     int64_t last_zxid_seen;
+    /* CONNECT in an ensemble: a new session whose id the server the client
+     * is on has already chosen (session_id), forwarded to the leader */
+    bool new_session;
     /* caller's identity (WRITE): owned copies */
     struct tree_authid *auth_ids;
     int32_t auth_count;
@@ -252,5 +260,80 @@ void seq_run_round(struct seq *s, struct seq_req **reqs, size_t n, int64_t now_m
 bool seq_retry_held(struct seq *s);
 /* Expires idle sessions and reaps containers/TTL nodes due at now_ms. */
 void seq_tick(struct seq *s, int64_t now_ms, int64_t wall_ms);
+
+/* ---- ensembles (ensemble.c) ----------------------------------------------
+ * With cfg.ensemble the sequencer is one server of a Raft ensemble
+ * (replication/README.md, "The replicated sequencer"). Every server serves
+ * reads from its own tree; writes go to the leader (forwarded by followers
+ * over the peer transport), which preps them against its tree plus the
+ * round in flight, proposes one txn per request (failures as error txns),
+ * and every server applies committed entries in zxid order and answers its
+ * OWN clients from its own apply result, in the order they asked. Sessions
+ * are created by txns (the server the client is on picks the id, myid in
+ * its top byte), touched by followers and expired by the leader only.
+ *
+ * The peer transport is given as operations so that tests can run several
+ * sequencers in one thread; larchd uses the peer link (peer_link.h). All
+ * of them are called on the sequencer thread only. */
+struct seq_peer_ops {
+    /* Queue one frame for m->to / to; 0, or <0 when it was dropped (no
+     * link, queue full): Raft retransmits, a forward's writer times out. */
+    int (*send_msg)(void *arg, const struct raft_msg *m);
+    int (*send_forward)(void *arg, uint32_t to, const struct peer_forward *f);
+    int (*send_touch)(void *arg, uint32_t to, const int64_t *ids, uint32_t n);
+    /* After a batch of sends. */
+    void (*flush)(void *arg);
+    /* Delivers what has arrived, in order, by calling seq_peer_msg /
+     * seq_peer_forward / seq_peer_touch / seq_peer_down on s. Returns the
+     * number of items. */
+    size_t (*drain)(void *arg, struct seq *s);
+    /* Whether anything waits to be drained (the thread's last check before
+     * it sleeps); NULL: the thread relies on seq_kick alone. */
+    bool (*has_input)(void *arg);
+};
+
+struct seq_ensemble_cfg {
+    struct raft_cfg raft;   /* self, members, ticks, seed (raft_new copies) */
+    struct raft_boot boot;  /* durable state at start (raft_new copies) */
+    int32_t raft_tick_ms;   /* one raft_tick per this many ms */
+    const struct seq_peer_ops *peer;
+    void *peer_arg;
+    /* Where term and vote live (txnlog_hard_state_write); st NULL: nowhere
+     * (tests of the driver only: a real server must persist them). */
+    struct storage *hard_state_st;
+    const char *hard_state_dir;
+    /* A write this server forwarded and has not seen committed after this
+     * long fails: its connection closes and the client reconnects (0: four
+     * election timeouts). */
+    int64_t pending_timeout_ms;
+};
+
+/* The transport's drain calls these (sequencer thread). m is a raft
+ * message with from/to set by the link; f and ids are borrowed. */
+void seq_peer_msg(struct seq *s, const struct raft_msg *m);
+void seq_peer_forward(struct seq *s, uint32_t from, const struct peer_forward *f);
+void seq_peer_touch(struct seq *s, uint32_t from, const int64_t *ids, uint32_t n);
+/* The link to id went down: frames sent to it may be lost. */
+void seq_peer_down(struct seq *s, uint32_t id);
+
+/* One pass of the ensemble driver at now_ms (monotonic) and wall_ms: takes
+ * local requests and peer input, ticks the core, runs a leader's round,
+ * persists, sends, applies and answers. The sequencer thread runs it in a
+ * loop; tests drive it directly (inside rcu_read_lock, holding no other
+ * role). Returns how many ms it may sleep if nothing arrives. */
+int64_t seq_ens_step(struct seq *s, int64_t now_ms, int64_t wall_ms);
+
+/* What mntr/srvr show (any thread; a copy made at the end of each pass). */
+struct seq_ens_status {
+    struct raft_status raft;
+    uint64_t forwards_sent;     /* writes this server forwarded to a leader */
+    uint64_t forwards_received; /* as leader: writes other servers forwarded */
+    uint64_t pending;           /* own clients' writes and syncs not yet answered */
+    uint64_t pending_failed;    /* ... whose connection was closed instead (leader lost) */
+    uint64_t proposals;         /* as leader: txns proposed */
+    uint64_t applied;           /* committed entries applied */
+};
+/* False when the sequencer is standalone. */
+bool seq_ens_status(struct seq *s, struct seq_ens_status *out);
 
 #endif /* LARCH_REPLICATION_H */

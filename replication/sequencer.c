@@ -9,7 +9,7 @@
  * order is what keeps per-session FIFO and "notification before the reply
  * that shows the change" (DESIGN.md invariants 2 and 3).
  */
-#include "replication/replication.h"
+#include "replication/seq_int.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -29,89 +29,10 @@
 #include <openssl/hmac.h>
 #include <urcu.h>
 
-struct seq_outq {
-    struct base_mpsc q;
-    int efd;
-    atomic_bool sleeping; /* the worker announced it may block in epoll_wait */
-};
-
-struct seq {
-    struct tree *tree;
-    struct seq_cfg cfg;
-    int nworkers;
-
-    struct base_mpsc in;
-    int in_efd;
-    atomic_bool sleeping; /* the sequencer announced it may block in poll */
-    atomic_bool role;     /* the sequencer role is held (rounds, ticks, the in-queue's tail) */
-    struct seq_outq out[SEQ_WORKERS_MAX];
-
-    pthread_t thread;
-    bool running;
-    atomic_bool stop;
-
-    _Atomic int64_t applying_zxid;
-    int64_t next_zxid_counter;
-    uint64_t next_session_id;
-    uint8_t passwd_key[SEQ_PASSWD_KEY_BYTES];
-    int64_t last_expiry_scan_ms;
-    int64_t last_reap_ms;
-
-    _Atomic uint64_t st_writes, st_rounds, st_expired, st_max_round, st_outstanding;
-    struct seq_evbuf *evb; /* the role holder's event buffer (see struct seq_evbuf) */
-    /* A round prepared but not durable (its log sync failed): retried on
-     * ticks; while it is held no other round starts. */
-    struct seq_round *held;
-    _Atomic int64_t log_error;
-    _Atomic uint64_t log_syncs;
-};
-
-/* One request of a round and what it turned into. */
-struct seq_entry {
-    struct seq_req *req;
-    struct txn txn;
-    struct tree_req treq;
-    struct tree_req *subs; /* multi sub-requests (decoded views into req->body) */
-    int32_t err;           /* prep or decode error to reply with */
-    bool has_txn;          /* txn.ops must be applied */
-    bool logged;           /* appended to the txn log (exactly once) */
-    bool marshalling_error;
-    struct tree_op_result *results;
-    int64_t reply_zxid;
-};
-
-/* A prepared round (replication.h): its entries in request order, the
- * tree's zxid before it, and the monotonic time it was prepared at. */
-struct seq_round {
-    struct seq_entry *es;
-    size_t n;
-    int64_t before_zxid;
-    int64_t now_ms;
-};
-
-/* Events of the round being applied (tree_apply callback target). Reused
- * round after round: the paths go into one arena, so a round costs a single
- * allocation, the batch itself (push_events), however many events it has.
- * Each record holds one ACL reference, which push_events hands to the batch
- * (or drops, when the batch cannot be built). */
-struct seq_evbuf {
-    struct seq_evrec {
-        int32_t type;
-        int64_t zxid;
-        size_t path_off; /* into paths */
-        struct tree_acl *acl; /* one reference, or NULL */
-    } *items;
-    uint32_t count;
-    size_t cap;
-    char *paths;
-    size_t plen, pcap;
-    bool oom;
-};
-
 /* ---- small helpers ------------------------------------------------------ */
 
 /* cfg.clock_ms, or the system's clocks. */
-static int64_t seq_clock(const struct seq *s, bool wall)
+int64_t sq_clock(const struct seq *s, bool wall)
 {
     if (s->cfg.clock_ms != NULL)
         return s->cfg.clock_ms(wall);
@@ -125,7 +46,7 @@ static int64_t seq_clock(const struct seq *s, bool wall)
  * the 16 bytes a ConnectResponse carries. Without the key, knowing ids and
  * other sessions' passwords does not give a password. False only if
  * libcrypto fails, which the caller treats as a wrong password. */
-static bool session_passwd(const struct seq *s, int64_t id, uint8_t out[SEQ_PASSWD_BYTES])
+bool sq_session_passwd(const struct seq *s, int64_t id, uint8_t out[SEQ_PASSWD_BYTES])
 {
     uint8_t msg[8], mac[EVP_MAX_MD_SIZE];
     unsigned int mac_len = 0;
@@ -141,10 +62,10 @@ static bool session_passwd(const struct seq *s, int64_t id, uint8_t out[SEQ_PASS
 
 /* Constant time, so a client probing passwords learns nothing from how long
  * a refusal takes. Any length but 16 is wrong (ZooKeeper's Arrays.equals). */
-static bool passwd_matches(const struct seq *s, const struct seq_req *r)
+bool sq_passwd_matches(const struct seq *s, const struct seq_req *r)
 {
     uint8_t want[SEQ_PASSWD_BYTES];
-    if (r->passwd_len != SEQ_PASSWD_BYTES || !session_passwd(s, r->session_id, want))
+    if (r->passwd_len != SEQ_PASSWD_BYTES || !sq_session_passwd(s, r->session_id, want))
         return false;
     bool ok = CRYPTO_memcmp(want, r->passwd, SEQ_PASSWD_BYTES) == 0;
     OPENSSL_cleanse(want, sizeof want);
@@ -157,8 +78,6 @@ static bool passwd_matches(const struct seq *s, const struct seq_req *r)
  * then sees sleeping. All four accesses are seq_cst, so in their single total
  * order one side sees the other (Dekker): no push is missed, and a busy
  * consumer costs its producers no syscall. (No fences: GCC's TSan lacks them.) */
-static void wake_if_sleeping(atomic_bool *sleeping, int efd);
-
 static void kick(int efd)
 {
     uint64_t one = 1;
@@ -166,13 +85,13 @@ static void kick(int efd)
     (void)n; /* EAGAIN means the counter is already non-zero: the reader will wake */
 }
 
-static void wake_if_sleeping(atomic_bool *sleeping, int efd)
+void sq_wake_if_sleeping(atomic_bool *sleeping, int efd)
 {
     if (atomic_load_explicit(sleeping, memory_order_seq_cst))
         kick(efd);
 }
 
-static int32_t clamp_timeout(const struct seq *s, int32_t want)
+int32_t sq_clamp_timeout(const struct seq *s, int32_t want)
 {
     if (want < s->cfg.min_session_timeout_ms)
         return s->cfg.min_session_timeout_ms;
@@ -252,7 +171,7 @@ void seq_out_free(struct seq_out *o)
     free(o);
 }
 
-static struct seq_out *out_new(int32_t kind, uint64_t conn)
+struct seq_out *sq_out_new(int32_t kind, uint64_t conn)
 {
     struct seq_out *o = calloc(1, sizeof(*o));
     if (!o)
@@ -263,7 +182,7 @@ static struct seq_out *out_new(int32_t kind, uint64_t conn)
 }
 
 /* Queues o for worker w. A worker of -1 (internal requests) drops it. */
-static void out_push(struct seq *s, int w, struct seq_out *o)
+void sq_out_push(struct seq *s, int w, struct seq_out *o)
 {
     if (w < 0 || w >= s->nworkers) {
         seq_out_free(o);
@@ -273,11 +192,11 @@ static void out_push(struct seq *s, int w, struct seq_out *o)
 }
 
 /* Takes ownership of w's frame buffer (the zk_wbuf is left empty). */
-static struct seq_out *out_with_frame(int32_t kind, uint64_t conn, struct zk_wbuf *w)
+struct seq_out *sq_out_with_frame(int32_t kind, uint64_t conn, struct zk_wbuf *w)
 {
     if (w->err)
         return NULL;
-    struct seq_out *o = out_new(kind, conn);
+    struct seq_out *o = sq_out_new(kind, conn);
     if (!o)
         return NULL;
     o->frame = w->p;
@@ -499,10 +418,11 @@ static void prep_connect(struct seq *s, struct seq_entry *e, int64_t wall_ms)
         e->err = ZK_ESESSIONMOVED;
         return;
     }
-    if (r->session_id != 0)
+    if (r->session_id != 0 && !r->new_session)
         return; /* reattach: decided after apply, against the current session table */
-    r->session_id = (int64_t)(s->next_session_id++);
-    r->timeout_ms = clamp_timeout(s, r->timeout_ms);
+    if (!r->new_session)
+        r->session_id = (int64_t)(s->next_session_id++);
+    r->timeout_ms = sq_clamp_timeout(s, r->timeout_ms);
     e->treq.type = ZK_OP_CREATESESSION;
     e->treq.u.session_timeout_ms = r->timeout_ms;
     prep_txn(s, e, wall_ms);
@@ -519,7 +439,7 @@ static bool evbuf_grow(struct seq_evbuf *b, size_t path_bytes)
 
 /* Runs inside tree_apply, whose read-side section keeps ev->acl alive
  * (even a deleted node's): the reference taken here keeps it for workers. */
-static void collect_event(void *arg, const struct tree_event *ev)
+void sq_collect_event(void *arg, const struct tree_event *ev)
 {
     struct seq_evbuf *b = arg;
     size_t len = strlen(ev->path) + 1;
@@ -536,7 +456,7 @@ static void collect_event(void *arg, const struct tree_event *ev)
 }
 
 /* Drops the records' ACL references (a batch that could not be built). */
-static void evbuf_drop(struct seq_evbuf *b)
+void sq_evbuf_drop(struct seq_evbuf *b)
 {
     for (uint32_t i = 0; i < b->count; i++)
         tree_acl_unref(b->items[i].acl);
@@ -550,7 +470,7 @@ static void apply_entry(struct seq *s, struct seq_entry *e, struct seq_evbuf *ev
         return;
     e->results = calloc(e->txn.nops, sizeof(*e->results));
     atomic_store(&s->applying_zxid, e->txn.zxid);
-    int rc = tree_apply(s->tree, &e->txn, collect_event, evb, e->results);
+    int rc = tree_apply(s->tree, &e->txn, sq_collect_event, evb, e->results);
     if (rc != ZK_OK) {
         /* Prep accepted it against this very tree: a mismatch is a bug that
          * would make replicas diverge. Stop rather than serve a wrong tree. */
@@ -563,7 +483,7 @@ static void apply_entry(struct seq *s, struct seq_entry *e, struct seq_evbuf *ev
 
 /* ---- phase 4: replies ------------------------------------------------------ */
 
-static void put_reply_header(struct zk_wbuf *w, int32_t xid, int64_t zxid, int32_t err)
+void sq_put_reply_header(struct zk_wbuf *w, int32_t xid, int64_t zxid, int32_t err)
 {
     struct zk_reply_header h = { .xid = xid, .zxid = zxid, .err = err };
     zk_put_reply_header(w, &h);
@@ -618,14 +538,14 @@ void seq_put_txn_reply(struct zk_wbuf *w, int32_t op, int32_t xid, int64_t zxid,
 {
     if (x->type == TXN_ERROR) {
         int32_t err = x->nops > 0 ? x->ops[0].err : ZK_ESYSTEMERROR;
-        put_reply_header(w, xid, zxid, err);
+        sq_put_reply_header(w, xid, zxid, err);
         if (op == ZK_OP_MULTI && err == ZK_EMARSHALLINGERROR)
             zk_put_multi_end(w); /* ZooKeeper sends an empty MultiResponse with it */
         return;
     }
     /* ZooKeeper answers a failed multi with err 0 in the header and the
      * errors in the per-op results (kazoo and the C client read them there). */
-    put_reply_header(w, xid, zxid, ZK_OK);
+    sq_put_reply_header(w, xid, zxid, ZK_OK);
     if (op == ZK_OP_MULTI)
         put_multi_body(w, x, results);
     else
@@ -639,9 +559,9 @@ static void collect_path(void *arg, const char *path)
 }
 
 /* GetEphemeralsResponse: a string vector; count patched after the walk. */
-static void put_ephemerals(struct seq *s, struct zk_wbuf *w, const struct seq_entry *e)
+void sq_put_ephemerals(struct seq *s, struct zk_wbuf *w, int64_t session_id,
+                       const struct zk_str *p)
 {
-    const struct zk_str *p = &e->treq.u.path.path;
     size_t n = p->len > 0 && p->ptr ? (size_t)p->len : 0;
     /* a heap copy: the prefix may be as long as the frame */
     char *prefix = n ? strndup(p->ptr, n) : NULL;
@@ -653,7 +573,7 @@ static void put_ephemerals(struct seq *s, struct zk_wbuf *w, const struct seq_en
     zk_put_i32(w, 0);
     size_t before = w->len;
     int32_t count = 0;
-    tree_session_ephemerals(s->tree, e->req->session_id, prefix, collect_path, w);
+    tree_session_ephemerals(s->tree, session_id, prefix, collect_path, w);
     free(prefix);
     /* Count the strings written: walk the lengths back. */
     struct base_rd rb;
@@ -675,13 +595,13 @@ static void reply_write(struct seq *s, struct seq_entry *e)
     int64_t zxid = e->has_txn ? e->reply_zxid : tree_last_zxid(s->tree);
     int32_t err = e->marshalling_error ? ZK_EMARSHALLINGERROR : e->err;
     if (op_is_local(r->op)) {
-        put_reply_header(&w, r->xid, zxid, err);
+        sq_put_reply_header(&w, r->xid, zxid, err);
         if (err == ZK_OK && r->op == ZK_OP_SYNC)
             zk_put_str(&w, e->treq.u.path.path);
         else if (err == ZK_OK)
-            put_ephemerals(s, &w, e);
+            sq_put_ephemerals(s, &w, r->session_id, &e->treq.u.path.path);
     } else if (e->txn.type == TXN_ERROR && e->txn.nops == 0) {
-        put_reply_header(&w, r->xid, zxid, err); /* no memory for its error op */
+        sq_put_reply_header(&w, r->xid, zxid, err); /* no memory for its error op */
     } else if (err == ZK_OK && e->txn.nops > 0 && !e->results) {
         w.err = true; /* no memory for the apply results: the connection closes */
     } else {
@@ -689,33 +609,33 @@ static void reply_write(struct seq *s, struct seq_entry *e)
     }
     zk_frame_end(&w, mark);
     bool closing = r->op == ZK_OP_CLOSESESSION && err == ZK_OK;
-    struct seq_out *o = out_with_frame(closing ? SEQ_OUT_CLOSE : SEQ_OUT_REPLY, r->conn, &w);
+    struct seq_out *o = sq_out_with_frame(closing ? SEQ_OUT_CLOSE : SEQ_OUT_REPLY, r->conn, &w);
     zk_wbuf_free(&w);
     if (!o) {
         /* Out of memory for the reply: the client cannot be answered in
          * order any more, so its connection must go (it will retry). */
-        o = out_new(SEQ_OUT_CLOSE, r->conn);
+        o = sq_out_new(SEQ_OUT_CLOSE, r->conn);
         if (!o)
             return;
     }
     o->pending_done = true;
     o->session_id = r->session_id;
-    out_push(s, r->worker, o);
+    sq_out_push(s, r->worker, o);
     atomic_fetch_add_explicit(&s->st_writes, 1, memory_order_relaxed);
 }
 
 /* Points the session at (worker, conn) and tells the previous holder to close:
  * ZooKeeper closes the old connection when a session moves. */
-static void take_ownership(struct seq *s, struct tree_session *ts, int worker, uint64_t conn,
+void sq_take_ownership(struct seq *s, struct tree_session *ts, int worker, uint64_t conn,
                            int64_t now_ms)
 {
     int ow = atomic_load(&ts->owner_worker);
     uint64_t oc = atomic_load(&ts->owner_conn);
     if (ow >= 0 && !(ow == worker && oc == conn)) {
-        struct seq_out *o = out_new(SEQ_OUT_CLOSE, oc);
+        struct seq_out *o = sq_out_new(SEQ_OUT_CLOSE, oc);
         if (o) {
             o->session_id = ts->id;
-            out_push(s, ow, o);
+            sq_out_push(s, ow, o);
         }
     }
     atomic_store(&ts->owner_conn, conn);
@@ -727,19 +647,19 @@ static void reply_connect(struct seq *s, struct seq_entry *e, int64_t now_ms)
 {
     struct seq_req *r = e->req;
     if (e->err == ZK_ESESSIONMOVED) {
-        out_push(s, r->worker, out_new(SEQ_OUT_CLOSE, r->conn));
+        sq_out_push(s, r->worker, sq_out_new(SEQ_OUT_CLOSE, r->conn));
         return;
     }
-    struct seq_out *o = out_new(SEQ_OUT_CONNECT, r->conn);
+    struct seq_out *o = sq_out_new(SEQ_OUT_CONNECT, r->conn);
     if (!o)
         return;
     o->session_id = r->session_id;
     struct tree_session *ts = tree_session_find(s->tree, r->session_id);
     /* a new session (its createSession txn) needs no password; a reattach
      * must bring the right one, else nothing changes for the owner */
-    bool pw_ok = e->has_txn || passwd_matches(s, r);
-    if (ts && !ts->closing && pw_ok && session_passwd(s, r->session_id, o->passwd)) {
-        take_ownership(s, ts, r->worker, r->conn, now_ms);
+    bool pw_ok = e->has_txn || sq_passwd_matches(s, r);
+    if (ts && !ts->closing && pw_ok && sq_session_passwd(s, r->session_id, o->passwd)) {
+        sq_take_ownership(s, ts, r->worker, r->conn, now_ms);
         o->timeout_ms = ts->timeout_ms;
     } else {
         /* Unknown, expired or wrong password: timeout 0 tells the client its
@@ -748,10 +668,10 @@ static void reply_connect(struct seq *s, struct seq_entry *e, int64_t now_ms)
         o->session_id = 0;
         memset(o->passwd, 0, sizeof o->passwd);
     }
-    out_push(s, r->worker, o);
+    sq_out_push(s, r->worker, o);
 }
 
-static void handle_disconnect(struct seq *s, const struct seq_req *r)
+void sq_handle_disconnect(struct seq *s, const struct seq_req *r)
 {
     struct tree_session *ts = tree_session_find(s->tree, r->session_id);
     if (ts && atomic_load(&ts->owner_worker) == r->worker && atomic_load(&ts->owner_conn) == r->conn)
@@ -760,7 +680,7 @@ static void handle_disconnect(struct seq *s, const struct seq_req *r)
 
 /* One event batch per worker, shared by reference. Pushed even when empty so
  * workers learn through_zxid and stop waiting (invariant 3 fast path). */
-static void push_events(struct seq *s, struct seq_evbuf *evb, int64_t through)
+void sq_push_events(struct seq *s, struct seq_evbuf *evb, int64_t through)
 {
     /* One block: the header, the events, then their paths. */
     size_t items_bytes = (size_t)evb->count * sizeof(struct seq_event);
@@ -769,7 +689,7 @@ static void push_events(struct seq *s, struct seq_evbuf *evb, int64_t through)
         /* Workers waiting on through_zxid give up after a bounded spin and
          * say so; events lost to OOM cannot be recovered here. */
         fprintf(stderr, "larchd: sequencer: out of memory for %u watch events\n", evb->count);
-        evbuf_drop(evb);
+        sq_evbuf_drop(evb);
         return;
     }
     ev->through_zxid = through;
@@ -793,13 +713,13 @@ static void push_events(struct seq *s, struct seq_evbuf *evb, int64_t through)
     }
     ev->refs = (unsigned long)s->nworkers;
     for (int w = 0; w < s->nworkers; w++) {
-        struct seq_out *o = out_new(SEQ_OUT_EVENTS, 0);
+        struct seq_out *o = sq_out_new(SEQ_OUT_EVENTS, 0);
         if (!o) {
             events_unref(ev);
             continue;
         }
         o->events = ev;
-        out_push(s, w, o);
+        sq_out_push(s, w, o);
     }
 }
 
@@ -842,14 +762,14 @@ void seq_round_finish(struct seq *s, struct seq_round *r)
     int64_t before = r->before_zxid, now_ms = r->now_ms;
     free(r);
     struct seq_evbuf *evb = s->evb;
-    evbuf_drop(evb); /* a no-op: push_events took or dropped the last round's records */
+    sq_evbuf_drop(evb); /* a no-op: push_events took or dropped the last round's records */
     evb->oom = false;
     for (size_t i = 0; i < n; i++)
         apply_entry(s, &es[i], evb);
     tree_prep_reset(s->tree);
     int64_t after = tree_last_zxid(s->tree);
     if (after != before || evb->count)
-        push_events(s, evb, after);
+        sq_push_events(s, evb, after);
     bool kicked[SEQ_WORKERS_MAX] = { false };
     for (size_t i = 0; i < n; i++) {
         struct seq_entry *e = &es[i];
@@ -861,7 +781,7 @@ void seq_round_finish(struct seq *s, struct seq_round *r)
             reply_connect(s, e, now_ms);
             break;
         case SEQ_REQ_DISCONNECT:
-            handle_disconnect(s, e->req);
+            sq_handle_disconnect(s, e->req);
             break;
         }
         if (e->req->worker >= 0 && e->req->worker < s->nworkers)
@@ -871,7 +791,7 @@ void seq_round_finish(struct seq *s, struct seq_round *r)
     free(es);
     for (int w = 0; w < s->nworkers; w++)
         if (kicked[w] || after != before)
-            wake_if_sleeping(&s->out[w].sleeping, s->out[w].efd);
+            sq_wake_if_sleeping(&s->out[w].sleeping, s->out[w].efd);
     atomic_fetch_add_explicit(&s->st_rounds, 1, memory_order_relaxed);
     if (n > atomic_load_explicit(&s->st_max_round, memory_order_relaxed))
         atomic_store_explicit(&s->st_max_round, n, memory_order_relaxed);
@@ -914,15 +834,22 @@ const struct txn *seq_round_txn(const struct seq_round *r, size_t i)
     return r->es[i].has_txn ? &r->es[i].txn : NULL;
 }
 
-void seq_round_free(struct seq *s, struct seq_round *r)
+void sq_round_discard(struct seq_round *r)
 {
     if (!r)
         return;
     for (size_t i = 0; i < r->n; i++)
         entry_release(&r->es[i]);
-    atomic_fetch_sub_explicit(&s->st_outstanding, r->n, memory_order_relaxed);
     free(r->es);
     free(r);
+}
+
+void seq_round_free(struct seq *s, struct seq_round *r)
+{
+    if (!r)
+        return;
+    atomic_fetch_sub_explicit(&s->st_outstanding, r->n, memory_order_relaxed);
+    sq_round_discard(r);
 }
 
 /* The standalone driver: prepare, make durable, finish. */
@@ -1015,12 +942,12 @@ static void expire_sessions(struct seq *s, int64_t now_ms, int64_t wall_ms)
     atomic_fetch_add_explicit(&s->st_outstanding, n, memory_order_relaxed);
     seq_run_round(s, x.reqs, n, now_ms, wall_ms);
     for (size_t i = 0; i < n; i++) {
-        struct seq_out *o = out_new(SEQ_OUT_CLOSE, x.owners[i].conn);
+        struct seq_out *o = sq_out_new(SEQ_OUT_CLOSE, x.owners[i].conn);
         if (o) {
             o->session_id = x.owners[i].session;
-            out_push(s, x.owners[i].worker, o);
+            sq_out_push(s, x.owners[i].worker, o);
             if (x.owners[i].worker >= 0 && x.owners[i].worker < s->nworkers)
-                wake_if_sleeping(&s->out[x.owners[i].worker].sleeping, s->out[x.owners[i].worker].efd);
+                sq_wake_if_sleeping(&s->out[x.owners[i].worker].sleeping, s->out[x.owners[i].worker].efd);
         }
     }
     atomic_fetch_add_explicit(&s->st_expired, n, memory_order_relaxed);
@@ -1100,7 +1027,7 @@ static void role_release(struct seq *s)
 
 /* ---- the thread ------------------------------------------------------------ */
 
-static size_t take_round(struct seq *s, struct seq_req **reqs)
+size_t sq_take_round(struct seq *s, struct seq_req **reqs)
 {
     size_t n = 0;
     while (n < SEQ_ROUND_MAX) {
@@ -1116,17 +1043,22 @@ static size_t take_round(struct seq *s, struct seq_req **reqs)
  * after announcing sleep needs the role (it reads the queue's tail); if a
  * worker holds it, that worker drains the queue and producers that come
  * after see us asleep and kick. */
-static void sleep_until_work(struct seq *s)
+static void sleep_until_work(struct seq *s, int64_t wait_ms)
 {
     struct pollfd pfd = { .fd = s->in_efd, .events = POLLIN };
-    int wait_ms = s->cfg.tick_ms < 100 ? s->cfg.tick_ms : 100;
     atomic_store(&s->sleeping, true); /* seq_cst */
     bool empty = true;
     if (role_try(s)) {
         empty = base_mpsc_empty(&s->in);
         role_release(s);
     }
-    if (empty && poll(&pfd, 1, wait_ms) > 0) {
+    /* the peer link wakes us with seq_kick too; this closes the window
+     * between its push and our announcement */
+    if (empty && s->ens)
+        empty = !sq_ens_has_input(s); /* fields fixed since seq_new: no role needed */
+    if (wait_ms <= 0)
+        empty = false;
+    if (empty && poll(&pfd, 1, (int)wait_ms) > 0) {
         uint64_t v;
         ssize_t r = read(s->in_efd, &v, sizeof(v));
         (void)r;
@@ -1139,13 +1071,13 @@ bool seq_run_inline(struct seq *s)
     if (!s->cfg.inline_rounds || !role_try(s))
         return false;
     struct seq_req *reqs[SEQ_ROUND_MAX];
-    int64_t now_ms = seq_clock(s, false);
-    int64_t wall_ms = seq_clock(s, true);
+    int64_t now_ms = sq_clock(s, false);
+    int64_t wall_ms = sq_clock(s, true);
     rcu_read_lock();
     /* Bounded: a worker serves its own connections too. What is left is the
      * sequencer thread's (the producers kick it). */
     for (int rounds = 0; rounds < 4; rounds++) {
-        size_t n = take_round(s, reqs);
+        size_t n = sq_take_round(s, reqs);
         if (n == 0)
             break;
         seq_run_round(s, reqs, n, now_ms, wall_ms);
@@ -1167,14 +1099,22 @@ static void *seq_thread(void *arg)
         abort();
     }
     rcu_register_thread();
-    while (!atomic_load(&s->stop)) {
+    while (s->ens && !atomic_load(&s->stop)) {
         role_take(s);
-        int64_t now_ms = seq_clock(s, false);
-        int64_t wall_ms = seq_clock(s, true);
+        rcu_read_lock();
+        int64_t wait_ms = seq_ens_step(s, sq_clock(s, false), sq_clock(s, true));
+        rcu_read_unlock();
+        role_release(s);
+        sleep_until_work(s, wait_ms < 100 ? wait_ms : 100);
+    }
+    while (!s->ens && !atomic_load(&s->stop)) {
+        role_take(s);
+        int64_t now_ms = sq_clock(s, false);
+        int64_t wall_ms = sq_clock(s, true);
         rcu_read_lock(); /* tree_session_find in reply_connect/disconnect */
         bool flowing = seq_retry_held(s);
         if (flowing) {
-            size_t n = take_round(s, reqs);
+            size_t n = sq_take_round(s, reqs);
             if (n)
                 seq_run_round(s, reqs, n, now_ms, wall_ms);
             if (!s->held)
@@ -1188,7 +1128,7 @@ static void *seq_thread(void *arg)
             struct timespec pause = { .tv_sec = 0, .tv_nsec = 100 * 1000000L };
             nanosleep(&pause, NULL);
         } else if (!more) {
-            sleep_until_work(s);
+            sleep_until_work(s, s->cfg.tick_ms < 100 ? s->cfg.tick_ms : 100);
         }
     }
     rcu_unregister_thread();
@@ -1231,8 +1171,10 @@ struct seq *seq_new(struct tree *t, const struct seq_cfg *cfg, int nworkers)
     if (s->cfg.container_check_ms <= 0)
         s->cfg.container_check_ms = 60000;
     s->nworkers = nworkers;
-    if (s->cfg.log)
+    if (s->cfg.log || s->cfg.ensemble)
         s->cfg.inline_rounds = false; /* a worker must never wait on fdatasync */
+    if (s->cfg.ensemble)
+        s->cfg.error_txns = true; /* followers answer from committed txns */
     s->in_efd = -1;
     s->evb = calloc(1, sizeof(*s->evb));
     if (!s->evb) {
@@ -1255,7 +1197,13 @@ struct seq *seq_new(struct tree *t, const struct seq_cfg *cfg, int nworkers)
         goto fail;
     /* ZooKeeper's SessionTrackerImpl.initializeNextSessionId: time in the
      * middle bits, server id (0 standalone) in the top byte. */
-    s->next_session_id = ((uint64_t)seq_clock(s, true) << 24) >> 8;
+    s->next_session_id = ((uint64_t)sq_clock(s, true) << 24) >> 8;
+    if (cfg->ensemble) {
+        s->next_session_id |= (uint64_t)cfg->ensemble->raft.self_id << 56;
+        if (sq_ens_new(s, cfg->ensemble) != 0)
+            goto fail;
+        s->cfg.ensemble = NULL; /* copied into s->ens; the caller's may go */
+    }
     s->next_zxid_counter = tree_last_zxid(t) + 1;
     atomic_store(&s->applying_zxid, tree_last_zxid(t));
     /* Scans start due: the first tick runs both (harmless on an empty tree). */
@@ -1298,6 +1246,7 @@ void seq_free(struct seq *s)
     if (!s)
         return;
     seq_stop(s);
+    sq_ens_free(s);
     seq_round_free(s, s->held);
     s->held = NULL;
     drain_free_in(s);
@@ -1310,7 +1259,7 @@ void seq_free(struct seq *s)
     }
     if (s->in_efd >= 0)
         close(s->in_efd);
-    evbuf_drop(s->evb);
+    sq_evbuf_drop(s->evb);
     free(s->evb->items);
     free(s->evb->paths);
     free(s->evb);
@@ -1328,7 +1277,7 @@ void seq_submit(struct seq *s, struct seq_req *r)
 
 void seq_kick(struct seq *s)
 {
-    wake_if_sleeping(&s->sleeping, s->in_efd);
+    sq_wake_if_sleeping(&s->sleeping, s->in_efd);
 }
 
 bool seq_worker_idle_begin(struct seq *s, int w)

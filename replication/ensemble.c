@@ -1,0 +1,1098 @@
+/*
+ * ensemble.c — the replicated driver: the sequencer as one server of a Raft
+ * ensemble (replication.h "ensembles", replication/README.md "The
+ * replicated sequencer").
+ *
+ * The Raft core (raft.c) decides what is committed; this file does what its
+ * Ready asks (persist, send, apply) and everything around it that makes a
+ * ZooKeeper server: forwarding writes to the leader, running the leader's
+ * rounds, answering each server's own clients from committed txns, sessions
+ * created by txns and expired by the leader only, and sync.
+ *
+ * Replies: every server answers only its own clients. It remembers their
+ * writes, syncs and getEphemerals in one FIFO (the pending list), in the
+ * order they arrived. A write is answered when its txn (session, cxid)
+ * is applied here. This server's writes reach the log in the order it sent
+ * them (one FIFO link to the leader, which preps in arrival order), so the
+ * first unanswered write is the one a committed txn of ours must match; a
+ * commit that matches a later one proves the earlier ones were lost, and
+ * their connections close (the client reconnects and keeps its session, as
+ * when a ZooKeeper server loses its leader). A leader change, or a
+ * forward unanswered for pending_timeout_ms, fails every unanswered write
+ * the same way: its txn may still commit under the next leader, but nobody
+ * waits for it any more.
+ *
+ * The leader runs one round at a time: it preps the queued requests against
+ * its tree plus the pending-change overlay, proposes one txn per request,
+ * and prepares the next round only after the last txn of this one has been
+ * applied (which resets the overlay). It also preps nothing before it has
+ * applied its whole log: a new leader's state is only right once its no-op
+ * has committed everything before it.
+ *
+ * Everything here runs on the thread holding the sequencer role.
+ */
+#include "replication/seq_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <urcu.h>
+
+#define ENS_WORKER_REMOTE INT32_MAX /* seq_req.worker of a forwarded request */
+#define ENS_READ_RETRIES 3          /* a sync's ReadIndex is retried this often */
+#define ENS_READY_MAX 64            /* Ready cycles per pass (more waits for the next) */
+#define ENS_LOCAL_MAX (4 * SEQ_ROUND_MAX) /* local requests taken per pass */
+
+/* Pseudo auth schemes a FORWARD uses to carry the client's address and
+ * super flag. A client can never hold them: addauth with an unknown scheme
+ * fails and closes the connection. */
+#define ENS_AUTH_PEER_IP "larch:peer-ip"
+#define ENS_AUTH_SUPER "larch:super"
+
+enum pend_kind {
+    PEND_DONE = 0,    /* answered or failed: popped when it reaches the head */
+    PEND_WRITE = 1,   /* a write: answered from its committed txn */
+    PEND_CONNECT = 2, /* a new session: answered from its createSession txn */
+    PEND_SYNC = 3,    /* sync: answered after a ReadIndex and the applies it asks for */
+    PEND_LOCAL = 4,   /* getEphemerals: answered from this tree, in session order */
+};
+
+enum read_state { READ_WAIT = 0, READ_OK = 1, READ_FAILED = 2 };
+
+struct pend {
+    uint8_t kind;
+    uint8_t read_state;
+    uint8_t read_tries;
+    int32_t worker;
+    uint64_t conn;
+    int64_t session_id;
+    int32_t xid; /* the txn's cxid (0 for CONNECT) */
+    int32_t op;
+    int64_t since_ms;
+    uint64_t read_ctx;
+    int64_t read_zxid;
+    struct seq_req *req; /* SYNC/LOCAL: the request (its path); else NULL */
+};
+
+/* A reply waiting for its apply batch's events to go out first. */
+struct staged {
+    int32_t worker;
+    struct seq_out *out;
+};
+
+struct seq_ens {
+    struct raft *raft;
+    uint32_t self_id;
+    int64_t tick_ms;
+    int64_t next_tick_ms;
+    bool ticking; /* next_tick_ms is set */
+    const struct seq_peer_ops *peer;
+    void *peer_arg;
+    struct storage *hs_st;
+    char *hs_dir;
+    int64_t pending_timeout_ms;
+
+    /* what the core last said about leadership */
+    uint32_t known_term;
+    uint32_t known_leader;
+    bool was_leader;
+
+    /* leader: requests for the next round, and the round in flight */
+    struct seq_req **input;
+    size_t n_input, cap_input;
+    bool round_in_flight;
+    int64_t round_last_zxid;
+    int64_t last_expiry_ms, last_reap_ms, last_touch_ms;
+
+    /* this server's clients' unanswered requests, oldest first */
+    struct pend *pend;
+    size_t pend_head, pend_len, pend_cap; /* live entries: [head, len) */
+    size_t pend_live;                     /* entries not DONE */
+    uint64_t next_read_ctx;
+
+    struct staged *staged;
+    size_t n_staged, cap_staged;
+    struct base_buf enc; /* txn encodings for proposals */
+    bool kicked[SEQ_WORKERS_MAX];
+
+    /* stats, copied to status under status_lock at the end of each pass */
+    uint64_t forwards_sent, forwards_received, pending_failed, proposals, applied;
+    pthread_mutex_t status_lock;
+    struct seq_ens_status status;
+    bool snap_warned;
+};
+
+static bool is_leader(const struct seq_ens *e)
+{
+    struct raft_status st;
+    raft_status(e->raft, &st);
+    return st.role == RAFT_LEADER;
+}
+
+_Noreturn static void ens_fatal(const char *what, int err)
+{
+    fprintf(stderr, "larchd: ensemble: %s (%s); stopping: this server restarts from its disk\n",
+            what, err ? strerror(err < 0 ? -err : err) : "invariant");
+    abort();
+}
+
+/* ---- the pending list ------------------------------------------------------ */
+
+static struct pend *pend_add(struct seq_ens *e, uint8_t kind, const struct seq_req *r,
+                             int64_t session_id, int32_t xid, int64_t now_ms)
+{
+    if (e->pend_head > 0 && e->pend_len == e->pend_cap) {
+        /* slide the live entries down before growing */
+        memmove(e->pend, e->pend + e->pend_head, (e->pend_len - e->pend_head) * sizeof *e->pend);
+        e->pend_len -= e->pend_head;
+        e->pend_head = 0;
+    }
+    if (base_grow(&e->pend, &e->pend_cap, e->pend_len + 1, sizeof *e->pend) != 0)
+        return NULL;
+    struct pend *p = &e->pend[e->pend_len++];
+    *p = (struct pend){ .kind = kind, .worker = r->worker, .conn = r->conn,
+                        .session_id = session_id, .xid = xid, .op = r->op,
+                        .since_ms = now_ms };
+    e->pend_live++;
+    return p;
+}
+
+static void pend_pop_done(struct seq_ens *e)
+{
+    while (e->pend_head < e->pend_len && e->pend[e->pend_head].kind == PEND_DONE)
+        e->pend_head++;
+    if (e->pend_head == e->pend_len)
+        e->pend_head = e->pend_len = 0;
+}
+
+static void stage(struct seq *s, int32_t worker, struct seq_out *o)
+{
+    struct seq_ens *e = s->ens;
+    if (!o)
+        return;
+    if (base_grow(&e->staged, &e->cap_staged, e->n_staged + 1, sizeof *e->staged) != 0) {
+        /* cannot keep it for after the events: send it now (the connection
+         * still gets its answer, possibly before a notification) */
+        sq_out_push(s, worker, o);
+        return;
+    }
+    e->staged[e->n_staged++] = (struct staged){ worker, o };
+}
+
+/* Marks p answered: the request leaves the sequencer's custody. */
+static void pend_finish(struct seq *s, struct pend *p)
+{
+    struct seq_ens *e = s->ens;
+    if (p->worker >= 0 && p->worker < SEQ_WORKERS_MAX)
+        e->kicked[p->worker] = true;
+    seq_req_free(p->req);
+    p->req = NULL;
+    p->kind = PEND_DONE;
+    e->pend_live--;
+    atomic_fetch_sub_explicit(&s->st_outstanding, 1, memory_order_relaxed);
+}
+
+/* The client is not answered: its connection closes, and it reconnects
+ * (to any server) with its session. */
+static void pend_fail(struct seq *s, struct pend *p)
+{
+    struct seq_out *o = sq_out_new(SEQ_OUT_CLOSE, p->conn);
+    if (o) {
+        o->session_id = p->session_id;
+        stage(s, p->worker, o);
+    }
+    s->ens->pending_failed++;
+    pend_finish(s, p);
+}
+
+/* Fails every unanswered write, connect and sync (a leader change: what was
+ * sent to the old leader may never commit). getEphemerals stays: it is
+ * answered from this tree. */
+static void pend_fail_all(struct seq *s)
+{
+    struct seq_ens *e = s->ens;
+    for (size_t i = e->pend_head; i < e->pend_len; i++) {
+        struct pend *p = &e->pend[i];
+        if (p->kind == PEND_WRITE || p->kind == PEND_CONNECT || p->kind == PEND_SYNC)
+            pend_fail(s, p);
+    }
+    pend_pop_done(e);
+}
+
+/* The pending write or connect a committed txn (session, cxid) answers, or
+ * NULL. Ours commit in the order we sent them, so it is the first one;
+ * if a later one matches, the ones before it were lost and fail. */
+static struct pend *pend_match(struct seq *s, int64_t session_id, int32_t cxid)
+{
+    struct seq_ens *e = s->ens;
+    size_t at = e->pend_len;
+    for (size_t i = e->pend_head; i < e->pend_len; i++) {
+        struct pend *p = &e->pend[i];
+        if ((p->kind == PEND_WRITE || p->kind == PEND_CONNECT) && p->session_id == session_id &&
+            p->xid == cxid) {
+            at = i;
+            break;
+        }
+    }
+    if (at == e->pend_len)
+        return NULL;
+    for (size_t i = e->pend_head; i < at; i++) {
+        struct pend *p = &e->pend[i];
+        if (p->kind == PEND_WRITE || p->kind == PEND_CONNECT)
+            pend_fail(s, p);
+    }
+    return &e->pend[at];
+}
+
+/* Whether an entry before index i is still waiting for the same session:
+ * a session's answers go out in the order it asked (DESIGN.md invariant 2). */
+static bool pend_session_waits(const struct seq_ens *e, size_t i, int64_t session_id)
+{
+    for (size_t k = e->pend_head; k < i; k++)
+        if (e->pend[k].kind != PEND_DONE && e->pend[k].session_id == session_id)
+            return true;
+    return false;
+}
+
+/* ---- replies ---------------------------------------------------------------- */
+
+static struct seq_out *reply_frame(int32_t kind, const struct pend *p, struct zk_wbuf *w)
+{
+    struct seq_out *o = sq_out_with_frame(kind, p->conn, w);
+    if (!o)
+        o = sq_out_new(SEQ_OUT_CLOSE, p->conn); /* no reply can be built: close */
+    if (o) {
+        o->pending_done = true;
+        o->session_id = p->session_id;
+    }
+    return o;
+}
+
+static void answer_write(struct seq *s, struct pend *p, const struct txn *x,
+                         const struct tree_op_result *res)
+{
+    struct zk_wbuf w;
+    zk_wbuf_init(&w);
+    size_t mark = zk_frame_begin(&w);
+    seq_put_txn_reply(&w, p->op, p->xid, x->zxid, x, res);
+    zk_frame_end(&w, mark);
+    bool closing = p->op == ZK_OP_CLOSESESSION && x->type != TXN_ERROR;
+    stage(s, p->worker, reply_frame(closing ? SEQ_OUT_CLOSE : SEQ_OUT_REPLY, p, &w));
+    zk_wbuf_free(&w);
+    atomic_fetch_add_explicit(&s->st_writes, 1, memory_order_relaxed);
+    pend_finish(s, p);
+}
+
+static void answer_connect(struct seq *s, struct pend *p, int64_t now_ms)
+{
+    struct seq_out *o = sq_out_new(SEQ_OUT_CONNECT, p->conn);
+    struct tree_session *ts = tree_session_find(s->tree, p->session_id);
+    if (o && ts && !ts->closing && sq_session_passwd(s, p->session_id, o->passwd)) {
+        sq_take_ownership(s, ts, p->worker, p->conn, now_ms);
+        o->session_id = p->session_id;
+        o->timeout_ms = ts->timeout_ms;
+    } else if (o) {
+        o->timeout_ms = 0; /* as ZooKeeper answers a session it cannot give */
+        memset(o->passwd, 0, sizeof o->passwd);
+    }
+    stage(s, p->worker, o);
+    pend_finish(s, p);
+}
+
+/* sync's reply: the path back, after this server applied what the leader
+ * had committed when the sync arrived (ZooKeeper's sync, made linearizable
+ * by the ReadIndex). getEphemerals: this server's view, in session order. */
+static void answer_local(struct seq *s, struct pend *p)
+{
+    struct base_rd rb;
+    base_rd_init(&rb, p->req->body, p->req->body_len);
+    struct zk_path_req q;
+    bool ok = zk_get_path_req(&rb, &q);
+    struct zk_wbuf w;
+    zk_wbuf_init(&w);
+    size_t mark = zk_frame_begin(&w);
+    sq_put_reply_header(&w, p->xid, tree_last_zxid(s->tree), ok ? ZK_OK : ZK_EMARSHALLINGERROR);
+    if (ok && p->kind == PEND_SYNC)
+        zk_put_str(&w, q.path);
+    else if (ok)
+        sq_put_ephemerals(s, &w, p->session_id, &q.path);
+    zk_frame_end(&w, mark);
+    stage(s, p->worker, reply_frame(SEQ_OUT_REPLY, p, &w));
+    zk_wbuf_free(&w);
+    atomic_fetch_add_explicit(&s->st_writes, 1, memory_order_relaxed);
+    pend_finish(s, p);
+}
+
+/* Hands the staged replies to workers after the events of the txns they
+ * answer, then wakes the workers that got something. */
+static void flush_staged(struct seq *s, bool applied_any)
+{
+    struct seq_ens *e = s->ens;
+    if (applied_any || s->evb->count)
+        sq_push_events(s, s->evb, tree_last_zxid(s->tree));
+    for (size_t i = 0; i < e->n_staged; i++) {
+        int32_t w = e->staged[i].worker;
+        sq_out_push(s, w, e->staged[i].out);
+        if (w >= 0 && w < s->nworkers)
+            e->kicked[w] = true;
+    }
+    e->n_staged = 0;
+    for (int w = 0; w < s->nworkers; w++) {
+        if (e->kicked[w] || applied_any)
+            sq_wake_if_sleeping(&s->out[w].sleeping, s->out[w].efd);
+        e->kicked[w] = false;
+    }
+}
+
+/* ---- applying committed entries ------------------------------------------- */
+
+/* The local connection of session id, to close when its closeSession
+ * applies (expiry, or a close through another server). */
+static bool local_owner(struct seq *s, int64_t id, int32_t *worker, uint64_t *conn)
+{
+    struct tree_session *ts = tree_session_find(s->tree, id);
+    if (!ts)
+        return false;
+    *worker = atomic_load(&ts->owner_worker);
+    *conn = atomic_load(&ts->owner_conn);
+    return *worker >= 0 && *worker < s->nworkers;
+}
+
+static bool closes_session(const struct txn *x)
+{
+    for (uint32_t i = 0; i < x->nops; i++)
+        if (x->ops[i].type == TXN_CLOSE_SESSION)
+            return true;
+    return false;
+}
+
+static void apply_entry(struct seq *s, const struct raft_entry *ent, int64_t now_ms)
+{
+    struct seq_ens *e = s->ens;
+    struct txn x = { .zxid = ent->zxid, .type = TXN_NOOP };
+    if (ent->type == RAFT_ENTRY_DATA) {
+        int rc = txn_decode(ent->data, ent->len, &x);
+        if (rc != 0)
+            ens_fatal("a committed entry does not decode", rc);
+        BASE_ASSERT(x.zxid == ent->zxid); /* the leader encoded the entry's own zxid */
+    }
+    int32_t owner_w = -1;
+    uint64_t owner_c = 0;
+    bool close_owner = closes_session(&x) && local_owner(s, x.session_id, &owner_w, &owner_c);
+    struct tree_op_result *res = x.nops ? calloc(x.nops, sizeof *res) : NULL;
+    atomic_store(&s->applying_zxid, x.zxid);
+    int rc = tree_apply(s->tree, &x, sq_collect_event, s->evb, res);
+    if (rc != ZK_OK) {
+        /* every server applies the same txns to the same tree: a txn that
+         * does not fit means this replica diverged; serving on would spread it */
+        fprintf(stderr, "larchd: ensemble: committed txn 0x%llx does not apply (%s)\n",
+                (unsigned long long)x.zxid, zk_err_name(rc));
+        ens_fatal("replica diverged", 0);
+    }
+    e->applied++;
+    if (x.nops == 1 && x.ops[0].type == TXN_CREATE_SESSION) {
+        /* the txn carries the leader's wall clock; expiry runs on this
+         * server's monotonic one, from now */
+        struct tree_session *ts = tree_session_find(s->tree, x.session_id);
+        if (ts)
+            atomic_store_explicit(&ts->last_seen_ms, now_ms, memory_order_relaxed);
+    }
+    struct pend *p = x.type == TXN_NOOP ? NULL : pend_match(s, x.session_id, x.cxid);
+    if (p && p->kind == PEND_CONNECT) {
+        answer_connect(s, p, now_ms);
+    } else if (p) {
+        if (x.nops > 0 && !res && x.type != TXN_ERROR)
+            pend_fail(s, p); /* no memory for the results the reply needs */
+        else
+            answer_write(s, p, &x, res);
+        if (p->op == ZK_OP_CLOSESESSION)
+            close_owner = false; /* its reply closes the connection */
+    }
+    if (close_owner) {
+        struct seq_out *o = sq_out_new(SEQ_OUT_CLOSE, owner_c);
+        if (o) {
+            o->session_id = x.session_id;
+            stage(s, owner_w, o);
+        }
+    }
+    if (e->round_in_flight && x.zxid >= e->round_last_zxid) {
+        tree_prep_reset(s->tree); /* the round's overlay is now the tree */
+        e->round_in_flight = false;
+    }
+    tree_results_free(res, x.nops);
+    free(res);
+    txn_free(&x);
+}
+
+/* ---- persisting what the core asks -------------------------------------- */
+
+static void persist_entries(struct seq *s, const struct raft_ready *rd)
+{
+    struct txnlog *log = s->cfg.log;
+    if (!log)
+        return;
+    if (rd->truncate) {
+        int rc = txnlog_truncate_after(log, rd->truncate_after);
+        if (rc != 0)
+            ens_fatal("truncating the txn log failed", rc);
+    }
+    for (size_t i = 0; i < rd->n_entries; i++) {
+        const struct raft_entry *ent = &rd->entries[i];
+        int rc;
+        if (ent->type == RAFT_ENTRY_NOOP) {
+            struct txn noop = { .zxid = ent->zxid, .type = TXN_NOOP };
+            rc = txnlog_append(log, &noop);
+        } else {
+            rc = txnlog_append_encoded(log, ent->data, ent->len);
+        }
+        if (rc != 0)
+            ens_fatal("appending to the txn log failed", rc);
+    }
+    if (rd->n_entries > 0 || rd->truncate) {
+        int rc = txnlog_sync(log);
+        if (rc != 0)
+            ens_fatal("syncing the txn log failed", rc);
+        atomic_fetch_add_explicit(&s->log_syncs, 1, memory_order_relaxed);
+    }
+}
+
+static void send_msgs(struct seq *s, const struct raft_ready *rd)
+{
+    struct seq_ens *e = s->ens;
+    for (size_t i = 0; i < rd->n_msgs; i++) {
+        const struct raft_msg *m = &rd->msgs[i];
+        if (m->type == RAFT_MSG_SNAP) {
+            /* Compaction never runs yet, so the core asks for a snapshot
+             * only of a follower behind this server's first logged entry
+             * (a server that booted from a snapshot). Say so once. */
+            if (!e->snap_warned)
+                fprintf(stderr, "larchd: ensemble: server %u needs a snapshot transfer, which "
+                                "this larchd cannot send yet; it stays behind\n", m->to);
+            e->snap_warned = true;
+            continue;
+        }
+        (void)e->peer->send_msg(e->peer_arg, m); /* a drop is a loss Raft repairs */
+    }
+}
+
+/* A sync's ReadIndex came back. */
+static void take_read(struct seq *s, const struct raft_read *rd)
+{
+    struct seq_ens *e = s->ens;
+    for (size_t i = e->pend_head; i < e->pend_len; i++) {
+        struct pend *p = &e->pend[i];
+        if (p->kind != PEND_SYNC || p->read_ctx != rd->ctx)
+            continue;
+        p->read_state = rd->ok ? READ_OK : READ_FAILED;
+        p->read_zxid = rd->zxid;
+        return;
+    }
+}
+
+static void run_ready(struct seq *s, int64_t now_ms)
+{
+    struct seq_ens *e = s->ens;
+    for (int cycle = 0; cycle < ENS_READY_MAX && raft_has_ready(e->raft); cycle++) {
+        struct raft_ready rd;
+        raft_ready(e->raft, &rd);
+        if (rd.hard_state_changed && e->hs_st) {
+            int rc = txnlog_hard_state_write(e->hs_st, e->hs_dir, &rd.hard_state);
+            if (rc != 0)
+                ens_fatal("writing term and vote failed", rc);
+        }
+        if (rd.snapshot)
+            ens_fatal("a snapshot arrived, and installing one is not supported yet", 0);
+        persist_entries(s, &rd);
+        send_msgs(s, &rd);
+        for (size_t i = 0; i < rd.n_committed; i++)
+            apply_entry(s, &rd.committed[i], now_ms);
+        for (size_t i = 0; i < rd.n_reads; i++)
+            take_read(s, &rd.reads[i]);
+        raft_advance(e->raft, &rd);
+        flush_staged(s, rd.n_committed > 0);
+    }
+}
+
+/* ---- requests ------------------------------------------------------------- */
+
+static void input_push(struct seq *s, struct seq_req *r)
+{
+    struct seq_ens *e = s->ens;
+    if (base_grow(&e->input, &e->cap_input, e->n_input + 1, sizeof *e->input) != 0) {
+        seq_req_free(r); /* its writer's pending entry times out */
+        return;
+    }
+    e->input[e->n_input++] = r;
+}
+
+static void input_drop_all(struct seq_ens *e)
+{
+    for (size_t i = 0; i < e->n_input; i++)
+        seq_req_free(e->input[i]);
+    e->n_input = 0;
+}
+
+/* The FORWARD for r: its body as the client sent it, its identities, and
+ * the two facts ACLs also need (address, super) as pseudo identities. */
+static int forward(struct seq *s, uint32_t leader, const struct seq_req *r)
+{
+    struct seq_ens *e = s->ens;
+    struct peer_auth auth[PEER_FORWARD_AUTH_MAX];
+    uint32_t n = 0;
+    for (int32_t i = 0; i < r->auth_count && n < PEER_FORWARD_AUTH_MAX - 2; i++)
+        auth[n++] = (struct peer_auth){ r->auth_ids[i].scheme, strlen(r->auth_ids[i].scheme),
+                                        r->auth_ids[i].id, strlen(r->auth_ids[i].id) };
+    if (r->peer_ip[0])
+        auth[n++] = (struct peer_auth){ ENS_AUTH_PEER_IP, strlen(ENS_AUTH_PEER_IP), r->peer_ip,
+                                        strlen(r->peer_ip) };
+    if (r->super)
+        auth[n++] = (struct peer_auth){ ENS_AUTH_SUPER, strlen(ENS_AUTH_SUPER), "", 0 };
+    uint8_t tbody[4];
+    struct peer_forward f = { .session_id = r->session_id, .cxid = r->xid, .op = r->op,
+                              .body = r->body, .body_len = r->body_len, .auth = auth,
+                              .n_auth = n };
+    if (r->kind == SEQ_REQ_CONNECT) {
+        base_put_be32(tbody, (uint32_t)r->timeout_ms);
+        f = (struct peer_forward){ .session_id = r->session_id, .cxid = 0,
+                                   .op = ZK_OP_CREATESESSION, .body = tbody, .body_len = 4 };
+    }
+    e->forwards_sent++;
+    return e->peer->send_forward(e->peer_arg, leader, &f);
+}
+
+/* Sends r (a write or a new session) where rounds run: into this server's
+ * own next round when it leads, else to the leader. False when there is no
+ * leader to send it to. Takes r. */
+static bool route(struct seq *s, struct seq_req *r)
+{
+    struct seq_ens *e = s->ens;
+    struct raft_status st;
+    raft_status(e->raft, &st);
+    if (st.role == RAFT_LEADER) {
+        input_push(s, r);
+        return true;
+    }
+    bool sent = st.leader_id != 0 && forward(s, st.leader_id, r) == 0;
+    seq_req_free(r);
+    return sent;
+}
+
+static void local_connect(struct seq *s, struct seq_req *r, int64_t now_ms)
+{
+    struct seq_ens *e = s->ens;
+    if (r->session_id != 0) {
+        /* reattach: this server's tree says whether the session lives (a
+         * session the leader has just expired closes when that txn applies) */
+        struct seq_out *o = sq_out_new(SEQ_OUT_CONNECT, r->conn);
+        struct tree_session *ts = tree_session_find(s->tree, r->session_id);
+        if (r->last_zxid_seen > tree_last_zxid(s->tree)) {
+            /* ZooKeeper refuses a client that has seen a newer state: it tries another server */
+            seq_out_free(o);
+            o = sq_out_new(SEQ_OUT_CLOSE, r->conn);
+        } else if (o && ts && !ts->closing && sq_passwd_matches(s, r) &&
+                   sq_session_passwd(s, r->session_id, o->passwd)) {
+            sq_take_ownership(s, ts, r->worker, r->conn, now_ms);
+            o->session_id = r->session_id;
+            o->timeout_ms = ts->timeout_ms;
+        } else if (o) {
+            o->timeout_ms = 0;
+            memset(o->passwd, 0, sizeof o->passwd);
+        }
+        sq_out_push(s, r->worker, o);
+        if (r->worker >= 0 && r->worker < SEQ_WORKERS_MAX)
+            e->kicked[r->worker] = true;
+        atomic_fetch_sub_explicit(&s->st_outstanding, 1, memory_order_relaxed);
+        seq_req_free(r);
+        return;
+    }
+    r->session_id = (int64_t)(s->next_session_id++);
+    r->timeout_ms = sq_clamp_timeout(s, r->timeout_ms);
+    r->new_session = true;
+    r->xid = 0;
+    struct pend *p = pend_add(e, PEND_CONNECT, r, r->session_id, 0, now_ms);
+    if (!p) {
+        struct seq_out *o = sq_out_new(SEQ_OUT_CLOSE, r->conn);
+        sq_out_push(s, r->worker, o);
+        atomic_fetch_sub_explicit(&s->st_outstanding, 1, memory_order_relaxed);
+        seq_req_free(r);
+        return;
+    }
+    if (!route(s, r))
+        pend_fail(s, &e->pend[e->pend_len - 1]);
+}
+
+static void local_write(struct seq *s, struct seq_req *r, int64_t now_ms)
+{
+    struct seq_ens *e = s->ens;
+    uint8_t kind = r->op == ZK_OP_SYNC ? PEND_SYNC
+                   : r->op == ZK_OP_GETEPHEMERALS ? PEND_LOCAL
+                                                  : PEND_WRITE;
+    struct pend *p = pend_add(e, kind, r, r->session_id, r->xid, now_ms);
+    if (!p) {
+        sq_out_push(s, r->worker, sq_out_new(SEQ_OUT_CLOSE, r->conn));
+        atomic_fetch_sub_explicit(&s->st_outstanding, 1, memory_order_relaxed);
+        seq_req_free(r);
+        return;
+    }
+    if (kind == PEND_LOCAL) {
+        p->req = r;
+        return;
+    }
+    if (kind == PEND_SYNC) {
+        p->req = r;
+        p->read_ctx = ++e->next_read_ctx;
+        if (raft_read_index(e->raft, p->read_ctx) != RAFT_OK)
+            p->read_state = READ_FAILED;
+        return;
+    }
+    if (!route(s, r))
+        pend_fail(s, p);
+}
+
+static void take_local(struct seq *s, int64_t now_ms)
+{
+    struct seq_req *reqs[SEQ_ROUND_MAX];
+    for (size_t taken = 0; taken < ENS_LOCAL_MAX;) {
+        size_t n = sq_take_round(s, reqs);
+        if (n == 0)
+            break;
+        taken += n;
+        for (size_t i = 0; i < n; i++) {
+            struct seq_req *r = reqs[i];
+            switch (r->kind) {
+            case SEQ_REQ_CONNECT:
+                local_connect(s, r, now_ms);
+                break;
+            case SEQ_REQ_WRITE:
+                local_write(s, r, now_ms);
+                break;
+            default:
+                sq_handle_disconnect(s, r);
+                atomic_fetch_sub_explicit(&s->st_outstanding, 1, memory_order_relaxed);
+                seq_req_free(r);
+                break;
+            }
+        }
+    }
+}
+
+/* ---- peer input ------------------------------------------------------------ */
+
+void seq_peer_msg(struct seq *s, const struct raft_msg *m)
+{
+    if (!s->ens)
+        return;
+    int rc = raft_step(s->ens->raft, m);
+    if (rc == RAFT_EINVAL)
+        fprintf(stderr, "larchd: ensemble: ignored a %s from server %u that does not fit\n",
+                raft_msg_type_name(m->type), m->from);
+}
+
+/* A leader takes another server's write into its next round. */
+void seq_peer_forward(struct seq *s, uint32_t from, const struct peer_forward *f)
+{
+    struct seq_ens *e = s->ens;
+    if (!e || !is_leader(e))
+        return; /* the forwarder's pending write fails on its leader change */
+    struct tree_authid ids[PEER_FORWARD_AUTH_MAX];
+    char *strs[2 * PEER_FORWARD_AUTH_MAX];
+    int32_t n = 0, nstr = 0;
+    bool super = false, ok = true;
+    char peer_ip[64] = "";
+    for (uint32_t i = 0; i < f->n_auth && ok; i++) {
+        const struct peer_auth *a = &f->auth[i];
+        if (a->scheme_len == strlen(ENS_AUTH_SUPER) &&
+            memcmp(a->scheme, ENS_AUTH_SUPER, a->scheme_len) == 0) {
+            super = true;
+        } else if (a->scheme_len == strlen(ENS_AUTH_PEER_IP) &&
+                   memcmp(a->scheme, ENS_AUTH_PEER_IP, a->scheme_len) == 0) {
+            if (a->id_len < sizeof peer_ip) {
+                memcpy(peer_ip, a->id, a->id_len);
+                peer_ip[a->id_len] = '\0';
+            }
+        } else {
+            char *sc = strndup(a->scheme, a->scheme_len), *id = strndup(a->id, a->id_len);
+            if (sc)
+                strs[nstr++] = sc;
+            if (id)
+                strs[nstr++] = id;
+            ok = sc && id;
+            ids[n++] = (struct tree_authid){ sc, id };
+        }
+    }
+    bool create = f->op == ZK_OP_CREATESESSION;
+    struct seq_req *r = NULL;
+    if (ok && create && f->body_len == 4) {
+        r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
+        if (r) {
+            r->new_session = true;
+            r->timeout_ms = (int32_t)base_get_be32(f->body);
+        }
+    } else if (ok && !create) {
+        r = seq_req_new(SEQ_REQ_WRITE, f->body, f->body_len, ids, n);
+    }
+    for (int32_t i = 0; i < nstr; i++)
+        free(strs[i]);
+    if (!r)
+        return; /* out of memory, or a malformed createSession: the writer times out */
+    r->worker = ENS_WORKER_REMOTE;
+    r->session_id = f->session_id;
+    r->xid = f->cxid;
+    r->op = create ? 0 : f->op;
+    r->super = super;
+    memcpy(r->peer_ip, peer_ip, sizeof r->peer_ip);
+    e->forwards_received++;
+    (void)from;
+    input_push(s, r);
+}
+
+/* Followers report the sessions their clients kept alive; only the leader
+ * expires sessions, so only its clock matters. */
+void seq_peer_touch(struct seq *s, uint32_t from, const int64_t *ids, uint32_t n)
+{
+    (void)from;
+    if (!s->ens || !is_leader(s->ens))
+        return;
+    int64_t now = sq_clock(s, false);
+    for (uint32_t i = 0; i < n; i++) {
+        struct tree_session *ts = tree_session_find(s->tree, ids[i]);
+        if (ts)
+            atomic_store_explicit(&ts->last_seen_ms, now, memory_order_relaxed);
+    }
+}
+
+void seq_peer_down(struct seq *s, uint32_t id)
+{
+    struct seq_ens *e = s->ens;
+    if (!e)
+        return;
+    struct raft_status st;
+    raft_status(e->raft, &st);
+    if (st.role != RAFT_LEADER && st.leader_id == id)
+        pend_fail_all(s); /* forwards in flight on that link may be gone */
+}
+
+/* ---- leadership, sessions, rounds ---------------------------------------- */
+
+static void rearm_session(void *arg, struct tree_session *ts)
+{
+    int64_t now = *(const int64_t *)arg;
+    atomic_store_explicit(&ts->last_seen_ms, now, memory_order_relaxed);
+}
+
+static void watch_leadership(struct seq *s, int64_t now_ms)
+{
+    struct seq_ens *e = s->ens;
+    struct raft_status st;
+    raft_status(e->raft, &st);
+    bool leader = st.role == RAFT_LEADER;
+    if (st.term == e->known_term && st.leader_id == e->known_leader && leader == e->was_leader)
+        return;
+    if (e->was_leader && !leader) {
+        input_drop_all(e);
+        if (e->round_in_flight) {
+            tree_prep_reset(s->tree);
+            e->round_in_flight = false;
+        }
+    }
+    if (e->known_leader != 0 || e->known_term != st.term)
+        pend_fail_all(s);
+    if (leader && !e->was_leader) {
+        /* a new leader cannot know when followers last heard from each
+         * session: every session gets its whole timeout again */
+        tree_session_each(s->tree, rearm_session, &now_ms);
+        e->last_expiry_ms = now_ms;
+    }
+    e->known_term = st.term;
+    e->known_leader = st.leader_id;
+    e->was_leader = leader;
+}
+
+struct due_scan {
+    struct seq_ens *e;
+    struct seq *s;
+    int64_t now_ms;
+    size_t count;
+};
+
+static void expire_one(void *arg, struct tree_session *ts)
+{
+    struct due_scan *d = arg;
+    int64_t seen = atomic_load_explicit(&ts->last_seen_ms, memory_order_relaxed);
+    if (ts->closing || d->now_ms - seen <= ts->timeout_ms || d->count >= SEQ_ROUND_MAX)
+        return;
+    struct seq_req *r = seq_req_new(SEQ_REQ_WRITE, NULL, 0, NULL, 0);
+    if (!r)
+        return;
+    r->op = ZK_OP_CLOSESESSION;
+    r->session_id = ts->id;
+    r->super = true;
+    r->worker = -1; /* the server's own request: nobody to answer */
+    input_push(d->s, r);
+    d->count++;
+    atomic_fetch_add_explicit(&d->s->st_expired, 1, memory_order_relaxed);
+}
+
+static void reap_one(void *arg, const char *path)
+{
+    struct due_scan *d = arg;
+    if (d->count >= SEQ_ROUND_MAX)
+        return;
+    struct zk_wbuf w;
+    zk_wbuf_init(&w);
+    zk_put_str(&w, zk_str_c(path));
+    struct seq_req *r = w.err ? NULL : seq_req_new(SEQ_REQ_WRITE, w.p, w.len, NULL, 0);
+    zk_wbuf_free(&w);
+    if (!r)
+        return;
+    r->op = ZK_OP_DELETECONTAINER;
+    r->super = true;
+    r->worker = -1;
+    input_push(d->s, r);
+    d->count++;
+}
+
+static void leader_housekeeping(struct seq *s, int64_t now_ms, int64_t wall_ms)
+{
+    struct seq_ens *e = s->ens;
+    struct due_scan d = { .e = e, .s = s, .now_ms = now_ms };
+    /* Only between rounds: a closeSession in flight marks its session
+     * closing (prep), so a scan now cannot queue the same one twice. */
+    if (e->round_in_flight)
+        return;
+    if (now_ms - e->last_expiry_ms >= s->cfg.tick_ms) {
+        e->last_expiry_ms = now_ms;
+        tree_session_each(s->tree, expire_one, &d);
+    }
+    if (now_ms - e->last_reap_ms >= s->cfg.container_check_ms) {
+        e->last_reap_ms = now_ms;
+        tree_reapable(s->tree, wall_ms, reap_one, &d);
+    }
+}
+
+static void touch_owned(void *arg, struct tree_session *ts)
+{
+    struct base_buf *b = arg;
+    if (atomic_load(&ts->owner_worker) >= 0)
+        (void)base_buf_append(b, &ts->id, sizeof ts->id);
+}
+
+static void follower_touch(struct seq *s, int64_t now_ms, uint32_t leader)
+{
+    struct seq_ens *e = s->ens;
+    if (leader == 0 || now_ms - e->last_touch_ms < s->cfg.tick_ms)
+        return;
+    e->last_touch_ms = now_ms;
+    struct base_buf b = { 0 };
+    tree_session_each(s->tree, touch_owned, &b);
+    size_t n = b.len / sizeof(int64_t);
+    for (size_t off = 0; off < n; off += 4096) {
+        uint32_t k = (uint32_t)(n - off < 4096 ? n - off : 4096);
+        (void)e->peer->send_touch(e->peer_arg, leader, (const int64_t *)b.data + off, k);
+    }
+    base_buf_free(&b);
+}
+
+/* The leader's round: prep everything queued, propose one txn per request. */
+static void leader_round(struct seq *s, int64_t now_ms, int64_t wall_ms)
+{
+    struct seq_ens *e = s->ens;
+    struct raft_status st;
+    raft_status(e->raft, &st);
+    if (e->n_input == 0 || e->round_in_flight || st.applied_zxid != st.last_zxid)
+        return;
+    int64_t next = raft_next_zxid(e->raft);
+    if (next == 0)
+        return; /* the term's counter is used up: the core steps down */
+    size_t n = e->n_input < SEQ_ROUND_MAX ? e->n_input : SEQ_ROUND_MAX;
+    s->next_zxid_counter = next;
+    struct seq_round *r = seq_round_prepare(s, e->input, n, now_ms, wall_ms);
+    memmove(e->input, e->input + n, (e->n_input - n) * sizeof *e->input);
+    e->n_input -= n;
+    if (!r)
+        return; /* out of memory: the requests were dropped, their writers time out */
+    int64_t last = 0;
+    for (size_t i = 0; i < seq_round_len(r); i++) {
+        const struct txn *x = seq_round_txn(r, i);
+        if (!x)
+            continue;
+        e->enc.len = 0;
+        int64_t z = 0;
+        if (txn_encode(&e->enc, x) != 0 ||
+            raft_propose(e->raft, e->enc.data, e->enc.len, &z) != RAFT_OK)
+            break; /* the rest never commits: their writers fail on the leader change or timeout */
+        BASE_ASSERT(z == x->zxid); /* prep numbered the txns as the core does */
+        last = z;
+        e->proposals++;
+    }
+    sq_round_discard(r);
+    if (last) {
+        e->round_in_flight = true;
+        e->round_last_zxid = last;
+    } else {
+        tree_prep_reset(s->tree);
+    }
+}
+
+/* Answers syncs and getEphemerals whose turn has come, fails what waited
+ * too long. */
+static void pump_pending(struct seq *s, int64_t now_ms)
+{
+    struct seq_ens *e = s->ens;
+    int64_t applied = tree_last_zxid(s->tree);
+    bool timed_out = false;
+    for (size_t i = e->pend_head; i < e->pend_len; i++) {
+        struct pend *p = &e->pend[i];
+        if (p->kind == PEND_WRITE || p->kind == PEND_CONNECT) {
+            if (now_ms - p->since_ms > e->pending_timeout_ms)
+                timed_out = true;
+            continue;
+        }
+        if (p->kind == PEND_SYNC && p->read_state == READ_FAILED) {
+            if (p->read_tries++ < ENS_READ_RETRIES) {
+                p->read_state = READ_WAIT;
+                p->read_ctx = ++e->next_read_ctx;
+                if (raft_read_index(e->raft, p->read_ctx) != RAFT_OK)
+                    p->read_state = READ_FAILED;
+            } else {
+                pend_fail(s, p);
+            }
+            continue;
+        }
+        if (p->kind == PEND_SYNC && (p->read_state != READ_OK || applied < p->read_zxid))
+            continue;
+        if (p->kind == PEND_SYNC || p->kind == PEND_LOCAL) {
+            if (!pend_session_waits(e, i, p->session_id))
+                answer_local(s, p);
+        }
+    }
+    if (timed_out) {
+        fprintf(stderr, "larchd: ensemble: forwarded writes unanswered for %lld ms: closing "
+                        "their connections\n", (long long)e->pending_timeout_ms);
+        pend_fail_all(s);
+    }
+    pend_pop_done(e);
+}
+
+static void publish_status(struct seq *s)
+{
+    struct seq_ens *e = s->ens;
+    if (pthread_mutex_trylock(&e->status_lock) != 0)
+        return; /* a reader is copying: the next pass publishes */
+    raft_status(e->raft, &e->status.raft);
+    e->status.forwards_sent = e->forwards_sent;
+    e->status.forwards_received = e->forwards_received;
+    e->status.pending = e->pend_live;
+    e->status.pending_failed = e->pending_failed;
+    e->status.proposals = e->proposals;
+    e->status.applied = e->applied;
+    pthread_mutex_unlock(&e->status_lock);
+}
+
+int64_t seq_ens_step(struct seq *s, int64_t now_ms, int64_t wall_ms)
+{
+    struct seq_ens *e = s->ens;
+    BASE_ASSERT(e);
+    if (!e->ticking) {
+        e->next_tick_ms = now_ms + e->tick_ms;
+        e->ticking = true;
+    }
+    take_local(s, now_ms);
+    e->peer->drain(e->peer_arg, s);
+    if (now_ms - e->next_tick_ms > 100 * e->tick_ms)
+        e->next_tick_ms = now_ms; /* a long stall: tick once, not a burst */
+    while (now_ms >= e->next_tick_ms) {
+        raft_tick(e->raft);
+        e->next_tick_ms += e->tick_ms;
+    }
+    watch_leadership(s, now_ms);
+    if (e->was_leader)
+        leader_housekeeping(s, now_ms, wall_ms);
+    else
+        follower_touch(s, now_ms, e->known_leader);
+    leader_round(s, now_ms, wall_ms);
+    run_ready(s, now_ms);
+    watch_leadership(s, now_ms);
+    /* a round that finished in this pass lets the next one start at once */
+    leader_round(s, now_ms, wall_ms);
+    run_ready(s, now_ms);
+    pump_pending(s, now_ms);
+    flush_staged(s, false);
+    e->peer->flush(e->peer_arg);
+    publish_status(s);
+    return e->next_tick_ms > now_ms ? e->next_tick_ms - now_ms : 0;
+}
+
+bool sq_ens_has_input(const struct seq *s)
+{
+    const struct seq_ens *e = s->ens;
+    return e->peer->has_input && e->peer->has_input(e->peer_arg);
+}
+
+bool seq_ens_status(struct seq *s, struct seq_ens_status *out)
+{
+    struct seq_ens *e = s->ens;
+    if (!e)
+        return false;
+    pthread_mutex_lock(&e->status_lock);
+    *out = e->status;
+    pthread_mutex_unlock(&e->status_lock);
+    return true;
+}
+
+/* ---- lifecycle (called by seq_new / seq_free) ------------------------------ */
+
+int sq_ens_new(struct seq *s, const struct seq_ensemble_cfg *cfg)
+{
+    if (!cfg->peer || !cfg->peer->send_msg || !cfg->peer->send_forward ||
+        !cfg->peer->send_touch || !cfg->peer->flush || !cfg->peer->drain ||
+        cfg->raft_tick_ms <= 0)
+        return -EINVAL;
+    struct seq_ens *e = calloc(1, sizeof *e);
+    if (!e)
+        return -ENOMEM;
+    e->raft = raft_new(&cfg->raft, &cfg->boot);
+    e->hs_dir = cfg->hard_state_dir ? strdup(cfg->hard_state_dir) : NULL;
+    if (!e->raft || (cfg->hard_state_dir && !e->hs_dir) ||
+        pthread_mutex_init(&e->status_lock, NULL) != 0) {
+        raft_free(e->raft);
+        free(e->hs_dir);
+        free(e);
+        return -EINVAL;
+    }
+    e->self_id = cfg->raft.self_id;
+    e->tick_ms = cfg->raft_tick_ms;
+    e->peer = cfg->peer;
+    e->peer_arg = cfg->peer_arg;
+    e->hs_st = cfg->hard_state_st;
+    e->pending_timeout_ms = cfg->pending_timeout_ms > 0
+                                ? cfg->pending_timeout_ms
+                                : 4 * (int64_t)cfg->raft.election_ticks * cfg->raft_tick_ms;
+    e->last_reap_ms = INT64_MIN / 2;
+    s->ens = e;
+    publish_status(s);
+    return 0;
+}
+
+void sq_ens_free(struct seq *s)
+{
+    struct seq_ens *e = s->ens;
+    if (!e)
+        return;
+    input_drop_all(e);
+    free(e->input);
+    for (size_t i = e->pend_head; i < e->pend_len; i++)
+        seq_req_free(e->pend[i].req);
+    free(e->pend);
+    for (size_t i = 0; i < e->n_staged; i++)
+        seq_out_free(e->staged[i].out);
+    free(e->staged);
+    base_buf_free(&e->enc);
+    raft_free(e->raft);
+    free(e->hs_dir);
+    pthread_mutex_destroy(&e->status_lock);
+    free(e);
+    s->ens = NULL;
+}

@@ -1,0 +1,144 @@
+/*
+ * seq_int.h — private to replication/: the sequencer's state, shared by
+ * sequencer.c (standalone rounds, sessions, replies, the thread) and
+ * ensemble.c (the replicated driver: Raft, forwarding, pending replies).
+ *
+ * Everything here runs on the thread holding the sequencer role, except
+ * where a field or function says otherwise (the queues' producers, relaxed
+ * stats reads). Functions named sq_* are the sequencer's own helpers that
+ * both files use; nothing outside replication/ may call them.
+ */
+#ifndef LARCH_SEQ_INT_H
+#define LARCH_SEQ_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "proto/proto.h"
+#include "replication/replication.h"
+
+struct seq_outq {
+    struct base_mpsc q;
+    int efd;
+    atomic_bool sleeping; /* the worker announced it may block in epoll_wait */
+};
+
+struct seq {
+    struct tree *tree;
+    struct seq_cfg cfg;
+    int nworkers;
+
+    struct base_mpsc in;
+    int in_efd;
+    atomic_bool sleeping; /* the sequencer announced it may block in poll */
+    atomic_bool role;     /* the sequencer role is held (rounds, ticks, the in-queue's tail) */
+    struct seq_outq out[SEQ_WORKERS_MAX];
+
+    pthread_t thread;
+    bool running;
+    atomic_bool stop;
+
+    _Atomic int64_t applying_zxid;
+    int64_t next_zxid_counter;
+    uint64_t next_session_id;
+    uint8_t passwd_key[SEQ_PASSWD_KEY_BYTES];
+    int64_t last_expiry_scan_ms;
+    int64_t last_reap_ms;
+
+    _Atomic uint64_t st_writes, st_rounds, st_expired, st_max_round, st_outstanding;
+    struct seq_evbuf *evb; /* the role holder's event buffer (see struct seq_evbuf) */
+    /* A round prepared but not durable (its log sync failed): retried on
+     * ticks; while it is held no other round starts. */
+    struct seq_round *held;
+    _Atomic int64_t log_error;
+    _Atomic uint64_t log_syncs;
+    /* Ensemble mode (cfg.ensemble): the Raft core and what the replicated
+     * driver keeps (ensemble.c). NULL when standalone. */
+    struct seq_ens *ens;
+};
+
+/* One request of a round and what it turned into. */
+struct seq_entry {
+    struct seq_req *req;
+    struct txn txn;
+    struct tree_req treq;
+    struct tree_req *subs; /* multi sub-requests (decoded views into req->body) */
+    int32_t err;           /* prep or decode error to reply with */
+    bool has_txn;          /* txn.ops must be applied */
+    bool logged;           /* appended to the txn log (exactly once) */
+    bool marshalling_error;
+    struct tree_op_result *results;
+    int64_t reply_zxid;
+};
+
+/* A prepared round (replication.h): its entries in request order, the
+ * tree's zxid before it, and the monotonic time it was prepared at. */
+struct seq_round {
+    struct seq_entry *es;
+    size_t n;
+    int64_t before_zxid;
+    int64_t now_ms;
+};
+
+/* Events of the round being applied (tree_apply callback target). Reused
+ * round after round: the paths go into one arena, so a round costs a single
+ * allocation, the batch itself (push_events), however many events it has.
+ * Each record holds one ACL reference, which push_events hands to the batch
+ * (or drops, when the batch cannot be built). */
+struct seq_evbuf {
+    struct seq_evrec {
+        int32_t type;
+        int64_t zxid;
+        size_t path_off; /* into paths */
+        struct tree_acl *acl; /* one reference, or NULL */
+    } *items;
+    uint32_t count;
+    size_t cap;
+    char *paths;
+    size_t plen, pcap;
+    bool oom;
+};
+
+struct seq_ens;
+
+/* cfg.clock_ms, or the system's clocks (monotonic, or wall with wall). */
+int64_t sq_clock(const struct seq *s, bool wall);
+/* The password of session id (see sequencer.c); false if libcrypto fails. */
+bool sq_session_passwd(const struct seq *s, int64_t id, uint8_t out[SEQ_PASSWD_BYTES]);
+/* Whether a reattach request r brings session r->session_id's password. */
+bool sq_passwd_matches(const struct seq *s, const struct seq_req *r);
+/* Writes efd when the consumer announced sleep (the Dekker pairing with
+ * base_mpsc_push's seq_cst exchange). */
+void sq_wake_if_sleeping(atomic_bool *sleeping, int efd);
+/* A session timeout within [minSessionTimeout, maxSessionTimeout]. */
+int32_t sq_clamp_timeout(const struct seq *s, int32_t want);
+/* Outputs for workers: a new one (NULL on OOM), one taking w's frame (NULL
+ * on OOM or w->err), and the push (worker -1 or out of range: freed). */
+struct seq_out *sq_out_new(int32_t kind, uint64_t conn);
+struct seq_out *sq_out_with_frame(int32_t kind, uint64_t conn, struct zk_wbuf *w);
+void sq_out_push(struct seq *s, int w, struct seq_out *o);
+void sq_put_reply_header(struct zk_wbuf *w, int32_t xid, int64_t zxid, int32_t err);
+/* tree_apply's event callback (arg: a struct seq_evbuf), dropping a
+ * buffer's records, and handing one batch to every worker. */
+void sq_collect_event(void *arg, const struct tree_event *ev);
+void sq_evbuf_drop(struct seq_evbuf *b);
+void sq_push_events(struct seq *s, struct seq_evbuf *evb, int64_t through);
+/* Points session ts at (worker, conn), closing its previous connection. */
+void sq_take_ownership(struct seq *s, struct tree_session *ts, int worker, uint64_t conn,
+                       int64_t now_ms);
+void sq_handle_disconnect(struct seq *s, const struct seq_req *r);
+/* A GetEphemeralsResponse body for session_id's ephemerals under prefix p. */
+void sq_put_ephemerals(struct seq *s, struct zk_wbuf *w, int64_t session_id,
+                       const struct zk_str *p);
+/* Frees a round's entries and requests without touching the stats. */
+void sq_round_discard(struct seq_round *r);
+/* The ensemble driver's state (ensemble.c): 0 or -EINVAL / -ENOMEM. */
+int sq_ens_new(struct seq *s, const struct seq_ensemble_cfg *cfg);
+void sq_ens_free(struct seq *s);
+/* Whether the peer transport holds input (any thread: reads only what
+ * seq_new fixed). */
+bool sq_ens_has_input(const struct seq *s);
+/* Takes up to SEQ_ROUND_MAX requests off the in-queue (role holder). */
+size_t sq_take_round(struct seq *s, struct seq_req **reqs);
+
+#endif

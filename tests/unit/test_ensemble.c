@@ -1,0 +1,771 @@
+/*
+ * test_ensemble.c — three (or five) sequencers in ensemble mode, each over
+ * its own tree, joined by an in-memory peer transport and driven in one
+ * thread by seq_ens_step on a clock the test moves. Checks what ZooKeeper
+ * clients see: writes through any server answered by that server in order,
+ * failures answered too (error txns), sessions created through a follower
+ * and reattached through another server, sync, expiry by the leader only,
+ * and a leader's loss: unanswered writes fail (their connections close),
+ * a new leader takes over, and the surviving trees agree (digests).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <urcu.h>
+
+#include "replication/replication.h"
+
+#define N_MAX 5
+#define TICK_MS 10
+#define ELECTION_TICKS 10
+#define HEARTBEAT_TICKS 2
+#define WALL0 1700000000000LL
+#define STEP_LIMIT 20000 /* passes per wait: every loop is bounded */
+
+/* One queued peer frame (deep copy: the sender's buffers die with its ready). */
+struct item {
+    uint8_t kind; /* 1 msg, 2 forward, 3 touch */
+    uint32_t from, to;
+    struct raft_msg m;
+    struct raft_entry *ents;
+    uint8_t **datas;
+    struct peer_forward f;
+    uint8_t *body;
+    struct peer_auth *auth;
+    char **strs;
+    uint32_t n_strs;
+    int64_t *ids;
+    uint32_t n_ids;
+};
+
+struct node;
+struct net {
+    struct node *nodes;
+    uint32_t n;
+    struct item *q;
+    size_t n_q, cap_q;
+    bool down[N_MAX + 1]; /* server id: crashed, gets and sends nothing */
+    uint64_t forwards, touches;
+};
+
+struct node {
+    uint32_t id;
+    struct net *net;
+    struct tree *t;
+    struct seq *s;
+};
+
+struct outs {
+    struct seq_out *v[256];
+    size_t n;
+};
+
+static void outs_free(struct outs *os);
+
+static struct net NET;
+/* Outputs drained from a server's worker but not yet looked at, in order
+ * (event batches are dropped: these tests look at answers). */
+static struct outs STASH[N_MAX];
+static struct node NODES[N_MAX];
+static int64_t NOW = 1000000;
+
+static void item_free(struct item *it)
+{
+    for (uint32_t i = 0; it->datas && i < it->m.n_entries; i++)
+        free(it->datas[i]);
+    free(it->datas);
+    free(it->ents);
+    free(it->body);
+    free(it->auth);
+    for (uint32_t i = 0; i < it->n_strs; i++)
+        free(it->strs[i]);
+    free(it->strs);
+    free(it->ids);
+}
+
+static struct item *push_item(struct net *net, uint8_t kind, uint32_t from, uint32_t to)
+{
+    if (net->n_q == net->cap_q) {
+        net->cap_q = net->cap_q ? 2 * net->cap_q : 64;
+        net->q = realloc(net->q, net->cap_q * sizeof *net->q);
+        assert_non_null(net->q);
+    }
+    struct item *it = &net->q[net->n_q++];
+    memset(it, 0, sizeof *it);
+    it->kind = kind;
+    it->from = from;
+    it->to = to;
+    return it;
+}
+
+static uint8_t *dup_bytes(const void *p, size_t n)
+{
+    uint8_t *d = malloc(n ? n : 1);
+    assert_non_null(d);
+    if (n)
+        memcpy(d, p, n);
+    return d;
+}
+
+static int t_send_msg(void *arg, const struct raft_msg *m)
+{
+    struct node *nd = arg;
+    if (nd->net->down[nd->id] || nd->net->down[m->to])
+        return -1;
+    struct item *it = push_item(nd->net, 1, nd->id, m->to);
+    it->m = *m;
+    if (m->n_entries) {
+        it->ents = calloc(m->n_entries, sizeof *it->ents);
+        it->datas = calloc(m->n_entries, sizeof *it->datas);
+        for (uint32_t i = 0; i < m->n_entries; i++) {
+            it->ents[i] = m->entries[i];
+            it->datas[i] = dup_bytes(m->entries[i].data, m->entries[i].len);
+            it->ents[i].data = it->datas[i];
+        }
+        it->m.entries = it->ents;
+    }
+    return 0;
+}
+
+static int t_send_forward(void *arg, uint32_t to, const struct peer_forward *f)
+{
+    struct node *nd = arg;
+    if (nd->net->down[nd->id] || nd->net->down[to])
+        return -1;
+    struct item *it = push_item(nd->net, 2, nd->id, to);
+    it->f = *f;
+    it->body = dup_bytes(f->body, f->body_len);
+    it->f.body = it->body;
+    it->auth = calloc(f->n_auth ? f->n_auth : 1, sizeof *it->auth);
+    it->strs = calloc(2 * f->n_auth + 1, sizeof *it->strs);
+    for (uint32_t i = 0; i < f->n_auth; i++) {
+        it->strs[it->n_strs++] = (char *)dup_bytes(f->auth[i].scheme, f->auth[i].scheme_len);
+        it->strs[it->n_strs++] = (char *)dup_bytes(f->auth[i].id, f->auth[i].id_len);
+        it->auth[i] = (struct peer_auth){ it->strs[it->n_strs - 2], f->auth[i].scheme_len,
+                                          it->strs[it->n_strs - 1], f->auth[i].id_len };
+    }
+    it->f.auth = it->auth;
+    nd->net->forwards++;
+    return 0;
+}
+
+static int t_send_touch(void *arg, uint32_t to, const int64_t *ids, uint32_t n)
+{
+    struct node *nd = arg;
+    if (nd->net->down[nd->id] || nd->net->down[to])
+        return -1;
+    struct item *it = push_item(nd->net, 3, nd->id, to);
+    it->ids = (int64_t *)dup_bytes(ids, n * sizeof *ids);
+    it->n_ids = n;
+    nd->net->touches++;
+    return 0;
+}
+
+static void t_flush(void *arg)
+{
+    (void)arg;
+}
+
+/* Delivers, in order, what was queued for this node before the call. */
+static size_t t_drain(void *arg, struct seq *s)
+{
+    struct node *nd = arg;
+    struct net *net = nd->net;
+    size_t delivered = 0, keep = 0, end = net->n_q;
+    struct item *mine = calloc(end ? end : 1, sizeof *mine);
+    size_t n_mine = 0;
+    for (size_t i = 0; i < end; i++) {
+        if (net->q[i].to == nd->id)
+            mine[n_mine++] = net->q[i];
+        else
+            net->q[keep++] = net->q[i];
+    }
+    net->n_q = keep; /* nothing is queued while we sort: one thread */
+    for (size_t i = 0; i < n_mine; i++) {
+        struct item *it = &mine[i];
+        if (!net->down[nd->id] && !net->down[it->from]) {
+            if (it->kind == 1)
+                seq_peer_msg(s, &it->m);
+            else if (it->kind == 2)
+                seq_peer_forward(s, it->from, &it->f);
+            else
+                seq_peer_touch(s, it->from, it->ids, it->n_ids);
+            delivered++;
+        }
+        item_free(it);
+    }
+    free(mine);
+    return delivered;
+}
+
+static const struct seq_peer_ops T_OPS = { .send_msg = t_send_msg, .send_forward = t_send_forward,
+                                           .send_touch = t_send_touch, .flush = t_flush,
+                                           .drain = t_drain };
+
+static int64_t clock_of_test(bool wall)
+{
+    return wall ? WALL0 + NOW : NOW;
+}
+
+static void cluster_up(uint32_t n)
+{
+    memset(&NET, 0, sizeof NET);
+    NET.nodes = NODES;
+    NET.n = n;
+    struct raft_member members[N_MAX];
+    for (uint32_t i = 0; i < n; i++)
+        members[i] = (struct raft_member){ .id = i + 1, .voter = true };
+    for (uint32_t i = 0; i < n; i++) {
+        struct node *nd = &NODES[i];
+        nd->id = i + 1;
+        nd->net = &NET;
+        nd->t = tree_new();
+        assert_non_null(nd->t);
+        struct seq_ensemble_cfg ecfg = {
+            .raft = { .self_id = i + 1, .members = members, .n_members = n,
+                      .election_ticks = ELECTION_TICKS, .heartbeat_ticks = HEARTBEAT_TICKS,
+                      .seed = 100 + i },
+            .raft_tick_ms = TICK_MS,
+            .peer = &T_OPS,
+            .peer_arg = nd,
+        };
+        struct seq_cfg cfg = { .min_session_timeout_ms = 400, .max_session_timeout_ms = 40000,
+                               .container_check_ms = 60000, .ttl_enabled = true,
+                               .tick_ms = 50, .clock_ms = clock_of_test,
+                               .passwd_key_set = true, .ensemble = &ecfg };
+        memset(cfg.passwd_key, 0x5a, sizeof cfg.passwd_key); /* one key: see README */
+        nd->s = seq_new(nd->t, &cfg, 1);
+        assert_non_null(nd->s);
+    }
+}
+
+static void cluster_down(void)
+{
+    for (uint32_t i = 0; i < N_MAX; i++)
+        outs_free(&STASH[i]);
+    for (uint32_t i = 0; i < NET.n; i++) {
+        seq_free(NODES[i].s);
+        NODES[i].s = NULL;
+    }
+    rcu_barrier();
+    for (uint32_t i = 0; i < NET.n; i++)
+        tree_free(NODES[i].t);
+    for (size_t i = 0; i < NET.n_q; i++)
+        item_free(&NET.q[i]);
+    free(NET.q);
+    memset(&NET, 0, sizeof NET);
+}
+
+/* One pass of every live server, then the clock moves one millisecond. */
+static void step_all(void)
+{
+    rcu_read_lock();
+    for (uint32_t i = 0; i < NET.n; i++)
+        if (!NET.down[i + 1])
+            (void)seq_ens_step(NODES[i].s, NOW, WALL0 + NOW);
+    rcu_read_unlock();
+    NOW += 1;
+}
+
+static struct seq_ens_status status_of(uint32_t id)
+{
+    struct seq_ens_status st;
+    assert_true(seq_ens_status(NODES[id - 1].s, &st));
+    return st;
+}
+
+/* The one live leader all live servers agree on, after stepping. */
+static uint32_t wait_leader(void)
+{
+    for (int k = 0; k < STEP_LIMIT; k++) {
+        step_all();
+        uint32_t leader = 0;
+        bool agree = true;
+        for (uint32_t i = 1; i <= NET.n; i++) {
+            if (NET.down[i])
+                continue;
+            struct seq_ens_status st = status_of(i);
+            if (st.raft.role == RAFT_LEADER)
+                leader = i;
+            if (leader && st.raft.leader_id != leader)
+                agree = false;
+        }
+        if (leader) {
+            for (uint32_t i = 1; i <= NET.n; i++)
+                if (!NET.down[i] && status_of(i).raft.leader_id != leader)
+                    agree = false;
+            /* and it has applied its no-op: it takes writes */
+            struct seq_ens_status st = status_of(leader);
+            if (agree && st.raft.applied_zxid == st.raft.last_zxid && st.raft.commit_zxid > 0)
+                return leader;
+        }
+    }
+    fail_msg("no leader after %d passes", STEP_LIMIT);
+    return 0;
+}
+
+static void collect(void *arg, struct seq_out *o)
+{
+    struct outs *os = arg;
+    assert_true(os->n < 256);
+    os->v[os->n++] = o;
+}
+
+static void outs_free(struct outs *os)
+{
+    for (size_t i = 0; i < os->n; i++)
+        seq_out_free(os->v[i]);
+    os->n = 0;
+}
+
+
+static void stash_drain(uint32_t id)
+{
+    struct outs os = { 0 };
+    seq_worker_drain(NODES[id - 1].s, 0, collect, &os);
+    for (size_t i = 0; i < os.n; i++) {
+        if (os.v[i]->kind == SEQ_OUT_EVENTS) {
+            seq_out_free(os.v[i]);
+            continue;
+        }
+        assert_true(STASH[id - 1].n < 256);
+        STASH[id - 1].v[STASH[id - 1].n++] = os.v[i];
+    }
+}
+
+static struct seq_out *stash_take(uint32_t id, int32_t kind, uint64_t conn)
+{
+    struct outs *st = &STASH[id - 1];
+    for (size_t i = 0; i < st->n; i++) {
+        if (st->v[i]->kind == kind && st->v[i]->conn == conn) {
+            struct seq_out *o = st->v[i];
+            memmove(st->v + i, st->v + i + 1, (st->n - i - 1) * sizeof *st->v);
+            st->n--;
+            return o;
+        }
+    }
+    return NULL;
+}
+
+/* Steps until server id's worker has an output of kind for conn (the
+ * oldest such); returns it (the caller frees it). */
+static struct seq_out *wait_out(uint32_t id, int32_t kind, uint64_t conn)
+{
+    for (int k = 0; k < STEP_LIMIT; k++) {
+        stash_drain(id);
+        struct seq_out *hit = stash_take(id, kind, conn);
+        if (hit)
+            return hit;
+        step_all();
+    }
+    fail_msg("server %u: no output of kind %d for conn %llu", id, kind, (unsigned long long)conn);
+    return NULL;
+}
+
+static int64_t connect_via(uint32_t id, uint64_t conn, int32_t timeout_ms, uint8_t pw[16])
+{
+    struct seq_req *r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
+    r->worker = 0;
+    r->conn = conn;
+    r->timeout_ms = timeout_ms;
+    seq_submit(NODES[id - 1].s, r);
+    struct seq_out *o = wait_out(id, SEQ_OUT_CONNECT, conn);
+    assert_true(o->timeout_ms > 0);
+    int64_t sid = o->session_id;
+    if (pw)
+        memcpy(pw, o->passwd, 16);
+    seq_out_free(o);
+    return sid;
+}
+
+static void submit_write(uint32_t id, uint64_t conn, int64_t session, int32_t xid, int32_t op,
+                         const struct zk_wbuf *body)
+{
+    struct seq_req *r = seq_req_new(SEQ_REQ_WRITE, body ? body->p : NULL, body ? body->len : 0,
+                                    NULL, 0);
+    r->worker = 0;
+    r->conn = conn;
+    r->session_id = session;
+    r->xid = xid;
+    r->op = op;
+    snprintf(r->peer_ip, sizeof r->peer_ip, "127.0.0.1");
+    seq_submit(NODES[id - 1].s, r);
+}
+
+static void create_body(struct zk_wbuf *b, const char *path, int32_t flags)
+{
+    static struct zk_acl open_acl = { .perms = ZK_PERM_ALL,
+                                      .id = { { "world", 5 }, { "anyone", 6 } } };
+    zk_wbuf_init(b);
+    struct zk_create_req q = { .path = zk_str_c(path), .data = zk_str_c("v"),
+                               .acl = { .count = 1, .items = &open_acl }, .flags = flags };
+    zk_put_create_req(b, &q, false);
+}
+
+static struct zk_reply_header reply_header(const struct seq_out *o, struct base_rd *r)
+{
+    assert_non_null(o->frame);
+    base_rd_init(r, o->frame, o->frame_len);
+    int32_t len;
+    assert_true(zk_get_i32(r, &len));
+    struct zk_reply_header h;
+    assert_true(zk_get_reply_header(r, &h));
+    return h;
+}
+
+/* A create through server id; returns the reply's error. */
+static int32_t create_via(uint32_t id, uint64_t conn, int64_t session, int32_t xid,
+                          const char *path, int32_t flags)
+{
+    struct zk_wbuf b;
+    create_body(&b, path, flags);
+    submit_write(id, conn, session, xid, ZK_OP_CREATE, &b);
+    zk_wbuf_free(&b);
+    struct seq_out *o = wait_out(id, SEQ_OUT_REPLY, conn);
+    struct base_rd r;
+    struct zk_reply_header h = reply_header(o, &r);
+    assert_int_equal(h.xid, xid);
+    assert_true(o->pending_done);
+    seq_out_free(o);
+    return h.err;
+}
+
+static bool exists_on(uint32_t id, const char *path)
+{
+    rcu_read_lock();
+    struct tree_view v;
+    bool yes = tree_get(NODES[id - 1].t, path, strlen(path), &v) == ZK_OK;
+    rcu_read_unlock();
+    return yes;
+}
+
+/* Steps until every live server has applied as far as the leader. */
+static void settle(uint32_t leader)
+{
+    for (int k = 0; k < STEP_LIMIT; k++) {
+        step_all();
+        int64_t want = tree_last_zxid(NODES[leader - 1].t);
+        bool all = true;
+        for (uint32_t i = 1; i <= NET.n; i++)
+            if (!NET.down[i] && tree_last_zxid(NODES[i - 1].t) != want)
+                all = false;
+        if (all && status_of(leader).raft.commit_zxid == want)
+            return;
+    }
+    fail_msg("servers did not converge");
+}
+
+static void assert_live_trees_agree(void)
+{
+    uint64_t d = 0;
+    int64_t z = -1;
+    for (uint32_t i = 1; i <= NET.n; i++) {
+        if (NET.down[i])
+            continue;
+        rcu_read_lock();
+        uint64_t di = tree_digest(NODES[i - 1].t);
+        int64_t zi = tree_last_zxid(NODES[i - 1].t);
+        rcu_read_unlock();
+        if (z < 0) {
+            d = di;
+            z = zi;
+        }
+        assert_true(di == d);
+        assert_true(zi == z);
+    }
+}
+
+static uint32_t a_follower(uint32_t leader, uint32_t skip)
+{
+    for (uint32_t i = 1; i <= NET.n; i++)
+        if (i != leader && i != skip && !NET.down[i])
+            return i;
+    fail_msg("no follower");
+    return 0;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    rcu_register_thread();
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    rcu_unregister_thread();
+    return 0;
+}
+
+/* ---- tests ----------------------------------------------------------------- */
+
+/* A session made through a follower carries that follower's id in its top
+ * byte; writes through the follower are answered by it, in order, failures
+ * included; every tree ends the same; the leader's worker hears nothing. */
+static void test_writes_through_a_follower(void **state)
+{
+    (void)state;
+    cluster_up(3);
+    uint32_t leader = wait_leader();
+    uint32_t f = a_follower(leader, 0);
+    int64_t sid = connect_via(f, 11, 10000, NULL);
+    assert_int_equal((uint64_t)sid >> 56, f);
+    assert_int_equal(create_via(f, 11, sid, 1, "/a", ZK_PERSISTENT), ZK_OK);
+    int64_t z1 = tree_last_zxid(NODES[f - 1].t);
+    assert_int_equal(create_via(f, 11, sid, 2, "/a", ZK_PERSISTENT), ZK_ENODEEXISTS);
+    /* the failure is a txn too: it took the next zxid on the follower */
+    assert_true(tree_last_zxid(NODES[f - 1].t) == z1 + 1);
+    /* a burst of pipelined writes comes back in request order */
+    for (int32_t x = 3; x < 13; x++) {
+        struct zk_wbuf b;
+        char path[16];
+        snprintf(path, sizeof path, "/p%d", x);
+        create_body(&b, path, x == 7 ? ZK_EPHEMERAL : ZK_PERSISTENT);
+        submit_write(f, 11, sid, x, ZK_OP_CREATE, &b);
+        zk_wbuf_free(&b);
+    }
+    for (int32_t x = 3; x < 13; x++) {
+        struct seq_out *o = wait_out(f, SEQ_OUT_REPLY, 11);
+        struct base_rd r;
+        struct zk_reply_header h = reply_header(o, &r);
+        assert_int_equal(h.xid, x);
+        assert_int_equal(h.err, ZK_OK);
+        seq_out_free(o);
+    }
+    settle(leader);
+    for (uint32_t i = 1; i <= 3; i++) {
+        assert_true(exists_on(i, "/a"));
+        assert_true(exists_on(i, "/p12"));
+    }
+    assert_live_trees_agree();
+    struct outs os = { 0 };
+    seq_worker_drain(NODES[leader - 1].s, 0, collect, &os);
+    for (size_t i = 0; i < os.n; i++)
+        assert_int_equal(os.v[i]->kind, SEQ_OUT_EVENTS); /* no replies, no connects */
+    outs_free(&os);
+    assert_true(NET.forwards >= 13);
+    cluster_down();
+}
+
+/* A client that reattaches through another server keeps its session and
+ * its ephemerals; a wrong password is refused and changes nothing. */
+static void test_session_moves_between_servers(void **state)
+{
+    (void)state;
+    cluster_up(3);
+    uint32_t leader = wait_leader();
+    uint32_t f = a_follower(leader, 0);
+    uint8_t pw[16];
+    int64_t sid = connect_via(f, 21, 10000, pw);
+    assert_int_equal(create_via(f, 21, sid, 1, "/eph", ZK_EPHEMERAL), ZK_OK);
+    settle(leader);
+    /* reattach through the leader with the right password */
+    struct seq_req *r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
+    r->worker = 0;
+    r->conn = 22;
+    r->session_id = sid;
+    r->timeout_ms = 10000;
+    memcpy(r->passwd, pw, 16);
+    r->passwd_len = 16;
+    seq_submit(NODES[leader - 1].s, r);
+    struct seq_out *o = wait_out(leader, SEQ_OUT_CONNECT, 22);
+    assert_true(o->session_id == sid);
+    assert_int_equal(o->timeout_ms, 10000);
+    seq_out_free(o);
+    /* and writes through it as that session */
+    assert_int_equal(create_via(leader, 22, sid, 2, "/eph2", ZK_EPHEMERAL), ZK_OK);
+    settle(leader);
+    rcu_read_lock();
+    struct tree_view v;
+    for (uint32_t i = 1; i <= 3; i++) {
+        assert_int_equal(tree_get(NODES[i - 1].t, "/eph2", 5, &v), ZK_OK);
+        assert_true(v.stat.ephemeral_owner == sid);
+    }
+    rcu_read_unlock();
+    /* a wrong password through the third server: timeout 0, nothing changes */
+    uint32_t g = a_follower(leader, f);
+    r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
+    r->worker = 0;
+    r->conn = 23;
+    r->session_id = sid;
+    r->timeout_ms = 10000;
+    memcpy(r->passwd, pw, 16);
+    r->passwd[0] ^= 1;
+    r->passwd_len = 16;
+    seq_submit(NODES[g - 1].s, r);
+    o = wait_out(g, SEQ_OUT_CONNECT, 23);
+    assert_int_equal(o->timeout_ms, 0);
+    seq_out_free(o);
+    assert_true(exists_on(g, "/eph"));
+    /* closeSession through the leader removes the ephemerals everywhere */
+    submit_write(leader, 22, sid, 3, ZK_OP_CLOSESESSION, NULL);
+    o = wait_out(leader, SEQ_OUT_CLOSE, 22);
+    seq_out_free(o);
+    settle(leader);
+    for (uint32_t i = 1; i <= 3; i++) {
+        assert_false(exists_on(i, "/eph"));
+        assert_false(exists_on(i, "/eph2"));
+    }
+    assert_live_trees_agree();
+    cluster_down();
+}
+
+/* sync through a follower answers after the follower has applied what the
+ * leader had committed, and after the session's earlier write. */
+static void test_sync_through_a_follower(void **state)
+{
+    (void)state;
+    cluster_up(3);
+    uint32_t leader = wait_leader();
+    uint32_t f = a_follower(leader, 0);
+    int64_t sid = connect_via(f, 31, 10000, NULL);
+    int64_t lsid = connect_via(leader, 32, 10000, NULL);
+    assert_int_equal(create_via(leader, 32, lsid, 1, "/from-leader", ZK_PERSISTENT), ZK_OK);
+    struct zk_wbuf b;
+    create_body(&b, "/mine", ZK_PERSISTENT);
+    submit_write(f, 31, sid, 1, ZK_OP_CREATE, &b);
+    zk_wbuf_free(&b);
+    zk_wbuf_init(&b);
+    struct zk_path_req q = { .path = zk_str_c("/") };
+    zk_put_path_req(&b, &q);
+    submit_write(f, 31, sid, 2, ZK_OP_SYNC, &b);
+    zk_wbuf_free(&b);
+    struct seq_out *o = wait_out(f, SEQ_OUT_REPLY, 31);
+    struct base_rd r;
+    assert_int_equal(reply_header(o, &r).xid, 1); /* the write first */
+    seq_out_free(o);
+    o = wait_out(f, SEQ_OUT_REPLY, 31);
+    struct zk_reply_header h = reply_header(o, &r);
+    assert_int_equal(h.xid, 2);
+    assert_int_equal(h.err, ZK_OK);
+    struct zk_str path;
+    assert_true(zk_get_str(&r, &path));
+    assert_int_equal(path.len, 1);
+    seq_out_free(o);
+    assert_true(exists_on(f, "/from-leader"));
+    assert_true(exists_on(f, "/mine"));
+    cluster_down();
+}
+
+/* Only the leader expires sessions: a session whose client stays on a
+ * follower is touched and lives; one with no connection expires, and its
+ * ephemerals go on every server. */
+static void test_leader_expires_followers_touch(void **state)
+{
+    (void)state;
+    cluster_up(3);
+    uint32_t leader = wait_leader();
+    uint32_t f = a_follower(leader, 0);
+    int64_t kept = connect_via(f, 41, 500, NULL);
+    int64_t gone = connect_via(f, 42, 500, NULL);
+    assert_int_equal(create_via(f, 41, kept, 1, "/kept", ZK_EPHEMERAL), ZK_OK);
+    assert_int_equal(create_via(f, 42, gone, 1, "/gone", ZK_EPHEMERAL), ZK_OK);
+    /* the second client goes away */
+    struct seq_req *d = seq_req_new(SEQ_REQ_DISCONNECT, NULL, 0, NULL, 0);
+    d->worker = 0;
+    d->conn = 42;
+    d->session_id = gone;
+    seq_submit(NODES[f - 1].s, d);
+    for (int k = 0; k < 3000; k++) /* 3 s: six timeouts */
+        step_all();
+    settle(leader);
+    for (uint32_t i = 1; i <= 3; i++) {
+        assert_true(exists_on(i, "/kept"));
+        assert_false(exists_on(i, "/gone"));
+    }
+    assert_true(NET.touches > 0);
+    assert_live_trees_agree();
+    cluster_down();
+}
+
+/* The leader dies with writes in flight: the follower's unanswered writes
+ * fail (their connections close), a new leader is elected, the client's
+ * session still works through the survivors, and their trees agree. */
+static void test_leader_loss_fails_pending_and_moves_on(void **state)
+{
+    (void)state;
+    cluster_up(3);
+    uint32_t leader = wait_leader();
+    uint32_t f = a_follower(leader, 0);
+    int64_t sid = connect_via(f, 51, 30000, NULL);
+    assert_int_equal(create_via(f, 51, sid, 1, "/before", ZK_PERSISTENT), ZK_OK);
+    settle(leader);
+    NET.down[leader] = true; /* crash: nothing in or out */
+    struct zk_wbuf b;
+    create_body(&b, "/during", ZK_PERSISTENT);
+    submit_write(f, 51, sid, 2, ZK_OP_CREATE, &b);
+    zk_wbuf_free(&b);
+    struct seq_out *o = wait_out(f, SEQ_OUT_CLOSE, 51);
+    seq_out_free(o);
+    uint32_t next = wait_leader();
+    assert_true(next != leader);
+    assert_int_equal(create_via(f, 52, sid, 3, "/after", ZK_PERSISTENT), ZK_OK);
+    settle(next);
+    for (uint32_t i = 1; i <= 3; i++) {
+        if (i == leader)
+            continue;
+        assert_true(exists_on(i, "/before"));
+        assert_true(exists_on(i, "/after"));
+    }
+    assert_live_trees_agree();
+    assert_true(status_of(f).pending_failed >= 1);
+    cluster_down();
+}
+
+/* Five servers, writes through every one of them at once. */
+static void test_five_servers_all_take_writes(void **state)
+{
+    (void)state;
+    cluster_up(5);
+    uint32_t leader = wait_leader();
+    int64_t sids[6];
+    for (uint32_t i = 1; i <= 5; i++)
+        sids[i] = connect_via(i, 60 + i, 10000, NULL);
+    for (int32_t x = 1; x <= 5; x++) {
+        for (uint32_t i = 1; i <= 5; i++) {
+            struct zk_wbuf b;
+            char path[32];
+            snprintf(path, sizeof path, "/s%u-%d", i, x);
+            create_body(&b, path, ZK_PERSISTENT);
+            submit_write(i, 60 + i, sids[i], x, ZK_OP_CREATE, &b);
+            zk_wbuf_free(&b);
+        }
+    }
+    for (uint32_t i = 1; i <= 5; i++) {
+        for (int32_t x = 1; x <= 5; x++) {
+            struct seq_out *o = wait_out(i, SEQ_OUT_REPLY, 60 + i);
+            struct base_rd r;
+            struct zk_reply_header h = reply_header(o, &r);
+            assert_int_equal(h.xid, x);
+            assert_int_equal(h.err, ZK_OK);
+            seq_out_free(o);
+        }
+    }
+    settle(leader);
+    assert_true(exists_on(1, "/s5-5"));
+    assert_live_trees_agree();
+    cluster_down();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_writes_through_a_follower, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_session_moves_between_servers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sync_through_a_follower, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_leader_expires_followers_touch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_leader_loss_fails_pending_and_moves_on, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_five_servers_all_take_writes, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
