@@ -93,6 +93,7 @@ struct seq_ens {
     struct storage *hs_st;
     char *hs_dir;
     int64_t pending_timeout_ms;
+    int64_t tolerate_repeats_until;
 
     /* what the core last said about leadership */
     uint32_t known_term;
@@ -384,7 +385,7 @@ static void apply_entry(struct seq *s, const struct raft_entry *ent, int64_t now
     struct tree_op_result *res = x.nops ? calloc(x.nops, sizeof *res) : NULL;
     atomic_store(&s->applying_zxid, x.zxid);
     int rc = tree_apply(s->tree, &x, sq_collect_event, s->evb, res);
-    if (rc != ZK_OK) {
+    if (rc != ZK_OK && x.zxid > e->tolerate_repeats_until) {
         /* every server applies the same txns to the same tree: a txn that
          * does not fit means this replica diverged; serving on would spread it */
         fprintf(stderr, "larchd: ensemble: committed txn 0x%llx does not apply (%s)\n",
@@ -1071,6 +1072,7 @@ int sq_ens_new(struct seq *s, const struct seq_ensemble_cfg *cfg)
                                 ? cfg->pending_timeout_ms
                                 : 4 * (int64_t)cfg->raft.election_ticks * cfg->raft_tick_ms;
     e->last_reap_ms = INT64_MIN / 2;
+    e->tolerate_repeats_until = cfg->tolerate_repeats_until;
     s->ens = e;
     publish_status(s);
     return 0;

@@ -306,6 +306,11 @@ struct seq_ensemble_cfg {
      * long fails: its connection closes and the client reconnects (0: four
      * election timeouts). */
     int64_t pending_timeout_ms;
+    /* Committed entries up to this zxid may already be in the tree (it was
+     * recovered from a fuzzy snapshot): applying one again is idempotent and
+     * a txn that no longer fits is skipped, as recovery's replay does. Past
+     * it, a txn that does not apply means this replica diverged: fatal. */
+    int64_t tolerate_repeats_until;
 };
 
 /* The transport's drain calls these (sequencer thread). m is a raft

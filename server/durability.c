@@ -212,11 +212,77 @@ static int load_newest_snapshot(struct durability *d, int64_t *zxid, char *err, 
     return rc;
 }
 
+/* What a replay does with each txn after the snapshot. Standalone: apply
+ * all. In an ensemble (boot set): apply only what is known committed (up
+ * to apply_until: the log may end in entries no quorum holds, which the
+ * Raft core may yet truncate), and hand every entry to the core as its log. */
+struct replay_ctx {
+    struct tree *tree;
+    struct durability_boot *boot;
+    int64_t apply_until;
+    size_t cap;
+    int err;
+};
+
+static int boot_add(struct replay_ctx *c, const struct txn *x)
+{
+    struct durability_boot *b = c->boot;
+    if (base_grow(&b->entries, &c->cap, b->n_entries + 1, sizeof *b->entries) != 0)
+        return -ENOMEM;
+    struct raft_entry e = { .zxid = x->zxid, .type = RAFT_ENTRY_NOOP };
+    if (x->type != TXN_NOOP) {
+        struct base_buf enc = { 0 };
+        int rc = txn_encode(&enc, x);
+        if (rc != 0) {
+            base_buf_free(&enc);
+            return rc;
+        }
+        e.type = RAFT_ENTRY_DATA;
+        e.data = enc.data; /* owned by the boot: durability_boot_free */
+        e.len = enc.len;
+    }
+    b->entries[b->n_entries++] = e;
+    return 0;
+}
+
 static int replay_one(void *arg, struct txn *x)
 {
+    struct replay_ctx *c = arg;
     /* Idempotent: txns the fuzzy snapshot already holds change nothing. */
-    (void)tree_apply(arg, x, NULL, NULL, NULL);
+    if (!c->boot || x->zxid <= c->apply_until)
+        (void)tree_apply(c->tree, x, NULL, NULL, NULL);
+    if (c->boot) {
+        int rc = boot_add(c, x);
+        if (rc != 0) {
+            c->err = rc;
+            return rc;
+        }
+    }
     return 0;
+}
+
+void durability_boot_free(struct durability_boot *b)
+{
+    for (size_t i = 0; b->entries && i < b->n_entries; i++)
+        free((void *)b->entries[i].data);
+    free(b->entries);
+    *b = (struct durability_boot){ 0 };
+}
+
+/* An ensemble member's term and vote; none yet on a new member. */
+static int read_hard_state(struct durability *d, struct durability_boot *boot, char *err,
+                           size_t errlen)
+{
+    int rc = txnlog_hard_state_read(d->st, d->snap_dir, &boot->hard_state);
+    if (rc == -ENOENT) {
+        boot->hard_state = (struct raft_hard_state){ 0 };
+        return 0;
+    }
+    if (rc != 0)
+        snprintf(err, errlen, "reading term and vote (%s/%s): %s; refusing to start "
+                 "(nothing was deleted)", d->snap_dir, TXNLOG_HARD_STATE_FILE,
+                 rc == TXNLOG_ECORRUPT ? "the file is damaged" : strerror(-rc));
+    return rc;
 }
 
 static void restart_session_clock(void *arg, struct tree_session *s)
@@ -225,7 +291,7 @@ static void restart_session_clock(void *arg, struct tree_session *s)
     atomic_store_explicit(&s->last_seen_ms, *(int64_t *)arg, memory_order_relaxed);
 }
 
-static int recover(struct durability *d, char *err, size_t errlen)
+static int recover(struct durability *d, struct durability_boot *boot, char *err, size_t errlen)
 {
     int64_t t0 = base_mono_ms();
     int64_t snap_zxid = 0;
@@ -235,8 +301,24 @@ static int recover(struct durability *d, char *err, size_t errlen)
             snprintf(err, errlen, "loading snapshots from %s: %s", d->snap_dir, strerror(-rc));
         return rc;
     }
+    struct replay_ctx ctx = { .tree = d->tree, .boot = boot };
+    if (boot) {
+        rc = read_hard_state(d, boot, err, errlen);
+        if (rc != 0)
+            return rc;
+        boot->snap_zxid = snap_zxid;
+        ctx.apply_until = boot->hard_state.commit_zxid > snap_zxid ? boot->hard_state.commit_zxid
+                                                                   : snap_zxid;
+    }
     struct txnlog_replay_stats rs;
-    rc = txnlog_replay(d->st, d->log_dir, snap_zxid, replay_one, d->tree, &rs);
+    rc = txnlog_replay(d->st, d->log_dir, snap_zxid, replay_one, &ctx, &rs);
+    if (rc != 0 && ctx.err != 0) {
+        snprintf(err, errlen, "collecting the txn log in %s for the ensemble: %s", d->log_dir,
+                 strerror(-ctx.err));
+        return rc;
+    }
+    if (boot)
+        boot->log_end_zxid = rs.last_zxid;
     if (rc != 0) {
         snprintf(err, errlen, "replaying the txn log in %s: %s; refusing to start (nothing was deleted)",
                  d->log_dir, rc == TXNLOG_ECORRUPT ? "corrupt record before the end of the log"
@@ -254,8 +336,35 @@ static int recover(struct durability *d, char *err, size_t errlen)
     return 0;
 }
 
+static int open_dirs(const struct config *c, struct storage *st, struct tree *t,
+                     struct durability_boot *boot, struct durability **out, char *err,
+                     size_t errlen);
+
 int durability_open(const struct config *c, struct storage *st, struct tree *t,
                     struct durability **out, char *err, size_t errlen)
+{
+    return open_dirs(c, st, t, NULL, out, err, errlen);
+}
+
+int durability_open_member(const struct config *c, struct storage *st, struct tree *t,
+                           struct durability **out, struct durability_boot *boot, char *err,
+                           size_t errlen)
+{
+    *boot = (struct durability_boot){ 0 };
+    int rc = open_dirs(c, st, t, boot, out, err, errlen);
+    if (rc != 0)
+        durability_boot_free(boot);
+    return rc;
+}
+
+const char *durability_state_dir(const struct durability *d)
+{
+    return d->snap_dir;
+}
+
+static int open_dirs(const struct config *c, struct storage *st, struct tree *t,
+                     struct durability_boot *boot, struct durability **out, char *err,
+                     size_t errlen)
 {
     err[0] = '\0';
     struct durability *d = calloc(1, sizeof(*d));
@@ -283,7 +392,7 @@ int durability_open(const struct config *c, struct storage *st, struct tree *t,
         snprintf(err, errlen, "cannot keep the session key in %s: %s", d->snap_dir, strerror(-rc));
         goto fail;
     }
-    rc = recover(d, err, errlen);
+    rc = recover(d, boot, err, errlen);
     if (rc != 0)
         goto fail;
     struct txnlog_opts opts = { .prealloc_bytes = (uint64_t)c->prealloc_kb * 1024 };

@@ -37,6 +37,30 @@ struct durability;
  * failure. */
 int durability_open(const struct config *c, struct storage *st, struct tree *t,
                     struct durability **out, char *err, size_t errlen);
+/* What an ensemble member's Raft core starts from (raft_boot), recovered
+ * by durability_open_member: term and vote (none on a new member), the
+ * snapshot's zxid, and every log entry after it, committed or not (data
+ * are txn_encode bytes owned here; no-ops have none). */
+struct durability_boot {
+    struct raft_hard_state hard_state;
+    int64_t snap_zxid;
+    struct raft_entry *entries;
+    size_t n_entries;
+    /* the last zxid in the log: the tree may already hold txns up to here
+     * (a fuzzy snapshot), so applying them again must be tolerated */
+    int64_t log_end_zxid;
+};
+/* As durability_open, for a member of an ensemble: the tree gets the
+ * snapshot plus only the log entries known committed (up to the larger of
+ * the snapshot's zxid and the hard state's commit zxid); the rest is for
+ * the Raft core, which commits or truncates it. Free *boot with
+ * durability_boot_free once the core has copied it. */
+int durability_open_member(const struct config *c, struct storage *st, struct tree *t,
+                           struct durability **out, struct durability_boot *boot, char *err,
+                           size_t errlen);
+void durability_boot_free(struct durability_boot *b);
+/* The directory of the term/vote file (<dataDir>/larch). */
+const char *durability_state_dir(const struct durability *d);
 struct txnlog *durability_log(struct durability *d);
 /* Copies the session-password key (seq_cfg.passwd_key). */
 void durability_passwd_key(const struct durability *d, uint8_t out[SEQ_PASSWD_KEY_BYTES]);

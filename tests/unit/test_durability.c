@@ -351,6 +351,87 @@ static void test_password_key_is_kept(void **state)
     storage_destroy(st);
 }
 
+/* ---- an ensemble member's recovery ------------------------------------------ */
+
+/* A member applies only what it knows is committed and hands the whole log
+ * after the snapshot to the Raft core, which commits or truncates the rest. */
+static void test_member_applies_only_committed_and_boots_the_log(void **state)
+{
+    (void)state;
+    struct storage *st = storage_mem_new();
+    assert_non_null(st);
+    struct node n;
+    node_open_ok(&n, st);
+    connect(&n);
+    write_many(&n, "a", 5);
+    assert_int_equal(durability_snapshot(n.d), 0);
+    int64_t snap = tree_last_zxid(n.t);
+    write_many(&n, "b", 6);
+    int64_t last = tree_last_zxid(n.t);
+    node_close(&n);
+
+    /* no term/vote file yet: nothing known committed past the snapshot */
+    struct config cfg;
+    config_for_test(&cfg);
+    struct tree *t = tree_new();
+    struct durability *d = NULL;
+    struct durability_boot boot;
+    char err[512] = "";
+    assert_int_equal(durability_open_member(&cfg, st, t, &d, &boot, err, sizeof err), 0);
+    assert_true(tree_last_zxid(t) == snap);
+    assert_true(boot.snap_zxid == snap);
+    assert_true(boot.log_end_zxid == last);
+    assert_int_equal(boot.n_entries, (size_t)(last - snap));
+    for (size_t i = 0; i < boot.n_entries; i++) {
+        assert_true(boot.entries[i].zxid == snap + 1 + (int64_t)i);
+        assert_int_equal(boot.entries[i].type, RAFT_ENTRY_DATA);
+        struct txn x;
+        assert_int_equal(txn_decode(boot.entries[i].data, boot.entries[i].len, &x), 0);
+        assert_true(x.zxid == boot.entries[i].zxid);
+        txn_free(&x);
+    }
+    assert_string_equal(durability_state_dir(d), SNAP_DIR);
+    durability_boot_free(&boot);
+    durability_free(d);
+    rcu_barrier();
+    tree_free(t);
+
+    /* commit known up to snap + 3: exactly that much is applied */
+    struct raft_hard_state hs = { .term = 0, .vote = 0, .commit_zxid = snap + 3 };
+    assert_int_equal(txnlog_hard_state_write(st, SNAP_DIR, &hs), 0);
+    t = tree_new();
+    assert_int_equal(durability_open_member(&cfg, st, t, &d, &boot, err, sizeof err), 0);
+    assert_true(tree_last_zxid(t) == snap + 3);
+    assert_int_equal(boot.hard_state.commit_zxid, snap + 3);
+    assert_int_equal(boot.n_entries, (size_t)(last - snap));
+    struct tree_view v;
+    rcu_read_lock();
+    assert_int_equal(tree_get(t, "/b1", 3, &v), ZK_OK);  /* snap + 2 */
+    assert_int_equal(tree_get(t, "/b3", 3, &v), ZK_ENONODE); /* snap + 4: not known committed */
+    rcu_read_unlock();
+    durability_boot_free(&boot);
+    durability_free(d);
+    rcu_barrier();
+    tree_free(t);
+
+    /* a damaged term/vote file refuses the start and names the file */
+    storage_mem_crash(st, 0, false);
+    struct storage_file *f;
+    assert_int_equal(storage_open(st, SNAP_DIR "/" TXNLOG_HARD_STATE_FILE, 0, &f), 0);
+    uint8_t junk[4] = { 1, 2, 3, 4 };
+    assert_int_equal(storage_pwrite(f, junk, sizeof junk, 0), 0);
+    assert_int_equal(storage_datasync(f), 0);
+    storage_close(f);
+    t = tree_new();
+    assert_true(durability_open_member(&cfg, st, t, &d, &boot, err, sizeof err) != 0);
+    assert_non_null(strstr(err, TXNLOG_HARD_STATE_FILE));
+    assert_non_null(strstr(err, "damaged"));
+    assert_null(boot.entries);
+    rcu_barrier();
+    tree_free(t);
+    storage_destroy(st);
+}
+
 int main(void)
 {
     rcu_register_thread();
@@ -361,6 +442,7 @@ int main(void)
         cmocka_unit_test(test_damaged_newest_snapshot_falls_back),
         cmocka_unit_test(test_damage_mid_log_refuses_start),
         cmocka_unit_test(test_password_key_is_kept),
+        cmocka_unit_test(test_member_applies_only_committed_and_boots_the_log),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     rcu_unregister_thread();
