@@ -18,6 +18,9 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 
 enum { SEV_WARNING = 0, SEV_ERROR = 1 };
 
@@ -1305,10 +1308,11 @@ static void report_at_server(struct reporter *r, const struct config_server *sv,
     r->errors += at.errors;
 }
 
-/* The ensemble's rules. Replicated mode is refused at the line that asks
- * for it: until larchd takes part in a quorum, a server that ran alone
- * would acknowledge writes no quorum holds, beside others doing the same
- * (split brain), which is worse than not starting. */
+/* The ensemble's rules. Replicated mode (config_is_distributed) runs the
+ * ensemble driver; what it needs beyond these lines (myid, initLimit,
+ * syncLimit, distinct quorum addresses) is checked by config_ensemble when
+ * larchd starts. Never a silent standalone: a server that ran alone would
+ * acknowledge writes no quorum holds (split brain). */
 static void finish_ensemble(struct config *c, struct reporter *r)
 {
     if (c->peer_type[0] != '\0' && strcmp(c->peer_type, "participant") != 0 &&
@@ -1332,15 +1336,20 @@ static void finish_ensemble(struct config *c, struct reporter *r)
                                             "needs voters");
     if (!config_is_distributed(c) || first == NULL)
         return;
-    if (second != NULL)
-        report_at_server(r, second, "a second participant asks for an ensemble, and this "
-                                    "larchd cannot yet take part in one: running alone it "
-                                    "would acknowledge writes no quorum holds (split brain); "
-                                    "list one participant to run standalone");
-    else
-        report_at_server(r, first, "standaloneEnabled=false asks for replicated mode, which "
-                                   "this larchd cannot run yet; set standaloneEnabled=true "
-                                   "to run standalone");
+    /* an ensemble member keeps its id, term, vote and log in dataDir: without
+     * one it would forget its vote on a restart and vote twice in a term */
+    if (c->data_dir[0] == '\0')
+        report_at_server(r, second ? second : first,
+                         "replicated mode needs dataDir (it holds this server's myid, its "
+                         "vote and its log)");
+    if (c->read_only_mode)
+        report(r, SEV_WARNING, "readonlymode.enabled=true: larchd does not serve read-only "
+                               "sessions yet; a server cut off from its quorum serves no "
+                               "writes and closes connections that wait for one");
+    if (c->reconfig_enabled)
+        report(r, SEV_WARNING, "reconfigEnabled=true: larchd does not run dynamic "
+                               "reconfiguration yet; reconfig requests are answered "
+                               "RECONFIGDISABLED and the membership is the server.N lines");
 }
 
 int config_finish(struct config *c, config_report_fn fn, void *arg)
@@ -1358,6 +1367,386 @@ int config_finish(struct config *c, config_report_fn fn, void *arg)
     if (!c->data_log_dir_set || c->data_log_dir[0] == '\0')
         memcpy(c->data_log_dir, c->data_dir, sizeof c->data_log_dir);
     return r.errors > 0 ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------ the ensemble */
+
+#define RAFT_TICKS_PER_TICK 10 /* raft ticks per ZooKeeper tick */
+#define HEARTBEAT_TICKS 5      /* raft ticks: tickTime / 2 */
+#define TICK_TIME_MIN_MS RAFT_TICKS_PER_TICK /* below it the raft tick would be 0 ms */
+
+static void report_server(struct reporter *r, const struct config_server *sv, const char *fmt,
+                          ...) __attribute__((format(printf, 3, 4)));
+
+/* report_at_server with a formatted message. */
+static void report_server(struct reporter *r, const struct config_server *sv, const char *fmt,
+                          ...)
+{
+    char msg[CONFIG_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    report_at_server(r, sv, msg);
+}
+
+/* "<dataDir>/myid" (no doubled '/'), for reading and for messages; just
+ * "myid" when dataDir is unset (config_read_myid refuses that first). */
+static void myid_path(const struct config *c, char *path, size_t cap)
+{
+    size_t n = strlen(c->data_dir);
+    if (n == 0) {
+        snprintf(path, cap, "myid");
+        return;
+    }
+    bool slash = n > 0 && c->data_dir[n - 1] == '/';
+    snprintf(path, cap, "%s%smyid", c->data_dir, slash ? "" : "/");
+}
+
+static bool is_space(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\v' || ch == '\f';
+}
+
+/* Reads at most cap bytes of the regular file at path into buf (*len set;
+ * *len == cap means the file is at least that long). Reports and returns
+ * false on failure. O_NONBLOCK: a FIFO put there by mistake is refused by
+ * the S_ISREG check instead of blocking the open. */
+static bool read_small_file(const char *path, char *buf, size_t cap, size_t *len,
+                            struct reporter *r)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+        report(r, SEV_ERROR, "cannot open: %s", strerror(errno));
+        return false;
+    }
+    struct stat st;
+    bool ok = false;
+    if (fstat(fd, &st) != 0) {
+        report(r, SEV_ERROR, "cannot stat: %s", strerror(errno));
+        goto close_fd;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        report(r, SEV_ERROR, "is not a regular file");
+        goto close_fd;
+    }
+    *len = 0;
+    while (*len < cap) {
+        ssize_t n = read(fd, buf + *len, cap - *len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            report(r, SEV_ERROR, "cannot read: %s", strerror(errno));
+            goto close_fd;
+        }
+        if (n == 0)
+            break;
+        *len += (size_t)n;
+    }
+    ok = true;
+close_fd:
+    close(fd);
+    return ok;
+}
+
+/* Copies text[0, len) into out (cap bytes) for quoting in a message, with
+ * every byte that is not printable ASCII shown as '?'. */
+static void quote_safe(char *out, size_t cap, const char *text, size_t len)
+{
+    size_t n = len < cap - 1 ? len : cap - 1;
+    for (size_t i = 0; i < n; i++)
+        out[i] = text[i] >= ' ' && text[i] <= '~' ? text[i] : '?';
+    out[n] = '\0';
+}
+
+/* Parses a myid file's content (len bytes, not NUL-terminated): blanks, a
+ * decimal id in [1, id_max], blanks. Reports and returns false if not. */
+static bool parse_myid(const char *text, size_t len, uint32_t id_max, const char *range_note,
+                       uint32_t *out, struct reporter *r)
+{
+    while (len > 0 && is_space(text[len - 1]))
+        len--;
+    while (len > 0 && is_space(*text)) {
+        text++;
+        len--;
+    }
+    char shown[CONFIG_MYID_BYTES_MAX + 1];
+    quote_safe(shown, sizeof shown, text, len);
+    if (len == 0) {
+        report(r, SEV_ERROR, "is empty: it must hold this server's id, a decimal number "
+                             "(1-%u%s)", id_max, range_note);
+        return false;
+    }
+    size_t digits = 0;
+    uint64_t v = 0;
+    while (digits < len && text[digits] >= '0' && text[digits] <= '9') {
+        if (v <= id_max) /* saturate: anything above is out of range anyway */
+            v = v * 10 + (uint64_t)(text[digits] - '0');
+        digits++;
+    }
+    if (digits == 0) {
+        report(r, SEV_ERROR, "'%s' is not a decimal server id (1-%u%s)", shown, id_max,
+               range_note);
+        return false;
+    }
+    if (digits < len) {
+        report(r, SEV_ERROR, "'%s' has trailing junk after the server id '%.*s' (only "
+                             "whitespace may surround it)", shown, (int)digits, text);
+        return false;
+    }
+    if (v < 1 || v > id_max) {
+        report(r, SEV_ERROR, "server id %s is out of range (1-%u%s)", shown, id_max, range_note);
+        return false;
+    }
+    *out = (uint32_t)v;
+    return true;
+}
+
+int config_read_myid(const struct config *c, uint32_t *myid, config_report_fn fn, void *arg)
+{
+    assert(c != NULL && myid != NULL);
+    struct reporter r = { .fn = fn, .arg = arg, .source = PROGRAM };
+    if (c->data_dir[0] == '\0') {
+        report(&r, SEV_ERROR, "replicated mode needs dataDir holding a myid file "
+                              "(dataDir is not set)");
+        return -1;
+    }
+    char path[sizeof c->data_dir + sizeof "/myid"];
+    myid_path(c, path, sizeof path);
+    r.source = path;
+    char buf[CONFIG_MYID_BYTES_MAX + 1];
+    size_t len = 0;
+    if (!read_small_file(path, buf, sizeof buf, &len, &r))
+        return -1;
+    if (len > CONFIG_MYID_BYTES_MAX) {
+        report(&r, SEV_ERROR, "larger than %d bytes: a myid file holds one server id",
+               CONFIG_MYID_BYTES_MAX);
+        return -1;
+    }
+    /* finish_ensemble's rule: with TTLs, 255 would make an ephemeral
+     * owner (id << 56) look like a TTL node */
+    uint32_t id_max = c->extended_types ? 254 : SERVER_ID_MAX;
+    const char *note = c->extended_types ? " with zookeeper.extendedTypesEnabled=true" : "";
+    if (!parse_myid(buf, len, id_max, note, myid, &r))
+        return -1;
+    assert(*myid >= 1 && *myid <= id_max);
+    return 0;
+}
+
+/* A host as compared and hashed: an IP literal by its address bytes (so
+ * "::1" and "0:0::1" are one host), a name lower-cased (DNS ignores case). */
+struct host_key {
+    uint8_t kind; /* '4', '6' or 'n' */
+    uint8_t len;
+    uint8_t bytes[255];
+};
+
+static void host_key_of(const char *host, struct host_key *k)
+{
+    memset(k, 0, sizeof *k);
+    if (inet_pton(AF_INET, host, k->bytes) == 1) {
+        k->kind = '4';
+        k->len = 4;
+    } else if (inet_pton(AF_INET6, host, k->bytes) == 1) {
+        k->kind = '6';
+        k->len = 16;
+    } else {
+        size_t n = strlen(host);
+        assert(n <= sizeof k->bytes); /* config_server.host holds 255 bytes */
+        k->kind = 'n';
+        k->len = (uint8_t)n;
+        for (size_t i = 0; i < n; i++)
+            k->bytes[i] = (uint8_t)(host[i] >= 'A' && host[i] <= 'Z' ? host[i] + 32 : host[i]);
+    }
+}
+
+static bool same_host(const char *a, const char *b)
+{
+    struct host_key ka, kb;
+    host_key_of(a, &ka);
+    host_key_of(b, &kb);
+    return ka.kind == kb.kind && ka.len == kb.len && memcmp(ka.bytes, kb.bytes, ka.len) == 0;
+}
+
+/* tickTime, initLimit, syncLimit: ZooKeeper's QuorumPeerConfig requires
+ * both limits in replicated mode; the raft tick needs tickTime >= 10 ms. */
+static void ensemble_timing(const struct config *c, struct config_ensemble *out,
+                            struct reporter *r)
+{
+    if (c->tick_time_ms < TICK_TIME_MIN_MS)
+        report(r, SEV_ERROR, "tickTime %d is below %d ms: the raft tick (tickTime / %d) would "
+                             "be 0 ms", c->tick_time_ms, TICK_TIME_MIN_MS, RAFT_TICKS_PER_TICK);
+    if (c->init_limit < 1)
+        report(r, SEV_ERROR, "initLimit is not set: replicated mode needs initLimit and "
+                             "syncLimit (ticks), as ZooKeeper does");
+    if (c->sync_limit < 1)
+        report(r, SEV_ERROR, "syncLimit is not set: replicated mode needs initLimit and "
+                             "syncLimit (ticks), as ZooKeeper does");
+    uint64_t election = (uint64_t)(c->sync_limit > 0 ? c->sync_limit : 0) * RAFT_TICKS_PER_TICK;
+    if (election > CONFIG_ELECTION_TICKS_MAX)
+        report(r, SEV_ERROR, "syncLimit %d is too large: the election timeout would be %llu "
+                             "raft ticks, above the Raft core's bound of %u", c->sync_limit,
+               (unsigned long long)election, CONFIG_ELECTION_TICKS_MAX);
+    out->raft_tick_ms = c->tick_time_ms / RAFT_TICKS_PER_TICK;
+    out->heartbeat_ticks = HEARTBEAT_TICKS;
+    out->election_ticks = (uint32_t)(election > CONFIG_ELECTION_TICKS_MAX ? 0 : election);
+    out->init_limit_ms = (int64_t)c->init_limit * c->tick_time_ms;
+    out->sync_limit_ms = (int64_t)c->sync_limit * c->tick_time_ms;
+}
+
+/* This server's own server.N line; peerType, when given, must agree with
+ * it. NULL (reported) when myid is in no line. */
+static const struct config_server *ensemble_self(const struct config *c, uint32_t myid,
+                                                 struct reporter *r)
+{
+    const struct config_server *self = NULL;
+    for (uint32_t i = 0; i < c->n_servers; i++)
+        if (c->servers[i].id == (int64_t)myid)
+            self = &c->servers[i];
+    if (self == NULL) {
+        char path[sizeof c->data_dir + sizeof "/myid"];
+        myid_path(c, path, sizeof path);
+        report(r, SEV_ERROR, "myid %u (from %.*s) is not listed in any server.N line", myid,
+               VALUE_ECHO_MAX, path);
+        return NULL;
+    }
+    if (c->peer_type[0] == '\0')
+        return self;
+    bool observer = strcmp(c->peer_type, "observer") == 0;
+    if (!observer && strcmp(c->peer_type, "participant") != 0)
+        report(r, SEV_ERROR, "peerType '%s' is not participant or observer", c->peer_type);
+    else if (observer != self->observer)
+        report_server(r, self, "peerType=%s disagrees with this server's role here (%s): "
+                               "ZooKeeper would follow the server.N line; larchd refuses to "
+                               "guess", c->peer_type, self->observer ? "observer" : "participant");
+    return self;
+}
+
+/* The client ports that listen on sv's host: its own line's, and clientPort
+ * when sv is this server (main binds it). Reports a quorum port of q that
+ * equals one of them. */
+static void check_client_ports_of(const struct config *c, const struct config_server *q,
+                                  const struct config_server *sv, const struct config_server *self,
+                                  struct reporter *r)
+{
+    if (!same_host(q->host, sv->host))
+        return;
+    if (sv->client_port != 0 && sv->client_port == q->quorum_port)
+        report_server(r, q, "quorum port %d is also the client port of server.%lld (%s) on "
+                            "the same host %s", q->quorum_port, (long long)sv->id, sv->where,
+                      q->host);
+    else if (sv == self && c->client_port == q->quorum_port)
+        report_server(r, q, "quorum port %d is also clientPort of this server (server.%lld) "
+                            "on the same host %s", q->quorum_port, (long long)sv->id, q->host);
+}
+
+/* No two members at one quorum address; no quorum port that is a client
+ * port on the same host (both would bind it); at least one voter. */
+static void ensemble_addresses(const struct config *c, const struct config_server *self,
+                               struct reporter *r)
+{
+    uint32_t voters = 0;
+    for (uint32_t i = 0; i < c->n_servers; i++) {
+        const struct config_server *q = &c->servers[i];
+        voters += !q->observer;
+        for (uint32_t j = 0; j < i; j++) {
+            const struct config_server *o = &c->servers[j];
+            if (o->quorum_port == q->quorum_port && same_host(o->host, q->host)) {
+                bool v6 = strchr(q->host, ':') != NULL;
+                report_server(r, q, "quorum address %s%s%s:%d is also server.%lld's (%s)",
+                              v6 ? "[" : "", q->host, v6 ? "]" : "", q->quorum_port,
+                              (long long)o->id, o->where);
+                break;
+            }
+        }
+        for (uint32_t j = 0; j < c->n_servers; j++)
+            check_client_ports_of(c, q, &c->servers[j], self, r);
+    }
+    if (c->n_servers > 0 && voters == 0)
+        report_at_server(r, &c->servers[0], "no server is a participant: an ensemble needs "
+                                            "at least one voter");
+}
+
+/* The members in id order (at most CONFIG_SERVERS_MAX: insertion sort). */
+static void ensemble_members(const struct config *c, struct config_ensemble *out)
+{
+    out->n_members = 0;
+    for (uint32_t i = 0; i < c->n_servers; i++) {
+        const struct config_server *sv = &c->servers[i];
+        struct config_member m = { .id = (uint32_t)sv->id, .voter = !sv->observer,
+                                   .quorum_port = sv->quorum_port };
+        memcpy(m.host, sv->host, sizeof m.host);
+        memcpy(m.where, sv->where, sizeof m.where);
+        uint32_t k = out->n_members++;
+        while (k > 0 && out->members[k - 1].id > m.id) {
+            out->members[k] = out->members[k - 1];
+            k--;
+        }
+        out->members[k] = m;
+    }
+}
+
+#define FNV64_OFFSET 0xcbf29ce484222325ull
+#define FNV64_PRIME 0x100000001b3ull
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= FNV64_PRIME;
+    }
+    return h;
+}
+
+/* FNV-1a 64 (small, dependency-free, and a misconfiguration guard needs no
+ * more) over a version tag, then per member in id order: id (4 bytes,
+ * little-endian), host kind and length (1 byte each), host bytes, quorum
+ * port (2 bytes, little-endian), voter (1 byte). Each integer is written
+ * byte by byte so big- and little-endian servers agree; the length byte
+ * keeps the encoding prefix-free. 0 is reserved for "none". */
+static uint64_t ensemble_cluster_id(const struct config_ensemble *e)
+{
+    static const char tag[] = "larch-ensemble-v1";
+    uint64_t h = fnv1a(FNV64_OFFSET, tag, sizeof tag);
+    for (uint32_t i = 0; i < e->n_members; i++) {
+        const struct config_member *m = &e->members[i];
+        struct host_key k;
+        host_key_of(m->host, &k);
+        uint8_t b[4] = { (uint8_t)m->id, (uint8_t)(m->id >> 8), (uint8_t)(m->id >> 16),
+                         (uint8_t)(m->id >> 24) };
+        h = fnv1a(h, b, 4);
+        h = fnv1a(h, &k.kind, 1);
+        h = fnv1a(h, &k.len, 1);
+        h = fnv1a(h, k.bytes, k.len);
+        uint8_t tail[3] = { (uint8_t)m->quorum_port, (uint8_t)(m->quorum_port >> 8),
+                            (uint8_t)m->voter };
+        h = fnv1a(h, tail, 3);
+    }
+    return h != 0 ? h : 1;
+}
+
+int config_ensemble(const struct config *c, uint32_t myid, struct config_ensemble *out,
+                    config_report_fn fn, void *arg)
+{
+    assert(c != NULL && out != NULL && c->n_servers <= CONFIG_SERVERS_MAX);
+    struct reporter r = { .fn = fn, .arg = arg, .source = PROGRAM };
+    memset(out, 0, sizeof *out);
+    const struct config_server *self = ensemble_self(c, myid, &r);
+    ensemble_timing(c, out, &r);
+    ensemble_addresses(c, self, &r);
+    if (r.errors > 0)
+        return -1;
+    assert(self != NULL);
+    out->self_id = myid;
+    out->self_observer = self->observer;
+    ensemble_members(c, out);
+    out->cluster_id = ensemble_cluster_id(out);
+    /* what raft_new checks: the caller must never be refused there */
+    assert(out->n_members == c->n_servers && out->n_members >= 1);
+    assert(out->heartbeat_ticks > 0 && out->election_ticks > out->heartbeat_ticks &&
+           out->election_ticks <= CONFIG_ELECTION_TICKS_MAX && out->raft_tick_ms >= 1);
+    return 0;
 }
 
 /* ------------------------------------------------------------------ queries */
@@ -1455,10 +1844,14 @@ const char *config_usage(void)
            "Ensemble keys: server.N=host:quorumPort:electionPort[:participant|observer]\n"
            "  [;[clientAddress:]clientPort], initLimit, syncLimit, standaloneEnabled=true,\n"
            "  reconfigEnabled=false, peerType, dynamicConfigFile. One participant runs\n"
-           "  standalone; a configuration that asks for replicated mode (two participants,\n"
-           "  or standaloneEnabled=false) is refused, naming the line: this larchd cannot\n"
-           "  take part in a quorum yet. JVM and other ZooKeeper keys (admin.*, ssl.*, ...)\n"
-           "  are accepted with a warning and ignored.\n"
+           "  standalone; two or more (or standaloneEnabled=false) make this server a\n"
+           "  member of a Raft ensemble on the quorum ports (the election port is not\n"
+           "  used). Replicated mode needs, as ZooKeeper does, dataDir, this server's id\n"
+           "  (1-255; 1-254 with extended types) in the file dataDir/myid, and both\n"
+           "  initLimit and syncLimit; Raft's timing follows tickTime (heartbeat every\n"
+           "  tickTime / 2, election after syncLimit ticks without a leader).\n"
+           "  JVM and other ZooKeeper keys (admin.*, ssl.*, ...) are accepted with a\n"
+           "  warning and ignored.\n"
            "\n"
            "Durability: with dataDir set, every write is in the txn log (fdatasync, group\n"
            "commit) before it is acknowledged, snapshots are taken every snapCount txns,\n"

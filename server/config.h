@@ -66,11 +66,13 @@ struct config {
     int64_t conn_out_high_water_bytes; /* larch.connection.outputHighWaterBytes, default 1 MiB */
     int64_t conn_max_unsent_bytes;  /* larch.connection.maxUnsentBytes, default 16 MiB */
     /* the ensemble (server.N and the keys that go with it). A configuration
-     * that asks for replicated mode is refused by config_finish, naming the
-     * line: larchd cannot take part in a quorum yet, and running alone would
-     * acknowledge writes no quorum holds (split brain). */
-    int32_t init_limit;             /* initLimit (ticks), 0 = unset */
-    int32_t sync_limit;             /* syncLimit (ticks), 0 = unset */
+     * that asks for replicated mode (config_is_distributed) makes larchd a
+     * member of a Raft ensemble (replication/README.md): config_read_myid
+     * and config_ensemble below derive its id (from <dataDir>/myid), the
+     * members, a cluster id and the Raft timing; config_finish requires a
+     * dataDir for it. */
+    int32_t init_limit;             /* initLimit (ticks), 0 = unset; replicated mode needs it */
+    int32_t sync_limit;             /* syncLimit (ticks), 0 = unset; replicated mode needs it */
     bool standalone_enabled;        /* standaloneEnabled, default true */
     bool reconfig_enabled;          /* reconfigEnabled, default false */
     char peer_type[16];             /* peerType: "participant" (default) or "observer" */
@@ -107,6 +109,92 @@ int config_load(struct config *c, const char *path, config_report_fn report, voi
 /* True when the server.N lines ask for replicated mode: more than one
  * participant, or standaloneEnabled=false (ZooKeeper's isDistributed). */
 bool config_is_distributed(const struct config *c);
+
+/* ---- the ensemble as this server takes part in it ----------------------- */
+
+/* The Raft core's bound on election_ticks (RAFT_ELECTION_TICKS_MAX in
+ * replication/raft.c, where raft_new refuses more: twice the election
+ * timeout must fit 32 bits). Kept equal by hand: config includes no
+ * replication header. */
+#define CONFIG_ELECTION_TICKS_MAX (1u << 30)
+#define CONFIG_MYID_BYTES_MAX 64 /* a myid file holds one number */
+
+/* Reads this server's id from <dataDir>/myid, as ZooKeeper's
+ * QuorumPeerConfig does, a little stricter and a little kinder: ZooKeeper
+ * takes the first line and Long.parseLong()s it; larchd trims whitespace
+ * around the number (so "  7  " is 7) but refuses anything else in the file
+ * (a second line included). The id must be 1..255, or 1..254 with
+ * zookeeper.extendedTypesEnabled (finish_ensemble's rule for server.N).
+ * Reads at most CONFIG_MYID_BYTES_MAX + 1 bytes of a regular file; the only
+ * I/O config does besides config_load. Returns 0 with *myid set, or -1 after
+ * reporting one error naming the file and the problem (*myid untouched). */
+int config_read_myid(const struct config *c, uint32_t *myid, config_report_fn report, void *arg);
+
+/* One member of the ensemble, as the peer link and the Raft core see it. */
+struct config_member {
+    uint32_t id;
+    bool voter;       /* false: observer */
+    char host[256];   /* quorum address as written: an IPv4/IPv6 literal (no
+                       * brackets) or a host name, which config never resolves */
+    int32_t quorum_port;
+    char where[320];  /* where its server.N line was ("zoo.cfg:14"), for messages */
+};
+
+/* The ensemble from this server's point of view. Timing is derived from
+ * tickTime, initLimit and syncLimit only, so the whole ensemble agrees on it:
+ *   raft_tick_ms    = tickTime / 10 (tickTime >= 10 is required). Ten raft
+ *                     ticks per ZooKeeper tick give the randomized election
+ *                     timeout 10 * syncLimit slots to spread candidates over.
+ *   heartbeat_ticks = 5: every tickTime / 2, as ZooKeeper's leader pings its
+ *                     learners every half tick (Leader.lead).
+ *   election_ticks  = 10 * syncLimit: a follower that hears no leader for
+ *                     syncLimit ticks (to 2 * syncLimit: the core randomizes
+ *                     in [election, 2 * election)) campaigns, as ZooKeeper's
+ *                     follower gives up on a leader silent for syncLimit
+ *                     ticks; a leader that hears no quorum for as long steps
+ *                     down (CheckQuorum, ZooKeeper's syncLimit check of its
+ *                     followers).
+ *   init_limit_ms   = initLimit * tickTime: bounds one catch-up or snapshot
+ *                     transfer, as ZooKeeper's initLimit bounds a learner's
+ *                     connect-and-sync.
+ *   sync_limit_ms   = syncLimit * tickTime.
+ * With a tickTime that is not a multiple of 10, raft times round down to
+ * whole raft ticks (tickTime=2005: heartbeats every 1000 ms). */
+struct config_ensemble {
+    uint32_t self_id;
+    bool self_observer;
+    uint32_t n_members;                               /* voters and observers, self included */
+    struct config_member members[CONFIG_SERVERS_MAX]; /* in id order */
+    /* Equal on every server given the same server.N list, whatever its order,
+     * client ports or election ports (larchd has no election port: one link
+     * per pair on the quorum port), and different when an id, a quorum
+     * address or a role changes. FNV-1a 64 over a byte-order-independent
+     * encoding of the id-sorted (id, host, quorumPort, voter) tuples (see
+     * ensemble_cluster_id in config.c); IP literals are hashed as addresses
+     * (so "::1" and "0::1" agree), names lower-cased. A guard against a
+     * server of another ensemble, not authentication. Never 0. */
+    uint64_t cluster_id;
+    int32_t raft_tick_ms;
+    uint32_t heartbeat_ticks; /* in raft ticks (5) */
+    uint32_t election_ticks;  /* in raft ticks (10 * syncLimit) */
+    int64_t init_limit_ms;
+    int64_t sync_limit_ms;
+};
+
+/* Derives the ensemble for myid (from config_read_myid) from the parsed
+ * configuration. Pure: no I/O, no name resolution. Refuses, reporting each
+ * problem at the server.N line or key it concerns: myid in no server.N
+ * line; peerType given and not this server's role in its server.N line
+ * (ZooKeeper warns and follows the line; larchd fails closed); initLimit or
+ * syncLimit unset (ZooKeeper requires both in replicated mode); tickTime
+ * below 10 ms; 10 * syncLimit above CONFIG_ELECTION_TICKS_MAX; two members
+ * at one quorum address (host:quorumPort); a quorum port equal to a client
+ * port on the same host (a server.N line's ;clientPort, or clientPort for
+ * this server); no voter. Does not lift config_finish's refusal of
+ * replicated mode. Returns 0 with *out filled, or -1 after reporting (*out
+ * then unspecified). */
+int config_ensemble(const struct config *c, uint32_t myid, struct config_ensemble *out,
+                    config_report_fn report, void *arg);
 
 /* Parses argv (argv[0] is the program name). Flags override the file: when
  * --config is present the file is parsed first, then every flag. Sets

@@ -1,7 +1,8 @@
 /*
  * test_config — zoo.cfg parsing (java.util.Properties rules), value checks with
  * their exact messages and line numbers, flags overriding the file, derived
- * session timeouts, the 4lw whitelist and the "conf" view.
+ * session timeouts, the 4lw whitelist, the "conf" view, and the ensemble as
+ * this server takes part in it (myid, members, cluster id, Raft timing).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "server/config.h"
@@ -554,8 +556,9 @@ static void test_server_line_errors(void **state)
 }
 
 /* Two participants, or a lone one with standaloneEnabled=false, ask for an
- * ensemble: refused at the line, never a silent standalone (split brain). */
-static void test_replicated_mode_is_refused_at_the_line(void **state)
+ * ensemble: larchd runs as a member, which needs a dataDir (its id, vote
+ * and log); never a silent standalone (split brain). */
+static void test_replicated_mode_needs_a_data_dir(void **state)
 {
     struct config c;
     struct msgs m;
@@ -564,13 +567,27 @@ static void test_replicated_mode_is_refused_at_the_line(void **state)
     assert_true(config_is_distributed(&c));
     assert_int_equal(config_finish(&c, collect, &m), -1);
     assert_int_equal(m.errors, 1);
-    assert_true(strncmp(m.text[0], "zoo.cfg:3: server.2: a second participant asks for an "
-                                    "ensemble", 60) == 0);
+    assert_true(has_msg(&m, 1, "zoo.cfg:3: server.2: replicated mode needs dataDir (it holds "
+                               "this server's myid, its vote and its log)"));
+    assert_int_equal(parse(&c, &m, "tickTime=2000\nserver.1=127.0.0.1:2888:3888\n"
+                                   "server.2=127.0.0.2:2888:3888\ndataDir=/var/lib/zk\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_int_equal(m.n, 0);
+    /* what larchd cannot do yet is said, and changes nothing unsafe */
+    assert_int_equal(parse(&c, &m, "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\n"
+                                   "dataDir=/d\nreadonlymode.enabled=true\nreconfigEnabled=true\n"),
+                     0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_int_equal(m.errors, 0);
+    assert_true(has_msg(&m, 0, "larchd: readonlymode.enabled=true: larchd does not serve "
+                               "read-only sessions yet; a server cut off from its quorum serves "
+                               "no writes and closes connections that wait for one"));
 
     assert_int_equal(parse(&c, &m, "server.1=127.0.0.1:2888:3888\nstandaloneEnabled=false\n"), 0);
+    assert_true(config_is_distributed(&c));
     assert_int_equal(config_finish(&c, collect, &m), -1);
-    assert_true(strncmp(m.text[0], "zoo.cfg:1: server.1: standaloneEnabled=false asks for "
-                                    "replicated mode", 60) == 0);
+    assert_true(has_msg(&m, 1, "zoo.cfg:1: server.1: replicated mode needs dataDir (it holds "
+                               "this server's myid, its vote and its log)"));
 
     /* one participant (plus observers) runs standalone, as ZooKeeper does */
     assert_int_equal(parse(&c, &m, "server.1=127.0.0.1:2888:3888\n"
@@ -1066,13 +1083,447 @@ static void test_usage_mentions_everything(void **state)
         "nio.sessionlessCnxnTimeout=10000", "larch.maxBufferedBytes=268435456",
         "larch.connection.maxBufferBytes=", "larch.connection.outputHighWaterBytes=1048576",
         "larch.connection.maxUnsentBytes=16777216",
-        "Without dataDir data is in memory only",
+        "Without dataDir data is in memory only", "dataDir/myid", "initLimit", "syncLimit",
     };
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
         if (strstr(u, words[i]) == NULL)
             fprintf(stderr, "usage lacks '%s'\n", words[i]);
         assert_non_null(strstr(u, words[i]));
     }
+}
+
+/* ------------------------------------------------------------------ the ensemble */
+
+/* Parses text (which must parse cleanly) and derives the ensemble for myid;
+ * m then holds config_ensemble's messages only. */
+static int ensemble(struct config *c, struct msgs *m, const char *text, uint32_t myid,
+                    struct config_ensemble *e)
+{
+    assert_int_equal(parse(c, m, text), 0);
+    assert_int_equal(m->n, 0);
+    return config_ensemble(c, myid, e, collect, m);
+}
+
+static const char three_servers[] = "tickTime=2000\n"
+                                    "initLimit=10\n"
+                                    "syncLimit=5\n"
+                                    "dataDir=/data/zk\n"
+                                    "server.3=127.0.0.3:2890:3890;2183\n"
+                                    "server.1=127.0.0.1:2888:3888;2181\n"
+                                    "server.2=zk2.example:2889:3889:participant\n";
+
+static void test_ensemble_three_servers(void **state)
+{
+    struct config c;
+    struct msgs m;
+    struct config_ensemble e;
+    assert_int_equal(ensemble(&c, &m, three_servers, 2, &e), 0);
+    assert_int_equal(m.n, 0);
+    assert_int_equal(e.self_id, 2);
+    assert_false(e.self_observer);
+    assert_int_equal(e.n_members, 3);
+    static const struct {
+        uint32_t id;
+        const char *host;
+        int32_t port;
+        const char *where;
+    } want[] = {
+        { 1, "127.0.0.1", 2888, "zoo.cfg:6" },
+        { 2, "zk2.example", 2889, "zoo.cfg:7" },
+        { 3, "127.0.0.3", 2890, "zoo.cfg:5" },
+    };
+    for (uint32_t i = 0; i < 3; i++) {
+        assert_int_equal(e.members[i].id, want[i].id);
+        assert_true(e.members[i].voter);
+        assert_string_equal(e.members[i].host, want[i].host);
+        assert_int_equal(e.members[i].quorum_port, want[i].port);
+        assert_string_equal(e.members[i].where, want[i].where);
+    }
+    assert_true(e.cluster_id != 0);
+    assert_int_equal(e.raft_tick_ms, 200);
+    assert_int_equal(e.heartbeat_ticks, 5);
+    assert_int_equal(e.election_ticks, 50);
+    assert_int_equal(e.init_limit_ms, 20000);
+    assert_int_equal(e.sync_limit_ms, 10000);
+    /* replicated mode: config_finish asks only for the dataDir it needs */
+    assert_true(config_is_distributed(&c));
+}
+
+/* tickTime / initLimit / syncLimit -> raft tick, heartbeat, election, limits. */
+static void test_ensemble_timing(void **state)
+{
+    static const struct {
+        int32_t tick, init, sync;
+        int32_t raft_tick_ms;
+        uint32_t heartbeat, election;
+        int64_t init_ms, sync_ms;
+    } cases[] = {
+        { 2000, 10, 5, 200, 5, 50, 20000, 10000 },
+        { 100, 4, 2, 10, 5, 20, 400, 200 },
+        { 10, 1, 1, 1, 5, 10, 10, 10 },                 /* the smallest tickTime */
+        { 2005, 3, 2, 200, 5, 20, 6015, 4010 },         /* raft ticks round down */
+        { 1000, 1, 107374182, 100, 5, 1073741820, 1000, 107374182000LL }, /* at the bound */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "tickTime=%d\ninitLimit=%d\nsyncLimit=%d\n"
+                                    "server.1=127.0.0.1:2888:3888\n"
+                                    "server.2=127.0.0.2:2888:3888\n",
+                 cases[i].tick, cases[i].init, cases[i].sync);
+        struct config c;
+        struct msgs m;
+        struct config_ensemble e;
+        if (ensemble(&c, &m, text, 1, &e) != 0) {
+            dump_msgs(&m);
+            fail_msg("case %zu refused", i);
+        }
+        assert_int_equal(e.raft_tick_ms, cases[i].raft_tick_ms);
+        assert_int_equal(e.heartbeat_ticks, cases[i].heartbeat);
+        assert_int_equal(e.election_ticks, cases[i].election);
+        assert_int_equal(e.init_limit_ms, cases[i].init_ms);
+        assert_int_equal(e.sync_limit_ms, cases[i].sync_ms);
+    }
+}
+
+static void test_ensemble_observers(void **state)
+{
+    static const char text[] = "tickTime=2000\ninitLimit=10\nsyncLimit=5\n"
+                               "server.1=127.0.0.1:2888:3888\n"
+                               "server.2=127.0.0.2:2888:3888\n"
+                               "server.3=127.0.0.3:2888:3888\n"
+                               "server.4=127.0.0.4:2888:3888:observer\n"
+                               "server.5=127.0.0.5:2888:3888:OBSERVER\n";
+    struct config c;
+    struct msgs m;
+    struct config_ensemble e;
+    assert_int_equal(ensemble(&c, &m, text, 1, &e), 0);
+    assert_int_equal(e.n_members, 5);
+    assert_false(e.self_observer);
+    static const bool voter[] = { true, true, true, false, false };
+    for (uint32_t i = 0; i < 5; i++) {
+        assert_int_equal(e.members[i].id, i + 1);
+        assert_int_equal(e.members[i].voter, voter[i]);
+    }
+    assert_int_equal(ensemble(&c, &m, text, 4, &e), 0);
+    assert_int_equal(e.self_id, 4);
+    assert_true(e.self_observer);
+    /* peerType agreeing with the line is fine, either way */
+    char more[512];
+    snprintf(more, sizeof more, "%speerType=observer\n", text);
+    assert_int_equal(ensemble(&c, &m, more, 5, &e), 0);
+    assert_true(e.self_observer);
+    snprintf(more, sizeof more, "%speerType=participant\n", text);
+    assert_int_equal(ensemble(&c, &m, more, 3, &e), 0);
+    assert_false(e.self_observer);
+    assert_int_equal(m.n, 0);
+}
+
+static uint64_t ref_fnv1a(uint64_t h, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* The cluster id as config.h documents it, for IPv4 members, written here
+ * independently: a change of encoding (which would split an ensemble of
+ * mixed versions) fails this test. */
+static uint64_t ref_cluster_id(const uint32_t *ids, const uint8_t (*ips)[4], const uint16_t *ports,
+                               const bool *voters, size_t n)
+{
+    uint64_t h = ref_fnv1a(0xcbf29ce484222325ull, "larch-ensemble-v1", 18);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t b[] = { (uint8_t)ids[i], (uint8_t)(ids[i] >> 8), (uint8_t)(ids[i] >> 16),
+                        (uint8_t)(ids[i] >> 24), '4', 4, ips[i][0], ips[i][1], ips[i][2],
+                        ips[i][3], (uint8_t)ports[i], (uint8_t)(ports[i] >> 8), voters[i] };
+        h = ref_fnv1a(h, b, sizeof b);
+    }
+    return h;
+}
+
+static uint64_t cluster_id_of(const char *servers, uint32_t myid)
+{
+    char text[1024];
+    snprintf(text, sizeof text, "tickTime=2000\ninitLimit=10\nsyncLimit=5\n%s", servers);
+    struct config c;
+    struct msgs m;
+    struct config_ensemble e;
+    if (ensemble(&c, &m, text, myid, &e) != 0) {
+        dump_msgs(&m);
+        fail_msg("refused: %s", servers);
+    }
+    assert_true(e.cluster_id != 0);
+    return e.cluster_id;
+}
+
+static void test_ensemble_cluster_id(void **state)
+{
+    static const char base[] = "server.1=127.0.0.1:2888:3888\n"
+                               "server.2=127.0.0.2:2889:3889\n"
+                               "server.3=127.0.0.3:2890:3890:observer\n";
+    uint64_t id = cluster_id_of(base, 1);
+    static const uint32_t ids[] = { 1, 2, 3 };
+    static const uint8_t ips[][4] = { { 127, 0, 0, 1 }, { 127, 0, 0, 2 }, { 127, 0, 0, 3 } };
+    static const uint16_t ports[] = { 2888, 2889, 2890 };
+    static const bool voters[] = { true, true, false };
+    assert_int_equal(id, ref_cluster_id(ids, ips, ports, voters, 3));
+    static const char *const same[] = {
+        /* another order, seen from another member */
+        "server.3=127.0.0.3:2890:3890:observer\nserver.2=127.0.0.2:2889:3889\n"
+        "server.1=127.0.0.1:2888:3888\n",
+        /* client ports and election ports are not the quorum's */
+        "server.1=127.0.0.1:2888:4888;2181\nserver.2=127.0.0.2:2889:4889;0.0.0.0:2182\n"
+        "server.3=127.0.0.3:2890:4890:observer;2183\n",
+        /* an explicit participant role, brackets, the role's case */
+        "server.1=[127.0.0.1]:2888:3888:participant\nserver.2=127.0.0.2:2889:3889\n"
+        "server.3=127.0.0.3:2890:3890:Observer\n",
+    };
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+        assert_int_equal(cluster_id_of(same[i], 2), id);
+    static const char *const different[] = {
+        /* a host */
+        "server.1=127.0.0.9:2888:3888\nserver.2=127.0.0.2:2889:3889\n"
+        "server.3=127.0.0.3:2890:3890:observer\n",
+        /* a quorum port */
+        "server.1=127.0.0.1:2898:3888\nserver.2=127.0.0.2:2889:3889\n"
+        "server.3=127.0.0.3:2890:3890:observer\n",
+        /* an id */
+        "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2889:3889\n"
+        "server.4=127.0.0.3:2890:3890:observer\n",
+        /* a role */
+        "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2889:3889\n"
+        "server.3=127.0.0.3:2890:3890\n",
+        /* a member fewer */
+        "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2889:3889\n",
+        /* two hosts swapped between ids */
+        "server.1=127.0.0.2:2889:3888\nserver.2=127.0.0.1:2888:3889\n"
+        "server.3=127.0.0.3:2890:3890:observer\n",
+    };
+    for (size_t i = 0; i < sizeof different / sizeof different[0]; i++)
+        if (cluster_id_of(different[i], 1) == id)
+            fail_msg("case %zu has the same cluster id", i);
+    /* one host, written two ways: an IPv6 literal by its address, a name
+     * in any case */
+    assert_int_equal(cluster_id_of("server.1=[::1]:2888:3888\nserver.2=ZK2.Example:2888:3888\n", 1),
+                     cluster_id_of("server.1=[0:0::1]:2888:3888\nserver.2=zk2.example:2888:3888\n",
+                                   1));
+}
+
+/* Every refusal: -1, exactly one error, and its exact text. */
+static void test_ensemble_errors(void **state)
+{
+#define LIMITS "tickTime=2000\ninitLimit=10\nsyncLimit=5\n"
+    static const struct {
+        const char *text;
+        uint32_t myid;
+        const char *want;
+    } cases[] = {
+        { LIMITS "dataDir=/data/zk\nserver.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\n",
+          4, "larchd: myid 4 (from /data/zk/myid) is not listed in any server.N line" },
+        { LIMITS "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\n"
+                 "peerType=observer\n",
+          2, "zoo.cfg:5: server.2: peerType=observer disagrees with this server's role here "
+             "(participant): ZooKeeper would follow the server.N line; larchd refuses to guess" },
+        { LIMITS "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888:observer\n"
+                 "peerType=participant\n",
+          2, "zoo.cfg:5: server.2: peerType=participant disagrees with this server's role here "
+             "(observer): ZooKeeper would follow the server.N line; larchd refuses to guess" },
+        { LIMITS "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\npeerType=voter\n",
+          1, "larchd: peerType 'voter' is not participant or observer" },
+        { "syncLimit=5\nserver.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\n", 1,
+          "larchd: initLimit is not set: replicated mode needs initLimit and syncLimit (ticks), "
+          "as ZooKeeper does" },
+        { "initLimit=10\nserver.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\n", 1,
+          "larchd: syncLimit is not set: replicated mode needs initLimit and syncLimit (ticks), "
+          "as ZooKeeper does" },
+        { "tickTime=9\ninitLimit=10\nsyncLimit=5\nserver.1=127.0.0.1:2888:3888\n"
+          "server.2=127.0.0.2:2888:3888\n",
+          1, "larchd: tickTime 9 is below 10 ms: the raft tick (tickTime / 10) would be 0 ms" },
+        { "tickTime=10\ninitLimit=1\nsyncLimit=107374183\nserver.1=127.0.0.1:2888:3888\n"
+          "server.2=127.0.0.2:2888:3888\n",
+          1, "larchd: syncLimit 107374183 is too large: the election timeout would be "
+             "1073741830 raft ticks, above the Raft core's bound of 1073741824" },
+        { LIMITS "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\n"
+                 "server.3=127.0.0.1:2888:3889\n",
+          1, "zoo.cfg:6: server.3: quorum address 127.0.0.1:2888 is also server.1's (zoo.cfg:4)" },
+        { LIMITS "server.1=[::1]:2888:3888\nserver.2=[0:0:0:0:0:0:0:1]:2888:3889\n",
+          1, "zoo.cfg:5: server.2: quorum address [0:0:0:0:0:0:0:1]:2888 is also server.1's "
+             "(zoo.cfg:4)" },
+        { LIMITS "server.1=ZK1:2888:3888\nserver.2=zk1:2888:3889\n",
+          1, "zoo.cfg:5: server.2: quorum address zk1:2888 is also server.1's (zoo.cfg:4)" },
+        /* a quorum port that is its own line's client port */
+        { LIMITS "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2182:3888;2182\n",
+          1, "zoo.cfg:5: server.2: quorum port 2182 is also the client port of server.2 "
+             "(zoo.cfg:5) on the same host 127.0.0.2" },
+        /* ... another server's on the same host */
+        { LIMITS "server.1=127.0.0.1:2888:3888;2183\nserver.2=127.0.0.2:2888:3888\n"
+                 "server.3=127.0.0.1:2183:3889\n",
+          2, "zoo.cfg:6: server.3: quorum port 2183 is also the client port of server.1 "
+             "(zoo.cfg:4) on the same host 127.0.0.1" },
+        /* ... or this server's clientPort */
+        { LIMITS "clientPort=2889\nserver.1=127.0.0.1:2888:3888\nserver.2=127.0.0.1:2889:3889\n",
+          1, "zoo.cfg:6: server.2: quorum port 2889 is also clientPort of this server "
+             "(server.1) on the same host 127.0.0.1" },
+        { LIMITS "server.1=127.0.0.1:2888:3888:observer\nserver.2=127.0.0.2:2888:3888:observer\n",
+          1, "zoo.cfg:4: server.1: no server is a participant: an ensemble needs at least one "
+             "voter" },
+    };
+#undef LIMITS
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct config c;
+        struct msgs m;
+        struct config_ensemble e;
+        int rc = ensemble(&c, &m, cases[i].text, cases[i].myid, &e);
+        if (rc != -1 || m.n != 1 || !has_msg(&m, 1, cases[i].want)) {
+            dump_msgs(&m);
+            fail_msg("case %zu (rc %d): want %s", i, rc, cases[i].want);
+        }
+    }
+}
+
+/* Several problems at once are all reported. */
+static void test_ensemble_every_error_reported(void **state)
+{
+    struct config c;
+    struct msgs m;
+    struct config_ensemble e;
+    assert_int_equal(ensemble(&c, &m, "tickTime=5\nserver.1=h:1:2\nserver.2=h:1:3\n", 3, &e),
+                     -1);
+    assert_int_equal(m.errors, 5);
+    static const char *const want[] = {
+        "larchd: myid 3 (from myid) is not listed in any server.N line",
+        "larchd: tickTime 5 is below 10 ms: the raft tick (tickTime / 10) would be 0 ms",
+        "larchd: initLimit is not set: replicated mode needs initLimit and syncLimit (ticks), "
+        "as ZooKeeper does",
+        "larchd: syncLimit is not set: replicated mode needs initLimit and syncLimit (ticks), "
+        "as ZooKeeper does",
+        "zoo.cfg:3: server.2: quorum address h:1 is also server.1's (zoo.cfg:2)",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        if (!has_msg(&m, 1, want[i])) {
+            dump_msgs(&m);
+            fail_msg("missing: %s", want[i]);
+        }
+    }
+}
+
+/* A mkdtemp directory for myid files, removed by its teardown even when
+ * the test fails half-way. */
+struct myid_dir {
+    char dir[32];
+    char path[64]; /* dir/myid */
+};
+
+static int myid_dir_setup(void **state)
+{
+    static struct myid_dir d;
+    snprintf(d.dir, sizeof d.dir, "/tmp/larch-cfg-XXXXXX");
+    if (mkdtemp(d.dir) == NULL)
+        return -1;
+    snprintf(d.path, sizeof d.path, "%s/myid", d.dir);
+    *state = &d;
+    return 0;
+}
+
+static int myid_dir_teardown(void **state)
+{
+    struct myid_dir *d = *state;
+    if (unlink(d->path) != 0)
+        rmdir(d->path); /* the test may leave a directory there */
+    return rmdir(d->dir);
+}
+
+/* A myid file's content -> config_read_myid's answer. */
+static void test_read_myid(void **state)
+{
+    const struct myid_dir *d = *state;
+    const char *dir = d->dir, *path = d->path;
+    char big[101];
+    memset(big, '1', 100);
+    big[100] = '\0';
+    static const char *const ext = " with zookeeper.extendedTypesEnabled=true";
+    const struct {
+        const char *content; /* NULL: no file */
+        bool extended;
+        int rc;
+        uint32_t id;
+        const char *want; /* after "<path>: "; NULL when rc == 0 */
+    } cases[] = {
+        { "3\n", true, 0, 3, NULL },
+        { "  7  ", true, 0, 7, NULL },
+        { "\t007\r\n", true, 0, 7, NULL },
+        { "1", true, 0, 1, NULL },
+        { "255", false, 0, 255, NULL },
+        { "254", true, 0, 254, NULL },
+        { "", true, -1, 0, "is empty: it must hold this server's id, a decimal number (1-254%s)" },
+        { " \n ", false, -1, 0, "is empty: it must hold this server's id, a decimal number "
+                                "(1-255%s)" },
+        { "abc", true, -1, 0, "'abc' is not a decimal server id (1-254%s)" },
+        { "-1", false, -1, 0, "'-1' is not a decimal server id (1-255%s)" },
+        { "0", true, -1, 0, "server id 0 is out of range (1-254%s)" },
+        { "256", false, -1, 0, "server id 256 is out of range (1-255%s)" },
+        { "255", true, -1, 0, "server id 255 is out of range (1-254%s)" },
+        { "99999999999999999999", true, -1, 0,
+          "server id 99999999999999999999 is out of range (1-254%s)" },
+        { "3x", true, -1, 0, "'3x' has trailing junk after the server id '3' (only whitespace "
+                             "may surround it)" },
+        { "3\n4\n", true, -1, 0, "'3?4' has trailing junk after the server id '3' (only "
+                                 "whitespace may surround it)" },
+        { big, true, -1, 0, "larger than 64 bytes: a myid file holds one server id" },
+        { NULL, true, -1, 0, "cannot open: No such file or directory" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        unlink(path);
+        if (cases[i].content != NULL) {
+            FILE *f = fopen(path, "w");
+            assert_non_null(f);
+            fputs(cases[i].content, f);
+            assert_int_equal(fclose(f), 0);
+        }
+        struct config c;
+        struct msgs m = { 0 };
+        config_defaults(&c);
+        c.extended_types = cases[i].extended;
+        snprintf(c.data_dir, sizeof c.data_dir, "%s", dir);
+        uint32_t id = 99;
+        int rc = config_read_myid(&c, &id, collect, &m);
+        char want[CONFIG_MSG_MAX] = "";
+        if (cases[i].want != NULL) {
+            char tail[256];
+            snprintf(tail, sizeof tail, cases[i].want, cases[i].extended ? ext : "");
+            snprintf(want, sizeof want, "%s: %s", path, tail);
+        }
+        if (rc != cases[i].rc || (rc == 0 && (id != cases[i].id || m.n != 0)) ||
+            (rc != 0 && (id != 99 || m.n != 1 || !has_msg(&m, 1, want)))) {
+            dump_msgs(&m);
+            fail_msg("case %zu: rc %d id %u; want rc %d id %u %s", i, rc, id, cases[i].rc,
+                     cases[i].id, want);
+        }
+    }
+    unlink(path);
+
+    /* dataDir with a trailing slash; a directory where the file should be */
+    struct config c;
+    struct msgs m = { 0 };
+    config_defaults(&c);
+    snprintf(c.data_dir, sizeof c.data_dir, "%s/", dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    uint32_t id = 0;
+    assert_int_equal(config_read_myid(&c, &id, collect, &m), -1);
+    char want[CONFIG_MSG_MAX];
+    snprintf(want, sizeof want, "%s: is not a regular file", path);
+    assert_true(has_msg(&m, 1, want));
+    assert_int_equal(rmdir(path), 0);
+    assert_int_equal(mkdir(path, 0700), 0); /* the teardown removes either kind */
+
+    /* no dataDir at all */
+    memset(&m, 0, sizeof m);
+    c.data_dir[0] = '\0';
+    assert_int_equal(config_read_myid(&c, &id, collect, &m), -1);
+    assert_int_equal(m.n, 1);
+    assert_true(has_msg(&m, 1, "larchd: replicated mode needs dataDir holding a myid file "
+                               "(dataDir is not set)"));
 }
 
 int main(void)
@@ -1091,7 +1542,7 @@ int main(void)
         cmocka_unit_test(test_unknown_keys_warn),
         cmocka_unit_test(test_server_lines_parse),
         cmocka_unit_test(test_server_line_errors),
-        cmocka_unit_test(test_replicated_mode_is_refused_at_the_line),
+        cmocka_unit_test(test_replicated_mode_needs_a_data_dir),
         cmocka_unit_test(test_dynamic_config_file),
         cmocka_unit_test(test_snap_retain_raised_to_three),
         cmocka_unit_test(test_super_digest),
@@ -1109,6 +1560,13 @@ int main(void)
         cmocka_unit_test(test_format),
         cmocka_unit_test(test_format_round_trip),
         cmocka_unit_test(test_usage_mentions_everything),
+        cmocka_unit_test(test_ensemble_three_servers),
+        cmocka_unit_test(test_ensemble_timing),
+        cmocka_unit_test(test_ensemble_observers),
+        cmocka_unit_test(test_ensemble_cluster_id),
+        cmocka_unit_test(test_ensemble_errors),
+        cmocka_unit_test(test_ensemble_every_error_reported),
+        cmocka_unit_test_setup_teardown(test_read_myid, myid_dir_setup, myid_dir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
