@@ -1236,7 +1236,8 @@ static bool cfg_valid(const struct raft_cfg *cfg)
     if (!cfg || !cfg->members || cfg->n_members == 0 || cfg->n_members > RAFT_MEMBERS_MAX)
         return false;
     if (cfg->heartbeat_ticks == 0 || cfg->election_ticks <= cfg->heartbeat_ticks ||
-        cfg->election_ticks > RAFT_ELECTION_TICKS_MAX)
+        cfg->election_ticks > RAFT_ELECTION_TICKS_MAX ||
+        cfg->first_election_ticks > cfg->election_ticks)
         return false;
     bool self = false, voter = false;
     for (uint32_t i = 0; i < cfg->n_members; i++) {
@@ -1326,6 +1327,12 @@ struct raft *raft_new(const struct raft_cfg *cfg, const struct raft_boot *boot)
     }
     r->role = self_voter(r) ? RAFT_FOLLOWER : RAFT_OBSERVER;
     reset_election_timer(r);
+    if (cfg->first_election_ticks > 0) {
+        /* a server that just started knows no leader; pre-vote keeps an
+         * early campaign from disturbing one that exists */
+        uint32_t f = cfg->first_election_ticks;
+        r->election_timeout = f + (uint32_t)(rng_next(r) % f);
+    }
     return r;
 }
 

@@ -111,6 +111,13 @@ struct raft_cfg {
      * (CheckQuorum). The leader sends heartbeats every heartbeat_ticks. */
     uint32_t election_ticks;
     uint32_t heartbeat_ticks;
+    /* A server that has just started campaigns after a random number of
+     * ticks in [first_election_ticks, 2 * first_election_ticks) instead, so
+     * that a new ensemble serves soon after it starts (ZooKeeper's first
+     * election is quick too). Safe with pre-vote: a server restarting into
+     * an ensemble that has a leader loses its pre-vote and disturbs no one.
+     * 0: election_ticks; at most election_ticks. */
+    uint32_t first_election_ticks;
     /* The leader steps down instead of assigning a counter above this
      * (ZOOKEEPER-1277 at 0xffffffff; the simulator sets it tiny). 0 means
      * 0xfffffffe. */

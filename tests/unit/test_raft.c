@@ -1361,11 +1361,48 @@ static void test_proposals_between_readies_share_one_append(void **state)
     cluster_free(c);
 }
 
+/* A started server campaigns after first_election_ticks, not a whole
+ * election timeout; restarting into an ensemble with a leader, the early
+ * campaign loses its pre-vote and the leader's term stands. */
+static void test_first_election_is_early_and_harmless(void **state)
+{
+    (void)state;
+    struct cluster *c = cluster_new(3, 0, 11);
+    c->cfg.first_election_ticks = 3;
+    cluster_start(c);
+    tick_all(c, ELECTION - 2); /* below ELECTION: only the early timer can fire */
+    assert_true(leader_of(c) >= 0);
+    int l = wait_leader(c);
+    tick_all(c, 2 * HEARTBEAT);
+    uint32_t term = status_of(c, (uint32_t)l).term;
+    uint32_t f = (uint32_t)(l + 1) % 3;
+    crash(c, f);
+    restart(c, f);
+    /* it hears no heartbeat, so it campaigns within six ticks; the other
+     * follower, which does, refuses the pre-vote */
+    c->cut[l][f] = true;
+    tick_all(c, 8);
+    assert_true(status_of(c, f).role == RAFT_PRE_CANDIDATE);
+    c->cut[l][f] = false;
+    tick_all(c, 4 * HEARTBEAT);
+    assert_int_equal(leader_of(c), l);
+    assert_int_equal(status_of(c, f).role, RAFT_FOLLOWER);
+    assert_int_equal(status_of(c, (uint32_t)l).term, term);
+    cluster_free(c);
+    /* more than election_ticks is a configuration error */
+    struct raft_member m = {1, true};
+    struct raft_cfg bad = {.self_id = 1, .members = &m, .n_members = 1,
+                           .election_ticks = ELECTION, .heartbeat_ticks = HEARTBEAT,
+                           .first_election_ticks = ELECTION + 1};
+    assert_null(raft_new(&bad, NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_single_voter_commits_immediately),
         cmocka_unit_test(test_three_nodes_elect_one_leader),
+        cmocka_unit_test(test_first_election_is_early_and_harmless),
         cmocka_unit_test(test_proposals_apply_in_zxid_order),
         cmocka_unit_test(test_proposals_between_readies_share_one_append),
         cmocka_unit_test(test_leader_crash_truncates_uncommitted_tail),
