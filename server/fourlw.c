@@ -70,6 +70,87 @@ static void snapshot(struct server *srv, struct tree_snapshot *s)
     dp_get_stats(srv->dp, &s->ds);
 }
 
+/* ZooKeeper's server states. A server of an ensemble that knows no leader
+ * (an election is on) is "looking", as ZooKeeper's QuorumPeer says. */
+static const char *server_state(struct server *srv, struct seq_ens_status *st)
+{
+    if (!srv->member || !seq_ens_status(srv->seq, st))
+        return "standalone";
+    switch (st->raft.role) {
+    case RAFT_LEADER:
+        return "leader";
+    case RAFT_OBSERVER:
+        return "observer";
+    default:
+        return st->raft.leader_id != 0 ? "follower" : "looking";
+    }
+}
+
+static const char *peer_state(const char *state)
+{
+    if (strcmp(state, "leader") == 0)
+        return "leading - broadcast";
+    if (strcmp(state, "follower") == 0)
+        return "following - broadcast";
+    if (strcmp(state, "observer") == 0)
+        return "observing - broadcast";
+    return "looking - election";
+}
+
+/* The ensemble part of mntr: ZooKeeper's names where it has them (the
+ * leader's zk_followers and zk_synced_followers), ours for the rest. */
+static void put_mntr_ensemble(struct server *srv, struct zk_wbuf *out,
+                              const struct seq_ens_status *st, const char *state)
+{
+    const struct raft_status *r = &st->raft;
+    outf(out, "zk_peer_state\t%s\n", peer_state(state));
+    outf(out, "zk_quorum_size\t%u\n", srv->ens.n_members);
+    if (r->role == RAFT_LEADER) {
+        uint32_t learners = 0, synced = 0;
+        for (uint32_t i = 0; i < r->n_peers; i++) {
+            if (r->peers[i].id == srv->ens.self_id)
+                continue;
+            learners += r->peers[i].recently_active;
+            synced += r->peers[i].recently_active && r->peers[i].voter &&
+                      r->peers[i].match_zxid == r->last_zxid;
+        }
+        outf(out, "zk_learners\t%u\n", learners);
+        outf(out, "zk_followers\t%u\n", learners);
+        outf(out, "zk_synced_followers\t%u\n", synced);
+        outf(out, "zk_pending_syncs\t0\n");
+    }
+    outf(out, "zk_larch_term\t%u\n", r->term);
+    outf(out, "zk_larch_leader_id\t%u\n", r->leader_id);
+    outf(out, "zk_larch_commit_zxid\t0x%" PRIx64 "\n", (uint64_t)r->commit_zxid);
+    outf(out, "zk_larch_last_zxid\t0x%" PRIx64 "\n", (uint64_t)r->last_zxid);
+    outf(out, "zk_larch_forwards_sent\t%" PRIu64 "\n", st->forwards_sent);
+    outf(out, "zk_larch_forwards_received\t%" PRIu64 "\n", st->forwards_received);
+    outf(out, "zk_larch_pending_requests\t%" PRIu64 "\n", st->pending);
+    outf(out, "zk_larch_pending_failed\t%" PRIu64 "\n", st->pending_failed);
+    outf(out, "zk_larch_proposals\t%" PRIu64 "\n", st->proposals);
+    /* per peer: the link, and on the leader how far behind the peer is */
+    for (uint32_t i = 0; i + 1 < srv->ens.n_members; i++) {
+        struct peer_link_peer_status ps;
+        if (peers_status(srv->peers, i, &ps) != 0)
+            continue;
+        outf(out, "zk_larch_peer_%u_connected\t%d\n", ps.id, ps.connected ? 1 : 0);
+        outf(out, "zk_larch_peer_%u_reconnects\t%" PRIu64 "\n", ps.id, ps.reconnects);
+        outf(out, "zk_larch_peer_%u_dropped\t%" PRIu64 "\n", ps.id,
+             ps.dropped_no_link + ps.dropped_full);
+        for (uint32_t k = 0; r->role == RAFT_LEADER && k < r->n_peers; k++) {
+            if (r->peers[k].id != ps.id)
+                continue;
+            int64_t m = r->peers[k].match_zxid;
+            outf(out, "zk_larch_peer_%u_match_zxid\t0x%" PRIx64 "\n", ps.id, (uint64_t)m);
+            /* entries behind, when both are in the leader's term (else unknown: -1) */
+            int64_t lag = raft_zxid_term(m) == raft_zxid_term(r->last_zxid)
+                              ? (int64_t)raft_zxid_counter(r->last_zxid) - raft_zxid_counter(m)
+                              : -1;
+            outf(out, "zk_larch_peer_%u_lag\t%" PRId64 "\n", ps.id, lag);
+        }
+    }
+}
+
 static void put_server_stats(struct server *srv, struct zk_wbuf *out, const struct tree_snapshot *s)
 {
     const struct dp_stats *d = &s->ds;
@@ -81,9 +162,9 @@ static void put_server_stats(struct server *srv, struct zk_wbuf *out, const stru
     outf(out, "Connections: %" PRIu64 "\n", d->connections);
     outf(out, "Outstanding: %" PRIu64 "\n", d->outstanding);
     outf(out, "Zxid: 0x%" PRIx64 "\n", (uint64_t)s->ts.last_zxid);
-    outf(out, "Mode: standalone\n");
+    struct seq_ens_status st;
+    outf(out, "Mode: %s\n", server_state(srv, &st));
     outf(out, "Node count: %" PRId64 "\n", s->ts.node_count);
-    (void)srv;
 }
 
 static void put_conn_brief(void *arg, const struct dp_conn_info *ci)
@@ -130,7 +211,9 @@ static void put_mntr(struct server *srv, struct zk_wbuf *out)
     getrlimit(RLIMIT_NOFILE, &rl);
     double avg = d->latency_count ? (double)d->latency_sum_us / 1000.0 / (double)d->latency_count : 0.0;
     outf(out, "zk_version\t%s, built on %s %s\n", LARCH_ZK_VERSION, __DATE__, __TIME__);
-    outf(out, "zk_server_state\tstandalone\n");
+    struct seq_ens_status est;
+    const char *state = server_state(srv, &est);
+    outf(out, "zk_server_state\t%s\n", state);
     outf(out, "zk_avg_latency\t%.4f\n", avg);
     outf(out, "zk_max_latency\t%" PRIu64 "\n", d->latency_max_us / 1000);
     outf(out, "zk_min_latency\t%" PRIu64 "\n", d->latency_min_us / 1000);
@@ -165,6 +248,8 @@ static void put_mntr(struct server *srv, struct zk_wbuf *out)
     outf(out, "zk_larch_slow_consumer_closes\t%" PRIu64 "\n", d->slow_consumer_closes);
     outf(out, "zk_larch_sessionless_timeouts\t%" PRIu64 "\n", d->sessionless_timeouts);
     outf(out, "zk_larch_connections_refused\t%" PRIu64 "\n", d->connections_refused);
+    if (srv->member)
+        put_mntr_ensemble(srv, out, &est, state);
     if (srv->dur) {
         struct durability_stats ds;
         durability_get_stats(srv->dur, &ds);

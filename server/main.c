@@ -36,26 +36,41 @@ static bool want_inline_sequencer(const struct config *c)
     return CPU_COUNT(&set) < c->workers + 1;
 }
 
-static int start(struct server *srv)
+/* An ensemble member: its id (dataDir/myid) and its view of the ensemble. */
+static int load_membership(struct server *srv)
+{
+    uint32_t myid = 0;
+    if (config_read_myid(&srv->cfg, &myid, report, NULL) != 0 ||
+        config_ensemble(&srv->cfg, myid, &srv->ens, report, NULL) != 0)
+        return -1;
+    srv->member = true;
+    return 0;
+}
+
+static int open_data(struct server *srv, struct durability_boot *boot)
 {
     struct config *c = &srv->cfg;
-    srv->tree = tree_new();
-    if (!srv->tree) {
-        fprintf(stderr, "larchd: out of memory building the tree\n");
+    char err[512];
+    srv->st = storage_posix_new();
+    if (!srv->st) {
+        fprintf(stderr, "larchd: out of memory\n");
         return -1;
     }
-    if (c->data_dir[0]) {
-        char err[512];
-        srv->st = storage_posix_new();
-        if (!srv->st) {
-            fprintf(stderr, "larchd: out of memory\n");
-            return -1;
-        }
-        if (durability_open(c, srv->st, srv->tree, &srv->dur, err, sizeof(err)) != 0) {
-            fprintf(stderr, "larchd: %s\n", err);
-            return -1;
-        }
+    int rc = srv->member ? durability_open_member(c, srv->st, srv->tree, &srv->dur, boot, err,
+                                                  sizeof(err))
+                         : durability_open(c, srv->st, srv->tree, &srv->dur, err, sizeof(err));
+    if (rc != 0) {
+        fprintf(stderr, "larchd: %s\n", err);
+        return -1;
     }
+    return 0;
+}
+
+/* The sequencer; in an ensemble, over the Raft core booted from the data
+ * dir and the peer link. */
+static int make_sequencer(struct server *srv, struct durability_boot *boot)
+{
+    struct config *c = &srv->cfg;
     struct seq_cfg scfg = {
         .min_session_timeout_ms = c->min_session_timeout_ms,
         .max_session_timeout_ms = c->max_session_timeout_ms,
@@ -66,14 +81,73 @@ static int start(struct server *srv)
         .passwd_key_set = srv->dur != NULL,
         .log = srv->dur ? durability_log(srv->dur) : NULL,
     };
+    struct raft_member members[CONFIG_SERVERS_MAX];
+    struct seq_ensemble_cfg ecfg;
+    if (srv->member) {
+        char err[512];
+        srv->peers = peers_new(&srv->ens, err, sizeof(err));
+        if (!srv->peers) {
+            fprintf(stderr, "larchd: %s\n", err);
+            return -1;
+        }
+        for (uint32_t i = 0; i < srv->ens.n_members; i++)
+            members[i] = (struct raft_member){ .id = srv->ens.members[i].id,
+                                               .voter = srv->ens.members[i].voter };
+        uint64_t seed = (uint64_t)base_mono_ns() ^ ((uint64_t)srv->ens.self_id << 56);
+        ecfg = (struct seq_ensemble_cfg){
+            .raft = { .self_id = srv->ens.self_id, .members = members,
+                      .n_members = srv->ens.n_members,
+                      .election_ticks = srv->ens.election_ticks,
+                      .heartbeat_ticks = srv->ens.heartbeat_ticks,
+                      /* the first election after two heartbeats, not a whole timeout */
+                      .first_election_ticks = 2 * srv->ens.heartbeat_ticks <
+                                                      srv->ens.election_ticks
+                                                  ? 2 * srv->ens.heartbeat_ticks
+                                                  : srv->ens.election_ticks,
+                      .seed = seed },
+            .boot = { .hard_state = boot->hard_state, .snap_zxid = boot->snap_zxid,
+                      .entries = boot->entries, .n_entries = boot->n_entries },
+            .raft_tick_ms = srv->ens.raft_tick_ms,
+            .peer = peers_ops(),
+            .peer_arg = srv->peers,
+            .hard_state_st = srv->st,
+            .hard_state_dir = durability_state_dir(srv->dur),
+            .tolerate_repeats_until = boot->log_end_zxid,
+        };
+        scfg.ensemble = &ecfg;
+    }
     if (srv->dur)
         durability_passwd_key(srv->dur, scfg.passwd_key);
     srv->seq = seq_new(srv->tree, &scfg, c->workers);
     explicit_bzero(scfg.passwd_key, sizeof scfg.passwd_key);
     if (!srv->seq) {
-        fprintf(stderr, "larchd: cannot create the sequencer: %s\n", strerror(errno));
+        fprintf(stderr, "larchd: cannot create the sequencer%s: %s\n",
+                srv->member ? " (is the term/vote file consistent with the log?)" : "",
+                strerror(errno));
         return -1;
     }
+    if (srv->peers)
+        peers_attach(srv->peers, srv->seq);
+    return 0;
+}
+
+static int start(struct server *srv)
+{
+    struct config *c = &srv->cfg;
+    srv->tree = tree_new();
+    if (!srv->tree) {
+        fprintf(stderr, "larchd: out of memory building the tree\n");
+        return -1;
+    }
+    if (config_is_distributed(c) && load_membership(srv) != 0)
+        return -1;
+    struct durability_boot boot = { 0 };
+    if (c->data_dir[0] && open_data(srv, &boot) != 0)
+        return -1;
+    int rc = make_sequencer(srv, &boot);
+    durability_boot_free(&boot); /* the core copied it */
+    if (rc != 0)
+        return -1;
     struct dp_cfg dcfg = {
         .bind_addr = c->client_port_address,
         .port = c->client_port,
@@ -98,7 +172,9 @@ static int start(struct server *srv)
         fprintf(stderr, "larchd: %s\n", err);
         return -1;
     }
-    int rc = seq_start(srv->seq);
+    rc = seq_start(srv->seq);
+    if (rc == 0 && srv->peers)
+        rc = peers_start(srv->peers);
     if (rc == 0)
         rc = dp_start(srv->dp);
     if (rc == 0 && srv->dur)
@@ -117,9 +193,11 @@ static void stop(struct server *srv)
         dp_stop(srv->dp);
     if (srv->seq)
         seq_stop(srv->seq);
+    peers_stop(srv->peers);
     durability_stop(srv->dur);
     dp_free(srv->dp);
     seq_free(srv->seq);
+    peers_free(srv->peers); /* after the sequencer: its driver sent through it */
     durability_free(srv->dur); /* after the sequencer: it used the log */
     if (srv->st)
         storage_destroy(srv->st);
@@ -187,6 +265,12 @@ int main(int argc, char **argv)
         rcu_unregister_thread();
         return 1;
     }
+    for (uint32_t i = 0; srv.member && i < srv.ens.n_members; i++)
+        if (srv.ens.members[i].id == srv.ens.self_id)
+            fprintf(stderr, "larchd: server %u of an ensemble of %u (%s), quorum address %s:%d\n",
+                    srv.ens.self_id, srv.ens.n_members,
+                    srv.ens.self_observer ? "observer" : "participant", srv.ens.members[i].host,
+                    srv.ens.members[i].quorum_port);
     fprintf(stderr, "larchd: serving on %s:%d (%d workers + 1 sequencer%s; %s%s)\n",
             srv.cfg.client_port_address, dp_port(srv.dp), srv.cfg.workers,
             want_inline_sequencer(&srv.cfg) && !srv.dur ? ", write rounds inline on workers" : "",

@@ -6,6 +6,7 @@
 #define LARCH_SERVER_H
 
 #include "dataplane/dataplane.h"
+#include "replication/peer_link.h"
 #include "replication/replication.h"
 #include "server/config.h"
 #include "server/durability.h"
@@ -24,7 +25,26 @@ struct server {
     struct storage *st;     /* the data dirs' files (NULL without a dataDir) */
     struct durability *dur; /* NULL without a dataDir: in memory only */
     int64_t started_ms;
+    /* an ensemble member (config_is_distributed): its view of the ensemble
+     * and its peer link; peers is NULL when standalone */
+    bool member;
+    struct config_ensemble ens;
+    struct peers *peers;
 };
+
+/* ---- the peer link as the sequencer's transport (peers.c) --------------- */
+struct peers;
+/* Resolves the members' quorum hosts and binds this server's quorum
+ * address (so a taken port fails here, with a message in err). */
+struct peers *peers_new(const struct config_ensemble *ens, char *err, size_t errlen);
+const struct seq_peer_ops *peers_ops(void);
+/* The sequencer the link wakes (before peers_start). */
+void peers_attach(struct peers *p, struct seq *s);
+int peers_start(struct peers *p);
+void peers_stop(struct peers *p);
+void peers_free(struct peers *p);
+/* The link to the i-th other member (0-based, in id order): 0 or -ENOENT. */
+int peers_status(const struct peers *p, uint32_t i, struct peer_link_peer_status *st);
 
 /* dp_fourlw_fn: answers one four-letter word (runs on a worker thread). */
 void fourlw_answer(void *arg, struct dp *dp, const char *word, struct zk_wbuf *out);

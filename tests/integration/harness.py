@@ -192,6 +192,8 @@ def stop_all_servers(grace_s=2.0):
         if server.tmpdir is not None:
             shutil.rmtree(server.tmpdir, ignore_errors=True)
         _LIVE_SERVERS.discard(server)
+    for ensemble in list(_LIVE_ENSEMBLES):
+        ensemble.stop()
 
 
 class Server:
@@ -966,3 +968,189 @@ class ServerTestCase:
         zk = kazoo_client(self.server.port, **kw)
         self.addCleanup(stop_kazoo, zk)
         return zk
+
+
+class Ensemble:
+    """N larchd processes forming one ensemble on 127.0.0.1 (larch only).
+
+    Each member has its own temp dir (data dir with myid, zoo.cfg, stderr
+    log), a free client port and a free quorum port; the dirs outlive a
+    member's process, so kill()/restart() brings the same server back on its
+    data. Timing is short so that elections take well under a second:
+    tickTime=tick_ms, syncLimit=sync_limit (election after sync_limit ticks).
+    Every process is stopped by PID in stop() (SIGTERM, then SIGKILL).
+    """
+
+    def __init__(self, n=3, binary=None, tick_ms=100, sync_limit=5, cfg_lines=(),
+                 session_timeout_ms=None):
+        self.n = n
+        self.binary = binary or larchd_path()
+        self.tick_ms = tick_ms
+        self.sync_limit = sync_limit
+        self.cfg_lines = list(cfg_lines)
+        self.session_timeout_ms = session_timeout_ms
+        self.root = None
+        self.client_ports = {}
+        self.quorum_ports = {}
+        self.procs = {}
+        self.stderr_texts = {}
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    @property
+    def ids(self):
+        return list(range(1, self.n + 1))
+
+    def hosts(self, ids=None):
+        return ",".join("%s:%d" % (HOST, self.client_ports[i]) for i in (ids or self.ids))
+
+    def dir_of(self, sid):
+        return os.path.join(self.root, "s%d" % sid)
+
+    def start(self):
+        self.root = tempfile.mkdtemp(prefix="larch-it-ensemble-")
+        _LIVE_ENSEMBLES.add(self)
+        try:
+            for sid in self.ids:
+                self.client_ports[sid] = free_port()
+                self.quorum_ports[sid] = free_port()
+            for sid in self.ids:
+                data = os.path.join(self.dir_of(sid), "data")
+                os.makedirs(data)
+                with open(os.path.join(data, "myid"), "w") as f:
+                    f.write("%d\n" % sid)
+                with open(os.path.join(self.dir_of(sid), "zoo.cfg"), "w") as f:
+                    f.write("\n".join(self.cfg_text(sid)) + "\n")
+            for sid in self.ids:
+                self.spawn(sid)
+            for sid in self.ids:
+                self.wait_serving(sid)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def cfg_text(self, sid):
+        lines = ["tickTime=%d" % self.tick_ms, "initLimit=10", "syncLimit=%d" % self.sync_limit,
+                 "dataDir=%s" % os.path.join(self.dir_of(sid), "data"),
+                 "clientPort=%d" % self.client_ports[sid], "clientPortAddress=%s" % HOST,
+                 "4lw.commands.whitelist=*", "znode.container.checkIntervalMs=500",
+                 "DigestAuthenticationProvider.superDigest=%s" % SUPER_DIGEST]
+        if self.session_timeout_ms:
+            lines.append("minSessionTimeout=%d" % self.session_timeout_ms)
+        for other in self.ids:
+            lines.append("server.%d=%s:%d:%d" % (other, HOST, self.quorum_ports[other],
+                                                 free_port()))
+        return lines + self.cfg_lines
+
+    def spawn(self, sid):
+        err = open(os.path.join(self.dir_of(sid), "stderr.log"), "ab")
+        with err, open(os.devnull, "wb") as out:
+            self.procs[sid] = subprocess.Popen(
+                [self.binary, "--config", os.path.join(self.dir_of(sid), "zoo.cfg")],
+                stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=self.dir_of(sid))
+
+    def wait_serving(self, sid, timeout_s=LARCH_START_TIMEOUT_S):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.procs[sid].poll() is not None:
+                raise ServerError("server %d exited with %s:\n%s" % (
+                    sid, self.procs[sid].returncode, self.stderr_tail(sid)))
+            try:
+                if four_letter(self.client_ports[sid], "ruok", timeout_s=1.0) == b"imok":
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise ServerError("server %d not serving within %.0f s:\n%s" % (
+            sid, timeout_s, self.stderr_tail(sid)))
+
+    def alive(self, sid):
+        p = self.procs.get(sid)
+        return p is not None and p.poll() is None
+
+    def kill(self, sid, sig=signal.SIGKILL):
+        """Signals a member; SIGKILL/SIGTERM also reap it."""
+        p = self.procs[sid]
+        if p.poll() is None:
+            p.send_signal(sig)
+            if sig in (signal.SIGKILL, signal.SIGTERM):
+                p.wait(timeout=STOP_TIMEOUT_S)
+
+    def restart(self, sid):
+        self.spawn(sid)
+        self.wait_serving(sid)
+
+    def state(self, sid):
+        """zk_server_state from mntr ("leader", "follower", "looking"...), or
+        "down" when the member does not answer."""
+        try:
+            return self.mntr(sid).get("zk_server_state", "down")
+        except OSError:
+            return "down"
+
+    def mntr(self, sid, timeout_s=2.0):
+        return parse_mntr(four_letter(self.client_ports[sid], "mntr", timeout_s))
+
+    def wait_leader(self, among=None, timeout_s=20.0):
+        """The id of the one live leader every listed member follows."""
+        among = among or [i for i in self.ids if self.alive(i)]
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            states = {i: self.state(i) for i in among}
+            leaders = [i for i, s in states.items() if s == "leader"]
+            if len(leaders) == 1 and all(s in ("leader", "follower") for s in states.values()):
+                ids = {int(self.mntr(i).get("zk_larch_leader_id", "0")) for i in among}
+                if ids == {leaders[0]}:
+                    return leaders[0]
+            time.sleep(0.05)
+        raise ServerError("no single leader among %s within %.0f s: %s" % (
+            among, timeout_s, {i: self.state(i) for i in among}))
+
+    def stderr_tail(self, sid, lines=30):
+        try:
+            with open(os.path.join(self.dir_of(sid), "stderr.log"), "rb") as f:
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def sanitizer_report(self):
+        out = []
+        for sid in self.ids:
+            out += ["server %d: %s" % (sid, l) for l in self.stderr_texts.get(sid, "").splitlines()
+                    if any(m in l for m in SANITIZER_MARKERS)]
+        return out
+
+    def stop(self):
+        """Stops every member by PID (continuing stopped ones first) and
+        removes the dirs; keeps each member's stderr in stderr_texts."""
+        for sid, p in self.procs.items():
+            if p.poll() is None:
+                try:
+                    p.send_signal(signal.SIGCONT)
+                    p.send_signal(signal.SIGTERM)
+                    p.wait(timeout=STOP_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(timeout=STOP_TIMEOUT_S)
+        if self.root is not None:
+            for sid in self.ids:
+                path = os.path.join(self.dir_of(sid), "stderr.log")
+                try:
+                    with open(path, "rb") as f:
+                        self.stderr_texts[sid] = f.read().decode("utf-8", "replace")
+                except OSError:
+                    pass
+            shutil.rmtree(self.root, ignore_errors=True)
+            self.root = None
+        _LIVE_ENSEMBLES.discard(self)
+
+
+_LIVE_ENSEMBLES = set()
