@@ -526,6 +526,17 @@ static int purge_dirs(struct storage *st, const char *snap_dir, const char *log_
     return rc;
 }
 
+/* About how many txns lie between zxids from and to. A zxid's high word is
+ * the epoch (an ensemble's term), so across epochs only the counter of the
+ * newer one counts: a new term must not look like 2^32 txns and trigger a
+ * snapshot by itself. */
+static int64_t txns_since(int64_t from, int64_t to)
+{
+    if ((to >> 32) == (from >> 32))
+        return to - from;
+    return to & 0xffffffff;
+}
+
 static void *snapshot_thread(void *arg)
 {
     struct durability *d = arg;
@@ -539,7 +550,7 @@ static void *snapshot_thread(void *arg)
             break;
         pthread_mutex_unlock(&d->lock);
         int64_t applied = tree_last_zxid(d->tree);
-        if (applied - atomic_load(&d->last_snap_zxid) >= d->snap_count) {
+        if (txns_since(atomic_load(&d->last_snap_zxid), applied) >= d->snap_count) {
             int rc = durability_snapshot(d);
             atomic_store(&d->snap_error, rc);
             if (rc != 0)
