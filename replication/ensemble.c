@@ -821,16 +821,9 @@ struct due_scan {
 static void expire_one(void *arg, struct tree_session *ts)
 {
     struct due_scan *d = arg;
-    int64_t seen = atomic_load_explicit(&ts->last_seen_ms, memory_order_relaxed);
-    if (ts->closing || d->now_ms - seen <= ts->timeout_ms || d->count >= SEQ_ROUND_MAX)
-        return;
-    struct seq_req *r = seq_req_new(SEQ_REQ_WRITE, NULL, 0, NULL, 0);
+    struct seq_req *r = d->count < SEQ_ROUND_MAX ? sq_expiry_req(ts, d->now_ms) : NULL;
     if (!r)
         return;
-    r->op = ZK_OP_CLOSESESSION;
-    r->session_id = ts->id;
-    r->super = true;
-    r->worker = -1; /* the server's own request: nobody to answer */
     input_push(d->s, r);
     d->count++;
     atomic_fetch_add_explicit(&d->s->st_expired, 1, memory_order_relaxed);
@@ -839,18 +832,9 @@ static void expire_one(void *arg, struct tree_session *ts)
 static void reap_one(void *arg, const char *path)
 {
     struct due_scan *d = arg;
-    if (d->count >= SEQ_ROUND_MAX)
-        return;
-    struct zk_wbuf w;
-    zk_wbuf_init(&w);
-    zk_put_str(&w, zk_str_c(path));
-    struct seq_req *r = w.err ? NULL : seq_req_new(SEQ_REQ_WRITE, w.p, w.len, NULL, 0);
-    zk_wbuf_free(&w);
+    struct seq_req *r = d->count < SEQ_ROUND_MAX ? sq_reap_req(path) : NULL;
     if (!r)
         return;
-    r->op = ZK_OP_DELETECONTAINER;
-    r->super = true;
-    r->worker = -1;
     input_push(d->s, r);
     d->count++;
 }

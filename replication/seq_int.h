@@ -138,6 +138,11 @@ void sq_ens_free(struct seq *s);
 /* Whether the peer transport holds input (any thread: reads only what
  * seq_new fixed). */
 bool sq_ens_has_input(const struct seq *s);
+/* The server's own requests (worker -1, super): the closeSession of ts when
+ * it has been silent past its timeout at now_ms (else NULL), and the
+ * deleteContainer of a node the reaper found (NULL without memory). */
+struct seq_req *sq_expiry_req(const struct tree_session *ts, int64_t now_ms);
+struct seq_req *sq_reap_req(const char *path);
 /* Takes up to SEQ_ROUND_MAX requests off the in-queue (role holder). */
 size_t sq_take_round(struct seq *s, struct seq_req **reqs);
 

@@ -911,18 +911,29 @@ static bool scan_push(struct expiry_scan *x, struct seq_req *r)
 
 /* ZooKeeper's SessionTracker: a session with no traffic for its timeout
  * expires; its closeSession txn deletes its ephemerals. */
-static void scan_session(void *arg, struct tree_session *ts)
+struct seq_req *sq_expiry_req(const struct tree_session *ts, int64_t now_ms)
 {
-    struct expiry_scan *x = arg;
     int64_t seen = atomic_load_explicit(&ts->last_seen_ms, memory_order_relaxed);
-    if (ts->closing || x->now_ms - seen <= ts->timeout_ms || x->count >= SEQ_ROUND_MAX)
-        return;
+    if (ts->closing || now_ms - seen <= ts->timeout_ms)
+        return NULL;
     struct seq_req *r = seq_req_new(SEQ_REQ_WRITE, NULL, 0, NULL, 0);
     if (!r)
-        return;
+        return NULL;
     r->op = ZK_OP_CLOSESESSION;
     r->session_id = ts->id;
     r->super = true;
+    r->worker = -1; /* the server's own request: nobody to answer */
+    return r;
+}
+
+static void scan_session(void *arg, struct tree_session *ts)
+{
+    struct expiry_scan *x = arg;
+    if (x->count >= SEQ_ROUND_MAX)
+        return;
+    struct seq_req *r = sq_expiry_req(ts, x->now_ms);
+    if (!r)
+        return;
     if (!scan_push(x, r)) {
         seq_req_free(r);
         return;
@@ -957,23 +968,30 @@ out:
 }
 
 
-static void collect_reapable(void *arg, const char *path)
+struct seq_req *sq_reap_req(const char *path)
 {
-    struct expiry_scan *x = arg;
-    if (x->count >= SEQ_ROUND_MAX)
-        return;
     struct zk_wbuf w;
     zk_wbuf_init(&w);
     zk_put_str(&w, zk_str_c(path));
     struct seq_req *r = w.err ? NULL : seq_req_new(SEQ_REQ_WRITE, w.p, w.len, NULL, 0);
     zk_wbuf_free(&w);
     if (!r)
-        return;
+        return NULL;
     /* ZooKeeper's ContainerManager deletes both containers and expired TTL
      * nodes with deleteContainer, as the server itself (no ACL applies). */
     r->op = ZK_OP_DELETECONTAINER;
     r->super = true;
-    if (!scan_push(x, r))
+    r->worker = -1;
+    return r;
+}
+
+static void collect_reapable(void *arg, const char *path)
+{
+    struct expiry_scan *x = arg;
+    if (x->count >= SEQ_ROUND_MAX)
+        return;
+    struct seq_req *r = sq_reap_req(path);
+    if (r && !scan_push(x, r))
         seq_req_free(r);
 }
 
