@@ -982,8 +982,9 @@ class Ensemble:
     """
 
     def __init__(self, n=3, binary=None, tick_ms=100, sync_limit=5, cfg_lines=(),
-                 session_timeout_ms=None):
+                 session_timeout_ms=None, observers=0):
         self.n = n
+        self.observers = observers  # the last `observers` members do not vote
         self.binary = binary or larchd_path()
         self.tick_ms = tick_ms
         self.sync_limit = sync_limit
@@ -1045,8 +1046,11 @@ class Ensemble:
         if self.session_timeout_ms:
             lines.append("minSessionTimeout=%d" % self.session_timeout_ms)
         for other in self.ids:
-            lines.append("server.%d=%s:%d:%d" % (other, HOST, self.quorum_ports[other],
-                                                 free_port()))
+            role = ":observer" if other > self.n - self.observers else ""
+            lines.append("server.%d=%s:%d:%d%s" % (other, HOST, self.quorum_ports[other],
+                                                   free_port(), role))
+        if sid > self.n - self.observers:
+            lines.append("peerType=observer")
         return lines + self.cfg_lines
 
     def spawn(self, sid):
@@ -1105,7 +1109,8 @@ class Ensemble:
         while time.monotonic() < deadline:
             states = {i: self.state(i) for i in among}
             leaders = [i for i, s in states.items() if s == "leader"]
-            if len(leaders) == 1 and all(s in ("leader", "follower") for s in states.values()):
+            if len(leaders) == 1 and all(s in ("leader", "follower", "observer")
+                                         for s in states.values()):
                 ids = {int(self.mntr(i).get("zk_larch_leader_id", "0")) for i in among}
                 if ids == {leaders[0]}:
                     return leaders[0]

@@ -237,7 +237,7 @@ class EnsembleTest(unittest.TestCase):
         survivors = [i for i in up if i != leader]
         c = KazooClient(hosts=ens.hosts(survivors), timeout=4.0)
         try:
-            c.start(timeout=CONNECT_TIMEOUT_S)
+            c.start(timeout=4.0)  # no quorum: a new session may not even be made
             with self.assertRaises((KazooException, KazooTimeoutError)):
                 c.create("/no-quorum", b"")
         except KazooTimeoutError:
@@ -250,6 +250,41 @@ class EnsembleTest(unittest.TestCase):
         for sid, kids in seen.items():
             self.assertNotIn("no-quorum", kids)
             self.assertTrue(all("five-%d" % i in kids for i in range(10)), (sid, kids))
+
+    def test_observer_serves_and_never_votes(self):
+        """An observer (server.N ...:observer) takes reads and writes for its
+        clients and follows the log, but is never counted: with two of three
+        voters down there is no quorum, observer or not."""
+        ens = self.start(4, observers=1)
+        leader = ens.wait_leader()
+        self.assertEqual(ens.state(4), "observer")
+        self.assertNotEqual(leader, 4)
+        o = client(ens.hosts([4]))
+        try:
+            for i in range(10):
+                o.create("/obs-%d" % i, b"")
+        finally:
+            stop_client(o)
+        seen = children_everywhere(ens, "/")
+        for sid in ens.ids:
+            self.assertTrue(all("obs-%d" % i in seen[sid] for i in range(10)), (sid, seen[sid]))
+        voters = [i for i in (1, 2, 3) if i != leader]
+        for sid in voters:
+            ens.kill(sid)
+        c = KazooClient(hosts=ens.hosts([4]), timeout=4.0)
+        try:
+            c.start(timeout=4.0)  # no quorum: a new session may not even be made
+            with self.assertRaises((KazooException, KazooTimeoutError)):
+                c.create("/obs-no-quorum", b"")
+        except KazooTimeoutError:
+            pass
+        finally:
+            stop_client(c)
+        for sid in voters:
+            ens.restart(sid)
+        ens.wait_leader()
+        seen = children_everywhere(ens, "/")
+        self.assertNotIn("obs-no-quorum", seen[4])
 
 
 @unittest.skipUnless(sut_kind() == "larch", "larchd ensembles only")
