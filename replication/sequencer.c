@@ -454,7 +454,7 @@ static void prep_connect(struct seq *s, struct seq_entry *e, int64_t wall_ms)
     r->session_id = (int64_t)(s->next_session_id++);
     r->timeout_ms = clamp_timeout(s, r->timeout_ms);
     e->treq.type = ZK_OP_CREATESESSION;
-    e->treq.u.session_timeout_ms = r->timeout_ms;
+    e->treq.u.session.timeout_ms = r->timeout_ms;
     prep_txn(s, e, wall_ms);
 }
 

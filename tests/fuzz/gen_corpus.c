@@ -242,7 +242,7 @@ static struct tree_req create_req(int32_t op, const char *path, const char *data
 /* Sessions and every kind of node. */
 static void build_nodes(struct gen *g)
 {
-    struct tree_req q = { .type = ZK_OP_CREATESESSION, .u.session_timeout_ms = 30000 };
+    struct tree_req q = { .type = ZK_OP_CREATESESSION, .u.session.timeout_ms = 30000 };
     run(g, "createSession", SID_A, q);
     run(g, "createSession-b", SID_B, q);
     run(g, "create", 0, create_req(ZK_OP_CREATE, "/app", "cfg", ZK_PERSISTENT));
@@ -368,7 +368,7 @@ static void build_shapes(void)
     char path[256] = "";
     BASE_ASSERT(st != NULL && g.t != NULL && txnlog_open(st, "shapes", &o, &g.log) == 0);
     for (int64_t sid = 1; sid <= 3; sid++) {
-        struct tree_req q = { .type = ZK_OP_CREATESESSION, .u.session_timeout_ms = 6000 };
+        struct tree_req q = { .type = ZK_OP_CREATESESSION, .u.session.timeout_ms = 6000 };
         run(&g, "shape-session", SID_A + sid, q);
     }
     for (int depth = 0; depth < 12; depth++) {

@@ -1370,7 +1370,7 @@ static void test_prepped_txns_replay_to_same_tree(void **state)
     struct storage *st = storage_mem_new();
     struct tree_run tr = { .t = tree_new(), .log = log_open(st, 700, 512) };
     assert_non_null(tr.t);
-    struct tree_req sess = { .type = ZK_OP_CREATESESSION, .u.session_timeout_ms = 30000 };
+    struct tree_req sess = { .type = ZK_OP_CREATESESSION, .u.session.timeout_ms = 30000 };
     run_logged(&tr, 0x42, &sess);
     struct tree_req r = req_create("/app", "cfg", ZK_PERSISTENT);
     run_logged(&tr, 0x42, &r);
