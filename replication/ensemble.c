@@ -290,10 +290,13 @@ static void answer_connect(struct seq *s, struct pend *p, int64_t now_ms)
 {
     struct seq_out *o = sq_out_new(SEQ_OUT_CONNECT, p->conn);
     struct tree_session *ts = tree_session_find(s->tree, p->session_id);
-    if (o && ts && !ts->closing && sq_session_passwd(s, p->session_id, o->passwd)) {
+    if (o && ts && !ts->closing && ts->passwd_known) {
+        /* the password the leader recorded in the createSession txn: the
+         * one every member checks a reattach against */
         sq_take_ownership(s, ts, p->worker, p->conn, now_ms);
         o->session_id = p->session_id;
         o->timeout_ms = ts->timeout_ms;
+        memcpy(o->passwd, ts->passwd, sizeof o->passwd);
     } else if (o) {
         o->timeout_ms = 0; /* as ZooKeeper answers a session it cannot give */
         memset(o->passwd, 0, sizeof o->passwd);
@@ -592,11 +595,11 @@ static void local_connect(struct seq *s, struct seq_req *r, int64_t now_ms)
             /* ZooKeeper refuses a client that has seen a newer state: it tries another server */
             seq_out_free(o);
             o = sq_out_new(SEQ_OUT_CLOSE, r->conn);
-        } else if (o && ts && !ts->closing && sq_passwd_matches(s, r) &&
-                   sq_session_passwd(s, r->session_id, o->passwd)) {
+        } else if (o && ts && !ts->closing && sq_passwd_matches(ts, r)) {
             sq_take_ownership(s, ts, r->worker, r->conn, now_ms);
             o->session_id = r->session_id;
             o->timeout_ms = ts->timeout_ms;
+            memcpy(o->passwd, ts->passwd, sizeof o->passwd);
         } else if (o) {
             o->timeout_ms = 0;
             memset(o->passwd, 0, sizeof o->passwd);

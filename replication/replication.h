@@ -36,8 +36,8 @@
 
 #define SEQ_WORKERS_MAX 64
 #define SEQ_ROUND_MAX 512 /* requests prepared and applied per round */
-#define SEQ_PASSWD_BYTES 16     /* a session password, as ConnectResponse carries it */
-#define SEQ_PASSWD_KEY_BYTES 32 /* the HMAC-SHA-256 key passwords derive from */
+#define SEQ_PASSWD_BYTES TREE_PASSWD_BYTES /* a session password, as ConnectResponse carries it */
+#define SEQ_PASSWD_KEY_BYTES 32 /* the HMAC-SHA-256 key new passwords derive from */
 
 struct seq;
 
@@ -49,10 +49,15 @@ struct seq_cfg {
     bool ttl_enabled;
     int32_t tick_ms; /* expiry scan period */
     bool inline_rounds; /* workers may run rounds themselves (seq_run_inline) */
-    /* Session passwords are HMAC-SHA-256(passwd_key, session id as 8
-     * big-endian bytes), first 16 bytes. Unset: a random key per process. A
-     * durable server keeps its key in its data dir so that clients can
-     * reattach after a restart. seq_new copies it. */
+    /* The password of a session created here is HMAC-SHA-256(passwd_key,
+     * session id as 8 big-endian bytes), first 16 bytes (seq_passwd_derive).
+     * Its createSession txn records it, and every reattach is checked
+     * against the recorded password (struct tree_session), so a session
+     * keeps its password across restarts and servers whatever their keys.
+     * Unset: a random key per process. A durable server keeps its key in its
+     * data dir, which also derives the passwords of sessions recovered from
+     * format-1 files that did not record them (server/durability.c). seq_new
+     * copies it. */
     uint8_t passwd_key[SEQ_PASSWD_KEY_BYTES];
     bool passwd_key_set;
     /* The sequencer's clocks, in ms: monotonic (timeouts) or, with wall,
@@ -199,6 +204,15 @@ size_t seq_worker_drain(struct seq *s, int w, seq_out_fn fn, void *arg);
  * A reader that observed tree state and then reads this value knows every
  * txn it could have seen is <= it (DESIGN.md invariant 3). */
 int64_t seq_applying_zxid(const struct seq *s);
+
+/* The password a server with key gives the session id: HMAC-SHA-256(key,
+ * id as 8 big-endian bytes), first SEQ_PASSWD_BYTES bytes. Without the key,
+ * knowing ids and other sessions' passwords does not give a password
+ * (ZooKeeper's java.util.Random seeded by sessionId ^ secret is
+ * invertible; this is not). Pure, any thread. False only when libcrypto
+ * fails (out is then untouched). */
+bool seq_passwd_derive(const uint8_t key[SEQ_PASSWD_KEY_BYTES], int64_t id,
+                       uint8_t out[SEQ_PASSWD_BYTES]);
 
 /* Counters for mntr/srvr (relaxed reads, any thread). */
 struct seq_stats {

@@ -103,10 +103,9 @@ struct seq_ens;
 
 /* cfg.clock_ms, or the system's clocks (monotonic, or wall with wall). */
 int64_t sq_clock(const struct seq *s, bool wall);
-/* The password of session id (see sequencer.c); false if libcrypto fails. */
-bool sq_session_passwd(const struct seq *s, int64_t id, uint8_t out[SEQ_PASSWD_BYTES]);
-/* Whether a reattach request r brings session r->session_id's password. */
-bool sq_passwd_matches(const struct seq *s, const struct seq_req *r);
+/* Whether a reattach request r brings the password session ts recorded
+ * (constant time; never when none is known). */
+bool sq_passwd_matches(const struct tree_session *ts, const struct seq_req *r);
 /* Writes efd when the consumer announced sleep (the Dekker pairing with
  * base_mpsc_push's seq_cst exchange). */
 void sq_wake_if_sleeping(atomic_bool *sleeping, int efd);

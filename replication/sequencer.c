@@ -39,37 +39,37 @@ int64_t sq_clock(const struct seq *s, bool wall)
     return wall ? base_wall_ms() : base_mono_ms();
 }
 
-/* The session password is a MAC of the id, so it need not be stored
- * (ZooKeeper derives it from the id too, with java.util.Random seeded by
- * sessionId ^ secret, which is invertible; this is not): HMAC-SHA-256 keyed
- * by the server's 32-byte secret over the id as 8 big-endian bytes, cut to
- * the 16 bytes a ConnectResponse carries. Without the key, knowing ids and
- * other sessions' passwords does not give a password. False only if
- * libcrypto fails, which the caller treats as a wrong password. */
-bool sq_session_passwd(const struct seq *s, int64_t id, uint8_t out[SEQ_PASSWD_BYTES])
+/* A new session's password, chosen here and then recorded in its
+ * createSession txn (replication.h, seq_passwd_derive): a MAC of the id
+ * under the server's key rather than fresh random bytes, so that a run with
+ * a fixed key (tests, fuzzers) hands out the same passwords every time. */
+bool seq_passwd_derive(const uint8_t key[SEQ_PASSWD_KEY_BYTES], int64_t id,
+                       uint8_t out[SEQ_PASSWD_BYTES])
 {
     uint8_t msg[8], mac[EVP_MAX_MD_SIZE];
     unsigned int mac_len = 0;
     base_put_be64(msg, (uint64_t)id);
-    if (HMAC(EVP_sha256(), s->passwd_key, sizeof s->passwd_key, msg, sizeof msg, mac, &mac_len) ==
-            NULL ||
-        mac_len < SEQ_PASSWD_BYTES)
-        return false;
-    memcpy(out, mac, SEQ_PASSWD_BYTES);
+    bool ok = HMAC(EVP_sha256(), key, SEQ_PASSWD_KEY_BYTES, msg, sizeof msg, mac, &mac_len) !=
+                  NULL &&
+              mac_len >= SEQ_PASSWD_BYTES;
+    if (ok)
+        memcpy(out, mac, SEQ_PASSWD_BYTES);
     OPENSSL_cleanse(mac, sizeof mac);
-    return true;
+    return ok;
 }
 
-/* Constant time, so a client probing passwords learns nothing from how long
- * a refusal takes. Any length but 16 is wrong (ZooKeeper's Arrays.equals). */
-bool sq_passwd_matches(const struct seq *s, const struct seq_req *r)
+/* Checks a reattach against the password the session's createSession
+ * recorded, never against one derived from this server's key: in an
+ * ensemble the session may come from another server, with another key.
+ * Constant time, so a client probing passwords learns nothing from how long
+ * a refusal takes. Any length but 16 is wrong (ZooKeeper's Arrays.equals),
+ * and so is anything when no password is known (a format-1 session the
+ * recovery did not fill in): zeros must never open a session. */
+bool sq_passwd_matches(const struct tree_session *ts, const struct seq_req *r)
 {
-    uint8_t want[SEQ_PASSWD_BYTES];
-    if (r->passwd_len != SEQ_PASSWD_BYTES || !sq_session_passwd(s, r->session_id, want))
+    if (r->passwd_len != SEQ_PASSWD_BYTES || !ts->passwd_known)
         return false;
-    bool ok = CRYPTO_memcmp(want, r->passwd, SEQ_PASSWD_BYTES) == 0;
-    OPENSSL_cleanse(want, sizeof want);
-    return ok;
+    return CRYPTO_memcmp(ts->passwd, r->passwd, SEQ_PASSWD_BYTES) == 0;
 }
 
 /* Wake-ups follow one protocol on every queue. The consumer stores
@@ -424,7 +424,12 @@ static void prep_connect(struct seq *s, struct seq_entry *e, int64_t wall_ms)
         r->session_id = (int64_t)(s->next_session_id++);
     r->timeout_ms = sq_clamp_timeout(s, r->timeout_ms);
     e->treq.type = ZK_OP_CREATESESSION;
-    e->treq.u.session_timeout_ms = r->timeout_ms;
+    e->treq.u.session.timeout_ms = r->timeout_ms;
+    if (!seq_passwd_derive(s->passwd_key, r->session_id, e->treq.u.session.passwd)) {
+        /* no txn: reply_connect finds no session and answers timeout 0 */
+        e->err = ZK_ESYSTEMERROR;
+        return;
+    }
     prep_txn(s, e, wall_ms);
 }
 
@@ -656,11 +661,14 @@ static void reply_connect(struct seq *s, struct seq_entry *e, int64_t now_ms)
     o->session_id = r->session_id;
     struct tree_session *ts = tree_session_find(s->tree, r->session_id);
     /* a new session (its createSession txn) needs no password; a reattach
-     * must bring the right one, else nothing changes for the owner */
-    bool pw_ok = e->has_txn || sq_passwd_matches(s, r);
-    if (ts && !ts->closing && pw_ok && sq_session_passwd(s, r->session_id, o->passwd)) {
+     * must bring the right one, else nothing changes for the owner. Either
+     * way the client gets the recorded password, the one every server
+     * checks. */
+    bool ok = ts && !ts->closing && ts->passwd_known && (e->has_txn || sq_passwd_matches(ts, r));
+    if (ok) {
         sq_take_ownership(s, ts, r->worker, r->conn, now_ms);
         o->timeout_ms = ts->timeout_ms;
+        memcpy(o->passwd, ts->passwd, sizeof o->passwd);
     } else {
         /* Unknown, expired or wrong password: timeout 0 tells the client its
          * session is gone, exactly as ZooKeeper answers. */
@@ -1156,9 +1164,10 @@ static void *seq_thread(void *arg)
 
 /* ---- lifecycle ----------------------------------------------------------- */
 
-/* The configured key, or 32 fresh random bytes: then passwords are good for
- * this process only (a server without a data dir loses its sessions on
- * restart anyway). 0, or -1 when the kernel gives no randomness. */
+/* The configured key, or 32 fresh random bytes (a server without a data dir
+ * loses its sessions on restart anyway). It only derives the passwords of
+ * sessions created here; checks use the recorded ones. 0, or -1 when the
+ * kernel gives no randomness. */
 static int passwd_key_init(struct seq *s, const struct seq_cfg *cfg)
 {
     if (cfg->passwd_key_set) {

@@ -16,7 +16,6 @@
 #include "replication/txnlog.h"
 
 #define SEG_MAGIC "LRCH"
-#define SEG_VERSION 1u
 #define SEG_HEADER_BYTES 16u       /* magic, u32 version, u64 db id */
 #define FRAME_BYTES 8u             /* u32 payload length, u32 CRC-32C */
 #define OP_MIN_BYTES 9u            /* type, client type, field mask */
@@ -117,6 +116,7 @@ size_t txn_op_encoded_bytes(const struct txn_op *op)
 {
     uint8_t f = op_fields(op);
     size_t n = OP_MIN_BYTES;
+    n += op->type == TXN_CREATE_SESSION ? TREE_PASSWD_BYTES : 0;
     if (f & F_PATH)
         n += 4 + strlen(op->path);
     if (f & F_DATA)
@@ -184,6 +184,12 @@ static int encode_op(struct wr *w, const struct txn_op *op)
         put_u32(w, (uint32_t)op->timeout_ms);
     if (f & F_ERR)
         put_u32(w, (uint32_t)op->err);
+    if (op->type == TXN_CREATE_SESSION) {
+        /* format 2 cannot say "no password": a format-1 txn is not re-logged */
+        if (!op->passwd_known)
+            return -EINVAL;
+        put_bytes(w, op->passwd, TREE_PASSWD_BYTES);
+    }
     /* prep sizes txns with txn_op_encoded_bytes: the two must not drift */
     BASE_ASSERT(w->err != 0 || w->b->len - start == txn_op_encoded_bytes(op));
     return 0;
@@ -299,7 +305,20 @@ static void decode_data(struct base_rd *r, struct txn_op *op, bool *oom)
     op->data_len = (int32_t)n;
 }
 
-static void decode_op(struct base_rd *r, struct txn_op *op, bool *oom)
+/* A createSession's password follows its fields from format 2 on; in
+ * format 1 there is none and the op says so (passwd_known false). */
+static void decode_passwd(struct base_rd *r, struct txn_op *op, uint32_t version)
+{
+    if (version < 2)
+        return;
+    const uint8_t *p = base_rd_take(r, TREE_PASSWD_BYTES);
+    if (p == NULL)
+        return; /* r->err is set */
+    memcpy(op->passwd, p, TREE_PASSWD_BYTES);
+    op->passwd_known = true;
+}
+
+static void decode_op(struct base_rd *r, struct txn_op *op, uint32_t version, bool *oom)
 {
     op->type = (int32_t)base_rd_be32(r);
     op->client_type = (int32_t)base_rd_be32(r);
@@ -322,10 +341,18 @@ static void decode_op(struct base_rd *r, struct txn_op *op, bool *oom)
         op->timeout_ms = (int32_t)base_rd_be32(r);
     if (f & F_ERR)
         op->err = (int32_t)base_rd_be32(r);
+    if (op->type == TXN_CREATE_SESSION && !r->err)
+        decode_passwd(r, op, version);
 }
 
 int txn_decode(const uint8_t *p, size_t len, struct txn *out)
 {
+    return txn_decode_version(p, len, TXNLOG_VERSION, out);
+}
+
+int txn_decode_version(const uint8_t *p, size_t len, uint32_t version, struct txn *out)
+{
+    BASE_ASSERT(version >= TXNLOG_VERSION_MIN && version <= TXNLOG_VERSION);
     struct base_rd r;
     base_rd_init(&r, p, len);
     *out = (struct txn){ 0 };
@@ -349,7 +376,7 @@ int txn_decode(const uint8_t *p, size_t len, struct txn *out)
         out->nops = nops;
     }
     for (uint32_t i = 0; i < nops && !r.err && !oom; i++)
-        decode_op(&r, &out->ops[i], &oom);
+        decode_op(&r, &out->ops[i], version, &oom);
     if (r.err || oom || r.pos != len) {
         txn_free(out);
         *out = (struct txn){ 0 };
@@ -435,7 +462,7 @@ static int seg_list_load(struct storage *st, const char *dir, struct seg_list *l
 static void seg_header_fill(uint8_t h[SEG_HEADER_BYTES], uint64_t db_id)
 {
     memcpy(h, SEG_MAGIC, 4);
-    base_put_be32(h + 4, SEG_VERSION);
+    base_put_be32(h + 4, TXNLOG_VERSION); /* a new segment is always in the current format */
     base_put_be64(h + 8, db_id);
 }
 
@@ -535,15 +562,18 @@ struct scan {
 
 /* What checking a segment found. */
 struct seg_layout {
+    uint32_t version;   /* from the header: how its records decode */
     size_t valid_end;   /* end of the last intact record (or of the header) */
     size_t torn_bytes;  /* nonzero bytes after valid_end that will be dropped */
     bool drop_file;     /* the header itself never became durable */
 };
 
+/* Segments of every version this code reads may follow each other: an
+ * upgraded server goes on with a new segment after the old ones. */
 static bool seg_header_ok(struct scan *s, const uint8_t *buf, size_t len)
 {
     if (len < SEG_HEADER_BYTES || memcmp(buf, SEG_MAGIC, 4) != 0 ||
-        base_get_be32(buf + 4) != SEG_VERSION)
+        base_get_be32(buf + 4) < TXNLOG_VERSION_MIN || base_get_be32(buf + 4) > TXNLOG_VERSION)
         return false;
     uint64_t db = base_get_be64(buf + 8);
     if (s->have_db_id && db != s->db_id)
@@ -584,6 +614,7 @@ static int seg_check(struct scan *s, const struct seg *seg, const uint8_t *buf, 
         lay->torn_bytes = nz;
         return 0;
     }
+    lay->version = base_get_be32(buf + 4);
     size_t off = SEG_HEADER_BYTES, n;
     while ((n = record_at(buf, len, len, off)) != 0) {
         int64_t zxid = (int64_t)base_get_be64(buf + off + FRAME_BYTES);
@@ -598,8 +629,9 @@ static int seg_check(struct scan *s, const struct seg *seg, const uint8_t *buf, 
 }
 
 /* Pass two: decode and hand out the records after from_zxid. */
-static int seg_deliver(struct scan *s, const uint8_t *buf, size_t valid_end)
+static int seg_deliver(struct scan *s, const uint8_t *buf, const struct seg_layout *lay)
 {
+    size_t valid_end = lay->valid_end;
     size_t off = SEG_HEADER_BYTES;
     while (off < valid_end) {
         uint32_t plen = base_get_be32(buf + off);
@@ -609,7 +641,7 @@ static int seg_deliver(struct scan *s, const uint8_t *buf, size_t valid_end)
         if ((int64_t)base_get_be64(payload) <= s->from_zxid)
             continue;
         struct txn x;
-        int rc = txn_decode(payload, plen, &x);
+        int rc = txn_decode_version(payload, plen, lay->version, &x);
         if (rc != 0)
             return rc == -EBADMSG ? TXNLOG_ECORRUPT : rc;
         rc = s->fn(s->arg, &x);
@@ -656,7 +688,7 @@ static int scan_segment(struct scan *s, const struct seg_list *l, size_t i)
     struct seg_layout lay;
     rc = seg_check(s, &l->items[i], buf, len, upper, is_last, &lay);
     if (rc == 0 && s->fn != NULL && !lay.drop_file)
-        rc = seg_deliver(s, buf, lay.valid_end);
+        rc = seg_deliver(s, buf, &lay);
     /* repair last, once everything before it was accepted */
     if (rc == 0 && (lay.torn_bytes > 0 || lay.drop_file)) {
         s->repair_needed = true;

@@ -7,7 +7,9 @@
  * segments named "log.<zxid of their first record, lower-case hex>". Each
  * segment opens with a 16-byte header (magic "LRCH", u32 version, u64 db id)
  * followed by records [u32 payload length][u32 CRC-32C of payload][payload],
- * big-endian, CRC by base_crc32c, payload = txn_encode() of one txn. Segments are preallocated
+ * big-endian, CRC by base_crc32c, payload = txn_encode() of one txn in the
+ * segment's version (TXNLOG_VERSION for every segment written now; older
+ * ones are read, see txn_decode_version). Segments are preallocated
  * in chunks (ZooKeeper's FilePadding) so that fdatasync does not have to
  * write file-size metadata on every group commit; the zeros after the last
  * record mark the end of the data. A payload may itself end in zeros (every
@@ -131,6 +133,11 @@ void storage_mem_fail_sync(struct storage *s, int err, unsigned count);
 #define TXNLOG_ECORRUPT (-100001) /* damaged log contents other than a torn tail */
 #define TXNLOG_EORDER (-100002)   /* zxids not strictly increasing */
 
+/* Segment versions, which are the versions of the txn encoding: 2 records a
+ * createSession's password (16 bytes after the op's fields); 1 had none. */
+#define TXNLOG_VERSION 2u     /* what the writer writes */
+#define TXNLOG_VERSION_MIN 1u /* the oldest replay reads */
+
 #define TXNLOG_RECORD_BYTES_MAX (32u << 20) /* payload bound, far above jute.maxbuffer */
 #define TXNLOG_TXN_HEADER_BYTES 36u /* zxid, session, cxid, time, type, nops */
 /* What a record leaves for a txn's ops: the bound the sequencer hands prep
@@ -139,11 +146,16 @@ void storage_mem_fail_sync(struct storage *s, int err, unsigned count);
  * part of the payload bound and costs nothing here. */
 #define TXNLOG_TXN_OPS_BYTES_MAX (TXNLOG_RECORD_BYTES_MAX - TXNLOG_TXN_HEADER_BYTES)
 
-/* Appends the encoding of x to b, a base_buf the caller owns and frees with
- * base_buf_free (big-endian; every txn_op field that is set, so
- * decode(encode(x)) equals x field by field). 0, -ENOMEM, -EMSGSIZE past a
- * max the caller set on b, or -EINVAL when x breaks a bound (ACL > TREE_ACL_MAX, encoding >
- * TXNLOG_RECORD_BYTES_MAX: b is then left as it was). Paths, data and ACL
+/* Appends the encoding of x (version TXNLOG_VERSION) to b, a base_buf the
+ * caller owns and frees with base_buf_free. Big-endian. An op is its type,
+ * client type and a u8 mask of the txn_op fields that differ from their
+ * empty value, then those fields; a createSession op ends with its 16-byte
+ * password (passwd, which other ops do not carry), so decode(encode(x))
+ * equals x field by field. 0, -ENOMEM, -EMSGSIZE past a max the caller set
+ * on b, or -EINVAL when x breaks a bound (ACL > TREE_ACL_MAX, encoding >
+ * TXNLOG_RECORD_BYTES_MAX) or holds a createSession whose password is not
+ * known (a format-1 txn: this format cannot say "none"); b is then left as
+ * it was. Paths, data and ACL
  * scheme/id strings have no bound of their own: the record's covers them,
  * here and in txn_decode. A txn takes exactly TXNLOG_TXN_HEADER_BYTES plus
  * txn_op_encoded_bytes of each op (asserted on every encode). */
@@ -152,11 +164,18 @@ int txn_encode(struct base_buf *b, const struct txn *x);
  * encoding's per-field sizes. Pure, any thread; prep counts txns with it
  * (tree_prep_cfg.op_bytes) so that no txn it accepts is refused here. */
 size_t txn_op_encoded_bytes(const struct txn_op *op);
-/* Decodes exactly len bytes into *out, which then owns what txn_free frees
- * (paths and data malloc'd, ACLs with one reference; an ACL equal to
- * world:anyone ALL is the shared tree_acl_open()). 0, -ENOMEM, or -EBADMSG
- * for malformed or out-of-bounds input (*out is then empty). */
+/* Decodes exactly len bytes of version TXNLOG_VERSION into *out, which
+ * then owns what txn_free frees (paths and data malloc'd, ACLs with one
+ * reference; an ACL equal to world:anyone ALL is the shared
+ * tree_acl_open()). 0, -ENOMEM, or -EBADMSG for malformed or out-of-bounds
+ * input (*out is then empty). */
 int txn_decode(const uint8_t *p, size_t len, struct txn *out);
+/* The same for a record of the given version (TXNLOG_VERSION_MIN to
+ * TXNLOG_VERSION, asserted), as a segment's header says. A version-1
+ * createSession decodes with passwd_known false: tree_apply then stores a
+ * session without a known password, for recovery to fill in
+ * (tree_sessions_fill_passwd). */
+int txn_decode_version(const uint8_t *p, size_t len, uint32_t version, struct txn *out);
 
 /* ---- writer ---------------------------------------------------------------- */
 struct txnlog_opts {

@@ -97,11 +97,13 @@ static int random_key(uint8_t *key, size_t len)
 }
 
 /* The session-password key (HMAC-SHA-256, 32 bytes): created once, kept
- * forever, since clients' passwords must stay valid across restarts. A file
- * of any other size is replaced: the 8-byte secret of older versions (whose
- * passwords could be forged) or a damaged one. Only a missing file or a
- * good one is read without a log line; a read error refuses the start
- * rather than replacing a key that may be fine. */
+ * forever. New sessions' passwords derive from it (and are recorded), and
+ * so do those of sessions from format-1 files, which recorded none: for
+ * their clients the key must stay the same. A file of any other size is
+ * replaced: the 8-byte secret of older versions (whose passwords could be
+ * forged) or a damaged one. Only a missing file or a good one is read
+ * without a log line; a read error refuses the start rather than replacing
+ * a key that may be fine. */
 static int load_secret(struct durability *d)
 {
     char path[4300];
@@ -119,7 +121,8 @@ static int load_secret(struct durability *d)
         return rc;
     if (rc == 0) {
         fprintf(stderr, "larchd: %s holds %zu bytes, not a %zu-byte key%s: replacing it; "
-                        "sessions from before cannot reattach (their clients get a new session)\n",
+                        "sessions without a recorded password cannot reattach (their clients "
+                        "get a new session)\n",
                 path, len, sizeof d->passwd_key, len == 8 ? " (the old format)" : "");
         explicit_bzero(buf, len);
     }
@@ -217,6 +220,7 @@ static int load_newest_snapshot(struct durability *d, int64_t *zxid, char *err, 
  * to apply_until: the log may end in entries no quorum holds, which the
  * Raft core may yet truncate), and hand every entry to the core as its log. */
 struct replay_ctx {
+    struct durability *d;
     struct tree *tree;
     struct durability_boot *boot;
     int64_t apply_until;
@@ -224,12 +228,23 @@ struct replay_ctx {
     int err;
 };
 
-static int boot_add(struct replay_ctx *c, const struct txn *x)
+static int boot_add(struct replay_ctx *c, struct txn *x)
 {
     struct durability_boot *b = c->boot;
     if (base_grow(&b->entries, &c->cap, b->n_entries + 1, sizeof *b->entries) != 0)
         return -ENOMEM;
     struct raft_entry e = { .zxid = x->zxid, .type = RAFT_ENTRY_NOOP };
+    /* a format-1 createSession recorded no password: give it the one its
+     * client holds (derived from this data dir's key, as format 1 did), so
+     * that the entry can be encoded for the core like any other */
+    for (uint32_t i = 0; i < x->nops; i++) {
+        struct txn_op *op = &x->ops[i];
+        if (op->type == TXN_CREATE_SESSION && !op->passwd_known) {
+            if (!seq_passwd_derive(c->d->passwd_key, x->session_id, op->passwd))
+                return -EIO;
+            op->passwd_known = true;
+        }
+    }
     if (x->type != TXN_NOOP) {
         struct base_buf enc = { 0 };
         int rc = txn_encode(&enc, x);
@@ -285,6 +300,30 @@ static int read_hard_state(struct durability *d, struct durability_boot *boot, c
     return rc;
 }
 
+/* Sessions recovered from format-1 snapshots and log records have no
+ * recorded password: those versions derived it from this data dir's key
+ * whenever it was needed. Deriving it once more, now, gives each the
+ * password its client holds, so clients of the old version reattach. */
+static int derive_old_passwd(void *arg, int64_t id, uint8_t out[TREE_PASSWD_BYTES])
+{
+    const struct durability *d = arg;
+    return seq_passwd_derive(d->passwd_key, id, out) ? 0 : -EIO;
+}
+
+static int fill_old_passwords(struct durability *d, char *err, size_t errlen)
+{
+    uint64_t filled = 0;
+    int rc = tree_sessions_fill_passwd(d->tree, derive_old_passwd, d, &filled);
+    if (rc != 0) {
+        snprintf(err, errlen, "deriving the passwords of sessions from format-1 files failed");
+        return rc;
+    }
+    if (filled > 0)
+        fprintf(stderr, "larchd: %" PRIu64 " sessions came from format-1 files without a recorded "
+                        "password: derived from the key in %s, as before\n", filled, d->snap_dir);
+    return 0;
+}
+
 static void restart_session_clock(void *arg, struct tree_session *s)
 {
     /* ZooKeeper's SessionTracker restarts every timeout at recovery. */
@@ -301,7 +340,7 @@ static int recover(struct durability *d, struct durability_boot *boot, char *err
             snprintf(err, errlen, "loading snapshots from %s: %s", d->snap_dir, strerror(-rc));
         return rc;
     }
-    struct replay_ctx ctx = { .tree = d->tree, .boot = boot };
+    struct replay_ctx ctx = { .d = d, .tree = d->tree, .boot = boot };
     if (boot) {
         rc = read_hard_state(d, boot, err, errlen);
         if (rc != 0)
@@ -328,6 +367,9 @@ static int recover(struct durability *d, struct durability_boot *boot, char *err
     if (rs.torn_bytes)
         fprintf(stderr, "larchd: txn log had a torn tail: dropped %" PRIu64 " bytes after zxid 0x%" PRIx64 "\n",
                 rs.torn_bytes, (uint64_t)rs.last_zxid);
+    rc = fill_old_passwords(d, err, errlen);
+    if (rc != 0)
+        return rc;
     int64_t now = base_mono_ms();
     tree_session_each(d->tree, restart_session_clock, &now);
     atomic_store(&d->last_snap_zxid, snap_zxid);

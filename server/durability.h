@@ -5,14 +5,20 @@
  * Layout: snapshots in <dataDir>/larch/snapshot.<zxid hex>, the log in
  * <dataLogDir>/larch/log.<zxid hex> (a subdirectory of our own, so a
  * ZooKeeper data dir is never misread), and <dataDir>/larch/secret, the
- * 32-byte HMAC key of session passwords (clients reattach after a restart;
- * an 8-byte secret from older versions is replaced, with a log line).
+ * 32-byte HMAC key this server derives new sessions' passwords from (an
+ * 8-byte secret from older versions is replaced, with a log line).
+ * Passwords are recorded in createSession txns and snapshots, so a client
+ * reattaches after a restart (or, in an ensemble, through another server)
+ * with the password it was given; only sessions recovered from format-1
+ * files, which did not record them, get theirs from this key again.
  *
  * Recovery (durability_open): load the newest snapshot that validates, then
  * replay the log after its zxid (apply is idempotent, so the fuzzy snapshot
  * converges); a torn log tail is truncated with a log line saying how many
  * bytes went; corruption in the middle of the log, or snapshots none of
  * which validates, refuse the start with a message and delete nothing.
+ * Last, sessions that came without a password (a format-1 snapshot or log
+ * segment) are given the one the key derives, before anything is served.
  *
  * Threading: durability_open runs on main before any thread starts; the
  * snapshot/purge thread (durability_start) reads the tree under RCU only.

@@ -77,8 +77,10 @@ static void print_op(const struct txn_op *op)
         printf(" owner=0x%" PRIx64, (uint64_t)op->ephemeral_owner);
     if (op->type == TXN_SETDATA || op->type == TXN_SETACL || op->type == TXN_CHECK)
         printf(" version=%d", op->version);
+    /* the password is a secret: whether it is there, not what it is */
     if (op->type == TXN_CREATE_SESSION)
-        printf(" timeout=%dms", op->timeout_ms);
+        printf(" timeout=%dms passwd=%s", op->timeout_ms,
+               op->passwd_known ? "recorded" : "none (format 1)");
     if (op->type == TXN_ERROR)
         printf(" err=%d", op->err);
     printf("\n");
@@ -111,7 +113,14 @@ static long dump_segment(const char *path)
         free(buf);
         return -1;
     }
-    printf("# %s: version %u\n", path, base_get_be32(buf + 4));
+    uint32_t version = base_get_be32(buf + 4);
+    printf("# %s: version %u\n", path, version);
+    if (version < TXNLOG_VERSION_MIN || version > TXNLOG_VERSION) {
+        fprintf(stderr, "larch-logdump: %s: version %u is not one this build reads (%u to %u)\n",
+                path, version, TXNLOG_VERSION_MIN, TXNLOG_VERSION);
+        free(buf);
+        return -1;
+    }
     size_t off = SEG_HEADER_BYTES;
     long n = 0;
     while (off + 8 <= len) {
@@ -120,7 +129,7 @@ static long dump_segment(const char *path)
             break; /* preallocated zeros: the end of the data */
         struct txn x;
         if (rlen > len - off - 8 || base_crc32c(0, buf + off + 8, rlen) != crc ||
-            txn_decode(buf + off + 8, rlen, &x) != 0) {
+            txn_decode_version(buf + off + 8, rlen, version, &x) != 0) {
             printf("# record at offset %zu is torn or corrupt: %zu bytes after it are unreadable\n", off, len - off);
             break;
         }
@@ -267,7 +276,8 @@ static int print_tree(const struct tree *t)
 static void print_session(void *arg, struct tree_session *s)
 {
     (void)arg;
-    printf("session 0x%" PRIx64 " timeout %dms\n", (uint64_t)s->id, s->timeout_ms);
+    printf("session 0x%" PRIx64 " timeout %dms passwd %s\n", (uint64_t)s->id, s->timeout_ms,
+           s->passwd_known ? "recorded" : "none (format 1)");
 }
 
 static int dump_snapshot(const char *path)

@@ -713,7 +713,9 @@ static int prep_create_session(struct prep_ctx *c, const struct tree_req *r, str
     x->nops = 1;
     x->type = TXN_CREATE_SESSION;
     x->ops[0] = (struct txn_op){ .type = TXN_CREATE_SESSION, .client_type = r->type,
-                                 .data_len = -1, .timeout_ms = r->u.session_timeout_ms };
+                                 .data_len = -1, .timeout_ms = r->u.session.timeout_ms,
+                                 .passwd_known = true };
+    memcpy(x->ops[0].passwd, r->u.session.passwd, TREE_PASSWD_BYTES);
     int err = charge_op(c, &x->ops[0]);
     return err == ZK_OK ? set_pending_session(c->t, x->session_id, PS_LIVE) : err;
 }

@@ -44,7 +44,8 @@ struct tree_session *tree_session_find(const struct tree *t, int64_t id)
     return s != NULL ? &s->pub : NULL;
 }
 
-int tree_sess_add(struct tree *t, int64_t id, int32_t timeout_ms, int64_t now_ms)
+int tree_sess_add(struct tree *t, int64_t id, int32_t timeout_ms, int64_t now_ms,
+                  const uint8_t *passwd)
 {
     if (tree_sess_lookup(t, id) != NULL)
         return 0; /* replaying a createSession the tree already holds */
@@ -52,6 +53,9 @@ int tree_sess_add(struct tree *t, int64_t id, int32_t timeout_ms, int64_t now_ms
     if (s == NULL)
         return -1;
     s->pub.timeout_ms = timeout_ms;
+    if (passwd != NULL)
+        memcpy(s->pub.passwd, passwd, TREE_PASSWD_BYTES);
+    s->pub.passwd_known = passwd != NULL;
     atomic_init(&s->pub.last_seen_ms, now_ms);
     atomic_init(&s->pub.owner_worker, -1);
     atomic_init(&s->pub.owner_conn, 0);
@@ -103,6 +107,34 @@ void tree_session_each(struct tree *t, tree_session_fn fn, void *arg)
     TREE_LFHT_FOREACH (t->sessions, &it, node)
         fn(arg, &caa_container_of(node, struct sess, hnode)->pub);
     tree_read_unlock();
+}
+
+/* Writes the password in place, which is what "immutable once visible"
+ * forbids in general; it is sound here only because recovery runs before
+ * any reader thread exists (tree.h). */
+int tree_sessions_fill_passwd(struct tree *t, tree_passwd_fn fn, void *arg, uint64_t *filled)
+{
+    struct cds_lfht_iter it;
+    struct cds_lfht_node *node;
+    uint64_t n = 0;
+    int rc = 0;
+    rcu_read_lock();
+    TREE_LFHT_FOREACH (t->sessions, &it, node) {
+        struct tree_session *s = &caa_container_of(node, struct sess, hnode)->pub;
+        if (s->passwd_known)
+            continue;
+        rc = fn(arg, s->id, s->passwd);
+        if (rc != 0) {
+            memset(s->passwd, 0, sizeof s->passwd); /* whatever fn left there */
+            break;
+        }
+        s->passwd_known = true;
+        n++;
+    }
+    tree_read_unlock();
+    if (filled != NULL)
+        *filled = n;
+    return rc;
 }
 
 /* ZooKeeper's getEphemerals matches a plain string prefix ("/a" also

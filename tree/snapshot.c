@@ -14,6 +14,8 @@
  * Loading rebuilds the tree bottom-up from the post-order stream with a
  * stack (no parent lookups, no sorting) and builds everything off to the
  * side before publishing, so a bad snapshot leaves the tree untouched.
+ * Version 1 differs only in its session records (no password), so one
+ * loader reads both and branches in load_session alone.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -24,7 +26,9 @@
 #define HEADER_BYTES 16u             /* magic, version, zxid_start */
 #define TRAILER_BYTES 29u            /* 'T', 3 x u64, u32 crc */
 #define NODE_RECORD_BYTES_MIN 71u    /* 'N' + "/" + stat + children + data_len + acl_count */
-#define SESSION_RECORD_BYTES 13u     /* 'S', i64 id, i32 timeout */
+#define SESSION_V1_RECORD_BYTES 13u  /* 'S', i64 id, i32 timeout */
+#define SESSION_RECORD_BYTES 30u     /* 'S', i64 id, i32 timeout, u8 flags, passwd */
+#define SESSION_PASSWD_KNOWN 1u      /* the one flag of a session record */
 #define OUT_BUF_BYTES (256u * 1024u) /* what the writer hands out per call, at most */
 #define TAG_NODE 'N'
 #define TAG_SESSION 'S'
@@ -286,6 +290,8 @@ static int walk_nodes(struct walk *w)
 struct sess_rec {
     int64_t id;
     int32_t timeout_ms;
+    bool passwd_known;
+    uint8_t passwd[TREE_PASSWD_BYTES];
 };
 
 /* Sessions are copied out in one short read-side section (there are
@@ -305,14 +311,20 @@ static int write_sessions(const struct tree *t, struct sink *s, uint64_t *count)
         rc = base_grow(&recs, &cap, n + 1, sizeof *recs);
         if (rc != 0)
             break;
-        recs[n].id = __atomic_load_n(&ss->pub.id, __ATOMIC_ACQUIRE);
-        recs[n++].timeout_ms = ss->pub.timeout_ms;
+        struct sess_rec *r = &recs[n++];
+        r->id = __atomic_load_n(&ss->pub.id, __ATOMIC_ACQUIRE);
+        r->timeout_ms = ss->pub.timeout_ms;
+        /* immutable once visible (tree.h), like the timeout */
+        r->passwd_known = ss->pub.passwd_known;
+        memcpy(r->passwd, ss->pub.passwd, sizeof r->passwd);
     }
     tree_read_unlock();
     for (size_t i = 0; rc == 0 && i < n; i++) {
         sink_u8(s, TAG_SESSION);
         sink_u64(s, (uint64_t)recs[i].id);
         sink_u32(s, (uint32_t)recs[i].timeout_ms);
+        sink_u8(s, recs[i].passwd_known ? SESSION_PASSWD_KNOWN : 0);
+        sink_put(s, recs[i].passwd, sizeof recs[i].passwd);
     }
     free(recs);
     *count = n;
@@ -395,6 +407,7 @@ struct item {
 
 struct loader {
     struct tree *t;
+    uint32_t version; /* of the snapshot: decides the session record's layout */
     struct base_rd r; /* header to trailer */
     struct item *items;
     uint64_t items_len, items_max;
@@ -620,13 +633,27 @@ static int load_node(struct loader *l)
     return load_place(l, v, path, len); /* owns v from here, also on failure */
 }
 
+/* A version-1 record ends after the timeout: its password was never
+ * recorded (passwd_known false). A version-2 record has the flags and the
+ * password; a flag this code does not know, or a password beside "not
+ * known", is not something tree_snapshot_write made. */
 static int load_session(struct loader *l)
 {
     if (l->sessions_len == l->sessions_max)
         return TREE_SNAP_EFORMAT;
     struct sess_rec *s = &l->sessions[l->sessions_len];
-    s->id = (int64_t)base_rd_le64(&l->r);
+    *s = (struct sess_rec){ .id = (int64_t)base_rd_le64(&l->r) };
     s->timeout_ms = (int32_t)base_rd_le32(&l->r);
+    if (l->version >= 2) {
+        static const uint8_t zeros[TREE_PASSWD_BYTES];
+        uint8_t flags = base_rd_u8(&l->r);
+        const uint8_t *pw = base_rd_take(&l->r, TREE_PASSWD_BYTES);
+        if (l->r.err || (flags & ~SESSION_PASSWD_KNOWN) != 0 ||
+            (flags == 0 && memcmp(pw, zeros, sizeof zeros) != 0))
+            return TREE_SNAP_EFORMAT;
+        s->passwd_known = flags == SESSION_PASSWD_KNOWN;
+        memcpy(s->passwd, pw, TREE_PASSWD_BYTES);
+    }
     if (l->r.err)
         return TREE_SNAP_EFORMAT;
     l->sessions_len++;
@@ -667,8 +694,9 @@ static void loader_free(struct loader *l, bool published)
 
 static int loader_alloc(struct loader *l, uint64_t nodes, uint64_t sessions, size_t len)
 {
+    size_t sess_bytes = l->version >= 2 ? SESSION_RECORD_BYTES : SESSION_V1_RECORD_BYTES;
     if (nodes == 0 || nodes > len / NODE_RECORD_BYTES_MIN || nodes > UINT32_MAX / 4 ||
-        sessions > len / SESSION_RECORD_BYTES)
+        sessions > len / sess_bytes)
         return TREE_SNAP_EFORMAT;
     size_t seen_cap = 16;
     while (seen_cap < nodes * 2)
@@ -740,7 +768,8 @@ static int load_publish(struct loader *l)
             rc = -ENOMEM;
     }
     for (uint64_t i = 0; rc == 0 && i < l->sessions_len; i++) {
-        if (tree_sess_add(t, l->sessions[i].id, l->sessions[i].timeout_ms, 0) != 0)
+        const struct sess_rec *s = &l->sessions[i];
+        if (tree_sess_add(t, s->id, s->timeout_ms, 0, s->passwd_known ? s->passwd : NULL) != 0)
             rc = -ENOMEM;
     }
     tree_read_unlock();
@@ -757,13 +786,14 @@ static bool tree_is_fresh(const struct tree *t, uint64_t *builtins)
 }
 
 /* Magic, version and CRC, in that order, before anything else is read. */
-static int load_validate(const uint8_t *b, size_t len)
+static int load_validate(const uint8_t *b, size_t len, uint32_t *version)
 {
     if (len < HEADER_BYTES + TRAILER_BYTES)
         return TREE_SNAP_ETRUNC;
     if (memcmp(b, TREE_SNAP_MAGIC, 4) != 0)
         return TREE_SNAP_EMAGIC;
-    if (base_get_le32(b + 4) != TREE_SNAP_VERSION)
+    *version = base_get_le32(b + 4);
+    if (*version < TREE_SNAP_VERSION_MIN || *version > TREE_SNAP_VERSION)
         return TREE_SNAP_EVERSION;
     uint32_t crc = base_crc32c(0, b, len - 4);
     return crc == base_get_le32(b + len - 4) ? 0 : TREE_SNAP_ECRC;
@@ -772,7 +802,8 @@ static int load_validate(const uint8_t *b, size_t len)
 int tree_snapshot_load(struct tree *t, const void *buf, size_t len, struct tree_snap_info *info)
 {
     const uint8_t *b = buf;
-    int rc = load_validate(b, len);
+    uint32_t version = 0;
+    int rc = load_validate(b, len, &version);
     if (rc != 0)
         return rc;
     const uint8_t *tr = b + len - TRAILER_BYTES;
@@ -784,7 +815,7 @@ int tree_snapshot_load(struct tree *t, const void *buf, size_t len, struct tree_
     if (!tree_is_fresh(t, &builtins))
         return TREE_SNAP_ENOTFRESH;
 
-    struct loader l = { .t = t };
+    struct loader l = { .t = t, .version = version };
     base_rd_init(&l.r, b, len - TRAILER_BYTES);
     l.r.pos = HEADER_BYTES; /* load_validate: len holds header and trailer */
     rc = loader_alloc(&l, nodes, sessions, len);

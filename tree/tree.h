@@ -39,6 +39,7 @@
 #define TREE_ACL_MAX 1024           /* entries in one ACL list */
 #define TREE_MULTI_OPS_MAX 10000    /* ops in one multi */
 #define TREE_TTL_MAX 0xFFFFFFFFFFLL /* ZooKeeper's EphemeralType.MAX_TTL */
+#define TREE_PASSWD_BYTES 16        /* a session password, as a ConnectResponse carries it */
 
 /* ephemeralOwner encodings for non-session owners (ZooKeeper's EphemeralType). */
 #define TREE_OWNER_CONTAINER ((int64_t)INT64_MIN)           /* 0x8000000000000000 */
@@ -152,10 +153,22 @@ uint64_t tree_digest(const struct tree *t);
 /* ---- sessions ------------------------------------------------------------ */
 /* Session state that is part of the replicated tree. last_seen_ms is written
  * by whichever worker owns the session's connection (relaxed atomic) and read
- * by the sequencer for expiry. Freed after a grace period once closed. */
+ * by the sequencer for expiry. Freed after a grace period once closed.
+ *
+ * passwd is what a reattach must bring. The server that created the session
+ * chose it and its createSession txn records it, so every server that
+ * applies the txn (or loads a snapshot holding the session) checks the same
+ * one, whatever its own key. It is immutable once the session is visible:
+ * readers may read it under rcu_read_lock. The one exception comes before
+ * the tree is shared: a session loaded from a record that carried no
+ * password (snapshot or txn log format 1) has passwd_known false and zeros
+ * until tree_sessions_fill_passwd gives it one. A session whose password is
+ * not known must never be reattached to. */
 struct tree_session {
     int64_t id;
     int32_t timeout_ms;
+    uint8_t passwd[TREE_PASSWD_BYTES];
+    bool passwd_known;
     _Atomic int64_t last_seen_ms;
     _Atomic int32_t owner_worker; /* -1 when no connection holds it */
     _Atomic uint64_t owner_conn;  /* worker-local connection token */
@@ -167,6 +180,16 @@ struct tree_session *tree_session_find(const struct tree *t, int64_t id);
  * any registered thread; only the sequencer may change what fn is given. */
 typedef void (*tree_session_fn)(void *arg, struct tree_session *s);
 void tree_session_each(struct tree *t, tree_session_fn fn, void *arg);
+/* Recovery only, while no other thread can see t: gives every session whose
+ * password is not known (loaded from a format-1 snapshot or log record) the
+ * one fn writes into out for its id. The tree holds no key: the layer that
+ * owns the key the password used to be derived from supplies fn (for larchd,
+ * durability, with the data dir's key: server/durability.c). fn returns 0
+ * or an error, which stops the walk and is returned; the sessions not
+ * reached keep passwd_known false. *filled (when not NULL) counts the
+ * sessions given a password. */
+typedef int (*tree_passwd_fn)(void *arg, int64_t id, uint8_t out[TREE_PASSWD_BYTES]);
+int tree_sessions_fill_passwd(struct tree *t, tree_passwd_fn fn, void *arg, uint64_t *filled);
 /* Calls fn(arg, owner session, path) for every session-owned ephemeral node,
  * in no particular order. An RCU walk of the whole tree for admin dumps (the
  * dump 4lw): any registered thread, rcu_read_lock held. */
@@ -209,6 +232,12 @@ struct txn_op {
     int32_t parent_cversion; /* create/delete: the parent's cversion after the txn */
     int32_t timeout_ms;      /* createSession */
     int32_t err;             /* TXN_ERROR: the error this op reports */
+    /* createSession: the session's password (struct tree_session), which
+     * tree_apply stores. passwd_known is false only for a createSession
+     * decoded from a record that carried none (txn log format 1); apply
+     * then stores a session without a known password. Zero in other ops. */
+    uint8_t passwd[TREE_PASSWD_BYTES];
+    bool passwd_known;
 };
 struct txn {
     int64_t zxid;
@@ -234,7 +263,10 @@ struct tree_req {
         struct zk_setdata_req setdata;
         struct zk_setacl_req setacl;
         struct zk_path_req path;        /* deleteContainer */
-        int32_t session_timeout_ms;     /* createSession */
+        struct {                        /* createSession */
+            int32_t timeout_ms;
+            uint8_t passwd[TREE_PASSWD_BYTES]; /* chosen by the caller (the sequencer) */
+        } session;
     } u;
     const struct tree_req *ops; /* multi */
     uint32_t nops;
@@ -368,7 +400,7 @@ size_t watch_count(const struct watch_table *wt);
  * of the snapshot's content (what tree_digest gives for the loaded tree), not
  * of the live tree at any one moment.
  *
- * Format (little-endian, version 1):
+ * Format (little-endian, version 2):
  *   header   "LRSN", u32 version, i64 zxid_start
  *   nodes    in post-order (children before their parent, "/" last):
  *            'N', u32 path_len, path, i64 czxid mzxid ctime mtime
@@ -377,19 +409,29 @@ size_t watch_count(const struct watch_table *wt);
  *            children: the node's num_children), i32 data_len (-1: null
  *            data), data, i32 acl_count (0: the shared open ACL, -1: no ACL),
  *            acl_count x (i32 perms, u32 len, scheme, u32 len, id)
- *   sessions 'S', i64 id, i32 timeout_ms
+ *   sessions 'S', i64 id, i32 timeout_ms, u8 flags (bit 0: the password
+ *            is known; no other bit is set), 16 bytes password (zeros when
+ *            not known)
  *   trailer  'T', u64 node_count, u64 session_count, u64 digest,
  *            u32 CRC-32C of every byte before this field
  * Stats are ZooKeeper's StatPersisted (cversion counts creations, the owner
- * keeps the container/TTL encodings), not the client-adjusted Stat. */
+ * keeps the container/TTL encodings), not the client-adjusted Stat.
+ *
+ * Version 1 (read, never written) is the same but for its session records,
+ * 'S', i64 id, i32 timeout_ms: passwords were derived from a server key
+ * then, not recorded. Its sessions load with passwd_known false (struct
+ * tree_session), for the key's owner to fill in (tree_sessions_fill_passwd).
+ * A version-2 snapshot of such a tree says so with flags 0, so loading and
+ * writing round-trip every tree. Sessions are not part of the digest. */
 #define TREE_SNAP_MAGIC "LRSN"
-#define TREE_SNAP_VERSION 1u
+#define TREE_SNAP_VERSION 2u     /* what tree_snapshot_write writes */
+#define TREE_SNAP_VERSION_MIN 1u /* the oldest tree_snapshot_load reads */
 
 /* Errors of tree_snapshot_load besides -ENOMEM (each distinct, all < 0). */
 enum tree_snap_err {
     TREE_SNAP_ETRUNC = -2001,   /* shorter than a header plus a trailer */
     TREE_SNAP_EMAGIC = -2002,   /* not "LRSN" */
-    TREE_SNAP_EVERSION = -2003, /* a version this code does not read */
+    TREE_SNAP_EVERSION = -2003, /* not a version from TREE_SNAP_VERSION_MIN to TREE_SNAP_VERSION */
     TREE_SNAP_ECRC = -2004,     /* CRC-32C mismatch (corruption or truncation) */
     TREE_SNAP_EFORMAT = -2005,  /* CRC fine but the content does not parse */
     TREE_SNAP_EDIGEST = -2006,  /* loaded content does not hash to the trailer's digest */
@@ -426,7 +468,9 @@ int tree_snapshot_write(const struct tree *t, tree_snap_out_fn out, void *arg,
  * Returns 0 with info filled (when not NULL). -ENOMEM during publishing
  * leaves t partly loaded: free it. Loaded sessions have last_seen_ms 0 and no
  * owner; the caller restarts their timeouts (ZooKeeper's SessionTracker does
- * the same at recovery) before expiry runs. */
+ * the same at recovery) before expiry runs. Sessions of a version-1
+ * snapshot have no known password: the caller fills them in
+ * (tree_sessions_fill_passwd) before serving. */
 int tree_snapshot_load(struct tree *t, const void *buf, size_t len, struct tree_snap_info *info);
 
 #endif /* LARCH_TREE_H */

@@ -224,8 +224,11 @@ struct tmap *tree_owned_paths(const struct tree *t, int64_t owner);
 
 /* ---- sessions (session.c) --------------------------------------------------- */
 struct sess *tree_sess_lookup(const struct tree *t, int64_t id);
-/* Adds a session (no-op when present). 0 or -1 (OOM). rcu_read_lock held. */
-int tree_sess_add(struct tree *t, int64_t id, int32_t timeout_ms, int64_t now_ms);
+/* Adds a session (no-op when present) with passwd, TREE_PASSWD_BYTES bytes,
+ * or NULL when no password was recorded (format-1 records). 0 or -1 (OOM).
+ * rcu_read_lock held. */
+int tree_sess_add(struct tree *t, int64_t id, int32_t timeout_ms, int64_t now_ms,
+                  const uint8_t *passwd);
 /* Removes and frees after a grace period (no-op when absent). rcu_read_lock held. */
 void tree_sess_remove(struct tree *t, int64_t id);
 /* Frees every session at once (tree_free: no readers). */

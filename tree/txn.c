@@ -339,7 +339,8 @@ static int apply_op(const struct apply_ctx *a, const struct txn_op *op,
     case TXN_CHECK:
         return ZK_OK;
     case TXN_CREATE_SESSION:
-        return tree_sess_add(a->t, a->x->session_id, op->timeout_ms, a->x->time_ms) == 0
+        return tree_sess_add(a->t, a->x->session_id, op->timeout_ms, a->x->time_ms,
+                             op->passwd_known ? op->passwd : NULL) == 0
                    ? ZK_OK
                    : ZK_ESYSTEMERROR;
     case TXN_CLOSE_SESSION:

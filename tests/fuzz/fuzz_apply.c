@@ -8,8 +8,9 @@
  * it returns ZK_OK or an error, never crashes or leaks, and never lets in
  * a path prep would refuse. Whatever it built is then written as a
  * snapshot carrying the live tree's digest, and loads into a fresh tree as
- * the same tree: node, ephemeral and session counts, digest, and a
- * re-written snapshot of the same size.
+ * the same tree: node, ephemeral and session counts, digest, the sessions'
+ * timeouts and recorded passwords, and a re-written snapshot of the same
+ * size.
  *
  * Slow by nature (tens of inputs a second): every input frees two trees,
  * and tree_free waits in rcu_barrier for liburcu's call_rcu thread, which
@@ -50,7 +51,18 @@ static struct tree_snap_info snapshot(const struct tree *t, struct base_buf *m)
     return info;
 }
 
-static void same_tree(const struct tree *a, const struct tree *b)
+/* Session s of one tree is in the tree arg with the same fields. */
+static void same_session(void *arg, struct tree_session *s)
+{
+    rcu_read_lock();
+    const struct tree_session *o = tree_session_find(arg, s->id);
+    BASE_ASSERT(o != NULL && o->timeout_ms == s->timeout_ms);
+    BASE_ASSERT(o->passwd_known == s->passwd_known);
+    BASE_ASSERT(!memcmp(o->passwd, s->passwd, sizeof o->passwd));
+    rcu_read_unlock();
+}
+
+static void same_tree(struct tree *a, struct tree *b)
 {
     struct tree_stats sa, sb;
     tree_stats(a, &sa);
@@ -58,6 +70,7 @@ static void same_tree(const struct tree *a, const struct tree *b)
     BASE_ASSERT(sa.node_count == sb.node_count && sa.session_count == sb.session_count);
     BASE_ASSERT(sa.ephemeral_count == sb.ephemeral_count && sa.data_bytes == sb.data_bytes);
     BASE_ASSERT(tree_digest(a) == tree_digest(b) && tree_last_zxid(a) == tree_last_zxid(b));
+    tree_session_each(a, same_session, b);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -14,7 +14,9 @@
  * every failing input: that is also how the check is made). A load that
  * succeeds describes the tree it built: node and session counts, digest and
  * zxid_start as the trailer said; writing that tree gives a snapshot of the
- * same size, counts and digest, which loads again into a fresh tree.
+ * same size (a version-1 input: 17 bytes more per session, the flags and
+ * password it lacked), counts and digest, which loads again into a fresh
+ * tree with the same sessions, passwords included.
  *
  * liburcu: the fuzzing thread registers itself once (tree.h threading rules).
  */
@@ -44,7 +46,20 @@ static void new_fresh(void)
     check_fresh(fresh);
 }
 
-static void check_loaded(const struct tree *t, const struct tree_snap_info *in, size_t len)
+/* The session s of one tree is in the tree arg, with the same fields. */
+static void same_session(void *arg, struct tree_session *s)
+{
+    rcu_read_lock();
+    const struct tree_session *o = tree_session_find(arg, s->id);
+    BASE_ASSERT(o != NULL && o->timeout_ms == s->timeout_ms);
+    BASE_ASSERT(o->passwd_known == s->passwd_known);
+    BASE_ASSERT(!memcmp(o->passwd, s->passwd, sizeof o->passwd));
+    rcu_read_unlock();
+}
+
+/* snap (len bytes) loaded into t as in says. */
+static void check_loaded(struct tree *t, const struct tree_snap_info *in, const uint8_t *snap,
+                         size_t len)
 {
     struct tree_stats st;
     tree_stats(t, &st);
@@ -56,13 +71,16 @@ static void check_loaded(const struct tree *t, const struct tree_snap_info *in, 
     struct base_buf m = { 0 };
     struct tree_snap_info out, again;
     BASE_ASSERT(tree_snapshot_write(t, fuzz_mem_out, &m, &out) == 0);
-    BASE_ASSERT(out.size_bytes == m.len && m.len == len && out.digest == in->digest);
+    size_t want = base_get_le32(snap + 4) == 1 ? len + 17 * in->session_count : len;
+    BASE_ASSERT(out.size_bytes == m.len && m.len == want && out.digest == in->digest);
     BASE_ASSERT(out.node_count == in->node_count && out.session_count == in->session_count);
     BASE_ASSERT(out.zxid_start == in->zxid_start);
     uint8_t *exact = fuzz_dup(m.data, m.len);
     struct tree *t2 = tree_new();
     BASE_ASSERT(t2 != NULL && tree_snapshot_load(t2, exact, m.len, &again) == 0);
     BASE_ASSERT(again.digest == in->digest && tree_digest(t2) == in->digest);
+    BASE_ASSERT(again.session_count == in->session_count);
+    tree_session_each(t, same_session, t2);
     tree_free(t2);
     free(exact);
     base_buf_free(&m);
@@ -93,7 +111,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc = tree_snapshot_load(fresh, snap, len, &info);
     BASE_ASSERT(rc == 0 || (documented(rc) && rc != TREE_SNAP_ENOTFRESH));
     if (rc == 0) {
-        check_loaded(fresh, &info, len);
+        check_loaded(fresh, &info, snap, len);
         tree_free(fresh);
         new_fresh();
     } else {

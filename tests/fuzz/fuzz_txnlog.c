@@ -2,9 +2,13 @@
  * fuzz_txnlog — the txn codec and log recovery (replication/txnlog.h).
  *
  * Input: a mode byte, then bytes. Mode bit 0 clear: the bytes are one
- * record payload for txn_decode. A txn that decodes re-encodes (txn_encode)
- * to no more bytes, which decode to the same txn field by field and
- * re-encode to the same bytes; one that does not is -EBADMSG, *out empty.
+ * record payload for txn_decode (bit 1 set: txn_decode_version, version 1).
+ * A txn that decodes re-encodes (txn_encode) to no more bytes, which decode
+ * to the same txn field by field and re-encode to the same bytes; one that
+ * does not is -EBADMSG, *out empty. A version-1 createSession has no
+ * password (passwd_known false, zeros) and cannot be written as it is: it
+ * is given one first, as recovery gives its session one, and then
+ * round-trips in the current version (16 bytes longer per createSession).
  *
  * Bit 0 set: the bytes are a log directory, split before each "LRCH" magic
  * into at most SEGS_MAX segments, stored in the in-memory storage as
@@ -46,10 +50,33 @@ static bool op_equal(const struct txn_op *a, const struct txn_op *b)
            (a->data_len <= 0 || !memcmp(a->data, b->data, (size_t)a->data_len)) &&
            acl_equal(a->acl, b->acl) && a->ephemeral_owner == b->ephemeral_owner &&
            a->version == b->version && a->parent_cversion == b->parent_cversion &&
-           a->timeout_ms == b->timeout_ms && a->err == b->err;
+           a->timeout_ms == b->timeout_ms && a->err == b->err &&
+           a->passwd_known == b->passwd_known && !memcmp(a->passwd, b->passwd, sizeof a->passwd);
 }
 
-/* x was decoded from len bytes. */
+/* Only a createSession carries a password; one decoded without (version 1)
+ * has zeros, and gets a made-up one here so the txn can be re-encoded.
+ * Returns how many it filled in. */
+static size_t fill_passwords(struct txn *x)
+{
+    static const uint8_t zeros[TREE_PASSWD_BYTES];
+    size_t n = 0;
+    for (uint32_t i = 0; i < x->nops; i++) {
+        struct txn_op *op = &x->ops[i];
+        BASE_ASSERT(op->type == TXN_CREATE_SESSION ||
+                    (!op->passwd_known && !memcmp(op->passwd, zeros, sizeof zeros)));
+        if (op->type != TXN_CREATE_SESSION || op->passwd_known)
+            continue;
+        BASE_ASSERT(!memcmp(op->passwd, zeros, sizeof zeros));
+        memset(op->passwd, 0xA5, sizeof op->passwd);
+        op->passwd_known = true;
+        n++;
+    }
+    return n;
+}
+
+/* x was decoded from len bytes (in the current version, once
+ * fill_passwords ran). */
 static void check_txn(const struct txn *x, size_t len)
 {
     struct base_buf b1 = { 0 }, b2 = { 0 };
@@ -79,6 +106,7 @@ static int on_txn(void *arg, struct txn *x)
 {
     struct seen *s = arg;
     BASE_ASSERT(x->zxid > s->from && (s->n == 0 || x->zxid > s->last));
+    fill_passwords(x); /* a record of a version-1 segment */
     check_txn(x, TXNLOG_RECORD_BYTES_MAX);
     s->last = x->zxid;
     s->n++;
@@ -233,10 +261,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     struct txn x;
-    int rc = txn_decode(data + 1, size - 1, &x);
+    uint32_t version = (data[0] & 2) ? 1 : TXNLOG_VERSION;
+    int rc = txn_decode_version(data + 1, size - 1, version, &x);
     BASE_ASSERT(rc == 0 || (rc == -EBADMSG && x.nops == 0 && x.ops == NULL));
-    if (rc == 0)
-        check_txn(&x, size - 1);
+    if (rc == 0) {
+        size_t filled = fill_passwords(&x);
+        BASE_ASSERT(version == 1 || filled == 0);
+        check_txn(&x, size - 1 + filled * TREE_PASSWD_BYTES);
+    }
     txn_free(&x);
     return 0;
 }

@@ -8,6 +8,9 @@
  * storage, snapshots from tree_snapshot_write of that tree, quorum-port
  * frames from replication/peer.h's encoders. The corpus thus follows the
  * formats when they change. Deterministic: same code, same bytes.
+ * Format 1 of snapshots and log segments, which is still read, is made
+ * from the same encoders' output by cutting out what format 2 added
+ * (session passwords): the files named *-v1.
  * Input layouts (the mode bytes) are described in each target's header.
  */
 #include <errno.h>
@@ -197,7 +200,44 @@ struct gen {
     int32_t cxid;
     struct txnlog *log;
     struct base_buf seq; /* [u16 length][txn]...: fuzz_apply's input */
+    struct base_buf v1log; /* the logged txns as one format-1 segment */
 };
+
+/* A createSession request whose password is 16 bytes from pw_byte on. */
+static struct tree_req session_req(int32_t timeout_ms, uint8_t pw_byte)
+{
+    struct tree_req q = { .type = ZK_OP_CREATESESSION, .u.session.timeout_ms = timeout_ms };
+    for (int i = 0; i < TREE_PASSWD_BYTES; i++)
+        q.u.session.passwd[i] = (uint8_t)(pw_byte + 3 * i);
+    return q;
+}
+
+/* Format 1 of a txn's encoding b: a createSession without the password
+ * that ends it. Returns the length of that prefix of b. */
+static size_t v1_len(const struct txn *x, const struct base_buf *b)
+{
+    if (x->type != TXN_CREATE_SESSION)
+        return b->len;
+    BASE_ASSERT(x->nops == 1 && b->len > TREE_PASSWD_BYTES &&
+                !memcmp(b->data + b->len - TREE_PASSWD_BYTES, x->ops[0].passwd, TREE_PASSWD_BYTES));
+    return b->len - TREE_PASSWD_BYTES;
+}
+
+/* Appends a record of len payload bytes to a format-1 segment, starting
+ * the segment (header: "LRCH", version 1, db id) when it is empty. */
+static void v1_record(struct base_buf *seg, uint64_t db_id, const uint8_t *p, size_t len)
+{
+    uint8_t h[16], frame[8];
+    if (seg->len == 0) {
+        memcpy(h, "LRCH", 4);
+        base_put_be32(h + 4, 1);
+        base_put_be64(h + 8, db_id);
+        BASE_ASSERT(base_buf_append(seg, h, sizeof h) == 0);
+    }
+    base_put_be32(frame, (uint32_t)len);
+    base_put_be32(frame + 4, base_crc32c(0, p, len));
+    BASE_ASSERT(base_buf_append(seg, frame, 8) == 0 && base_buf_append(seg, p, len) == 0);
+}
 
 static void seq_add(struct base_buf *s, const struct base_buf *b)
 {
@@ -221,13 +261,18 @@ static void run(struct gen *g, const char *name, int64_t session, struct tree_re
     char file[64];
     snprintf(file, sizeof file, "txn-%s", name);
     emit_mode("fuzz_txnlog", file, 0, b.data, b.len);
+    if (v1_len(&x, &b) != b.len) {
+        snprintf(file, sizeof file, "txn-%s-v1", name);
+        emit_mode("fuzz_txnlog", file, 2, b.data, v1_len(&x, &b));
+    }
     seq_add(&g->seq, &b);
-    base_buf_free(&b);
     if (err == ZK_OK) {
         g->zxid++;
         BASE_ASSERT(tree_apply(g->t, &x, NULL, NULL, NULL) == ZK_OK);
         BASE_ASSERT(txnlog_append(g->log, &x) == 0 && txnlog_sync(g->log) == 0);
+        v1_record(&g->v1log, 7, b.data, v1_len(&x, &b));
     }
+    base_buf_free(&b);
     tree_prep_reset(g->t);
     txn_free(&x);
 }
@@ -242,9 +287,9 @@ static struct tree_req create_req(int32_t op, const char *path, const char *data
 /* Sessions and every kind of node. */
 static void build_nodes(struct gen *g)
 {
-    struct tree_req q = { .type = ZK_OP_CREATESESSION, .u.session_timeout_ms = 30000 };
-    run(g, "createSession", SID_A, q);
-    run(g, "createSession-b", SID_B, q);
+    run(g, "createSession", SID_A, session_req(30000, 0x10));
+    run(g, "createSession-b", SID_B, session_req(30000, 0x80));
+    struct tree_req q;
     run(g, "create", 0, create_req(ZK_OP_CREATE, "/app", "cfg", ZK_PERSISTENT));
     q = create_req(ZK_OP_CREATE2, "/app/secure", "s", ZK_PERSISTENT_SEQUENTIAL);
     q.u.create.acl = mixed_acl;
@@ -326,11 +371,32 @@ static size_t log_bytes(struct storage *st, uint8_t **out)
     return len;
 }
 
-/* Mode bits: see fuzz_txnlog.c. */
-static void emit_logs(struct storage *st)
+/* A log an upgraded server leaves: the format-1 segment v1 up to the
+ * records of the second segment of the format-2 log b, then b from there
+ * (the writer goes on in a new segment after the old ones). */
+static void emit_upgraded_log(const struct base_buf *v1, const uint8_t *b, size_t len)
 {
+    const uint8_t *second = memmem(b + 1, len - 1, "LRCH", 4);
+    BASE_ASSERT(second != NULL && (size_t)(second - b) + 32 <= len);
+    int64_t next = (int64_t)base_get_be64(second + 24); /* its first record's zxid */
+    size_t end = 16;
+    while (end + 16 <= v1->len && (int64_t)base_get_be64(v1->data + end + 8) < next)
+        end += 8 + base_get_be32(v1->data + end);
+    struct base_buf m = { 0 };
+    BASE_ASSERT(base_buf_append(&m, v1->data, end) == 0);
+    BASE_ASSERT(base_buf_append(&m, second, len - (size_t)(second - b)) == 0);
+    emit_mode("fuzz_txnlog", "log-v1-then-v2", 1, m.data, m.len);
+    base_buf_free(&m);
+}
+
+/* Mode bits: see fuzz_txnlog.c. */
+static void emit_logs(struct storage *st, const struct base_buf *v1)
+{
+    emit_mode("fuzz_txnlog", "log-v1", 1, v1->data, v1->len);
+    emit_mode("fuzz_txnlog", "log-v1-torn", 1, v1->data, v1->len - 7);
     uint8_t *b;
     size_t len = log_bytes(st, &b);
+    emit_upgraded_log(v1, b, len);
     emit_mode("fuzz_txnlog", "log-all", 1, b, len);
     emit_mode("fuzz_txnlog", "log-all-from", 1 | 4, b, len);
     emit_mode("fuzz_txnlog", "log-misnamed", 1 | 8, b, len);
@@ -346,15 +412,47 @@ static void emit_logs(struct storage *st)
 
 /* ---- fuzz_snapshot: mode byte 0 (as written) or 1 (target re-CRCs) ------------- */
 
+#define SNAP_TRAILER_BYTES 29u /* 'T', node count, session count, digest, CRC */
+#define SNAP_SESSION_BYTES 30u /* 'S', id, timeout, flags, password */
+#define SNAP_V1_SESSION_BYTES 13u
+
+/* Format 1 of snapshot m (written with sessions sessions): the session
+ * records, which are last before the trailer, lose their flags and
+ * password, and the version and CRC change with them. Sessions are not in
+ * the digest, so the trailer's counts and digest stay. */
+static void emit_snapshot_v1(const struct base_buf *m, uint64_t sessions, const char *name)
+{
+    size_t recs = (size_t)sessions * SNAP_SESSION_BYTES;
+    BASE_ASSERT(m->len >= 16 + recs + SNAP_TRAILER_BYTES);
+    size_t start = m->len - SNAP_TRAILER_BYTES - recs;
+    struct base_buf v1 = { 0 };
+    BASE_ASSERT(base_buf_append(&v1, m->data, start) == 0);
+    base_put_le32(v1.data + 4, 1);
+    for (size_t at = start; at < start + recs; at += SNAP_SESSION_BYTES) {
+        BASE_ASSERT(m->data[at] == 'S');
+        BASE_ASSERT(base_buf_append(&v1, m->data + at, SNAP_V1_SESSION_BYTES) == 0);
+    }
+    BASE_ASSERT(base_buf_append(&v1, m->data + m->len - SNAP_TRAILER_BYTES,
+                                SNAP_TRAILER_BYTES) == 0);
+    base_put_le32(v1.data + v1.len - 4, base_crc32c(0, v1.data, v1.len - 4));
+    emit_mode("fuzz_snapshot", name, 0, v1.data, v1.len);
+    base_buf_free(&v1);
+}
+
 static void emit_snapshot(const struct tree *t, const char *name)
 {
     struct base_buf m = { 0 };
+    struct tree_snap_info info;
     char file[64];
-    BASE_ASSERT(tree_snapshot_write(t, fuzz_mem_out, &m, NULL) == 0);
+    BASE_ASSERT(tree_snapshot_write(t, fuzz_mem_out, &m, &info) == 0);
     snprintf(file, sizeof file, "%s", name);
     emit_mode("fuzz_snapshot", file, 0, m.data, m.len);
     snprintf(file, sizeof file, "%s-recrc", name);
     emit_mode("fuzz_snapshot", file, 1, m.data, m.len);
+    if (info.session_count > 0) {
+        snprintf(file, sizeof file, "%s-v1", name);
+        emit_snapshot_v1(&m, info.session_count, file);
+    }
     base_buf_free(&m);
 }
 
@@ -367,10 +465,8 @@ static void build_shapes(void)
     struct txnlog_opts o = { .segment_bytes_max = 1 << 20, .prealloc_bytes = 256 };
     char path[256] = "";
     BASE_ASSERT(st != NULL && g.t != NULL && txnlog_open(st, "shapes", &o, &g.log) == 0);
-    for (int64_t sid = 1; sid <= 3; sid++) {
-        struct tree_req q = { .type = ZK_OP_CREATESESSION, .u.session_timeout_ms = 6000 };
-        run(&g, "shape-session", SID_A + sid, q);
-    }
+    for (int64_t sid = 1; sid <= 3; sid++)
+        run(&g, "shape-session", SID_A + sid, session_req(6000, (uint8_t)(0x40 * sid)));
     for (int depth = 0; depth < 12; depth++) {
         strcat(path, depth == 0 ? "/deep" : "/d");
         run(&g, "shape-deep", 0, create_req(ZK_OP_CREATE, path, "", ZK_PERSISTENT));
@@ -384,6 +480,7 @@ static void build_shapes(void)
     emit_snapshot(g.t, "snap-deep-wide");
     emit("fuzz_apply", "txns-deep-wide", g.seq.data, g.seq.len);
     base_buf_free(&g.seq);
+    base_buf_free(&g.v1log);
     txnlog_close(g.log);
     tree_free(g.t);
     storage_destroy(st);
@@ -404,7 +501,8 @@ static void trees_and_logs(void)
     emit("fuzz_apply", "txns-changed", g.seq.data, g.seq.len);
     base_buf_free(&g.seq);
     txnlog_close(g.log);
-    emit_logs(st);
+    emit_logs(st, &g.v1log);
+    base_buf_free(&g.v1log);
     tree_free(g.t);
     storage_destroy(st);
 }

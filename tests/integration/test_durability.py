@@ -20,6 +20,19 @@ from harness import (EPHEMERAL, HOST, OK, OPEN_ACL, ConnectionClosed, RawClient,
                      connect_raw, four_letter, free_port, larchd_path, sut_kind, wait_until)
 
 START_TIMEOUT_S = 20.0
+# A data dir written before session passwords were recorded (README.md there).
+FIXTURE_V1 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures",
+                          "datadir-v1")
+
+
+def fixture_v1_sessions():
+    """(session id, password) of each session of the format-1 fixture."""
+    out = []
+    with open(os.path.join(FIXTURE_V1, "sessions.txt")) as f:
+        for line in f:
+            words = line.split()
+            out.append((int(words[1], 16), bytes.fromhex(words[3])))
+    return out
 
 
 class CrashState:
@@ -192,6 +205,56 @@ class DurabilityTest(unittest.TestCase):
         self.assertEqual(data.value[1].version, 1)
         self.assertEqual(c2.exists("/eph").err, OK)
         self.assertIn("recovered to zxid", s.log_text())
+
+    def test_password_is_recorded_and_survives_a_new_key(self):
+        # The session's password lives in its createSession txn, not in the
+        # key: a server whose key changed while it was down still lets the
+        # client back in, with the same password, and refuses a wrong one.
+        s = self.server()
+        c = connect_raw(s.port, timeout_ms=30000)
+        self.assertEqual(c.create("/eph", b"", flags=EPHEMERAL).err, OK)
+        sid, pw = c.session.session_id, c.session.passwd
+        c.sock.close()
+        self.assertEqual(s.kill(signal.SIGKILL), -signal.SIGKILL)
+        with open(os.path.join(self.data, "larch", "secret"), "wb") as f:
+            f.write(os.urandom(32))
+        s.start()
+        thief = RawClient(s.port)
+        self.addCleanup(thief.close)
+        wrong = bytes([pw[0] ^ 1]) + pw[1:]
+        self.assertEqual(thief.connect(timeout_ms=30000, session_id=sid, passwd=wrong).timeout_ms, 0)
+        c2 = RawClient(s.port)
+        self.addCleanup(c2.close)
+        sess = c2.connect(timeout_ms=30000, session_id=sid, passwd=pw)
+        self.assertGreater(sess.timeout_ms, 0, s.log_text())
+        self.assertEqual((sess.session_id, sess.passwd), (sid, pw))
+        self.assertEqual(c2.exists("/eph").err, OK)
+
+    def test_format_1_data_dir_sessions_reattach(self):
+        # A data dir of the version before passwords were recorded: a
+        # format-1 snapshot and log and the key they derived passwords from.
+        # Its clients come back with the passwords they were handed then,
+        # also after the upgraded server has restarted once more.
+        shutil.copytree(FIXTURE_V1, self.data)
+        s = self.server()
+        self.assertIn("2 sessions came from format-1 files", s.log_text())
+        for restart in (False, True):
+            if restart:
+                self.assertEqual(s.kill(signal.SIGKILL), -signal.SIGKILL)
+                s.start()
+            for sid, pw in fixture_v1_sessions():
+                thief = RawClient(s.port)
+                self.addCleanup(thief.close)
+                self.assertEqual(thief.connect(timeout_ms=30000, session_id=sid,
+                                               passwd=b"\0" * 16).timeout_ms, 0)
+                c = RawClient(s.port)
+                self.addCleanup(c.close)
+                sess = c.connect(timeout_ms=30000, session_id=sid, passwd=pw)
+                self.assertEqual(sess.timeout_ms, 40000, s.log_text())
+                self.assertEqual((sess.session_id, sess.passwd), (sid, pw))
+            self.assertEqual(c.get_data("/fixture").value[0], b"v1, after the snapshot")
+            self.assertEqual(c.exists("/fixture/eph-a").err, OK)
+            self.assertEqual(c.create("/after-upgrade-%d" % restart, b"").err, OK)
 
     def test_acknowledged_writes_survive_50_kills(self):
         seed = int(os.environ.get("LARCH_CRASH_SEED", str(random.randrange(1 << 30))))

@@ -171,6 +171,34 @@ class EnsembleTest(unittest.TestCase):
         self.assertEqual(seen[leader], seen[others[0]])
         self.assertEqual(ens.state(leader), "follower")
 
+    def test_session_survives_its_servers_death(self):
+        """A client whose server dies reattaches through another member with
+        the same session (the password its createSession recorded is the one
+        every member checks), keeps its ephemerals and goes on writing."""
+        ens = self.start(3)
+        leader = ens.wait_leader()
+        # the client's server is the leader: its death also forces an election
+        order = [leader] + [i for i in ens.ids if i != leader]
+        c = client(ens.hosts(order), randomize_hosts=False)
+        try:
+            sid = c.client_id[0]
+            self.assertEqual(sid >> 56, leader)
+            c.create("/moved", b"", ephemeral=True)
+            ens.kill(leader)
+            others = order[1:]
+            ens.wait_leader(among=others)
+            self.assertTrue(wait_until(lambda: c.connected, 20.0))
+            c.create("/after-move", b"")
+            self.assertEqual(c.client_id[0], sid)
+            self.assertIsNotNone(c.exists("/moved"))
+        finally:
+            stop_client(c)
+        # closing it (through its new server) removes the ephemeral everywhere
+        seen = children_everywhere(ens, "/", others)
+        for sid_ in others:
+            self.assertNotIn("moved", seen[sid_])
+            self.assertIn("after-move", seen[sid_])
+
     def test_paused_leader_cannot_split_the_brain(self):
         """SIGSTOP of the leader: the others elect a new one and take writes;
         when the old leader resumes it steps down, learns what was written

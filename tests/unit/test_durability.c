@@ -36,6 +36,8 @@ struct node {
     int64_t session;
     int32_t xid;
     int acks; /* replies with err 0 seen */
+    int32_t connect_timeout_ms; /* of the last ConnectResponse: 0 = refused */
+    uint8_t passwd[SEQ_PASSWD_BYTES]; /* of the last ConnectResponse */
 };
 
 static void count_reply(void *arg, struct seq_out *o)
@@ -50,6 +52,8 @@ static void count_reply(void *arg, struct seq_out *o)
         n->acks += h.err == ZK_OK;
     } else if (o->kind == SEQ_OUT_CONNECT) {
         n->session = o->session_id;
+        n->connect_timeout_ms = o->timeout_ms;
+        memcpy(n->passwd, o->passwd, sizeof n->passwd);
     }
     seq_out_free(o);
 }
@@ -331,6 +335,152 @@ static void test_damage_mid_log_refuses_start(void **state)
     storage_destroy(st);
 }
 
+/* A reattach to session id with pw through n: the negotiated timeout, 0
+ * when refused. */
+static int32_t reattach(struct node *n, int64_t id, const uint8_t pw[SEQ_PASSWD_BYTES])
+{
+    struct seq_req *r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
+    r->worker = 0;
+    r->conn = 2;
+    r->session_id = id;
+    r->timeout_ms = 10000;
+    memcpy(r->passwd, pw, SEQ_PASSWD_BYTES);
+    r->passwd_len = SEQ_PASSWD_BYTES;
+    run(n, r);
+    return n->connect_timeout_ms;
+}
+
+/* Replaces the password key in the data dir, as a new key would be. */
+static void replace_key(struct storage *st, uint8_t fill)
+{
+    uint8_t key[SEQ_PASSWD_KEY_BYTES];
+    memset(key, fill, sizeof key);
+    assert_int_equal(storage_write_whole(st, SNAP_DIR, SNAP_DIR "/secret", key, sizeof key,
+                                         STORAGE_PRIVATE), 0);
+}
+
+/* The password a session was given is recorded (in its createSession txn,
+ * then in snapshots): after a restart it still opens the session, also
+ * when the server's key has changed in between, which shows it is the
+ * recorded password that is checked and not one derived again. */
+static void test_password_survives_restart_and_key_change(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct node n;
+    node_open_ok(&n, st);
+    connect(&n);
+    int64_t logged = n.session;
+    uint8_t logged_pw[SEQ_PASSWD_BYTES];
+    memcpy(logged_pw, n.passwd, sizeof logged_pw);
+    rcu_read_lock();
+    assert_int_equal(durability_snapshot(n.d), 0);
+    rcu_read_unlock();
+    connect(&n);
+    int64_t snapped = logged; /* in the snapshot; the second only in the log after it */
+    int64_t later = n.session;
+    uint8_t later_pw[SEQ_PASSWD_BYTES];
+    memcpy(later_pw, n.passwd, sizeof later_pw);
+    node_close(&n);
+
+    replace_key(st, 0x99);
+    node_open_ok(&n, st);
+    uint8_t wrong[SEQ_PASSWD_BYTES];
+    memcpy(wrong, later_pw, sizeof wrong);
+    wrong[3] ^= 4;
+    assert_int_equal(reattach(&n, later, wrong), 0);
+    assert_int_equal(reattach(&n, snapped, logged_pw), 10000);
+    assert_memory_equal(n.passwd, logged_pw, sizeof logged_pw);
+    assert_int_equal(reattach(&n, later, later_pw), 10000);
+    assert_memory_equal(n.passwd, later_pw, sizeof later_pw);
+    node_close(&n);
+    storage_destroy(st);
+}
+
+/* Copies tests/fixtures/<rel> into st at path. */
+static void copy_fixture(struct storage *st, const char *rel, const char *path)
+{
+    char src[4096];
+    snprintf(src, sizeof src, "%s/%s", LARCH_FIXTURES, rel);
+    FILE *fp = fopen(src, "rb");
+    if (fp == NULL)
+        fail_msg("%s: cannot open", src);
+    static uint8_t buf[1 << 16];
+    size_t len = fread(buf, 1, sizeof buf, fp);
+    assert_true(feof(fp) && !ferror(fp));
+    fclose(fp);
+    assert_int_equal(storage_write_whole(st, SNAP_DIR, path, buf, len, 0), 0);
+}
+
+struct v1_session {
+    int64_t id;
+    uint8_t passwd[SEQ_PASSWD_BYTES];
+};
+
+/* The sessions of tests/fixtures/datadir-v1/sessions.txt. */
+static size_t read_v1_sessions(struct v1_session out[2])
+{
+    char path[4096], line[256];
+    snprintf(path, sizeof path, "%s/datadir-v1/sessions.txt", LARCH_FIXTURES);
+    FILE *fp = fopen(path, "r");
+    if (fp == NULL)
+        fail_msg("%s: cannot open", path);
+    size_t n = 0;
+    while (n < 2 && fgets(line, sizeof line, fp) != NULL) {
+        unsigned long long id;
+        char hex[33];
+        assert_int_equal(sscanf(line, "session %llx passwd %32s", &id, hex), 2);
+        out[n].id = (int64_t)id;
+        for (size_t i = 0; i < SEQ_PASSWD_BYTES; i++)
+            assert_int_equal(sscanf(hex + 2 * i, "%2hhx", &out[n].passwd[i]), 1);
+        n++;
+    }
+    fclose(fp);
+    return n;
+}
+
+/* A data dir written before passwords were recorded (format-1 snapshot
+ * and log: tests/fixtures/datadir-v1) recovers, and its clients reattach
+ * with the passwords they were given: recovery derives them from the data
+ * dir's key as the old code did. Once the upgraded server has taken a
+ * snapshot, it records them, and they no longer depend on the key. */
+static void test_version_1_datadir_recovers(void **state)
+{
+    struct storage *st = storage_mem_new();
+    copy_fixture(st, "datadir-v1/larch/secret", SNAP_DIR "/secret");
+    copy_fixture(st, "datadir-v1/larch/snapshot.3", SNAP_DIR "/snapshot.3");
+    copy_fixture(st, "datadir-v1/larch/log.1", SNAP_DIR "/log.1");
+    struct v1_session v1[2];
+    assert_int_equal(read_v1_sessions(v1), 2);
+    struct node n;
+    node_open_ok(&n, st);
+    assert_int_equal(tree_last_zxid(n.t), 6);
+    rcu_read_lock();
+    struct tree_view v;
+    assert_int_equal(tree_get(n.t, "/fixture/eph-b", 14, &v), ZK_OK);
+    assert_int_equal(v.stat.ephemeral_owner, v1[1].id);
+    rcu_read_unlock();
+    for (size_t i = 0; i < 2; i++) {
+        uint8_t wrong[SEQ_PASSWD_BYTES] = { 0 };
+        assert_int_equal(reattach(&n, v1[i].id, wrong), 0);
+        assert_int_equal(reattach(&n, v1[i].id, v1[i].passwd), 40000);
+        assert_memory_equal(n.passwd, v1[i].passwd, SEQ_PASSWD_BYTES);
+    }
+    write_many(&n, "v2-", 2); /* into a new, version-2 segment */
+    rcu_read_lock();
+    assert_int_equal(durability_snapshot(n.d), 0);
+    rcu_read_unlock();
+    struct image want = image_of(n.t);
+    node_close(&n);
+
+    replace_key(st, 0x77);
+    node_open_ok(&n, st);
+    assert_int_equal(image_of(n.t).digest, want.digest);
+    for (size_t i = 0; i < 2; i++)
+        assert_int_equal(reattach(&n, v1[i].id, v1[i].passwd), 40000);
+    node_close(&n);
+    storage_destroy(st);
+}
+
 /* Clients reattach after a restart: the password key is kept, written so
  * that a crash leaves it whole. */
 static void test_password_key_is_kept(void **state)
@@ -443,6 +593,8 @@ int main(void)
         cmocka_unit_test(test_damage_mid_log_refuses_start),
         cmocka_unit_test(test_password_key_is_kept),
         cmocka_unit_test(test_member_applies_only_committed_and_boots_the_log),
+        cmocka_unit_test(test_password_survives_restart_and_key_change),
+        cmocka_unit_test(test_version_1_datadir_recovers),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     rcu_unregister_thread();

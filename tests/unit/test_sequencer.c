@@ -693,16 +693,35 @@ static struct seq_req *reattach_req(int w, uint64_t conn, int64_t id, const uint
     return r;
 }
 
-/* The password is HMAC-SHA-256(key, id as 8 big-endian bytes), first 16
- * bytes: without the key it cannot be derived from the id. */
-static void test_password_is_hmac_of_session_id(void **state)
+static struct seq_cfg keyed_cfg(uint8_t first_key_byte)
 {
-    struct fx *f = *state;
     struct seq_cfg cfg = { .min_session_timeout_ms = 4000, .max_session_timeout_ms = 40000,
                            .container_check_ms = 60000, .tick_ms = 1000,
                            .passwd_key_set = true };
     for (int i = 0; i < 32; i++)
-        cfg.passwd_key[i] = (uint8_t)(0xA0 + i);
+        cfg.passwd_key[i] = (uint8_t)(first_key_byte + i);
+    return cfg;
+}
+
+/* A reattach through g to session id with pw: the CONNECT worker 1 gets
+ * (the caller frees o). Drains worker 0 too, into owner. */
+static void reattach_outs(struct fx *g, int64_t id, const uint8_t *pw, struct outs *o,
+                          struct outs *owner)
+{
+    run(g, reattach_req(1, 9, id, pw, 16), NOW + 5);
+    drain(g, 1, o);
+    assert_int_equal(o->n, 1);
+    assert_int_equal(o->v[0]->kind, SEQ_OUT_CONNECT);
+    drain(g, 0, owner);
+}
+
+/* A new session's password is HMAC-SHA-256(key, id as 8 big-endian bytes),
+ * first 16 bytes (without the key it cannot be derived from the id), and
+ * the createSession txn records it in the session. */
+static void test_password_is_hmac_of_session_id(void **state)
+{
+    struct fx *f = *state;
+    struct seq_cfg cfg = keyed_cfg(0xA0);
     struct seq *s = seq_new(f->t, &cfg, 2);
     assert_non_null(s);
     struct fx g = { .t = f->t, .s = s };
@@ -714,21 +733,117 @@ static void test_password_is_hmac_of_session_id(void **state)
     assert_non_null(HMAC(EVP_sha256(), cfg.passwd_key, 32, msg, 8, mac, &mac_len));
     assert_int_equal(mac_len, 32);
     assert_memory_equal(pw, mac, 16);
+    uint8_t derived[16];
+    assert_true(seq_passwd_derive(cfg.passwd_key, id, derived));
+    assert_memory_equal(derived, mac, 16);
+    rcu_read_lock();
+    struct tree_session *ts = tree_session_find(f->t, id);
+    assert_non_null(ts);
+    assert_true(ts->passwd_known);
+    assert_memory_equal(ts->passwd, pw, 16);
+    rcu_read_unlock();
     seq_free(s);
+}
 
-    /* another key, another password for a session of the same id */
-    cfg.passwd_key[0] ^= 1;
-    s = seq_new(f->t, &cfg, 2);
-    assert_non_null(s);
-    g.s = s;
-    run(&g, reattach_req(1, 9, id, pw, 16), NOW);
-    struct outs o = { 0 };
-    drain(&g, 1, &o);
-    assert_int_equal(o.n, 1);
+/* The ensemble case: a session created through a server with key K2 and
+ * reattached through one with key K1 (here, a second sequencer over the
+ * same tree, as a follower has applied the same createSession). K1's server
+ * checks the password the txn recorded: the client's (K2-derived) password
+ * is accepted and handed back, the one K1 would derive is refused, and the
+ * refusal changes nothing for the owner. */
+static void test_password_recorded_not_rederived(void **state)
+{
+    struct fx *f = *state;
+    struct seq_cfg k2 = keyed_cfg(0x20), k1 = keyed_cfg(0x10);
+    struct seq *a = seq_new(f->t, &k2, 2);
+    assert_non_null(a);
+    struct fx ga = { .t = f->t, .s = a };
+    uint8_t pw[16];
+    int64_t id = connect_session(&ga, 0, 7, 10000, pw);
+    seq_free(a);
+
+    struct seq *b = seq_new(f->t, &k1, 2);
+    assert_non_null(b);
+    struct fx gb = { .t = f->t, .s = b };
+    uint8_t k1_pw[16];
+    assert_true(seq_passwd_derive(k1.passwd_key, id, k1_pw));
+    assert_memory_not_equal(k1_pw, pw, 16);
+    struct outs o = { 0 }, owner = { 0 };
+    reattach_outs(&gb, id, k1_pw, &o, &owner);
     assert_int_equal(o.v[0]->timeout_ms, 0);
+    assert_int_equal(o.v[0]->session_id, 0);
+    assert_int_equal(owner.n, 0); /* no CLOSE for the owner */
     outs_free(&o);
-    drain(&g, 0, &o);
+    rcu_read_lock();
+    struct tree_session *ts = tree_session_find(f->t, id);
+    assert_non_null(ts);
+    assert_int_equal(atomic_load(&ts->owner_conn), 7);
+    rcu_read_unlock();
+
+    reattach_outs(&gb, id, pw, &o, &owner);
+    assert_int_equal(o.v[0]->timeout_ms, 10000);
+    assert_int_equal(o.v[0]->session_id, id);
+    assert_memory_equal(o.v[0]->passwd, pw, 16);
+    assert_int_equal(owner.n, 1); /* the old connection is told to close */
+    assert_int_equal(owner.v[0]->kind, SEQ_OUT_CLOSE);
     outs_free(&o);
+    outs_free(&owner);
+    seq_free(b);
+}
+
+/* Every byte of the password counts: a password off in any one bit of any
+ * one of its 16 bytes is refused. (That the compare takes the same time
+ * wherever the difference is comes from CRYPTO_memcmp, which no test here
+ * can time reliably.) */
+static void test_password_compare_covers_every_byte(void **state)
+{
+    struct fx *f = *state;
+    uint8_t pw[16];
+    int64_t id = connect_session(f, 0, 7, 10000, pw);
+    struct outs o = { 0 }, owner = { 0 };
+    for (int i = 0; i < 16; i++) {
+        for (int bit = 0; bit < 8; bit += 7) {
+            uint8_t wrong[16];
+            memcpy(wrong, pw, 16);
+            wrong[i] ^= (uint8_t)(1u << bit);
+            reattach_outs(f, id, wrong, &o, &owner);
+            assert_int_equal(o.v[0]->timeout_ms, 0);
+            assert_int_equal(owner.n, 0);
+            outs_free(&o);
+        }
+    }
+    reattach_outs(f, id, pw, &o, &owner);
+    assert_int_equal(o.v[0]->timeout_ms, 10000);
+    outs_free(&o);
+    outs_free(&owner);
+}
+
+/* A session whose password is not known (created by a format-1 record and
+ * not filled in by recovery) can be reattached with nothing: not zeros,
+ * not the password this server's key derives. */
+static void test_unknown_password_opens_nothing(void **state)
+{
+    struct fx *f = *state;
+    const int64_t id = 0x77;
+    struct txn_op op = { .type = TXN_CREATE_SESSION, .client_type = ZK_OP_CREATESESSION,
+                         .data_len = -1, .timeout_ms = 10000 };
+    struct txn x = { .zxid = tree_last_zxid(f->t) + 1, .session_id = id,
+                     .type = TXN_CREATE_SESSION, .nops = 1, .ops = &op };
+    assert_int_equal(tree_apply(f->t, &x, NULL, NULL, NULL), ZK_OK);
+    struct seq_cfg cfg = keyed_cfg(0x30);
+    struct seq *s = seq_new(f->t, &cfg, 2);
+    assert_non_null(s);
+    struct fx g = { .t = f->t, .s = s };
+    uint8_t zeros[16] = { 0 }, derived[16];
+    assert_true(seq_passwd_derive(cfg.passwd_key, id, derived));
+    const uint8_t *tries[] = { zeros, derived };
+    for (size_t i = 0; i < 2; i++) {
+        struct outs o = { 0 }, owner = { 0 };
+        reattach_outs(&g, id, tries[i], &o, &owner);
+        assert_int_equal(o.v[0]->timeout_ms, 0);
+        outs_free(&o);
+        outs_free(&owner);
+    }
     seq_free(s);
 }
 
@@ -1060,6 +1175,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reattach_moves_session_and_closes_old_conn, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_password_is_expired, setup, teardown),
         cmocka_unit_test_setup_teardown(test_password_is_hmac_of_session_id, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_password_recorded_not_rederived, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_password_compare_covers_every_byte, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unknown_password_opens_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_password_reattach_is_harmless, setup, teardown),
         cmocka_unit_test_setup_teardown(test_event_batch_holds_acl_references, setup, teardown),
         cmocka_unit_test_setup_teardown(test_client_ahead_of_server_is_refused, setup, teardown),

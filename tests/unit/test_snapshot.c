@@ -137,11 +137,20 @@ static int create(struct fx *f, int64_t session, const char *path, const char *d
     return run1(f, session, &r);
 }
 
-static struct tree_req req_session(int32_t type, int32_t timeout_ms)
+/* A createSession (or closeSession) request; a created session's password
+ * is 16 bytes of pw_byte, pw_byte + 1, ... */
+static struct tree_req req_session_pw(int32_t type, int32_t timeout_ms, uint8_t pw_byte)
 {
     struct tree_req r = { .type = type };
-    r.u.session_timeout_ms = timeout_ms;
+    r.u.session.timeout_ms = timeout_ms;
+    for (int i = 0; i < TREE_PASSWD_BYTES; i++)
+        r.u.session.passwd[i] = (uint8_t)(pw_byte + i);
     return r;
+}
+
+static struct tree_req req_session(int32_t type, int32_t timeout_ms)
+{
+    return req_session_pw(type, timeout_ms, 0x5A);
 }
 
 static struct tree_req req_setdata(const char *path, const char *data)
@@ -166,9 +175,9 @@ static struct tree_req req_delete(const char *path)
  * ACLs; and stats moved by setData, setACL, deletes and child creations. */
 static void build_rich_tree(struct fx *f)
 {
-    struct tree_req cs = req_session(ZK_OP_CREATESESSION, 30000);
+    struct tree_req cs = req_session_pw(ZK_OP_CREATESESSION, 30000, 0xA0);
     assert_int_equal(run1(f, SID_A, &cs), ZK_OK);
-    cs.u.session_timeout_ms = 4000;
+    cs = req_session_pw(ZK_OP_CREATESESSION, 4000, 0xB0);
     assert_int_equal(run1(f, SID_B, &cs), ZK_OK);
 
     assert_int_equal(create(f, 0, "/app", "cfg", ZK_PERSISTENT), ZK_OK);
@@ -287,6 +296,16 @@ static size_t assert_subtree_equal(struct tree *a, struct tree *b, const char *p
     return count;
 }
 
+/* Every session of the tree in arg is in s's tree with the same fields. */
+static void assert_session_in(void *arg, struct tree_session *s)
+{
+    struct tree_session *o = tree_session_find(arg, s->id);
+    assert_non_null(o);
+    assert_int_equal(o->timeout_ms, s->timeout_ms);
+    assert_int_equal(o->passwd_known, s->passwd_known);
+    assert_memory_equal(o->passwd, s->passwd, TREE_PASSWD_BYTES);
+}
+
 static void assert_trees_equal(struct tree *a, struct tree *b)
 {
     struct tree_stats sa, sb;
@@ -298,6 +317,7 @@ static void assert_trees_equal(struct tree *a, struct tree *b)
     assert_int_equal(sa.session_count, sb.session_count);
     assert_int_equal(assert_subtree_equal(a, b, "/"), (size_t)sa.node_count);
     assert_int_equal(tree_digest(a), tree_digest(b));
+    tree_session_each(a, assert_session_in, b); /* sessions are not in the digest */
 }
 
 static struct tree *load_fresh(const struct mem *m, struct tree_snap_info *info)
@@ -361,6 +381,11 @@ static void test_sessions_survive_and_close(void **state)
     assert_non_null(b);
     assert_int_equal(a->timeout_ms, 30000);
     assert_int_equal(b->timeout_ms, 4000);
+    /* the passwords their createSession txns recorded */
+    assert_true(a->passwd_known && b->passwd_known);
+    assert_int_equal(a->passwd[0], 0xA0);
+    assert_int_equal(a->passwd[15], 0xAF);
+    assert_int_equal(b->passwd[0], 0xB0);
     assert_int_equal(atomic_load(&a->owner_worker), -1);
     rcu_read_unlock();
     struct names owned = { 0 };
@@ -505,6 +530,146 @@ static void test_duplicate_session_id_rejected(void **state)
     assert_untouched(t2, fresh);
     tree_free(t2);
     free(m.p);
+}
+
+/* A session record's flags and password: flags 0 ("not known") with zeros
+ * loads a session without a password, and writes back byte for byte; an
+ * unknown flag, or a password beside flags 0, is refused. */
+static void test_session_record_flags(void **state)
+{
+    struct fx *f = *state;
+    struct tree_req cs = req_session_pw(ZK_OP_CREATESESSION, 30000, 0x11);
+    assert_int_equal(run1(f, SID_A, &cs), ZK_OK);
+    struct mem m = { 0 };
+    assert_int_equal(tree_snapshot_write(f->t, mem_out, &m, NULL), 0);
+    assert_int_equal(base_get_le32(m.p + 4), TREE_SNAP_VERSION);
+    uint8_t rec[9] = { 'S' };
+    base_put_le64(rec + 1, (uint64_t)SID_A);
+    uint8_t *r = memmem(m.p, m.len, rec, sizeof rec);
+    assert_non_null(r);
+    uint8_t *flags = r + 13, *pw = r + 14;
+    assert_int_equal(*flags, 1);
+    assert_int_equal(pw[0], 0x11);
+    struct tree *t2 = tree_new();
+    assert_non_null(t2);
+    *flags = 3;
+    reseal(&m);
+    assert_int_equal(tree_snapshot_load(t2, m.p, m.len, NULL), TREE_SNAP_EFORMAT);
+    *flags = 0;
+    reseal(&m);
+    assert_int_equal(tree_snapshot_load(t2, m.p, m.len, NULL), TREE_SNAP_EFORMAT);
+    memset(pw, 0, TREE_PASSWD_BYTES);
+    reseal(&m);
+    assert_int_equal(tree_snapshot_load(t2, m.p, m.len, NULL), 0);
+    rcu_read_lock();
+    struct tree_session *s = tree_session_find(t2, SID_A);
+    assert_non_null(s);
+    assert_false(s->passwd_known);
+    rcu_read_unlock();
+    struct mem m2 = { 0 };
+    assert_int_equal(tree_snapshot_write(t2, mem_out, &m2, NULL), 0);
+    assert_int_equal(m2.len, m.len);
+    assert_memory_equal(m2.p, m.p, m.len);
+    tree_free(t2);
+    free(m.p);
+    free(m2.p);
+}
+
+/* Reads a whole fixture file (tests/fixtures) into m. */
+static void read_fixture(const char *rel, struct mem *m)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", LARCH_FIXTURES, rel);
+    FILE *fp = fopen(path, "rb");
+    if (fp == NULL)
+        fail_msg("%s: cannot open", path);
+    uint8_t buf[4096];
+    size_t n;
+    *m = (struct mem){ 0 };
+    while ((n = fread(buf, 1, sizeof buf, fp)) > 0)
+        assert_int_equal(mem_out(m, buf, n), 0);
+    assert_int_equal(ferror(fp), 0);
+    fclose(fp);
+}
+
+#define V1_SID_A 0x008bcfe568000000LL /* tests/fixtures/datadir-v1/sessions.txt */
+
+static int fill_pattern(void *arg, int64_t id, uint8_t out[TREE_PASSWD_BYTES])
+{
+    int *calls = arg;
+    (*calls)++;
+    for (int i = 0; i < TREE_PASSWD_BYTES; i++)
+        out[i] = (uint8_t)(id + i);
+    return 0;
+}
+
+static int fill_fails(void *arg, int64_t id, uint8_t out[TREE_PASSWD_BYTES])
+{
+    memset(out, 0xEE, TREE_PASSWD_BYTES); /* a half-done result must not stay */
+    return -EIO;
+}
+
+static void assert_v1_session(struct tree *t, bool known)
+{
+    rcu_read_lock();
+    struct tree_session *s = tree_session_find(t, V1_SID_A);
+    assert_non_null(s);
+    assert_int_equal(s->timeout_ms, 40000);
+    assert_int_equal(s->passwd_known, known);
+    if (known)
+        assert_int_equal(s->passwd[1], (uint8_t)(V1_SID_A + 1));
+    else
+        assert_int_equal(s->passwd[1], 0);
+    rcu_read_unlock();
+}
+
+/* A version-1 snapshot written by the code before passwords were recorded
+ * (tests/fixtures/datadir-v1) still loads: its session has no known
+ * password until the key's owner fills it in. A tree loaded from it writes
+ * version 2, one flags byte and 16 password bytes more per session, which
+ * keeps "not known" until the fill, and the filled password after it. */
+static void test_version_1_snapshot_loads(void **state)
+{
+    struct mem v1;
+    read_fixture("datadir-v1/larch/snapshot.3", &v1);
+    assert_int_equal(base_get_le32(v1.p + 4), 1);
+    struct tree *t = load_fresh(&v1, NULL);
+    struct tree_stats st;
+    tree_stats(t, &st);
+    assert_int_equal(st.session_count, 1);
+    assert_int_equal(st.ephemeral_count, 1);
+    assert_int_equal(st.last_zxid, 3);
+    assert_v1_session(t, false);
+
+    struct mem v2 = { 0 };
+    assert_int_equal(tree_snapshot_write(t, mem_out, &v2, NULL), 0);
+    assert_int_equal(base_get_le32(v2.p + 4), 2);
+    assert_int_equal(v2.len, v1.len + 17);
+    struct tree *t2 = load_fresh(&v2, NULL);
+    assert_trees_equal(t, t2);
+    assert_v1_session(t2, false);
+
+    int calls = 0;
+    uint64_t filled = 9;
+    assert_int_equal(tree_sessions_fill_passwd(t2, fill_fails, NULL, &filled), -EIO);
+    assert_int_equal(filled, 0);
+    assert_v1_session(t2, false);
+    assert_int_equal(tree_sessions_fill_passwd(t2, fill_pattern, &calls, &filled), 0);
+    assert_int_equal(filled, 1);
+    assert_v1_session(t2, true);
+    assert_int_equal(tree_sessions_fill_passwd(t2, fill_pattern, &calls, &filled), 0);
+    assert_int_equal(filled, 0); /* only sessions without one */
+    assert_int_equal(calls, 1);
+    struct mem v2b = { 0 };
+    assert_int_equal(tree_snapshot_write(t2, mem_out, &v2b, NULL), 0);
+    struct tree *t3 = load_fresh(&v2b, NULL);
+    assert_v1_session(t3, true);
+    tree_free(t3);
+    tree_free(t2);
+    tree_free(t);
+    free(v1.p);
+    free(v2.p);
+    free(v2b.p);
 }
 
 static void test_output_error_propagates(void **state)
@@ -712,6 +877,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_every_flip_and_truncation_rejected, setup, teardown),
         cmocka_unit_test_setup_teardown(test_valid_crc_bad_content_rejected, setup, teardown),
         cmocka_unit_test_setup_teardown(test_duplicate_session_id_rejected, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_session_record_flags, setup, teardown),
+        cmocka_unit_test(test_version_1_snapshot_loads),
         cmocka_unit_test_setup_teardown(test_output_error_propagates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fuzzy_snapshot_replays_to_live_digest, setup,
                                         teardown),

@@ -194,7 +194,7 @@ static struct tree_req req_setacl(const char *path, struct zk_aclvec acl, int32_
 static struct tree_req req_session(int32_t type)
 {
     struct tree_req r = { .type = type };
-    r.u.session_timeout_ms = 30000;
+    r.u.session.timeout_ms = 30000;
     return r;
 }
 

@@ -150,7 +150,9 @@ static void txn_shape(int k, int64_t zxid, struct txn *x)
     case 10:
         txn_init(x, zxid, TXN_CREATE_SESSION, 1);
         x->ops[0] = (struct txn_op){ .type = TXN_CREATE_SESSION, .client_type = TXN_CREATE_SESSION,
-                                     .data_len = -1, .timeout_ms = 30000 };
+                                     .data_len = -1, .timeout_ms = 30000, .passwd_known = true };
+        for (int i = 0; i < TREE_PASSWD_BYTES; i++)
+            x->ops[0].passwd[i] = (uint8_t)(0xC0 + i + (zxid & 0xf));
         break;
     case 11: /* closeSession as tree_prep produces it: close, then its ephemerals */
         txn_init(x, zxid, TXN_CLOSE_SESSION, 3);
@@ -197,6 +199,8 @@ static void assert_op_equal(const struct txn_op *a, const struct txn_op *b)
     assert_int_equal(a->parent_cversion, b->parent_cversion);
     assert_int_equal(a->timeout_ms, b->timeout_ms);
     assert_int_equal(a->err, b->err);
+    assert_int_equal(a->passwd_known, b->passwd_known);
+    assert_memory_equal(a->passwd, b->passwd, TREE_PASSWD_BYTES);
 }
 
 static void assert_txn_equal(const struct txn *a, const struct txn *b)
@@ -1370,7 +1374,7 @@ static void test_prepped_txns_replay_to_same_tree(void **state)
     struct storage *st = storage_mem_new();
     struct tree_run tr = { .t = tree_new(), .log = log_open(st, 700, 512) };
     assert_non_null(tr.t);
-    struct tree_req sess = { .type = ZK_OP_CREATESESSION, .u.session_timeout_ms = 30000 };
+    struct tree_req sess = { .type = ZK_OP_CREATESESSION, .u.session.timeout_ms = 30000 };
     run_logged(&tr, 0x42, &sess);
     struct tree_req r = req_create("/app", "cfg", ZK_PERSISTENT);
     run_logged(&tr, 0x42, &r);
@@ -1407,6 +1411,147 @@ static void test_prepped_txns_replay_to_same_tree(void **state)
     assert_true(tree_digest(t2) == tree_digest(tr.t));
     tree_free(t2);
     tree_free(tr.t);
+    storage_destroy(st);
+}
+
+/* A createSession's password goes through prep, the log and replay: the
+ * session a replay builds has the password the txn recorded. */
+static void test_session_password_survives_replay(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct tree_run tr = { .t = tree_new(), .log = log_open(st, 1 << 20, 512) };
+    assert_non_null(tr.t);
+    struct tree_req sess = { .type = ZK_OP_CREATESESSION, .u.session.timeout_ms = 30000 };
+    memcpy(sess.u.session.passwd, "0123456789abcdef", TREE_PASSWD_BYTES);
+    run_logged(&tr, 0x42, &sess);
+    txnlog_close(tr.log);
+    struct tree *t2 = tree_new();
+    assert_non_null(t2);
+    assert_int_equal(txnlog_replay(st, LOG_DIR, 0, apply_fn, t2, NULL), 0);
+    rcu_read_lock();
+    struct tree_session *s = tree_session_find(t2, 0x42);
+    assert_non_null(s);
+    assert_true(s->passwd_known);
+    assert_memory_equal(s->passwd, "0123456789abcdef", TREE_PASSWD_BYTES);
+    rcu_read_unlock();
+    tree_free(t2);
+    tree_free(tr.t);
+    storage_destroy(st);
+}
+
+/* Reads a whole fixture file (tests/fixtures) into *b. */
+static void read_fixture(const char *rel, struct base_buf *b)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", LARCH_FIXTURES, rel);
+    FILE *fp = fopen(path, "rb");
+    if (fp == NULL)
+        fail_msg("%s: cannot open", path);
+    uint8_t buf[4096];
+    size_t n;
+    *b = (struct base_buf){ 0 };
+    while ((n = fread(buf, 1, sizeof buf, fp)) > 0)
+        assert_int_equal(base_buf_append(b, buf, n), 0);
+    assert_int_equal(ferror(fp), 0);
+    fclose(fp);
+}
+
+struct sessions_seen {
+    int n;
+    int sessions;       /* createSession ops seen */
+    int sessions_known; /* of which with a password */
+    int64_t last_zxid;
+};
+
+static int count_sessions_fn(void *arg, struct txn *x)
+{
+    struct sessions_seen *c = arg;
+    c->n++;
+    c->last_zxid = x->zxid;
+    for (uint32_t i = 0; i < x->nops; i++) {
+        if (x->ops[i].type != TXN_CREATE_SESSION)
+            continue;
+        c->sessions++;
+        c->sessions_known += x->ops[i].passwd_known;
+    }
+    return 0;
+}
+
+/* Format 1 is format 2 without the password after a createSession's
+ * fields: such bytes decode as version 1 (no known password) and not as
+ * version 2, and version 2 bytes do not decode as version 1. A txn
+ * without a known password cannot be written in version 2. */
+static void test_codec_version_1_create_session(void **state)
+{
+    struct txn x, y, z;
+    txn_shape(10, 10, &x);
+    assert_int_equal(txn_op_encoded_bytes(&x.ops[0]), 9 + 4 + TREE_PASSWD_BYTES);
+    struct base_buf b = { 0 };
+    assert_int_equal(txn_encode(&b, &x), 0);
+    size_t v1_len = b.len - TREE_PASSWD_BYTES;
+    assert_int_equal(txn_decode_version(b.data, v1_len, 1, &y), 0);
+    assert_false(y.ops[0].passwd_known);
+    assert_int_equal(y.ops[0].timeout_ms, 30000);
+    assert_int_equal(y.ops[0].passwd[0], 0);
+    assert_int_equal(txn_decode(b.data, v1_len, &z), -EBADMSG);
+    assert_int_equal(txn_decode_version(b.data, b.len, 1, &z), -EBADMSG);
+    size_t before = b.len;
+    assert_int_equal(txn_encode(&b, &y), -EINVAL);
+    assert_int_equal(b.len, before);
+    /* other ops read the same in both versions */
+    struct txn c, d;
+    txn_shape(0, 1, &c);
+    b.len = 0;
+    assert_int_equal(txn_encode(&b, &c), 0);
+    assert_int_equal(txn_decode_version(b.data, b.len, 1, &d), 0);
+    assert_txn_equal(&c, &d);
+    txn_free(&c);
+    txn_free(&d);
+    txn_free(&x);
+    txn_free(&y);
+    base_buf_free(&b);
+}
+
+/* A log segment written by the code before passwords were recorded
+ * (tests/fixtures/datadir-v1) replays: its two createSessions come without
+ * a password. A writer opened on it goes on in a version-2 segment, and
+ * replay reads both. */
+static void test_version_1_segment_replays(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct base_buf seg;
+    read_fixture("datadir-v1/larch/log.1", &seg);
+    assert_int_equal(base_get_be32(seg.data + 4), 1);
+    write_file(st, LOG_DIR "/log.1", seg.data, seg.len);
+    struct sessions_seen c = { 0 };
+    assert_int_equal(txnlog_replay(st, LOG_DIR, 0, count_sessions_fn, &c, NULL), 0);
+    assert_int_equal(c.n, 6);
+    assert_int_equal(c.sessions, 2);
+    assert_int_equal(c.sessions_known, 0);
+
+    struct txnlog_opts o = { .db_id = 0, .prealloc_bytes = 512 }; /* the fixture's db id */
+    struct txnlog *log = NULL;
+    assert_int_equal(txnlog_open(st, LOG_DIR, &o, &log), 0);
+    struct txn x;
+    txn_shape(10, 7, &x);
+    assert_int_equal(txnlog_append(log, &x), 0);
+    assert_int_equal(txnlog_sync(log), 0);
+    txn_free(&x);
+    txnlog_close(log);
+    struct storage_file *f;
+    uint8_t h[16];
+    size_t got = 0;
+    assert_int_equal(storage_open(st, LOG_DIR "/log.7", 0, &f), 0);
+    assert_int_equal(storage_pread(f, h, sizeof h, 0, &got), 0);
+    assert_int_equal(storage_close(f), 0);
+    assert_int_equal(base_get_be32(h + 4), TXNLOG_VERSION);
+    c = (struct sessions_seen){ 0 };
+    assert_int_equal(txnlog_replay(st, LOG_DIR, 0, count_sessions_fn, &c, NULL), 0);
+    assert_int_equal(c.n, 7);
+    assert_int_equal(c.sessions, 3);
+    assert_int_equal(c.sessions_known, 1);
+    assert_int_equal(c.last_zxid, 7);
+    base_buf_free(&seg);
     storage_destroy(st);
 }
 
@@ -1630,6 +1775,7 @@ int main(void)
         cmocka_unit_test(test_codec_long_paths),
         cmocka_unit_test(test_codec_long_acl_ids),
         cmocka_unit_test(test_codec_ops_bound_is_exact),
+        cmocka_unit_test(test_codec_version_1_create_session),
         cmocka_unit_test(test_bit_flip_mid_log_is_refused),
         cmocka_unit_test(test_bit_flip_in_last_record_is_torn_tail),
         cmocka_unit_test(test_torn_tail_every_offset),
@@ -1658,6 +1804,8 @@ int main(void)
         cmocka_unit_test(test_enospc_on_roll),
         cmocka_unit_test(test_eio_on_sync_then_retry),
         cmocka_unit_test(test_prepped_txns_replay_to_same_tree),
+        cmocka_unit_test(test_session_password_survives_replay),
+        cmocka_unit_test(test_version_1_segment_replays),
         cmocka_unit_test(test_long_acl_id_logs_and_replays),
         cmocka_unit_test(test_posix_storage_round_trip),
         cmocka_unit_test(test_posix_mkdirs_and_private_files),
