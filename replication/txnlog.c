@@ -946,8 +946,9 @@ static int seg_create(struct txnlog *log, int64_t zxid, struct seg_pos *out)
     char path[PATH_MAX];
     int rc = seg_path(log->dir, zxid, path, sizeof path);
     struct storage_file *f = NULL;
+    /* private: createSession records hold session passwords */
     if (rc == 0)
-        rc = storage_open(log->st, path, STORAGE_CREATE, &f);
+        rc = storage_open(log->st, path, STORAGE_CREATE | STORAGE_PRIVATE, &f);
     if (rc != 0)
         return rc;
     *out = (struct seg_pos){ .file = f, .zxid = zxid, .off = SEG_HEADER_BYTES };

@@ -507,7 +507,8 @@ int durability_snapshot(struct durability *d)
     struct snap_writer w = { .buf = malloc(SNAP_WRITE_CHUNK) };
     if (!w.buf)
         return -ENOMEM;
-    int rc = storage_open(d->st, tmp, STORAGE_CREATE, &w.f);
+    /* private: a snapshot holds every session's password */
+    int rc = storage_open(d->st, tmp, STORAGE_CREATE | STORAGE_PRIVATE, &w.f);
     if (rc != 0) {
         free(w.buf);
         return rc;

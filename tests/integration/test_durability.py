@@ -230,6 +230,24 @@ class DurabilityTest(unittest.TestCase):
         self.assertEqual((sess.session_id, sess.passwd), (sid, pw))
         self.assertEqual(c2.exists("/eph").err, OK)
 
+    def test_files_holding_passwords_are_private(self):
+        # Log segments and snapshots record every session's password, so
+        # like the key they are readable by their owner only.
+        s = self.server()
+        c = connect_raw(s.port, timeout_ms=30000)
+        for i in range(600):  # past snapCount=500: a snapshot is written too
+            self.assertEqual(c.create("/p%d" % i, b"").err, OK)
+        larch = os.path.join(self.data, "larch")
+        self.assertTrue(wait_until(
+            lambda: any(n.startswith("snapshot.") and not n.endswith("tmp")
+                        for n in os.listdir(larch)), 20.0), os.listdir(larch))
+        c.sock.close()
+        names = [n for n in os.listdir(larch) if n.startswith(("log.", "snapshot.", "secret"))]
+        self.assertTrue(any(n.startswith("log.") for n in names), names)
+        for n in names:
+            mode = os.stat(os.path.join(larch, n)).st_mode & 0o777
+            self.assertEqual(mode, 0o600, "%s is %o" % (n, mode))
+
     def test_format_1_data_dir_sessions_reattach(self):
         # A data dir of the version before passwords were recorded: a
         # format-1 snapshot and log and the key they derived passwords from.
