@@ -860,11 +860,19 @@ static void leader_housekeeping(struct seq *s, int64_t now_ms, int64_t wall_ms)
     }
 }
 
-static void touch_owned(void *arg, struct tree_session *ts)
+struct touch_scan {
+    struct base_buf ids;
+    int64_t since_ms;
+};
+
+/* A session this server's workers saw traffic from (a request or a ping
+ * moves last_seen_ms) since the last report: a connection alone is not
+ * activity, so a client that stops pinging expires, as in ZooKeeper. */
+static void touch_active(void *arg, struct tree_session *ts)
 {
-    struct base_buf *b = arg;
-    if (atomic_load(&ts->owner_worker) >= 0)
-        (void)base_buf_append(b, &ts->id, sizeof ts->id);
+    struct touch_scan *t = arg;
+    if (atomic_load_explicit(&ts->last_seen_ms, memory_order_relaxed) >= t->since_ms)
+        (void)base_buf_append(&t->ids, &ts->id, sizeof ts->id);
 }
 
 static void follower_touch(struct seq *s, int64_t now_ms, uint32_t leader)
@@ -872,9 +880,10 @@ static void follower_touch(struct seq *s, int64_t now_ms, uint32_t leader)
     struct seq_ens *e = s->ens;
     if (leader == 0 || now_ms - e->last_touch_ms < s->cfg.tick_ms)
         return;
+    struct touch_scan t = { .since_ms = e->last_touch_ms };
     e->last_touch_ms = now_ms;
-    struct base_buf b = { 0 };
-    tree_session_each(s->tree, touch_owned, &b);
+    tree_session_each(s->tree, touch_active, &t);
+    struct base_buf b = t.ids;
     size_t n = b.len / sizeof(int64_t);
     for (size_t off = 0; off < n; off += 4096) {
         uint32_t k = (uint32_t)(n - off < 4096 ? n - off : 4096);

@@ -125,6 +125,13 @@ def sut_kind():
     return kind
 
 
+def larch_ensemble_size():
+    """LARCH_ENSEMBLE=N (N >= 2) runs every larch Server as an N-member
+    ensemble: the same tests, with stock clients spread over its members."""
+    n = int(os.environ.get("LARCH_ENSEMBLE", "0") or "0")
+    return n if n >= 2 else 0
+
+
 def larchd_path():
     return os.environ.get("LARCHD", str(REPO_ROOT / "build" / "server" / "larchd"))
 
@@ -224,9 +231,12 @@ class Server:
         self.stderr_path = None
         self.stderr_text = ""
         self.returncode = None
+        self.ensemble = None  # LARCH_ENSEMBLE: the members behind this Server
 
     @property
     def hosts(self):
+        if self.ensemble is not None:
+            return self.ensemble.hosts()
         return "%s:%d" % (HOST, self.port)
 
     def __enter__(self):
@@ -247,7 +257,30 @@ class Server:
             raise
         return self
 
+    def _spawn_ensemble(self, n):
+        """The members of an ensemble stand in for one server: port is one
+        member's client port (raw clients and 4lw go there), hosts all of
+        them (kazoo and the C client spread over the members)."""
+        lines = ["maxClientCnxns=%d" % self.max_client_cnxns] if self.max_client_cnxns else []
+        if self.min_session_timeout_ms is not None:
+            lines.append("minSessionTimeout=%d" % self.min_session_timeout_ms)
+        if self.max_session_timeout_ms is not None:
+            lines.append("maxSessionTimeout=%d" % self.max_session_timeout_ms)
+        lines += ["zookeeper.extendedTypesEnabled=true"] + self.cfg_lines
+        self.ensemble = Ensemble(n=n, binary=self.binary, tick_ms=TICK_TIME_MS, sync_limit=1,
+                                 cfg_lines=lines)
+        self.ensemble.start()
+        self.ensemble.wait_leader()
+        self.port = self.ensemble.client_ports[1]
+        self.proc = self.ensemble.procs[1]
+        self.stderr_path = os.path.join(self.ensemble.dir_of(1), "stderr.log")
+        _LIVE_SERVERS.add(self)
+        self._wait_ready(LARCH_START_TIMEOUT_S)
+
     def _spawn(self):
+        n = larch_ensemble_size()
+        if self.kind == "larch" and n:
+            return self._spawn_ensemble(n)
         self.port = free_port()
         self.stderr_path = os.path.join(self.tmpdir, "stderr.log")
         if self.kind == "zookeeper":
@@ -347,6 +380,11 @@ class Server:
     # -- stop ----------------------------------------------------------
     def stop(self):
         """SIGTERM, wait, SIGKILL after STOP_TIMEOUT_S. Returns the exit status."""
+        if self.ensemble is not None and self.returncode is None:
+            self.ensemble.stop()
+            self.returncode = self.proc.returncode
+            self.stderr_text = "\n".join(self.ensemble.stderr_texts.get(i, "")
+                                         for i in self.ensemble.ids)
         if self.proc is not None and self.returncode is None:
             if self.proc.poll() is None:
                 self.proc.send_signal(signal.SIGTERM)

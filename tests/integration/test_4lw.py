@@ -3,7 +3,11 @@
 import re
 import unittest
 
-from harness import ServerTestCase, four_letter, unique_path
+from harness import ServerTestCase, four_letter, larch_ensemble_size, unique_path
+
+# A single server says standalone; a member of an ensemble (LARCH_ENSEMBLE)
+# says what it is in it.
+MODES = "(leader|follower)" if larch_ensemble_size() else "standalone"
 
 
 class FourLetterWordTest(ServerTestCase, unittest.TestCase):
@@ -43,7 +47,7 @@ class FourLetterWordTest(ServerTestCase, unittest.TestCase):
         for key in ("Latency min/avg/max", "Received", "Sent", "Connections",
                     "Outstanding", "Zxid", "Mode", "Node count"):
             self.assertRegex(out, r"(?m)^%s: \S+" % re.escape(key))
-        self.assertRegex(out, r"(?m)^Mode: standalone$")
+        self.assertRegex(out, r"(?m)^Mode: %s$" % MODES)
         self.assertRegex(out, r"(?m)^Zxid: 0x[0-9a-f]+$")
         count = int(re.search(r"(?m)^Node count: (\d+)$", out).group(1))
         self.assertGreaterEqual(count, 4, "/, /zookeeper, ... and the test nodes")
@@ -53,7 +57,7 @@ class FourLetterWordTest(ServerTestCase, unittest.TestCase):
         self.assertRegex(out, r"^Zookeeper version: ")
         self.assertRegex(out, r"(?m)^Clients:$")
         self.assertRegex(out, r"(?m)^ /127\.0\.0\.1:\d+\[\d+\]\(queued=\d+,recved=\d+,sent=\d+")
-        self.assertRegex(out, r"(?m)^Mode: standalone$")
+        self.assertRegex(out, r"(?m)^Mode: %s$" % MODES)
         self.assertRegex(out, r"(?m)^Node count: \d+$")
 
     def test_mntr(self):
@@ -67,7 +71,7 @@ class FourLetterWordTest(ServerTestCase, unittest.TestCase):
                     "zk_outstanding_requests", "zk_avg_latency", "zk_packets_received",
                     "zk_packets_sent", "zk_approximate_data_size"):
             self.assertIn(key, kv)
-        self.assertEqual(kv["zk_server_state"], "standalone")
+        self.assertRegex(kv["zk_server_state"], "^%s$" % MODES)
         self.assertGreaterEqual(int(kv["zk_znode_count"]), 4)
         self.assertGreaterEqual(int(kv["zk_ephemerals_count"]), 1)
         self.assertGreaterEqual(int(kv["zk_watch_count"]), 1)

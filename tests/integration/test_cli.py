@@ -731,7 +731,10 @@ class PtyTest(CliTestCase, unittest.TestCase):
 
     def start_pty(self):
         master, slave = os.openpty()
-        proc = subprocess.Popen([self.cli, "-server", self.server.hosts], stdin=slave,
+        # the same server as self.kazoo(): against an ensemble, what one
+        # client wrote is visible at once to another only on the same member
+        proc = subprocess.Popen([self.cli, "-server", "%s:%d" % (HOST, self.server.port)],
+                                stdin=slave,
                                 stdout=slave, stderr=slave, close_fds=True)
         os.close(slave)
         self.addCleanup(stop_process, proc)

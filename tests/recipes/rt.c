@@ -107,6 +107,10 @@ bool rt_await_flag(atomic_bool *flag)
 int32_t rt_count_children(struct larch *lh, const char *dir)
 {
     struct larch_strings kids = { 0 };
+    /* other sessions' changes: against an ensemble this client's server may
+     * not have applied them yet (ZooKeeper's guarantee is per client), so
+     * sync first, as a ZooKeeper user must */
+    assert_int_equal(larch_sync(lh, dir), ZK_OK);
     assert_int_equal(larch_get_children(lh, dir, NULL, NULL, &kids, NULL), ZK_OK);
     int32_t n = kids.count;
     larch_strings_free(&kids);
@@ -116,7 +120,11 @@ int32_t rt_count_children(struct larch *lh, const char *dir)
 int32_t rt_count_prefixed(struct larch *lh, const char *dir, const char *prefix)
 {
     struct larch_strings kids = { 0 };
-    int rc = larch_get_children(lh, dir, NULL, NULL, &kids, NULL);
+    /* as rt_count_children: other sessions' changes, on any server */
+    int rc = larch_sync(lh, dir);
+    if (rc != ZK_OK)
+        return rc == ZK_ENONODE ? 0 : -1;
+    rc = larch_get_children(lh, dir, NULL, NULL, &kids, NULL);
     if (rc != ZK_OK)
         return rc == ZK_ENONODE ? 0 : -1;
     int32_t n = 0;

@@ -47,10 +47,12 @@ bool rt_eventually(bool (*cond)(void *), void *arg);
 /* Waits until *flag is set, polling every 2 ms for at most RT_WAIT_MS;
  * whether it was. No cmocka: worker threads call it. */
 bool rt_await_flag(atomic_bool *flag);
-/* The number of children of dir, which must exist (cmocka assertion). */
+/* The number of children of dir, which must exist (cmocka assertion), read
+ * after a sync: other sessions' changes included, on any server. */
 int32_t rt_count_children(struct larch *lh, const char *dir);
-/* The number of children of dir whose name begins with prefix: 0 when dir
- * does not exist, -1 on another error. No cmocka: worker threads may call it. */
+/* The number of children of dir whose name begins with prefix, after a
+ * sync: 0 when dir does not exist, -1 on another error. No cmocka: worker
+ * threads may call it. */
 int32_t rt_count_prefixed(struct larch *lh, const char *dir, const char *prefix);
 /* Whether name begins with prefix. */
 bool rt_has_prefix(const char *name, const char *prefix);

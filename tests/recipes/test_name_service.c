@@ -177,6 +177,8 @@ static void test_ephemeral_binding_and_await(void **state)
 
     ns_free(svc);
     larch_close(svc_lh);
+    /* another session's change: sync, in case lh's server has not applied it */
+    assert_int_equal(larch_sync(lh, dir), ZK_OK);
     char *value = NULL;
     int32_t len = 0;
     assert_int_equal(ns_resolve(ns, "svc", &value, &len, RT_WAIT_MS), ZK_ENONODE);

@@ -123,6 +123,8 @@ static void test_worker_before_scheduler(void **state)
 
     rdv_free(sched);
     larch_close(slh); /* the ephemeral rendezvous goes with it */
+    /* another session's change: sync, in case lh's server has not applied it */
+    assert_int_equal(larch_sync(lh, path), ZK_OK);
     assert_int_equal(larch_exists(lh, path, NULL, NULL, NULL), ZK_ENONODE);
 
     rdv_free(manager);
