@@ -611,9 +611,17 @@ static void local_connect(struct seq *s, struct seq_req *r, int64_t now_ms)
         seq_req_free(r);
         return;
     }
+    if (r->last_zxid_seen > tree_last_zxid(s->tree)) {
+        /* as for a reattach: this server is behind what the client saw */
+        sq_out_push(s, r->worker, sq_out_new(SEQ_OUT_CLOSE, r->conn));
+        atomic_fetch_sub_explicit(&s->st_outstanding, 1, memory_order_relaxed);
+        seq_req_free(r);
+        return;
+    }
     r->session_id = (int64_t)(s->next_session_id++);
     r->timeout_ms = sq_clamp_timeout(s, r->timeout_ms);
     r->new_session = true;
+    r->last_zxid_seen = 0; /* checked here: the leader's prep must not refuse it */
     r->xid = 0;
     struct pend *p = pend_add(e, PEND_CONNECT, r, r->session_id, 0, now_ms);
     if (!p) {
