@@ -1917,7 +1917,7 @@ size_t config_format(const struct config *c, char *out, size_t cap)
     out_printf(&o, "tickTime=%d\nmaxClientCnxns=%d\n", c->tick_time_ms, c->max_client_cnxns);
     out_printf(&o, "minSessionTimeout=%d\nmaxSessionTimeout=%d\n", c->min_session_timeout_ms,
                c->max_session_timeout_ms);
-    out_printf(&o, "clientPortListenBacklog=-1\nserverId=0\n");
+    out_printf(&o, "clientPortListenBacklog=-1\nserverId=%u\n", c->my_id);
     out_printf(&o, "clientPortAddress=%s\n4lw.commands.whitelist=%s\n", c->client_port_address,
                c->four_letter_words);
     out_printf(&o, "readonlymode.enabled=%s\nzookeeper.extendedTypesEnabled=%s\n",

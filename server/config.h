@@ -79,6 +79,9 @@ struct config {
     char dynamic_config_file[4096]; /* dynamicConfigFile: more server.N lines */
     uint32_t n_servers;
     struct config_server servers[CONFIG_SERVERS_MAX];
+    uint32_t my_id;                 /* this member's id (dataDir/myid), set by larchd once
+                                     * config_read_myid read it; 0 standalone ("conf"
+                                     * prints it as serverId, as ZooKeeper does) */
     /* larchd-only (flags, and the same names as zoo.cfg keys) */
     int32_t workers;                /* --workers / larch.workers, default: cores - 1, at least 1 */
     int32_t log_level;              /* --log-level: 0 error .. 3 debug, default 2 (info) */

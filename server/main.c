@@ -44,6 +44,7 @@ static int load_membership(struct server *srv)
         config_ensemble(&srv->cfg, myid, &srv->ens, report, NULL) != 0)
         return -1;
     srv->member = true;
+    srv->cfg.my_id = myid;
     return 0;
 }
 

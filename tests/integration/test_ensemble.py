@@ -21,7 +21,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NodeExistsError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from harness import Ensemble, ServerError, free_port, larchd_path, sut_kind, wait_until
+from harness import (Ensemble, ServerError, four_letter, free_port, larchd_path, sut_kind,
+                     wait_until)
 
 CONNECT_TIMEOUT_S = 15.0
 
@@ -105,6 +106,11 @@ class EnsembleTest(unittest.TestCase):
         # the ephemeral went with its session, on every member
         self.assertEqual(children_everywhere(ens, "/e"),
                          {sid: ["n%02d" % i for i in range(50)] for sid in ens.ids})
+        # conf names this member and lists the membership, as ZooKeeper's does
+        conf = four_letter(ens.client_ports[follower], "conf").decode()
+        self.assertIn("serverId=%d\n" % follower, conf)
+        for sid in ens.ids:
+            self.assertIn("server.%d=127.0.0.1:%d:" % (sid, ens.quorum_ports[sid]), conf)
         m = ens.mntr(leader)
         self.assertEqual(m["zk_peer_state"], "leading - broadcast")
         self.assertEqual(m["zk_synced_followers"], 2)

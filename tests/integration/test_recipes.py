@@ -20,7 +20,7 @@ import shlex
 import subprocess
 import unittest
 
-from harness import REPO_ROOT, ServerTestCase
+from harness import HOST, REPO_ROOT, ServerTestCase
 
 PROGRAM_TIMEOUT_S = 240
 
@@ -42,7 +42,10 @@ class RecipeTest(ServerTestCase, unittest.TestCase):
 
     def run_program(self, name):
         env = dict(os.environ)
-        env["LARCH_HOSTS"] = self.server.hosts
+        # One member of an ensemble for every handle: the suites compare what
+        # one handle wrote with what another reads, which ZooKeeper promises
+        # across sessions only on one server (or after a sync).
+        env["LARCH_HOSTS"] = "%s:%d" % (HOST, self.server.port)
         wrapper = shlex.split(os.environ.get("RECIPE_TEST_WRAPPER", ""))
         p = subprocess.run(wrapper + [os.path.join(recipe_dir(), name)], env=env,
                            capture_output=True, text=True, timeout=PROGRAM_TIMEOUT_S)

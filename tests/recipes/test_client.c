@@ -352,6 +352,9 @@ static void test_session_handover_and_expiry(void **state)
     assert_int_equal(larch_open(&b, rt_hosts(), &opt), ZK_OK);
     assert_int_equal(larch_wait_connected(b, RT_WAIT_MS), ZK_OK);
     assert_int_equal(larch_session_id(b), opt.session_id);
+    /* a new handle knows no zxid yet: its server may not have applied a's
+     * create (against an ensemble), so sync first */
+    assert_int_equal(larch_sync(b, e), ZK_OK);
     struct zk_stat st;
     assert_int_equal(larch_exists(b, e, NULL, NULL, &st), ZK_OK);
     assert_int_equal(st.ephemeral_owner, opt.session_id);
@@ -446,6 +449,8 @@ static void test_multi_host_and_chroot(void **state)
     assert_string_equal(created, "/x");
     free(created);
     char *full = join(root, "x");
+    /* another session's write: sync, in case plain's server lags */
+    assert_int_equal(larch_sync(plain, full), ZK_OK);
     assert_int_equal(larch_exists(plain, full, NULL, NULL, NULL), ZK_OK);
     struct rec r;
     rec_init(&r);
