@@ -1701,27 +1701,20 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
 
 /* FNV-1a 64 (small, dependency-free, and a misconfiguration guard needs no
  * more) over a version tag, then per member in id order: id (4 bytes,
- * little-endian), host kind and length (1 byte each), host bytes, quorum
- * port (2 bytes, little-endian), voter (1 byte). Each integer is written
- * byte by byte so big- and little-endian servers agree; the length byte
- * keeps the encoding prefix-free. 0 is reserved for "none". */
+ * little-endian) and voter (1 byte). Each integer is written byte by byte
+ * so big- and little-endian servers agree. Addresses are left out on
+ * purpose: members may name one another differently (a server names
+ * itself 0.0.0.0, peers reach it through NAT or a proxy), as ZooKeeper
+ * allows. 0 is reserved for "none". */
 static uint64_t ensemble_cluster_id(const struct config_ensemble *e)
 {
-    static const char tag[] = "larch-ensemble-v1";
+    static const char tag[] = "larch-ensemble-v2";
     uint64_t h = fnv1a(FNV64_OFFSET, tag, sizeof tag);
     for (uint32_t i = 0; i < e->n_members; i++) {
         const struct config_member *m = &e->members[i];
-        struct host_key k;
-        host_key_of(m->host, &k);
-        uint8_t b[4] = { (uint8_t)m->id, (uint8_t)(m->id >> 8), (uint8_t)(m->id >> 16),
-                         (uint8_t)(m->id >> 24) };
-        h = fnv1a(h, b, 4);
-        h = fnv1a(h, &k.kind, 1);
-        h = fnv1a(h, &k.len, 1);
-        h = fnv1a(h, k.bytes, k.len);
-        uint8_t tail[3] = { (uint8_t)m->quorum_port, (uint8_t)(m->quorum_port >> 8),
-                            (uint8_t)m->voter };
-        h = fnv1a(h, tail, 3);
+        uint8_t b[5] = { (uint8_t)m->id, (uint8_t)(m->id >> 8), (uint8_t)(m->id >> 16),
+                         (uint8_t)(m->id >> 24), (uint8_t)m->voter };
+        h = fnv1a(h, b, sizeof b);
     }
     return h != 0 ? h : 1;
 }

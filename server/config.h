@@ -168,14 +168,14 @@ struct config_ensemble {
     bool self_observer;
     uint32_t n_members;                               /* voters and observers, self included */
     struct config_member members[CONFIG_SERVERS_MAX]; /* in id order */
-    /* Equal on every server given the same server.N list, whatever its order,
-     * client ports or election ports (larchd has no election port: one link
-     * per pair on the quorum port), and different when an id, a quorum
-     * address or a role changes. FNV-1a 64 over a byte-order-independent
-     * encoding of the id-sorted (id, host, quorumPort, voter) tuples (see
-     * ensemble_cluster_id in config.c); IP literals are hashed as addresses
-     * (so "::1" and "0::1" agree), names lower-cased. A guard against a
-     * server of another ensemble, not authentication. Never 0. */
+    /* Equal on every server given the same members, whatever the order of
+     * the server.N lines or the addresses and ports they name (members may
+     * name one another differently: 0.0.0.0 for itself, a NAT or proxy
+     * address for a peer, as ZooKeeper allows), and different when an id
+     * or a role changes or a member is added or removed. FNV-1a 64 over a
+     * byte-order-independent encoding of the id-sorted (id, voter) pairs
+     * (see ensemble_cluster_id in config.c). A guard against a server of
+     * another ensemble, not authentication. Never 0. */
     uint64_t cluster_id;
     int32_t raft_tick_ms;
     uint32_t heartbeat_ticks; /* in raft ticks (5) */
