@@ -27,7 +27,7 @@ static int sess_match(struct cds_lfht_node *node, const void *key)
 struct sess *tree_sess_lookup(const struct tree *t, int64_t id)
 {
     struct cds_lfht_iter it;
-    cds_lfht_lookup(t->sessions, sess_hash(id), sess_match, &id, &it);
+    cds_lfht_lookup(tree_sessions_ht(t), sess_hash(id), sess_match, &id, &it);
     struct cds_lfht_node *node = cds_lfht_iter_get_node(&it);
     if (node == NULL)
         return NULL;
@@ -62,7 +62,7 @@ int tree_sess_add(struct tree *t, int64_t id, int32_t timeout_ms, int64_t now_ms
     s->pub.closing = false;
     __atomic_store_n(&s->pub.id, id, __ATOMIC_RELEASE);
     cds_lfht_node_init(&s->hnode);
-    cds_lfht_add(t->sessions, sess_hash(id), &s->hnode);
+    cds_lfht_add(tree_sessions_ht(t), sess_hash(id), &s->hnode);
     atomic_fetch_add_explicit(&t->session_count, 1, memory_order_relaxed);
     return 0;
 }
@@ -78,7 +78,7 @@ static void sess_free_cb(struct rcu_head *h)
 void tree_sess_remove(struct tree *t, int64_t id)
 {
     struct sess *s = tree_sess_lookup(t, id);
-    if (s == NULL || cds_lfht_del(t->sessions, &s->hnode) != 0)
+    if (s == NULL || cds_lfht_del(tree_sessions_ht(t), &s->hnode) != 0)
         return;
     atomic_fetch_sub_explicit(&t->session_count, 1, memory_order_relaxed);
     TREE_TSAN_RELEASE(s);
@@ -90,9 +90,9 @@ void tree_sess_free_all(struct tree *t)
     struct cds_lfht_iter it;
     struct cds_lfht_node *node;
     rcu_read_lock();
-    TREE_LFHT_FOREACH (t->sessions, &it, node) {
+    TREE_LFHT_FOREACH (tree_sessions_ht(t), &it, node) {
         struct sess *s = caa_container_of(node, struct sess, hnode);
-        cds_lfht_del(t->sessions, node);
+        cds_lfht_del(tree_sessions_ht(t), node);
         TREE_TSAN_RELEASE(s);
         call_rcu(&s->rcu, sess_free_cb);
     }
@@ -104,7 +104,7 @@ void tree_session_each(struct tree *t, tree_session_fn fn, void *arg)
     struct cds_lfht_iter it;
     struct cds_lfht_node *node;
     rcu_read_lock();
-    TREE_LFHT_FOREACH (t->sessions, &it, node)
+    TREE_LFHT_FOREACH (tree_sessions_ht(t), &it, node)
         fn(arg, &caa_container_of(node, struct sess, hnode)->pub);
     tree_read_unlock();
 }
@@ -119,7 +119,7 @@ int tree_sessions_fill_passwd(struct tree *t, tree_passwd_fn fn, void *arg, uint
     uint64_t n = 0;
     int rc = 0;
     rcu_read_lock();
-    TREE_LFHT_FOREACH (t->sessions, &it, node) {
+    TREE_LFHT_FOREACH (tree_sessions_ht(t), &it, node) {
         struct tree_session *s = &caa_container_of(node, struct sess, hnode)->pub;
         if (s->passwd_known)
             continue;

@@ -306,7 +306,7 @@ static int write_sessions(const struct tree *t, struct sink *s, uint64_t *count)
     struct cds_lfht_iter it;
     struct cds_lfht_node *node;
     rcu_read_lock();
-    TREE_LFHT_FOREACH (t->sessions, &it, node) {
+    TREE_LFHT_FOREACH (tree_sessions_ht(t), &it, node) {
         const struct sess *ss = caa_container_of(node, struct sess, hnode);
         rc = base_grow(&recs, &cap, n + 1, sizeof *recs);
         if (rc != 0)
@@ -370,6 +370,8 @@ int tree_snapshot_write(const struct tree *t, tree_snap_out_fn out, void *arg,
     s->out = out;
     s->arg = arg;
 
+    /* a walk across tree_replace would mix two trees: it is refused */
+    uint64_t generation = tree_generation(t);
     /* everything applied up to here is in the walk; later txns may be too */
     int64_t zxid_start = tree_last_zxid(t);
     write_header(s, zxid_start);
@@ -382,6 +384,8 @@ int tree_snapshot_write(const struct tree *t, tree_snap_out_fn out, void *arg,
         write_trailer(s, w.node_count, sessions, w.digest);
     if (rc == 0)
         rc = s->err;
+    if (rc == 0 && ((generation & 1) || tree_generation(t) != generation))
+        rc = -EAGAIN;
     if (rc == 0 && info != NULL)
         *info = (struct tree_snap_info){ .zxid_start = zxid_start, .node_count = w.node_count,
                                          .session_count = sessions, .digest = w.digest,

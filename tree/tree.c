@@ -236,7 +236,7 @@ struct znode *tree_lookup(const struct tree *t, const char *path, size_t len)
 {
     struct path_key k = { path, len };
     struct cds_lfht_iter it;
-    cds_lfht_lookup(t->nodes, tree_hash_bytes(path, len), znode_match, &k, &it);
+    cds_lfht_lookup(tree_nodes_ht(t), tree_hash_bytes(path, len), znode_match, &k, &it);
     struct cds_lfht_node *node = cds_lfht_iter_get_node(&it);
     return node != NULL ? caa_container_of(node, struct znode, hnode) : NULL;
 }
@@ -245,7 +245,7 @@ void tree_insert(struct tree *t, struct znode *n)
 {
     struct path_key k = { n->path, n->path_len };
     struct cds_lfht_node *got =
-        cds_lfht_add_unique(t->nodes, tree_hash_bytes(n->path, n->path_len), znode_match, &k,
+        cds_lfht_add_unique(tree_nodes_ht(t), tree_hash_bytes(n->path, n->path_len), znode_match, &k,
                             &n->hnode);
     if (got != &n->hnode) {
         /* callers look the path up first on the single writer thread */
@@ -259,7 +259,7 @@ void tree_insert(struct tree *t, struct znode *n)
 
 void tree_remove(struct tree *t, struct znode *n)
 {
-    if (cds_lfht_del(t->nodes, &n->hnode) != 0) {
+    if (cds_lfht_del(tree_nodes_ht(t), &n->hnode) != 0) {
         fprintf(stderr, "tree: removing %s which is not in the table\n", n->path);
         abort();
     }
@@ -464,9 +464,9 @@ static void free_all_nodes(struct tree *t)
     struct cds_lfht_iter it;
     struct cds_lfht_node *node;
     rcu_read_lock();
-    TREE_LFHT_FOREACH (t->nodes, &it, node) {
+    TREE_LFHT_FOREACH (tree_nodes_ht(t), &it, node) {
         struct znode *n = caa_container_of(node, struct znode, hnode);
-        cds_lfht_del(t->nodes, node);
+        cds_lfht_del(tree_nodes_ht(t), node);
         /* no reader may hold n (tree_free's contract); a call_rcu keeps the
          * table's own deferred unlinking safe */
         TREE_TSAN_RELEASE(n);
@@ -491,6 +491,50 @@ void tree_free(struct tree *t)
     tmap_clear(&t->containers, NULL);
     tmap_clear(&t->ttls, NULL);
     free(t);
+}
+
+/* Swaps a field between two trees: readers see t's new value atomically. */
+#define SWAP_ATOMIC(a, b, field)                                                           \
+    do {                                                                                   \
+        int64_t tmp_ = atomic_load_explicit(&(a)->field, memory_order_relaxed);            \
+        atomic_store_explicit(&(a)->field, atomic_load_explicit(&(b)->field,               \
+                                                                memory_order_relaxed),     \
+                              memory_order_relaxed);                                       \
+        atomic_store_explicit(&(b)->field, tmp_, memory_order_relaxed);                    \
+    } while (0)
+
+void tree_replace(struct tree *t, struct tree *src)
+{
+    tree_prep_reset(t); /* the overlay described t's old contents */
+    BASE_ASSERT(src->pending.count == 0 && src->pending_sessions.count == 0 && !src->undo_active);
+    atomic_fetch_add_explicit(&t->generation, 1, memory_order_acq_rel); /* odd: swapping */
+    struct cds_lfht *nodes = t->nodes, *sessions = t->sessions;
+    __atomic_store_n(&t->nodes, src->nodes, __ATOMIC_RELEASE);
+    __atomic_store_n(&t->sessions, src->sessions, __ATOMIC_RELEASE);
+    src->nodes = nodes;
+    src->sessions = sessions;
+    SWAP_ATOMIC(t, src, node_count);
+    SWAP_ATOMIC(t, src, data_bytes);
+    SWAP_ATOMIC(t, src, ephemeral_count);
+    SWAP_ATOMIC(t, src, session_count);
+    int64_t zxid = atomic_load_explicit(&src->last_zxid, memory_order_relaxed);
+    atomic_store_explicit(&src->last_zxid, atomic_load(&t->last_zxid), memory_order_relaxed);
+    atomic_store_explicit(&t->last_zxid, zxid, memory_order_release);
+    struct tmap m = t->ephemerals;
+    t->ephemerals = src->ephemerals;
+    src->ephemerals = m;
+    m = t->containers;
+    t->containers = src->containers;
+    src->containers = m;
+    m = t->ttls;
+    t->ttls = src->ttls;
+    src->ttls = m;
+    atomic_fetch_add_explicit(&t->generation, 1, memory_order_acq_rel); /* even again */
+}
+
+uint64_t tree_generation(const struct tree *t)
+{
+    return atomic_load_explicit(&t->generation, memory_order_acquire);
 }
 
 /* ---- read side ----------------------------------------------------------------- */
@@ -583,7 +627,7 @@ void tree_each_ephemeral(const struct tree *t, tree_ephemeral_fn fn, void *arg)
 {
     struct cds_lfht_iter it;
     struct cds_lfht_node *node;
-    TREE_LFHT_FOREACH (t->nodes, &it, node) {
+    TREE_LFHT_FOREACH (tree_nodes_ht(t), &it, node) {
         const struct znode *n = caa_container_of(node, struct znode, hnode);
         const struct zver *v = znode_ver(n);
         if (v && tree_owner_is_session(v->st.ephemeral_owner))
@@ -640,7 +684,7 @@ uint64_t tree_digest(const struct tree *t)
     struct cds_lfht_iter it;
     struct cds_lfht_node *node;
     rcu_read_lock();
-    TREE_LFHT_FOREACH (t->nodes, &it, node)
+    TREE_LFHT_FOREACH (tree_nodes_ht(t), &it, node)
         sum += digest_node(caa_container_of(node, struct znode, hnode));
     tree_read_unlock();
     return sum;

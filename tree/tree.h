@@ -116,6 +116,18 @@ struct tree_acl *tree_acl_open(void);
 struct tree *tree_new(void);
 /* Frees everything. No reader may be inside a read-side section on this tree. */
 void tree_free(struct tree *t);
+/* Gives t the whole contents of src (nodes, sessions, indexes, counters,
+ * last zxid) and src the old contents of t: an ensemble member installing
+ * the leader's snapshot (loaded into src with tree_snapshot_load) under
+ * readers that keep reading t. Sequencer thread; src unshared; t's prep
+ * overlay is dropped. Readers see the old contents or the new, per table:
+ * one that is inside a read-side section may still be reading the old
+ * ones, so src may be freed (tree_free) only after a grace period
+ * (synchronize_rcu, outside any read-side section). Cannot fail. */
+void tree_replace(struct tree *t, struct tree *src);
+/* Changes whenever tree_replace runs (odd while it runs): a fuzzy
+ * snapshot walk that sees it change has mixed two trees. */
+uint64_t tree_generation(const struct tree *t);
 
 /* ---- read side (rcu_read_lock held) ------------------------------------- */
 /* A node as a reader sees it: every pointer belongs to one immutable version. */
@@ -453,7 +465,9 @@ typedef int (*tree_snap_out_fn)(void *arg, const void *bytes, size_t len);
 /* Writes a fuzzy snapshot of t through out (see above). Any thread
  * registered with liburcu, NOT holding rcu_read_lock (the walk takes and
  * releases it per node). out is never called with the lock held. Returns 0
- * with info filled (when not NULL), -ENOMEM, or out's error. */
+ * with info filled (when not NULL), -ENOMEM, out's error, or -EAGAIN when
+ * tree_replace ran during the walk (what went out mixes two trees: discard
+ * it and take another). */
 int tree_snapshot_write(const struct tree *t, tree_snap_out_fn out, void *arg,
                         struct tree_snap_info *info);
 

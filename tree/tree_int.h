@@ -143,8 +143,13 @@ struct undo_ent {
 };
 
 struct tree {
+    /* Replaced as a whole by tree_replace (a snapshot from the leader):
+     * read them through tree_nodes_ht / tree_sessions_ht. */
     struct cds_lfht *nodes;    /* path -> struct znode */
     struct cds_lfht *sessions; /* id -> struct sess */
+    /* Even; odd while tree_replace swaps the contents, and 2 higher after
+     * each swap: a fuzzy snapshot walk that saw it change mixed two trees. */
+    _Atomic uint64_t generation;
     _Atomic int64_t last_zxid;
     _Atomic int64_t node_count;
     _Atomic int64_t data_bytes;
@@ -163,6 +168,19 @@ struct tree {
 };
 
 enum pending_session_state { PS_LIVE = 1, PS_CLOSED = 2 };
+
+/* The hash tables as of now. Acquire pairs with tree_replace's release
+ * store: a reader that sees the new table sees it built. A reader keeps
+ * the table it loaded for its whole read-side section (tree_replace frees
+ * the old one only after a grace period). */
+static inline struct cds_lfht *tree_nodes_ht(const struct tree *t)
+{
+    return __atomic_load_n(&t->nodes, __ATOMIC_ACQUIRE);
+}
+static inline struct cds_lfht *tree_sessions_ht(const struct tree *t)
+{
+    return __atomic_load_n(&t->sessions, __ATOMIC_ACQUIRE);
+}
 
 /* A session as stored: the public part plus its hash node. */
 struct sess {

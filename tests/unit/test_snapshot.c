@@ -867,11 +867,124 @@ static void test_long_paths_round_trip(void **state)
     free(m.p);
 }
 
+/* tree_replace: the replaced tree is the snapshot's in every respect (its
+ * indexes included: a closeSession after it removes the snapshot's
+ * ephemerals, the reaper sees its containers), and the source tree holds
+ * the old contents, complete, to be freed after a grace period. */
+static void test_replace_swaps_whole_contents(void **state)
+{
+    struct fx *f = *state;
+    build_rich_tree(f);
+    struct mem m = { 0 };
+    assert_int_equal(tree_snapshot_write(f->t, mem_out, &m, NULL), 0);
+
+    /* the tree being replaced: other nodes, another session, a pending
+     * overlay (tree_replace drops it) */
+    struct fx g = { .t = tree_new(), .now_ms = T0_MS, .cfg = f->cfg };
+    assert_non_null(g.t);
+    struct tree_req cs = req_session_pw(ZK_OP_CREATESESSION, 9000, 0xC0);
+    assert_int_equal(run1(&g, 0x2000000000000003LL, &cs), ZK_OK);
+    assert_int_equal(create(&g, 0x2000000000000003LL, "/old-eph", "o", ZK_EPHEMERAL), ZK_OK);
+    assert_int_equal(create(&g, 0, "/old", "o", ZK_PERSISTENT), ZK_OK);
+    uint64_t old_digest = tree_digest(g.t);
+    uint64_t gen = tree_generation(g.t);
+
+    struct tree *fresh = load_fresh(&m, NULL);
+    tree_replace(g.t, fresh);
+    assert_int_equal(tree_generation(g.t), gen + 2);
+    assert_trees_equal(f->t, g.t);
+    assert_int_equal(tree_last_zxid(g.t), f->zxid);
+    /* the source holds the old contents, whole */
+    assert_int_equal(tree_digest(fresh), old_digest);
+    rcu_read_lock();
+    assert_non_null(tree_session_find(fresh, 0x2000000000000003LL));
+    assert_null(tree_session_find(g.t, 0x2000000000000003LL));
+    rcu_read_unlock();
+    synchronize_rcu();
+    tree_free(fresh);
+
+    /* the indexes came along: the same txns do the same on both trees */
+    struct tree_req close = req_session(ZK_OP_CLOSESESSION, 0);
+    struct txn x;
+    assert_int_equal(run_keep(f, SID_A, &close, &x), ZK_OK);
+    assert_int_equal(tree_apply(g.t, &x, NULL, NULL, NULL), ZK_OK);
+    txn_free(&x);
+    struct tree_view v;
+    rcu_read_lock();
+    assert_int_equal(tree_get(g.t, "/app/eph-a", 10, &v), ZK_ENONODE);
+    assert_int_equal(tree_get(g.t, "/locks/l-0000000000", 19, &v), ZK_ENONODE);
+    rcu_read_unlock();
+    struct names reap_f = { 0 }, reap_g = { 0 };
+    tree_reapable(f->t, T0_MS + 3600000, collect_path, &reap_f);
+    tree_reapable(g.t, T0_MS + 3600000, collect_path, &reap_g);
+    assert_int_equal(reap_g.n, reap_f.n);
+    assert_true(reap_g.n >= 2); /* the emptied container, the expired TTL node */
+    for (size_t i = 0; i < reap_f.n; i++) {
+        assert_string_equal(reap_f.v[i], reap_g.v[i]);
+        free(reap_f.v[i]);
+        free(reap_g.v[i]);
+    }
+    free(reap_f.v);
+    free(reap_g.v);
+    assert_trees_equal(f->t, g.t);
+    tree_free(g.t);
+    free(m.p);
+}
+
+/* A snapshot walk that tree_replace crosses mixes two trees: it is refused
+ * with -EAGAIN (the output callback runs between the walk's steps, so it
+ * can replace the tree mid-walk). */
+struct replacing_out {
+    struct mem m;
+    struct tree *t;
+    struct tree *with; /* replaces t at the first output call; then the old contents */
+};
+
+static int replacing_out(void *arg, const void *bytes, size_t len)
+{
+    struct replacing_out *o = arg;
+    if (o->m.calls == 0)
+        tree_replace(o->t, o->with);
+    return mem_out(&o->m, bytes, len);
+}
+
+static void test_walk_across_replace_refused(void **state)
+{
+    struct fx *f = *state;
+    build_rich_tree(f);
+    char data[201];
+    memset(data, 'd', 200);
+    data[200] = '\0';
+    for (int i = 0; i < 3000; i++) { /* several output buffers: the first call is mid-walk */
+        char path[32];
+        snprintf(path, sizeof path, "/bulk-%d", i);
+        assert_int_equal(create(f, 0, path, data, ZK_PERSISTENT), ZK_OK);
+    }
+    struct mem m = { 0 };
+    assert_int_equal(tree_snapshot_write(f->t, mem_out, &m, NULL), 0);
+    struct tree *target = tree_new();
+    assert_non_null(target);
+    struct replacing_out o = { .t = target, .with = load_fresh(&m, NULL) };
+    assert_int_equal(tree_snapshot_write(target, replacing_out, &o, NULL), -EAGAIN);
+    assert_true(o.m.calls > 1);
+    /* with nothing crossing it, the same walk succeeds */
+    struct mem again = { 0 };
+    assert_int_equal(tree_snapshot_write(target, mem_out, &again, NULL), 0);
+    synchronize_rcu();
+    tree_free(o.with);
+    tree_free(target);
+    free(m.p);
+    free(o.m.p);
+    free(again.p);
+}
+
 int main(void)
 {
     rcu_register_thread();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replace_swaps_whole_contents, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_walk_across_replace_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_long_paths_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sessions_survive_and_close, setup, teardown),
         cmocka_unit_test_setup_teardown(test_every_flip_and_truncation_rejected, setup, teardown),

@@ -28,6 +28,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -517,11 +518,198 @@ static void test_readers_and_watches_under_writes(void **state)
     teardown_world();
 }
 
+/* ---- tree_replace under readers and a snapshot writer ------------------------
+ * An ensemble member installs the leader's snapshot with tree_replace while
+ * workers read and the snapshot thread walks. Two trees alternate: "A" has
+ * /k = "A" and /a0../a<REPL_NODES-1>, "B" the same with B. A reader's one
+ * getData or getChildren must come from one of them whole; a snapshot the
+ * writer completes must be exactly one of them (a walk crossing a replace
+ * returns -EAGAIN), never a mix. */
+#define REPL_NODES 5000
+#define REPL_ROUNDS_MAX 400
+#define REPL_MS_MAX 1500
+
+struct membuf {
+    uint8_t *p;
+    size_t len, cap;
+};
+
+static int membuf_out(void *arg, const void *bytes, size_t len)
+{
+    struct membuf *m = arg;
+    if (m->len + len > m->cap) {
+        size_t cap = m->cap ? m->cap : 4096;
+        while (cap < m->len + len)
+            cap *= 2;
+        uint8_t *p = realloc(m->p, cap);
+        if (p == NULL)
+            return -ENOMEM;
+        m->p = p;
+        m->cap = cap;
+    }
+    memcpy(m->p + m->len, bytes, len);
+    m->len += len;
+    return 0;
+}
+
+struct repl {
+    struct tree *t;
+    atomic_bool done;
+    uint64_t digest[2];
+    long views, mixed, snapshots, refused, bad_snapshots;
+};
+
+static void repl_create(struct tree *t, int64_t zxid, const char *path, const char *data)
+{
+    static const struct tree_prep_cfg cfg = { .ttl_enabled = false };
+    static const struct tree_auth auth = { 0 };
+    struct tree_req r = { .type = ZK_OP_CREATE };
+    r.u.create.path = (struct zk_str){ path, (int32_t)strlen(path) };
+    r.u.create.data = (struct zk_str){ data, (int32_t)strlen(data) };
+    r.u.create.acl = (struct zk_aclvec){ 1, &world_all };
+    r.u.create.ttl = -1;
+    struct txn x = { .zxid = zxid, .time_ms = 1000 + zxid };
+    assert_int_equal(tree_prep(t, &cfg, &r, &auth, &x), ZK_OK);
+    assert_int_equal(tree_apply(t, &x, NULL, NULL, NULL), ZK_OK);
+    txn_free(&x);
+    tree_prep_reset(t);
+}
+
+static struct membuf snapshot_of_letter(char letter, uint64_t *digest)
+{
+    struct tree *t = tree_new();
+    assert_non_null(t);
+    char data[2] = { letter, 0 };
+    int64_t zxid = 1;
+    repl_create(t, zxid++, "/k", data);
+    for (int i = 0; i < REPL_NODES; i++) {
+        char path[16];
+        snprintf(path, sizeof path, "/%c%d", letter + 32, i);
+        repl_create(t, zxid++, path, data);
+    }
+    struct membuf m = { 0 };
+    assert_int_equal(tree_snapshot_write(t, membuf_out, &m, NULL), 0);
+    *digest = tree_digest(t);
+    tree_free(t);
+    return m;
+}
+
+struct kids_check {
+    char first;
+    long names, odd;
+};
+
+static void kids_letter(void *arg, const char *name, size_t len)
+{
+    struct kids_check *k = arg;
+    if ((len == 1 && name[0] == 'k') || (len == 9 && memcmp(name, "zookeeper", 9) == 0))
+        return;
+    if (k->names++ == 0)
+        k->first = name[0];
+    else if (name[0] != k->first)
+        k->odd++;
+}
+
+static void *repl_reader(void *arg)
+{
+    struct repl *R = arg;
+    rcu_register_thread();
+    long views = 0, mixed = 0;
+    while (!atomic_load_explicit(&R->done, memory_order_acquire)) {
+        struct tree_view v;
+        rcu_read_lock();
+        if (tree_get(R->t, "/k", 2, &v) != ZK_OK || v.data_len != 1 ||
+            (v.data[0] != 'A' && v.data[0] != 'B'))
+            mixed++;
+        struct kids_check k = { 0 };
+        if (tree_get_children(R->t, "/", 1, &v, kids_letter, &k) != ZK_OK ||
+            k.names != REPL_NODES || k.odd != 0 || v.stat.num_children != REPL_NODES + 2)
+            mixed++;
+        rcu_read_unlock();
+        views++;
+    }
+    rcu_unregister_thread();
+    __atomic_fetch_add(&R->views, views, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&R->mixed, mixed, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+static void *repl_snapshotter(void *arg)
+{
+    struct repl *R = arg;
+    rcu_register_thread();
+    while (!atomic_load_explicit(&R->done, memory_order_acquire)) {
+        struct membuf m = { 0 };
+        int rc = tree_snapshot_write(R->t, membuf_out, &m, NULL);
+        if (rc == -EAGAIN) {
+            R->refused++;
+        } else if (rc == 0) {
+            struct tree *t = tree_new();
+            if (t == NULL || tree_snapshot_load(t, m.p, m.len, NULL) != 0) {
+                R->bad_snapshots++;
+            } else {
+                uint64_t d = tree_digest(t);
+                if (d != R->digest[0] && d != R->digest[1])
+                    R->bad_snapshots++;
+                R->snapshots++;
+            }
+            tree_free(t);
+        } else {
+            R->bad_snapshots++;
+        }
+        free(m.p);
+    }
+    rcu_unregister_thread();
+    return NULL;
+}
+
+static void test_replace_under_readers_and_snapshots(void **state)
+{
+    (void)state;
+    static struct repl R;
+    memset(&R, 0, sizeof R);
+    struct membuf snap[2];
+    snap[0] = snapshot_of_letter('A', &R.digest[0]);
+    snap[1] = snapshot_of_letter('B', &R.digest[1]);
+    R.t = tree_new();
+    assert_non_null(R.t);
+    assert_int_equal(tree_snapshot_load(R.t, snap[0].p, snap[0].len, NULL), 0);
+    pthread_t readers[READERS], writer;
+    for (int i = 0; i < READERS; i++)
+        assert_int_equal(pthread_create(&readers[i], NULL, repl_reader, &R), 0);
+    assert_int_equal(pthread_create(&writer, NULL, repl_snapshotter, &R), 0);
+    int64_t start = base_mono_ms();
+    int rounds = 0;
+    for (; rounds < REPL_ROUNDS_MAX && base_mono_ms() - start < REPL_MS_MAX; rounds++) {
+        const struct membuf *m = &snap[(rounds + 1) & 1];
+        struct tree *fresh = tree_new();
+        assert_non_null(fresh);
+        assert_int_equal(tree_snapshot_load(fresh, m->p, m->len, NULL), 0);
+        tree_replace(R.t, fresh);
+        synchronize_rcu(); /* as seq_ens_release does */
+        tree_free(fresh);
+    }
+    atomic_store_explicit(&R.done, true, memory_order_release);
+    for (int i = 0; i < READERS; i++)
+        assert_int_equal(pthread_join(readers[i], NULL), 0);
+    assert_int_equal(pthread_join(writer, NULL), 0);
+    fprintf(stderr, "replaces %d, views %ld, snapshots %ld whole, %ld refused\n", rounds,
+            R.views, R.snapshots, R.refused);
+    assert_int_equal(R.mixed, 0);
+    assert_int_equal(R.bad_snapshots, 0);
+    assert_true(rounds >= 4 && R.views > 0);
+    assert_int_equal(tree_digest(R.t), R.digest[rounds & 1]);
+    tree_free(R.t);
+    free(snap[0].p);
+    free(snap[1].p);
+}
+
 int main(void)
 {
     rcu_register_thread();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_readers_and_watches_under_writes),
+        cmocka_unit_test(test_replace_under_readers_and_snapshots),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     rcu_unregister_thread();
