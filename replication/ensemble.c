@@ -44,6 +44,16 @@
 #define ENS_READ_RETRIES 3          /* a sync's ReadIndex is retried this often */
 #define ENS_READY_MAX 64            /* Ready cycles per pass (more waits for the next) */
 #define ENS_LOCAL_MAX (4 * SEQ_ROUND_MAX) /* local requests taken per pass */
+#define ENS_COMMIT_LOG_COUNT 500           /* seq_ensemble_cfg.commit_log_count's default */
+
+/* A snapshot travels as a 16-byte header and the snapshot file's bytes:
+ * "LRSX", u32 version (1), i64 repeats_until, little-endian. The snapshot
+ * is fuzzy (tree.h): it may already hold txns after its zxid_start, up to
+ * the sender's applied zxid, which is repeats_until. The receiver applies
+ * those again and must tolerate that they no longer fit. */
+#define ENS_SNAP_MAGIC "LRSX"
+#define ENS_SNAP_VERSION 1u
+#define ENS_SNAP_HEADER 16u
 
 /* Pseudo auth schemes a FORWARD uses to carry the client's address and
  * super flag. A client can never hold them: addauth with an unknown scheme
@@ -122,7 +132,17 @@ struct seq_ens {
     uint64_t forwards_sent, forwards_received, pending_failed, proposals, applied;
     pthread_mutex_t status_lock;
     struct seq_ens_status status;
-    bool snap_warned;
+
+    /* catch-up by snapshot (NULL snap: never compacts, cannot install) */
+    const struct seq_snap_ops *snap;
+    void *snap_arg;
+    uint32_t commit_log_count;
+    struct base_buf snap_out; /* leader: header + the snapshot at snap_out_zxid */
+    int64_t snap_out_zxid;
+    int64_t snap_unreadable_zxid; /* a snapshot that could not be read (said once) */
+    struct tree **retired;        /* old tree contents, freed by seq_ens_release */
+    size_t n_retired, cap_retired;
+    uint64_t snaps_sent, snaps_installed;
 };
 
 static bool is_leader(const struct seq_ens *e)
@@ -462,23 +482,188 @@ static void persist_entries(struct seq *s, const struct raft_ready *rd)
     }
 }
 
+/* The SNAP payload for the snapshot at zxid, read once and kept for
+ * resends and other followers until the log is compacted further. NULL
+ * when this server cannot read it (said once per zxid). */
+static const struct base_buf *snap_payload(struct seq *s, int64_t zxid)
+{
+    struct seq_ens *e = s->ens;
+    if (!e->snap || zxid == e->snap_unreadable_zxid)
+        return NULL;
+    if (e->snap_out_zxid != zxid) {
+        e->snap_out.len = 0;
+        e->snap_out_zxid = 0;
+        uint8_t *data = NULL;
+        size_t len = 0;
+        int rc = e->snap->read(e->snap_arg, zxid, &data, &len);
+        uint8_t head[ENS_SNAP_HEADER] = { 0 };
+        if (rc == 0 && (base_buf_append(&e->snap_out, head, sizeof head) != 0 ||
+                        base_buf_append(&e->snap_out, data, len) != 0))
+            rc = -ENOMEM;
+        free(data);
+        if (rc != 0) {
+            fprintf(stderr, "larchd: ensemble: cannot read snapshot 0x%llx for a follower "
+                            "(%s); it stays behind until a newer snapshot is taken\n",
+                    (unsigned long long)zxid, strerror(-rc));
+            e->snap_out.len = 0;
+            e->snap_unreadable_zxid = zxid;
+            return NULL;
+        }
+        memcpy(e->snap_out.data, ENS_SNAP_MAGIC, 4);
+        base_put_le32(e->snap_out.data + 4, ENS_SNAP_VERSION);
+        e->snap_out_zxid = zxid;
+    }
+    /* what this server has applied now bounds what the fuzzy walk caught */
+    base_put_le64(e->snap_out.data + 8, (uint64_t)tree_last_zxid(s->tree));
+    return &e->snap_out;
+}
+
 static void send_msgs(struct seq *s, const struct raft_ready *rd)
 {
     struct seq_ens *e = s->ens;
     for (size_t i = 0; i < rd->n_msgs; i++) {
         const struct raft_msg *m = &rd->msgs[i];
         if (m->type == RAFT_MSG_SNAP) {
-            /* Compaction never runs yet, so the core asks for a snapshot
-             * only of a follower behind this server's first logged entry
-             * (a server that booted from a snapshot). Say so once. */
-            if (!e->snap_warned)
-                fprintf(stderr, "larchd: ensemble: server %u needs a snapshot transfer, which "
-                                "this larchd cannot send yet; it stays behind\n", m->to);
-            e->snap_warned = true;
+            const struct base_buf *b = snap_payload(s, m->snap_zxid);
+            if (!b)
+                continue; /* the core sends it again after an election timeout */
+            struct raft_msg full = *m;
+            full.snap_data = b->data;
+            full.snap_len = b->len;
+            if (e->peer->send_msg(e->peer_arg, &full) == 0) {
+                e->snaps_sent++;
+                fprintf(stderr, "larchd: ensemble: sending snapshot 0x%llx (%zu bytes) to "
+                                "server %u\n", (unsigned long long)m->snap_zxid, b->len, m->to);
+            }
             continue;
         }
         (void)e->peer->send_msg(e->peer_arg, m); /* a drop is a loss Raft repairs */
     }
+}
+
+/* ---- installing the leader's snapshot ----------------------------------- */
+
+static void input_drop_all(struct seq_ens *e);
+
+static void rearm_session(void *arg, struct tree_session *ts)
+{
+    int64_t now = *(const int64_t *)arg;
+    atomic_store_explicit(&ts->last_seen_ms, now, memory_order_relaxed);
+}
+
+
+struct close_scan {
+    struct seq *s;
+    size_t closed;
+};
+
+static void close_local_session(void *arg, struct tree_session *ts)
+{
+    struct close_scan *c = arg;
+    int32_t w = atomic_load(&ts->owner_worker);
+    if (w < 0 || w >= c->s->nworkers)
+        return;
+    struct seq_out *o = sq_out_new(SEQ_OUT_CLOSE, atomic_load(&ts->owner_conn));
+    if (o) {
+        o->session_id = ts->id;
+        stage(c->s, w, o);
+        c->closed++;
+    }
+}
+
+/* The core replaced its log with the leader's snapshot: this server was
+ * behind the leader's compacted log. As the Ready contract says, the
+ * snapshot is durable before anything later (the ack among it). Its
+ * clients' watches were set on a tree that now jumps ahead without
+ * events, so their connections close: they reconnect, here or elsewhere,
+ * and setWatches from their last zxid fires what changed (a ZooKeeper
+ * follower that resyncs drops its clients too). */
+static void install_snapshot(struct seq *s, const struct raft_snapshot *snap, int64_t now_ms)
+{
+    struct seq_ens *e = s->ens;
+    if (!e->snap)
+        ens_fatal("the leader sent a snapshot and this server has no snapshot store", 0);
+    if (snap->len < ENS_SNAP_HEADER || memcmp(snap->data, ENS_SNAP_MAGIC, 4) != 0 ||
+        base_get_le32(snap->data + 4) != ENS_SNAP_VERSION)
+        ens_fatal("the leader's snapshot has an unknown header", 0);
+    int64_t repeats_until = (int64_t)base_get_le64(snap->data + 8);
+    const uint8_t *body = snap->data + ENS_SNAP_HEADER;
+    size_t body_len = snap->len - ENS_SNAP_HEADER;
+    struct tree *fresh = tree_new();
+    if (!fresh)
+        ens_fatal("no memory for the leader's snapshot", -ENOMEM);
+    struct tree_snap_info info;
+    int rc = tree_snapshot_load(fresh, body, body_len, &info);
+    if (rc != 0) {
+        fprintf(stderr, "larchd: ensemble: the leader's snapshot 0x%llx does not load (%d)\n",
+                (unsigned long long)snap->zxid, rc);
+        ens_fatal("a snapshot from the leader does not load", 0);
+    }
+    if (info.zxid_start != snap->zxid)
+        ens_fatal("the leader's snapshot is not at the zxid it was sent for", 0);
+    int64_t old_applied = tree_last_zxid(s->tree);
+    rc = e->snap->persist(e->snap_arg, snap->zxid, body, body_len);
+    if (rc != 0)
+        ens_fatal("persisting the leader's snapshot failed", rc);
+    /* what the log holds after this server's own applied state was never
+     * committed (or is in the snapshot): it goes, durably */
+    if (s->cfg.log) {
+        rc = txnlog_truncate_after(s->cfg.log, old_applied);
+        if (rc != 0)
+            ens_fatal("truncating the txn log after a snapshot failed", rc);
+    }
+    struct close_scan c = { .s = s };
+    tree_session_each(s->tree, close_local_session, &c);
+    for (size_t i = e->pend_head; i < e->pend_len; i++)
+        if (e->pend[i].kind != PEND_DONE)
+            pend_fail(s, &e->pend[i]);
+    pend_pop_done(e);
+    input_drop_all(e);
+    e->round_in_flight = false;
+    if (base_grow(&e->retired, &e->cap_retired, e->n_retired + 1, sizeof *e->retired) != 0)
+        ens_fatal("no memory to retire the old tree", -ENOMEM);
+    tree_replace(s->tree, fresh);
+    e->retired[e->n_retired++] = fresh; /* now the old contents */
+    tree_session_each(s->tree, rearm_session, &now_ms);
+    if (repeats_until > e->tolerate_repeats_until)
+        e->tolerate_repeats_until = repeats_until;
+    e->snaps_installed++;
+    fprintf(stderr, "larchd: ensemble: installed the leader's snapshot 0x%llx: %llu nodes, "
+                    "%llu sessions; %zu client connections closed to resync\n",
+            (unsigned long long)snap->zxid, (unsigned long long)info.node_count,
+            (unsigned long long)info.session_count, c.closed);
+}
+
+/* Compacts the core's log to the newest snapshot this server holds,
+ * keeping commit_log_count entries before it for followers just behind. */
+static void compact_log(struct seq *s)
+{
+    struct seq_ens *e = s->ens;
+    if (!e->snap)
+        return;
+    int64_t newest = e->snap->newest(e->snap_arg);
+    struct raft_status st;
+    raft_status(e->raft, &st);
+    if (newest > st.applied_zxid)
+        newest = st.applied_zxid;
+    if (newest <= st.snap_zxid)
+        return;
+    raft_compact(e->raft, newest, e->commit_log_count);
+    if (e->snap_out_zxid != 0 && e->snap_out_zxid < newest) {
+        base_buf_free(&e->snap_out); /* a newer snapshot will be sent */
+        e->snap_out_zxid = 0;
+    }
+}
+
+void seq_ens_release(struct seq *s)
+{
+    struct seq_ens *e = s->ens;
+    if (!e || e->n_retired == 0)
+        return;
+    synchronize_rcu(); /* readers that loaded the old tables are done with them */
+    for (size_t i = 0; i < e->n_retired; i++)
+        tree_free(e->retired[i]);
+    e->n_retired = 0;
 }
 
 /* A sync's ReadIndex came back. */
@@ -507,7 +692,7 @@ static void run_ready(struct seq *s, int64_t now_ms)
                 ens_fatal("writing term and vote failed", rc);
         }
         if (rd.snapshot)
-            ens_fatal("a snapshot arrived, and installing one is not supported yet", 0);
+            install_snapshot(s, rd.snapshot, now_ms);
         persist_entries(s, &rd);
         send_msgs(s, &rd);
         for (size_t i = 0; i < rd.n_committed; i++)
@@ -788,12 +973,6 @@ void seq_peer_down(struct seq *s, uint32_t id)
 
 /* ---- leadership, sessions, rounds ---------------------------------------- */
 
-static void rearm_session(void *arg, struct tree_session *ts)
-{
-    int64_t now = *(const int64_t *)arg;
-    atomic_store_explicit(&ts->last_seen_ms, now, memory_order_relaxed);
-}
-
 static void watch_leadership(struct seq *s, int64_t now_ms)
 {
     struct seq_ens *e = s->ens;
@@ -993,6 +1172,8 @@ static void publish_status(struct seq *s)
     e->status.pending_failed = e->pending_failed;
     e->status.proposals = e->proposals;
     e->status.applied = e->applied;
+    e->status.snapshots_sent = e->snaps_sent;
+    e->status.snapshots_installed = e->snaps_installed;
     pthread_mutex_unlock(&e->status_lock);
 }
 
@@ -1023,6 +1204,7 @@ int64_t seq_ens_step(struct seq *s, int64_t now_ms, int64_t wall_ms)
     /* a round that finished in this pass lets the next one start at once */
     leader_round(s, now_ms, wall_ms);
     run_ready(s, now_ms);
+    compact_log(s);
     pump_pending(s, now_ms);
     flush_staged(s, false);
     e->peer->flush(e->peer_arg);
@@ -1077,6 +1259,9 @@ int sq_ens_new(struct seq *s, const struct seq_ensemble_cfg *cfg)
                                 : 4 * (int64_t)cfg->raft.election_ticks * cfg->raft_tick_ms;
     e->last_reap_ms = INT64_MIN / 2;
     e->tolerate_repeats_until = cfg->tolerate_repeats_until;
+    e->snap = cfg->snap;
+    e->snap_arg = cfg->snap_arg;
+    e->commit_log_count = cfg->commit_log_count ? cfg->commit_log_count : ENS_COMMIT_LOG_COUNT;
     s->ens = e;
     publish_status(s);
     return 0;
@@ -1096,6 +1281,12 @@ void sq_ens_free(struct seq *s)
         seq_out_free(e->staged[i].out);
     free(e->staged);
     base_buf_free(&e->enc);
+    base_buf_free(&e->snap_out);
+    if (e->n_retired > 0)
+        synchronize_rcu(); /* the caller holds no read-side section (seq_free) */
+    for (size_t i = 0; i < e->n_retired; i++)
+        tree_free(e->retired[i]);
+    free(e->retired);
     raft_free(e->raft);
     free(e->hs_dir);
     pthread_mutex_destroy(&e->status_lock);

@@ -593,6 +593,15 @@ static void on_reject(struct raft *r, struct raft_peer *p, int64_t hint)
             send_snap(r, p);
         return;
     }
+    if (hint < p->match) {
+        /* The follower no longer holds what it acknowledged: its data dir
+         * was lost or replaced, and ZooKeeper lets such a server rejoin and
+         * sync. Over one FIFO link a reject cannot overtake the ack before
+         * it, so this is not a stale message; where messages are reordered
+         * (the simulator), taking one for this only costs a resend. A lower
+         * match is always safe: commit never decreases. */
+        p->match = hint;
+    }
     int64_t target = hint >= r->log_base ? log_largest_le(r, hint) : hint;
     if (target < p->match)
         target = p->match;

@@ -306,6 +306,23 @@ struct seq_peer_ops {
     bool (*has_input)(void *arg);
 };
 
+/* Snapshots for catch-up: the leader sends one to a follower that needs
+ * entries its log no longer holds, and the follower installs it
+ * (replication/README.md, "Catch-up"). Called on the sequencer thread. */
+struct seq_snap_ops {
+    /* The zxid (zxid_start) of the newest snapshot this server holds
+     * durably, 0 for none. The driver compacts its in-memory log to it. */
+    int64_t (*newest)(void *arg);
+    /* The bytes of the snapshot at zxid, as tree_snapshot_write wrote them:
+     * *data is malloc'ed and the caller's. 0 or -errno (-ENOENT: purged). */
+    int (*read)(void *arg, int64_t zxid, uint8_t **data, size_t *len);
+    /* Makes data (a snapshot from the leader, zxid_start zxid, already
+     * checked by loading it) this server's newest snapshot, durably, and
+     * drops the older snapshots and log segments: the log below zxid may
+     * hold entries the leader never committed. 0 or -errno. */
+    int (*persist)(void *arg, int64_t zxid, const uint8_t *data, size_t len);
+};
+
 struct seq_ensemble_cfg {
     struct raft_cfg raft;   /* self, members, ticks, seed (raft_new copies) */
     struct raft_boot boot;  /* durable state at start (raft_new copies) */
@@ -325,6 +342,14 @@ struct seq_ensemble_cfg {
      * a txn that no longer fits is skipped, as recovery's replay does. Past
      * it, a txn that does not apply means this replica diverged: fatal. */
     int64_t tolerate_repeats_until;
+    /* NULL: the log is never compacted and a snapshot from the leader is
+     * fatal (tests of the driver that need neither). */
+    const struct seq_snap_ops *snap;
+    void *snap_arg;
+    /* Entries kept in memory before the newest snapshot's zxid, so that a
+     * follower just behind gets a DIFF rather than a snapshot (ZooKeeper's
+     * commitLogCount; 0: 500). */
+    uint32_t commit_log_count;
 };
 
 /* The transport's drain calls these (sequencer thread). m is a raft
@@ -341,6 +366,10 @@ void seq_peer_down(struct seq *s, uint32_t id);
  * loop; tests drive it directly (inside rcu_read_lock, holding no other
  * role). Returns how many ms it may sleep if nothing arrives. */
 int64_t seq_ens_step(struct seq *s, int64_t now_ms, int64_t wall_ms);
+/* Frees what the last passes retired (a tree's old contents after a
+ * snapshot replaced them): waits for a grace period, so call it after
+ * seq_ens_step OUTSIDE rcu_read_lock. Cheap when there is nothing. */
+void seq_ens_release(struct seq *s);
 
 /* What mntr/srvr show (any thread; a copy made at the end of each pass). */
 struct seq_ens_status {
@@ -351,6 +380,8 @@ struct seq_ens_status {
     uint64_t pending_failed;    /* ... whose connection was closed instead (leader lost) */
     uint64_t proposals;         /* as leader: txns proposed */
     uint64_t applied;           /* committed entries applied */
+    uint64_t snapshots_sent;      /* as leader: snapshots sent to followers behind its log */
+    uint64_t snapshots_installed; /* snapshots from a leader installed here */
 };
 /* False when the sequencer is standalone. */
 bool seq_ens_status(struct seq *s, struct seq_ens_status *out);

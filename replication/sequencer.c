@@ -1130,6 +1130,7 @@ static void *seq_thread(void *arg)
         rcu_read_lock();
         int64_t wait_ms = seq_ens_step(s, sq_clock(s, false), sq_clock(s, true));
         rcu_read_unlock();
+        seq_ens_release(s);
         role_release(s);
         sleep_until_work(s, wait_ms < 100 ? wait_ms : 100);
     }

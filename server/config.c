@@ -137,6 +137,9 @@ static const struct setting key_settings[] = {
     ROW("readonlymode.enabled", K_BOOL, read_only_mode, 0, 0, true),
     /* SyncRequestProcessor never snapshots more often than every 2 txns. */
     ROW("snapCount", K_INT32, snap_count, 2, INT32_MAX, true),
+    /* ZKDatabase's zookeeper.commitLogCount: committed txns kept in memory
+     * for followers just behind (a DIFF rather than a snapshot) */
+    ROW("commitLogCount", K_INT32, commit_log_count, 1, INT32_MAX, true),
     ROW("preAllocSize", K_INT32, prealloc_kb, 1, 1048576, true),
     ROW("autopurge.snapRetainCount", K_SNAP_RETAIN, autopurge_snap_retain, 3, INT32_MAX, false),
     ROW("autopurge.purgeInterval", K_INT32, autopurge_interval_h, 0, INT32_MAX, false),
@@ -575,6 +578,7 @@ void config_defaults(struct config *c)
     c->extended_types = true;
     c->max_buffer_bytes = 0xfffff;
     c->snap_count = 100000;
+    c->commit_log_count = 500;
     c->prealloc_kb = 65536; /* ZooKeeper's preAllocSize: 64 MiB */
     c->autopurge_snap_retain = 3;
     c->autopurge_interval_h = 0;
@@ -1811,6 +1815,8 @@ const char *config_usage(void)
            "  4lw.commands.whitelist=srvr      *\n"
            "  readonlymode.enabled=false        *\n"
            "  snapCount=100000                  *\n"
+           "  commitLogCount=500                (ensembles: txns before the newest snapshot\n"
+           "                                    kept in memory for followers just behind) *\n"
            "  preAllocSize=65536                (KB preallocated per txn log chunk) *\n"
            "  autopurge.snapRetainCount=3       (at least 3)\n"
            "  autopurge.purgeInterval=0         (hours; 0 = never)\n"

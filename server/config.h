@@ -53,6 +53,8 @@ struct config {
     bool extended_types;            /* zookeeper.extendedTypesEnabled (TTL), default true */
     int32_t max_buffer_bytes;       /* jute.maxbuffer, default 0xfffff */
     int32_t snap_count;             /* snapCount, default 100000: txns between snapshots */
+    int32_t commit_log_count;       /* commitLogCount, default 500: an ensemble member keeps
+                                     * this many txns before its newest snapshot in memory */
     int32_t prealloc_kb;            /* preAllocSize, default 65536 (KB): log preallocation chunk */
     int32_t autopurge_snap_retain;  /* autopurge.snapRetainCount, default 3 */
     int32_t autopurge_interval_h;   /* autopurge.purgeInterval, default 0 */

@@ -35,6 +35,9 @@ struct durability {
     bool running;
     pthread_mutex_t lock;
     pthread_cond_t wake;
+    /* Held while a snapshot file is renamed into place or purged: a
+     * snapshot from the leader and the snapshot thread's own never cross. */
+    pthread_mutex_t files_lock;
     bool stop;
     _Atomic int64_t last_snap_zxid;
     _Atomic uint64_t snapshots;
@@ -420,6 +423,7 @@ static int open_dirs(const struct config *c, struct storage *st, struct tree *t,
     d->retain = c->autopurge_snap_retain < 3 ? 3 : c->autopurge_snap_retain;
     d->purge_interval_h = c->autopurge_interval_h;
     pthread_mutex_init(&d->lock, NULL);
+    pthread_mutex_init(&d->files_lock, NULL);
     pthread_cond_init(&d->wake, NULL);
     dirs_of(c, d->snap_dir, d->log_dir, sizeof(d->snap_dir));
     int rc = storage_mkdirs(st, d->snap_dir);
@@ -522,6 +526,10 @@ int durability_snapshot(struct durability *d)
         rc = storage_datasync(w.f);
     storage_close(w.f);
     free(w.buf);
+    pthread_mutex_lock(&d->files_lock);
+    /* a snapshot from the leader installed meanwhile is newer than this one */
+    if (rc == 0 && atomic_load(&d->last_snap_zxid) > info.zxid_start)
+        rc = -EAGAIN;
     if (rc == 0) {
         snap_path(d->snap_dir, info.zxid_start, path, sizeof(path));
         rc = storage_rename(d->st, tmp, path);
@@ -530,13 +538,99 @@ int durability_snapshot(struct durability *d)
         rc = storage_sync_dir(d->st, d->snap_dir);
     if (rc != 0) {
         storage_unlink(d->st, tmp);
+        pthread_mutex_unlock(&d->files_lock);
         return rc;
     }
     atomic_store(&d->last_snap_zxid, info.zxid_start);
+    pthread_mutex_unlock(&d->files_lock);
     atomic_fetch_add(&d->snapshots, 1);
     fprintf(stderr, "larchd: snapshot 0x%" PRIx64 ": %" PRIu64 " nodes, %" PRIu64 " bytes in %" PRId64 " ms\n",
             (uint64_t)info.zxid_start, info.node_count, info.size_bytes, base_mono_ms() - t0);
     return 0;
+}
+
+static int purge_dirs(struct storage *st, const char *snap_dir, const char *log_dir, int32_t retain, bool verbose);
+
+int64_t durability_newest_snapshot(struct durability *d)
+{
+    return atomic_load(&d->last_snap_zxid);
+}
+
+int durability_read_snapshot(struct durability *d, int64_t zxid, uint8_t **data, size_t *len)
+{
+    char path[4300];
+    snap_path(d->snap_dir, zxid, path, sizeof(path));
+    return read_file(d->st, path, data, len);
+}
+
+/* Written through its own temporary name (the snapshot thread's may be in
+ * use), then renamed into place and the directory synced: once this
+ * returns 0 a restart recovers from it. Older snapshots go, and the log
+ * segments before it: the log below zxid may hold entries this server
+ * took from a leader that lost, so no older snapshot may be replayed
+ * through it. */
+int durability_install_snapshot(struct durability *d, int64_t zxid, const uint8_t *data,
+                                size_t len)
+{
+    char tmp[4300], path[4300];
+    snprintf(tmp, sizeof(tmp), "%s/" SNAP_PREFIX "leader.tmp", d->snap_dir);
+    snap_path(d->snap_dir, zxid, path, sizeof(path));
+    struct storage_file *f;
+    int rc = storage_open(d->st, tmp, STORAGE_CREATE | STORAGE_PRIVATE, &f);
+    if (rc != 0)
+        return rc;
+    for (size_t off = 0; rc == 0 && off < len; off += SNAP_WRITE_CHUNK) {
+        size_t n = len - off < SNAP_WRITE_CHUNK ? len - off : SNAP_WRITE_CHUNK;
+        rc = storage_pwrite(f, data + off, n, off);
+    }
+    if (rc == 0)
+        rc = storage_datasync(f);
+    storage_close(f);
+    pthread_mutex_lock(&d->files_lock);
+    if (rc == 0)
+        rc = storage_rename(d->st, tmp, path);
+    if (rc == 0)
+        rc = storage_sync_dir(d->st, d->snap_dir);
+    if (rc != 0) {
+        storage_unlink(d->st, tmp);
+        pthread_mutex_unlock(&d->files_lock);
+        return rc;
+    }
+    atomic_store(&d->last_snap_zxid, zxid);
+    atomic_fetch_add(&d->snapshots, 1);
+    int prc = purge_dirs(d->st, d->snap_dir, d->log_dir, 1, false);
+    pthread_mutex_unlock(&d->files_lock);
+    fprintf(stderr, "larchd: snapshot 0x%" PRIx64 " from the leader: %zu bytes, durable\n",
+            (uint64_t)zxid, len);
+    if (prc != 0) /* the snapshot is in place; what is left over only takes space */
+        fprintf(stderr, "larchd: removing the snapshots and log before it failed: %s\n",
+                strerror(-prc));
+    return 0;
+}
+
+static int64_t ops_newest(void *arg)
+{
+    return durability_newest_snapshot(arg);
+}
+
+static int ops_read(void *arg, int64_t zxid, uint8_t **data, size_t *len)
+{
+    return durability_read_snapshot(arg, zxid, data, len);
+}
+
+static int ops_persist(void *arg, int64_t zxid, const uint8_t *data, size_t len)
+{
+    return durability_install_snapshot(arg, zxid, data, len);
+}
+
+const struct seq_snap_ops *durability_snap_ops(void)
+{
+    static const struct seq_snap_ops ops = {
+        .newest = ops_newest,
+        .read = ops_read,
+        .persist = ops_persist,
+    };
+    return &ops;
 }
 
 /* Keeps the newest `retain` snapshots and the log segments they need. */
@@ -595,14 +689,20 @@ static void *snapshot_thread(void *arg)
         int64_t applied = tree_last_zxid(d->tree);
         if (txns_since(atomic_load(&d->last_snap_zxid), applied) >= d->snap_count) {
             int rc = durability_snapshot(d);
-            atomic_store(&d->snap_error, rc);
-            if (rc != 0)
+            if (rc == -EAGAIN) /* not a failure: the tree is the leader's snapshot now */
+                fprintf(stderr, "larchd: snapshot discarded: the leader's snapshot replaced the "
+                                "tree while it was taken\n");
+            else
+                atomic_store(&d->snap_error, rc);
+            if (rc != 0 && rc != -EAGAIN)
                 fprintf(stderr, "larchd: snapshot failed: %s (retrying later)\n", strerror(-rc));
         }
         int64_t interval_ms = (int64_t)d->purge_interval_h * 3600 * 1000;
         if (interval_ms > 0 && base_mono_ms() - last_purge >= interval_ms) {
             last_purge = base_mono_ms();
+            pthread_mutex_lock(&d->files_lock);
             int rc = purge_dirs(d->st, d->snap_dir, d->log_dir, d->retain, false);
+            pthread_mutex_unlock(&d->files_lock);
             if (rc != 0)
                 fprintf(stderr, "larchd: autopurge failed: %s\n", strerror(-rc));
         }
@@ -642,6 +742,7 @@ void durability_free(struct durability *d)
     if (d->log)
         txnlog_close(d->log);
     pthread_mutex_destroy(&d->lock);
+    pthread_mutex_destroy(&d->files_lock);
     pthread_cond_destroy(&d->wake);
     free(d);
 }

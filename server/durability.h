@@ -74,6 +74,17 @@ void durability_passwd_key(const struct durability *d, uint8_t out[SEQ_PASSWD_KE
  * 0 or -errno. The snapshot thread calls it every snapCount txns; tests
  * over single-threaded storage call it instead of starting the thread. */
 int durability_snapshot(struct durability *d);
+/* For the ensemble driver (struct seq_snap_ops), on the sequencer thread:
+ * the zxid of the newest snapshot on disk (0: none); the bytes of the one
+ * at zxid (malloc'ed, the caller's); and a snapshot from the leader made
+ * this server's newest, durably, with the older snapshots and log
+ * segments removed. 0 or -errno. */
+int64_t durability_newest_snapshot(struct durability *d);
+int durability_read_snapshot(struct durability *d, int64_t zxid, uint8_t **data, size_t *len);
+int durability_install_snapshot(struct durability *d, int64_t zxid, const uint8_t *data,
+                                size_t len);
+/* The three above as the driver takes them (arg: the struct durability). */
+const struct seq_snap_ops *durability_snap_ops(void);
 /* Starts the snapshot/purge thread (0 or -errno); stop joins it. */
 int durability_start(struct durability *d);
 void durability_stop(struct durability *d);

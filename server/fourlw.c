@@ -123,10 +123,13 @@ static void put_mntr_ensemble(struct server *srv, struct zk_wbuf *out,
     outf(out, "zk_larch_leader_id\t%u\n", r->leader_id);
     outf(out, "zk_larch_commit_zxid\t0x%" PRIx64 "\n", (uint64_t)r->commit_zxid);
     outf(out, "zk_larch_last_zxid\t0x%" PRIx64 "\n", (uint64_t)r->last_zxid);
+    outf(out, "zk_larch_log_start_zxid\t0x%" PRIx64 "\n", (uint64_t)r->snap_zxid);
     outf(out, "zk_larch_forwards_sent\t%" PRIu64 "\n", st->forwards_sent);
     outf(out, "zk_larch_forwards_received\t%" PRIu64 "\n", st->forwards_received);
     outf(out, "zk_larch_pending_requests\t%" PRIu64 "\n", st->pending);
     outf(out, "zk_larch_pending_failed\t%" PRIu64 "\n", st->pending_failed);
+    outf(out, "zk_larch_snapshots_sent\t%" PRIu64 "\n", st->snapshots_sent);
+    outf(out, "zk_larch_snapshots_installed\t%" PRIu64 "\n", st->snapshots_installed);
     outf(out, "zk_larch_proposals\t%" PRIu64 "\n", st->proposals);
     /* per peer: the link, and on the leader how far behind the peer is */
     for (uint32_t i = 0; i + 1 < srv->ens.n_members; i++) {

@@ -114,6 +114,9 @@ static int make_sequencer(struct server *srv, struct durability_boot *boot)
             .hard_state_st = srv->st,
             .hard_state_dir = durability_state_dir(srv->dur),
             .tolerate_repeats_until = boot->log_end_zxid,
+            .snap = durability_snap_ops(),
+            .snap_arg = srv->dur,
+            .commit_log_count = (uint32_t)c->commit_log_count,
         };
         scfg.ensemble = &ecfg;
     }

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,6 +207,73 @@ static size_t t_drain(void *arg, struct seq *s)
     return delivered;
 }
 
+/* Each server's snapshot store (what durability keeps on disk): the newest
+ * snapshot's zxid and bytes. Empty until a test takes one, so the log is
+ * compacted only in the tests that want it. */
+struct store {
+    int64_t zxid;
+    uint8_t *p;
+    size_t len, cap;
+    int persists;
+};
+static struct store STORE[N_MAX];
+
+static int64_t s_newest(void *arg)
+{
+    return STORE[((struct node *)arg)->id - 1].zxid;
+}
+
+static int s_read(void *arg, int64_t zxid, uint8_t **data, size_t *len)
+{
+    struct store *st = &STORE[((struct node *)arg)->id - 1];
+    if (st->zxid == 0 || zxid != st->zxid)
+        return -ENOENT;
+    *data = dup_bytes(st->p, st->len);
+    *len = st->len;
+    return 0;
+}
+
+static void store_set(struct store *st, int64_t zxid, const uint8_t *p, size_t len)
+{
+    free(st->p);
+    st->p = dup_bytes(p, len);
+    st->len = st->cap = len;
+    st->zxid = zxid;
+}
+
+static int s_persist(void *arg, int64_t zxid, const uint8_t *data, size_t len)
+{
+    struct store *st = &STORE[((struct node *)arg)->id - 1];
+    store_set(st, zxid, data, len);
+    st->persists++;
+    return 0;
+}
+
+static const struct seq_snap_ops S_OPS = { .newest = s_newest, .read = s_read,
+                                           .persist = s_persist };
+
+static int store_out(void *arg, const void *bytes, size_t len)
+{
+    struct store *st = arg;
+    if (base_grow(&st->p, &st->cap, st->len + len, 1) != 0)
+        return -ENOMEM;
+    memcpy(st->p + st->len, bytes, len);
+    st->len += len;
+    return 0;
+}
+
+/* What the snapshot thread does on server id (outside any read section). */
+static int64_t take_snapshot(uint32_t id)
+{
+    struct store *st = &STORE[id - 1];
+    free(st->p);
+    *st = (struct store){ .persists = st->persists };
+    struct tree_snap_info info;
+    assert_int_equal(tree_snapshot_write(NODES[id - 1].t, store_out, st, &info), 0);
+    st->zxid = info.zxid_start;
+    return st->zxid;
+}
+
 static const struct seq_peer_ops T_OPS = { .send_msg = t_send_msg, .send_forward = t_send_forward,
                                            .send_touch = t_send_touch, .flush = t_flush,
                                            .drain = t_drain };
@@ -236,6 +304,9 @@ static void cluster_up(uint32_t n)
             .raft_tick_ms = TICK_MS,
             .peer = &T_OPS,
             .peer_arg = nd,
+            .snap = &S_OPS,
+            .snap_arg = nd,
+            .commit_log_count = 5,
         };
         struct seq_cfg cfg = { .min_session_timeout_ms = 400, .max_session_timeout_ms = 40000,
                                .container_check_ms = 60000, .ttl_enabled = true,
@@ -249,8 +320,11 @@ static void cluster_up(uint32_t n)
 
 static void cluster_down(void)
 {
-    for (uint32_t i = 0; i < N_MAX; i++)
+    for (uint32_t i = 0; i < N_MAX; i++) {
         outs_free(&STASH[i]);
+        free(STORE[i].p);
+        STORE[i] = (struct store){ 0 };
+    }
     for (uint32_t i = 0; i < NET.n; i++) {
         seq_free(NODES[i].s);
         NODES[i].s = NULL;
@@ -272,6 +346,8 @@ static void step_all(void)
         if (!NET.down[i + 1])
             (void)seq_ens_step(NODES[i].s, NOW, WALL0 + NOW);
     rcu_read_unlock();
+    for (uint32_t i = 0; i < NET.n; i++)
+        seq_ens_release(NODES[i].s); /* old trees a snapshot replaced */
     NOW += 1;
 }
 
@@ -765,6 +841,70 @@ static void test_five_servers_all_take_writes(void **state)
     cluster_down();
 }
 
+/* A follower down while the leader compacted its log past it comes back
+ * through a snapshot: it persists it (before acknowledging), replaces its
+ * tree, closes its clients' connections (their watches saw the old tree)
+ * and keeps their sessions, and then follows by entries again. */
+static void test_follower_behind_compacted_log_gets_snapshot(void **state)
+{
+    (void)state;
+    cluster_up(3);
+    uint32_t leader = wait_leader();
+    uint32_t f = a_follower(leader, 0);
+    uint8_t pw[16];
+    int64_t fsid = connect_via(f, 71, 30000, pw);
+    int64_t sid = connect_via(leader, 72, 30000, NULL);
+    assert_int_equal(create_via(leader, 72, sid, 1, "/before", ZK_PERSISTENT), ZK_OK);
+    settle(leader);
+    NET.down[f] = true;
+    int32_t xid = 2;
+    char path[16];
+    for (int i = 0; i < 40; i++) {
+        snprintf(path, sizeof path, "/n%d", i);
+        assert_int_equal(create_via(leader, 72, sid, xid++, path, ZK_PERSISTENT), ZK_OK);
+    }
+    int64_t snap = take_snapshot(leader);
+    for (int i = 40; i < 50; i++) {
+        snprintf(path, sizeof path, "/n%d", i);
+        assert_int_equal(create_via(leader, 72, sid, xid++, path, ZK_PERSISTENT), ZK_OK);
+    }
+    step_all();
+    assert_true(status_of(leader).raft.snap_zxid == snap); /* compacted */
+    assert_int_equal(status_of(leader).snapshots_sent, 0);
+
+    NET.down[f] = false;
+    settle(leader);
+    assert_int_equal(STORE[f - 1].persists, 1);
+    assert_true(STORE[f - 1].zxid == snap);
+    assert_int_equal(status_of(f).snapshots_installed, 1);
+    assert_true(status_of(leader).snapshots_sent >= 1);
+    assert_true(exists_on(f, "/before") && exists_on(f, "/n39") && exists_on(f, "/n49"));
+    assert_live_trees_agree();
+    struct seq_out *o = wait_out(f, SEQ_OUT_CLOSE, 71);
+    assert_true(o->session_id == fsid);
+    seq_out_free(o);
+
+    /* the session lives on the replaced tree: it reattaches there */
+    struct seq_req *r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
+    r->worker = 0;
+    r->conn = 73;
+    r->session_id = fsid;
+    r->timeout_ms = 30000;
+    memcpy(r->passwd, pw, sizeof pw);
+    r->passwd_len = 16;
+    seq_submit(NODES[f - 1].s, r);
+    o = wait_out(f, SEQ_OUT_CONNECT, 73);
+    assert_true(o->session_id == fsid && o->timeout_ms > 0);
+    seq_out_free(o);
+    /* and it follows by entries again: a write through it lands everywhere */
+    assert_int_equal(create_via(f, 73, fsid, 1, "/after", ZK_PERSISTENT), ZK_OK);
+    settle(leader);
+    assert_true(exists_on(leader, "/after"));
+    assert_live_trees_agree();
+    assert_int_equal(status_of(f).snapshots_installed, 1);
+    cluster_down();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -775,6 +915,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_leader_loss_fails_pending_and_moves_on, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_five_servers_all_take_writes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_follower_behind_compacted_log_gets_snapshot, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
