@@ -109,6 +109,9 @@ struct seq_ens {
     uint32_t known_term;
     uint32_t known_leader;
     bool was_leader;
+    /* Clients are served only while this server has a leader's lease
+     * (watch_serving); ever_served quiets the first transition's log line. */
+    bool serving, ever_served;
 
     /* leader: requests for the next round, and the round in flight */
     struct seq_req **input;
@@ -771,6 +774,15 @@ static bool route(struct seq *s, struct seq_req *r)
 static void local_connect(struct seq *s, struct seq_req *r, int64_t now_ms)
 {
     struct seq_ens *e = s->ens;
+    if (!e->serving) {
+        /* no leader: the client tries another server (ZooKeeper closes it too) */
+        sq_out_push(s, r->worker, sq_out_new(SEQ_OUT_CLOSE, r->conn));
+        if (r->worker >= 0 && r->worker < SEQ_WORKERS_MAX)
+            e->kicked[r->worker] = true;
+        atomic_fetch_sub_explicit(&s->st_outstanding, 1, memory_order_relaxed);
+        seq_req_free(r);
+        return;
+    }
     if (r->session_id != 0) {
         /* reattach: this server's tree says whether the session lives (a
          * session the leader has just expired closes when that txn applies) */
@@ -844,7 +856,7 @@ static void local_write(struct seq *s, struct seq_req *r, int64_t now_ms)
             p->read_state = READ_FAILED;
         return;
     }
-    if (!route(s, r))
+    if (!e->serving || !route(s, r))
         pend_fail(s, p);
 }
 
@@ -999,6 +1011,38 @@ static void watch_leadership(struct seq *s, int64_t now_ms)
     e->known_term = st.term;
     e->known_leader = st.leader_id;
     e->was_leader = leader;
+}
+
+/* A server without a live leader stops serving clients, as a ZooKeeper
+ * server that loses its leader does: it closes every client connection and
+ * refuses new ones until a leader is elected. Its clients move to servers
+ * that have one; if it kept answering them from its tree, a partitioned
+ * server would serve stale data for as long as the partition lasts, past
+ * even the expiry of the sessions it serves (ZooKeeper's timeliness
+ * guarantee). The lease is the CheckQuorum one: a leader that cannot hear
+ * a quorum steps down within an election timeout, a follower or observer
+ * gives its leader up after one without a word from it. */
+static void watch_serving(struct seq *s)
+{
+    struct seq_ens *e = s->ens;
+    struct raft_status st;
+    raft_status(e->raft, &st);
+    bool serving = st.leader_id != 0 && st.leader_lease;
+    if (serving == e->serving)
+        return;
+    e->serving = serving;
+    if (serving) {
+        if (e->ever_served)
+            fprintf(stderr, "larchd: ensemble: serving clients again (leader %u)\n",
+                    st.leader_id);
+        e->ever_served = true;
+        return;
+    }
+    struct close_scan c = { .s = s };
+    tree_session_each(s->tree, close_local_session, &c);
+    pend_fail_all(s);
+    fprintf(stderr, "larchd: ensemble: no leader: %zu client connections closed, new ones "
+                    "refused until one is elected\n", c.closed);
 }
 
 struct due_scan {
@@ -1174,6 +1218,7 @@ static void publish_status(struct seq *s)
     e->status.applied = e->applied;
     e->status.snapshots_sent = e->snaps_sent;
     e->status.snapshots_installed = e->snaps_installed;
+    e->status.serving = e->serving;
     pthread_mutex_unlock(&e->status_lock);
 }
 
@@ -1194,6 +1239,7 @@ int64_t seq_ens_step(struct seq *s, int64_t now_ms, int64_t wall_ms)
         e->next_tick_ms += e->tick_ms;
     }
     watch_leadership(s, now_ms);
+    watch_serving(s);
     if (e->was_leader)
         leader_housekeeping(s, now_ms, wall_ms);
     else
@@ -1201,6 +1247,7 @@ int64_t seq_ens_step(struct seq *s, int64_t now_ms, int64_t wall_ms)
     leader_round(s, now_ms, wall_ms);
     run_ready(s, now_ms);
     watch_leadership(s, now_ms);
+    watch_serving(s);
     /* a round that finished in this pass lets the next one start at once */
     leader_round(s, now_ms, wall_ms);
     run_ready(s, now_ms);

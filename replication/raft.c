@@ -1367,6 +1367,7 @@ void raft_status(const struct raft *r, struct raft_status *st)
     st->term = r->term;
     st->vote = r->vote;
     st->leader_id = r->leader_id;
+    st->leader_lease = in_lease(r);
     st->commit_zxid = r->commit;
     st->applied_zxid = r->applied;
     st->last_zxid = log_last(r);

@@ -238,6 +238,9 @@ struct raft_status {
     uint32_t term;
     uint32_t vote;
     uint32_t leader_id; /* 0: unknown */
+    /* This node leads, or heard its leader within election_ticks (the
+     * CheckQuorum lease): what it serves is at most that stale. */
+    bool leader_lease;
     int64_t commit_zxid;
     int64_t applied_zxid; /* committed entries handed out and advanced past */
     int64_t last_zxid;    /* last entry in the log (snap_zxid if none) */

@@ -382,6 +382,7 @@ struct seq_ens_status {
     uint64_t applied;           /* committed entries applied */
     uint64_t snapshots_sent;      /* as leader: snapshots sent to followers behind its log */
     uint64_t snapshots_installed; /* snapshots from a leader installed here */
+    bool serving; /* clients are served: this server has a live leader */
 };
 /* False when the sequencer is standalone. */
 bool seq_ens_status(struct seq *s, struct seq_ens_status *out);

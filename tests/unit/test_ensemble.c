@@ -905,6 +905,61 @@ static void test_follower_behind_compacted_log_gets_snapshot(void **state)
     cluster_down();
 }
 
+/* A server cut off from its leader stops serving: after an election
+ * timeout without a word from a leader it closes its clients' connections
+ * and refuses new ones (ZooKeeper's behaviour, and its timeliness
+ * guarantee: a partitioned server must not serve stale data indefinitely).
+ * Once a leader is back it serves again, and the session reattaches. */
+static void test_no_leader_no_clients(void **state)
+{
+    (void)state;
+    cluster_up(3);
+    uint32_t leader = wait_leader();
+    uint32_t f = a_follower(leader, 0);
+    uint32_t g = a_follower(leader, f);
+    uint8_t pw[16];
+    int64_t sid = connect_via(f, 81, 30000, pw);
+    assert_true(status_of(f).serving);
+    NET.down[leader] = true;
+    NET.down[g] = true;
+    struct seq_out *o = wait_out(f, SEQ_OUT_CLOSE, 81);
+    assert_true(o->session_id == sid);
+    seq_out_free(o);
+    assert_false(status_of(f).serving);
+    /* a new client, and the old one reattaching, are both refused */
+    struct seq_req *r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
+    r->worker = 0;
+    r->conn = 82;
+    r->timeout_ms = 30000;
+    seq_submit(NODES[f - 1].s, r);
+    seq_out_free(wait_out(f, SEQ_OUT_CLOSE, 82));
+    r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
+    r->worker = 0;
+    r->conn = 83;
+    r->session_id = sid;
+    r->timeout_ms = 30000;
+    memcpy(r->passwd, pw, sizeof pw);
+    r->passwd_len = 16;
+    seq_submit(NODES[f - 1].s, r);
+    seq_out_free(wait_out(f, SEQ_OUT_CLOSE, 83));
+
+    NET.down[g] = false; /* a quorum again: f or g leads */
+    (void)wait_leader();
+    assert_true(status_of(f).serving);
+    r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
+    r->worker = 0;
+    r->conn = 84;
+    r->session_id = sid;
+    r->timeout_ms = 30000;
+    memcpy(r->passwd, pw, sizeof pw);
+    r->passwd_len = 16;
+    seq_submit(NODES[f - 1].s, r);
+    o = wait_out(f, SEQ_OUT_CONNECT, 84);
+    assert_true(o->session_id == sid && o->timeout_ms > 0);
+    seq_out_free(o);
+    cluster_down();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -917,6 +972,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_five_servers_all_take_writes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_follower_behind_compacted_log_gets_snapshot, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_no_leader_no_clients, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
