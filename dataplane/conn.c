@@ -475,6 +475,17 @@ static void dispatch(struct conn *c, const uint8_t *frame, size_t len, int64_t a
     const uint8_t *body = frame + r.pos;
     size_t blen = len - r.pos;
     atomic_store_explicit(&c->last_op, h.type, memory_order_relaxed);
+    if (c->read_only && h.type == ZK_OP_CLOSESESSION) {
+        /* the session is this server's alone while it has no quorum: no txn */
+        reply_header_only(c, h.xid, ZK_OK);
+        conn_close(c, false);
+        return;
+    }
+    if (c->read_only && op_goes_to_sequencer(h.type) && h.type != ZK_OP_GETEPHEMERALS) {
+        /* ZooKeeper's ReadOnlyRequestProcessor: writes and sync */
+        reply_header_only(c, h.xid, ZK_ENOTREADONLY);
+        return;
+    }
     if (op_goes_to_sequencer(h.type)) {
         forward_to_sequencer(c, h.xid, h.type, body, blen, arrived_us);
         return;
@@ -583,6 +594,7 @@ static void handle_connect(struct conn *c, const uint8_t *frame, size_t len)
     if (copy)
         memcpy(q->passwd, req.passwd.ptr, copy);
     c->client_sent_ro = req.has_read_only;
+    q->read_only_ok = req.has_read_only && req.read_only;
     c->state = CONN_HANDSHAKE;
     COUNTER_ADD(c->rx, 1);
     seq_submit(c->w->dp->seq, q);
@@ -834,7 +846,7 @@ static void send_connect_response(struct conn *c, const struct seq_out *o)
         .timeout_ms = o->timeout_ms,
         .session_id = o->session_id,
         .passwd = { (const char *)o->passwd, 16 },
-        .read_only = false,
+        .read_only = o->read_only && o->timeout_ms != 0,
         .has_read_only = c->client_sent_ro,
     };
     static const uint8_t zeros[16];
@@ -855,6 +867,7 @@ static void on_connect_result(struct conn *c, const struct seq_out *o)
     }
     c->session_id = o->session_id;
     c->timeout_ms = o->timeout_ms;
+    c->read_only = o->read_only;
     c->state = CONN_ACTIVE;
     c->last_touch_ms = 0;
     touch_session(c);

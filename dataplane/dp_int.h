@@ -69,6 +69,7 @@ struct conn {
     bool input_full;        /* paused at conn_max_buffer_bytes until half of it is free */
     bool throttled;         /* reading is paused for a budget (counted once per pause) */
     bool client_sent_ro;
+    bool read_only;         /* a read-only session: the server has no quorum */
     struct conn *next_dirty;
     struct conn *next_resume;
     struct conn *next_dead;

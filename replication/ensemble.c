@@ -112,6 +112,14 @@ struct seq_ens {
     /* Clients are served only while this server has a leader's lease
      * (watch_serving); ever_served quiets the first transition's log line. */
     bool serving, ever_served;
+    /* readonlymode.enabled: without a leader, read-only clients are served;
+     * their connections close when a leader is back (they look for one) */
+    bool ro_enabled;
+    struct ro_conn {
+        int32_t worker;
+        uint64_t conn;
+    } *ro_conns;
+    size_t n_ro_conns, cap_ro_conns;
 
     /* leader: requests for the next round, and the round in flight */
     struct seq_req **input;
@@ -653,7 +661,8 @@ static void compact_log(struct seq *s)
         return;
     raft_compact(e->raft, newest, e->commit_log_count);
     if (e->snap_out_zxid != 0 && e->snap_out_zxid < newest) {
-        base_buf_free(&e->snap_out); /* a newer snapshot will be sent */
+        base_buf_free(&e->snap_out);
+    free(e->ro_conns); /* a newer snapshot will be sent */
         e->snap_out_zxid = 0;
     }
 }
@@ -771,9 +780,54 @@ static bool route(struct seq *s, struct seq_req *r)
     return sent;
 }
 
+/* readonlymode without a leader: a new session is this server's alone (no
+ * txn can create it): its id comes from this server's range and its
+ * password from this server's key, so the client can reattach here while
+ * the partition lasts. A session the tree holds reattaches read-only with
+ * its own password. Nothing in the tree changes. */
+static void read_only_connect(struct seq *s, struct seq_req *r, struct seq_out *o)
+{
+    struct seq_ens *e = s->ens;
+    struct tree_session *ts = r->session_id ? tree_session_find(s->tree, r->session_id) : NULL;
+    uint8_t derived[SEQ_PASSWD_BYTES];
+    int64_t id = r->session_id ? r->session_id : (int64_t)(s->next_session_id++);
+    bool ok = seq_passwd_derive(s->passwd_key, id, derived);
+    if (ts && !ts->closing && sq_passwd_matches(ts, r)) {
+        o->timeout_ms = ts->timeout_ms;
+        memcpy(o->passwd, ts->passwd, sizeof o->passwd);
+    } else if (ok && !ts && (r->session_id == 0 ||
+                             (r->passwd_len == SEQ_PASSWD_BYTES &&
+                              memcmp(r->passwd, derived, sizeof derived) == 0))) {
+        o->timeout_ms = sq_clamp_timeout(s, r->timeout_ms);
+        memcpy(o->passwd, derived, sizeof o->passwd);
+    } else {
+        o->timeout_ms = 0; /* an unknown session, or a wrong password */
+        memset(o->passwd, 0, sizeof o->passwd);
+        return;
+    }
+    o->session_id = id;
+    o->read_only = true;
+    if (base_grow(&e->ro_conns, &e->cap_ro_conns, e->n_ro_conns + 1, sizeof *e->ro_conns) == 0)
+        e->ro_conns[e->n_ro_conns++] = (struct ro_conn){ r->worker, r->conn };
+    else
+        o->timeout_ms = 0; /* it could not be closed when a leader is back */
+}
+
 static void local_connect(struct seq *s, struct seq_req *r, int64_t now_ms)
 {
     struct seq_ens *e = s->ens;
+    if (!e->serving && e->ro_enabled && r->read_only_ok &&
+        r->last_zxid_seen <= tree_last_zxid(s->tree)) {
+        struct seq_out *o = sq_out_new(SEQ_OUT_CONNECT, r->conn);
+        if (o)
+            read_only_connect(s, r, o);
+        sq_out_push(s, r->worker, o);
+        if (r->worker >= 0 && r->worker < SEQ_WORKERS_MAX)
+            e->kicked[r->worker] = true;
+        atomic_fetch_sub_explicit(&s->st_outstanding, 1, memory_order_relaxed);
+        seq_req_free(r);
+        return;
+    }
     if (!e->serving) {
         /* no leader: the client tries another server (ZooKeeper closes it too) */
         sq_out_push(s, r->worker, sq_out_new(SEQ_OUT_CLOSE, r->conn));
@@ -1032,6 +1086,16 @@ static void watch_serving(struct seq *s)
         return;
     e->serving = serving;
     if (serving) {
+        /* read-only clients go: they reconnect to a server with a quorum,
+         * as ZooKeeper's read-only server drops them when it rejoins */
+        for (size_t i = 0; i < e->n_ro_conns; i++) {
+            struct seq_out *o = sq_out_new(SEQ_OUT_CLOSE, e->ro_conns[i].conn);
+            stage(s, e->ro_conns[i].worker, o);
+        }
+        if (e->n_ro_conns)
+            fprintf(stderr, "larchd: ensemble: leaving read-only mode: %zu read-only "
+                            "connections closed\n", e->n_ro_conns);
+        e->n_ro_conns = 0;
         if (e->ever_served)
             fprintf(stderr, "larchd: ensemble: serving clients again (leader %u)\n",
                     st.leader_id);
@@ -1042,7 +1106,8 @@ static void watch_serving(struct seq *s)
     tree_session_each(s->tree, close_local_session, &c);
     pend_fail_all(s);
     fprintf(stderr, "larchd: ensemble: no leader: %zu client connections closed, new ones "
-                    "refused until one is elected\n", c.closed);
+                    "%s until one is elected\n", c.closed,
+            e->ro_enabled ? "served read-only if they allow it" : "refused");
 }
 
 struct due_scan {
@@ -1219,6 +1284,7 @@ static void publish_status(struct seq *s)
     e->status.snapshots_sent = e->snaps_sent;
     e->status.snapshots_installed = e->snaps_installed;
     e->status.serving = e->serving;
+    e->status.read_only = !e->serving && e->ro_enabled;
     pthread_mutex_unlock(&e->status_lock);
 }
 
@@ -1309,6 +1375,7 @@ int sq_ens_new(struct seq *s, const struct seq_ensemble_cfg *cfg)
     e->snap = cfg->snap;
     e->snap_arg = cfg->snap_arg;
     e->commit_log_count = cfg->commit_log_count ? cfg->commit_log_count : ENS_COMMIT_LOG_COUNT;
+    e->ro_enabled = cfg->read_only_mode;
     s->ens = e;
     publish_status(s);
     return 0;

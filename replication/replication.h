@@ -104,6 +104,8 @@ struct seq_req {
     /* CONNECT in an ensemble: a new session whose id the server the client
      * is on has already chosen (session_id), forwarded to the leader */
     bool new_session;
+    /* CONNECT: the client said it may be served read-only (canBeReadOnly) */
+    bool read_only_ok;
     /* caller's identity (WRITE): owned copies */
     struct tree_authid *auth_ids;
     int32_t auth_count;
@@ -154,6 +156,7 @@ struct seq_out {
     int64_t session_id;
     int32_t timeout_ms;     /* CONNECT: negotiated, 0 = session expired/invalid */
     uint8_t passwd[SEQ_PASSWD_BYTES]; /* CONNECT: the session password (zeros when refused) */
+    bool read_only;         /* CONNECT: a read-only session: writes answer NOTREADONLY */
     bool pending_done;      /* REPLY: answers a request counted as pending */
     struct seq_events *events; /* EVENTS */
     uint8_t *frame;         /* REPLY/CONNECT/CLOSE: a complete length-prefixed frame, or NULL */
@@ -342,6 +345,10 @@ struct seq_ensemble_cfg {
      * a txn that no longer fits is skipped, as recovery's replay does. Past
      * it, a txn that does not apply means this replica diverged: fatal. */
     int64_t tolerate_repeats_until;
+    /* readonlymode.enabled: while this server has no leader it serves
+     * clients that allow it read-only (ZooKeeper's ReadOnlyZooKeeperServer);
+     * off, it serves nobody then. */
+    bool read_only_mode;
     /* NULL: the log is never compacted and a snapshot from the leader is
      * fatal (tests of the driver that need neither). */
     const struct seq_snap_ops *snap;
@@ -382,7 +389,8 @@ struct seq_ens_status {
     uint64_t applied;           /* committed entries applied */
     uint64_t snapshots_sent;      /* as leader: snapshots sent to followers behind its log */
     uint64_t snapshots_installed; /* snapshots from a leader installed here */
-    bool serving; /* clients are served: this server has a live leader */
+    bool serving;   /* clients are served: this server has a live leader */
+    bool read_only; /* no leader, and read-only clients are served (readonlymode) */
 };
 /* False when the sequencer is standalone. */
 bool seq_ens_status(struct seq *s, struct seq_ens_status *out);

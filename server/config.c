@@ -1346,10 +1346,6 @@ static void finish_ensemble(struct config *c, struct reporter *r)
         report_at_server(r, second ? second : first,
                          "replicated mode needs dataDir (it holds this server's myid, its "
                          "vote and its log)");
-    if (c->read_only_mode)
-        report(r, SEV_WARNING, "readonlymode.enabled=true: larchd does not serve read-only "
-                               "sessions yet; a server cut off from its quorum serves no "
-                               "writes and closes connections that wait for one");
     if (c->reconfig_enabled)
         report(r, SEV_WARNING, "reconfigEnabled=true: larchd does not run dynamic "
                                "reconfiguration yet; reconfig requests are answered "

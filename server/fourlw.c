@@ -76,6 +76,8 @@ static const char *server_state(struct server *srv, struct seq_ens_status *st)
 {
     if (!srv->member || !seq_ens_status(srv->seq, st))
         return "standalone";
+    if (st->read_only)
+        return "read-only"; /* ZooKeeper's ReadOnlyZooKeeperServer */
     switch (st->raft.role) {
     case RAFT_LEADER:
         return "leader";
@@ -431,7 +433,9 @@ void fourlw_answer(void *arg, struct dp *dp, const char *word, struct zk_wbuf *o
     if (strcmp(word, "ruok") == 0) {
         outf(out, "imok");
     } else if (strcmp(word, "isro") == 0) {
-        outf(out, "rw");
+        struct seq_ens_status st;
+        outf(out, "%s", srv->member && seq_ens_status(srv->seq, &st) && st.read_only ? "ro"
+                                                                                     : "rw");
     } else if (strcmp(word, "srvr") == 0) {
         snapshot(srv, &s);
         put_version(out);

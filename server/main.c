@@ -117,6 +117,7 @@ static int make_sequencer(struct server *srv, struct durability_boot *boot)
             .snap = durability_snap_ops(),
             .snap_arg = srv->dur,
             .commit_log_count = (uint32_t)c->commit_log_count,
+            .read_only_mode = c->read_only_mode,
         };
         scfg.ensemble = &ecfg;
     }

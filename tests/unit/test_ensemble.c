@@ -76,6 +76,7 @@ static struct net NET;
  * (event batches are dropped: these tests look at answers). */
 static struct outs STASH[N_MAX];
 static struct node NODES[N_MAX];
+static bool RO_MODE; /* cluster_up: readonlymode.enabled */
 static int64_t NOW = 1000000;
 
 static void item_free(struct item *it)
@@ -307,6 +308,7 @@ static void cluster_up(uint32_t n)
             .snap = &S_OPS,
             .snap_arg = nd,
             .commit_log_count = 5,
+            .read_only_mode = RO_MODE,
         };
         struct seq_cfg cfg = { .min_session_timeout_ms = 400, .max_session_timeout_ms = 40000,
                                .container_check_ms = 60000, .ttl_enabled = true,
@@ -332,6 +334,7 @@ static void cluster_down(void)
     rcu_barrier();
     for (uint32_t i = 0; i < NET.n; i++)
         tree_free(NODES[i].t);
+    RO_MODE = false;
     for (size_t i = 0; i < NET.n_q; i++)
         item_free(&NET.q[i]);
     free(NET.q);
@@ -960,6 +963,91 @@ static void test_no_leader_no_clients(void **state)
     cluster_down();
 }
 
+static struct seq_out *connect_req(uint32_t id, uint64_t conn, int64_t sid, const uint8_t *pw,
+                                   bool read_only_ok)
+{
+    struct seq_req *r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
+    r->worker = 0;
+    r->conn = conn;
+    r->session_id = sid;
+    r->timeout_ms = 30000;
+    r->read_only_ok = read_only_ok;
+    if (pw) {
+        memcpy(r->passwd, pw, 16);
+        r->passwd_len = 16;
+    }
+    seq_submit(NODES[id - 1].s, r);
+    stash_drain(id);
+    struct seq_out *o = stash_take(id, SEQ_OUT_CONNECT, conn);
+    if (!o)
+        o = stash_take(id, SEQ_OUT_CLOSE, conn);
+    for (int k = 0; !o && k < STEP_LIMIT; k++) {
+        step_all();
+        stash_drain(id);
+        o = stash_take(id, SEQ_OUT_CONNECT, conn);
+        if (!o)
+            o = stash_take(id, SEQ_OUT_CLOSE, conn);
+    }
+    assert_non_null(o);
+    return o;
+}
+
+/* readonlymode.enabled: a server without a leader serves the clients that
+ * allow read-only (new sessions of its own, and sessions it knows), refuses
+ * the others, and closes the read-only connections once a leader is back. */
+static void test_read_only_mode_without_a_leader(void **state)
+{
+    (void)state;
+    RO_MODE = true;
+    cluster_up(3);
+    uint32_t leader = wait_leader();
+    uint32_t f = a_follower(leader, 0);
+    uint32_t g = a_follower(leader, f);
+    uint8_t pw[16];
+    int64_t known = connect_via(f, 90, 30000, pw);
+    assert_false(status_of(f).read_only);
+    NET.down[leader] = true;
+    NET.down[g] = true;
+    seq_out_free(wait_out(f, SEQ_OUT_CLOSE, 90));
+    assert_true(status_of(f).read_only);
+
+    struct seq_out *o = connect_req(f, 91, 0, NULL, false);
+    assert_int_equal(o->kind, SEQ_OUT_CLOSE); /* it did not allow read-only */
+    seq_out_free(o);
+    o = connect_req(f, 92, 0, NULL, true);
+    assert_int_equal(o->kind, SEQ_OUT_CONNECT);
+    assert_true(o->read_only && o->timeout_ms > 0);
+    assert_int_equal((uint64_t)o->session_id >> 56, f);
+    int64_t ro_sid = o->session_id;
+    uint8_t ro_pw[16];
+    memcpy(ro_pw, o->passwd, 16);
+    seq_out_free(o);
+    /* it reattaches here with its password, and not with another */
+    o = connect_req(f, 93, ro_sid, ro_pw, true);
+    assert_true(o->kind == SEQ_OUT_CONNECT && o->read_only && o->session_id == ro_sid);
+    seq_out_free(o);
+    uint8_t wrong[16];
+    memcpy(wrong, ro_pw, 16);
+    wrong[0] ^= 1;
+    o = connect_req(f, 94, ro_sid, wrong, true);
+    assert_true(o->kind == SEQ_OUT_CONNECT && o->timeout_ms == 0);
+    seq_out_free(o);
+    /* a session the tree holds reattaches read-only too */
+    o = connect_req(f, 95, known, pw, true);
+    assert_true(o->kind == SEQ_OUT_CONNECT && o->read_only && o->session_id == known);
+    seq_out_free(o);
+
+    NET.down[g] = false;
+    (void)wait_leader();
+    assert_false(status_of(f).read_only);
+    for (uint64_t conn = 92; conn <= 95; conn++) {
+        if (conn == 94)
+            continue; /* refused: never a read-only connection */
+        seq_out_free(wait_out(f, SEQ_OUT_CLOSE, conn));
+    }
+    cluster_down();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -973,6 +1061,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_follower_behind_compacted_log_gets_snapshot, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_no_leader_no_clients, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_only_mode_without_a_leader, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
