@@ -22,12 +22,15 @@
  * the same way: its txn may still commit under the next leader, but nobody
  * waits for it any more.
  *
- * The leader runs one round at a time: it preps the queued requests against
- * its tree plus the pending-change overlay, proposes one txn per request,
- * and prepares the next round only after the last txn of this one has been
- * applied (which resets the overlay). It also preps nothing before it has
- * applied its whole log: a new leader's state is only right once its no-op
- * has committed everything before it.
+ * The leader pipelines its rounds: it preps the queued requests against its
+ * tree plus the pending-change overlay (which holds every change proposed
+ * and not yet applied), proposes one txn per request, and may prepare the
+ * next round while earlier ones are still being replicated, up to
+ * ENS_PIPELINE_MAX rounds. The overlay is reset once everything proposed
+ * has been applied: on the leader only its own proposals change the tree,
+ * so an overlay entry for an applied change says what the tree says. It
+ * preps nothing before it has applied its whole log: a new leader's state
+ * is only right once its no-op has committed everything before it.
  *
  * Everything here runs on the thread holding the sequencer role.
  */
@@ -45,6 +48,10 @@
 #define ENS_READY_MAX 64            /* Ready cycles per pass (more waits for the next) */
 #define ENS_LOCAL_MAX (4 * SEQ_ROUND_MAX) /* local requests taken per pass */
 #define ENS_COMMIT_LOG_COUNT 500           /* seq_ensemble_cfg.commit_log_count's default */
+/* Rounds a leader keeps in flight. Each waits for a quorum's fsync; more
+ * of them overlap those waits. Then the pipeline drains, and the overlay
+ * is reset, before the next round: that bounds the overlay. */
+#define ENS_PIPELINE_MAX 8
 
 /* A snapshot travels as a 16-byte header and the snapshot file's bytes:
  * "LRSX", u32 version (1), i64 repeats_until, little-endian. The snapshot
@@ -67,6 +74,8 @@ enum pend_kind {
     PEND_CONNECT = 2, /* a new session: answered from its createSession txn */
     PEND_SYNC = 3,    /* sync: answered after a ReadIndex and the applies it asks for */
     PEND_LOCAL = 4,   /* getEphemerals: answered from this tree, in session order */
+    PEND_ATTACH = 5,  /* a connect this server is too far behind to judge: after a
+                       * ReadIndex and the applies it asks for, it is judged */
 };
 
 enum read_state { READ_WAIT = 0, READ_OK = 1, READ_FAILED = 2 };
@@ -124,8 +133,8 @@ struct seq_ens {
     /* leader: requests for the next round, and the round in flight */
     struct seq_req **input;
     size_t n_input, cap_input;
-    bool round_in_flight;
-    int64_t round_last_zxid;
+    uint32_t rounds_in_flight; /* proposed since the overlay was last reset */
+    int64_t round_last_zxid;   /* the last txn proposed: the overlay resets once it applies */
     int64_t last_expiry_ms, last_reap_ms, last_touch_ms;
 
     /* this server's clients' unanswered requests, oldest first */
@@ -247,7 +256,8 @@ static void pend_fail_all(struct seq *s)
     struct seq_ens *e = s->ens;
     for (size_t i = e->pend_head; i < e->pend_len; i++) {
         struct pend *p = &e->pend[i];
-        if (p->kind == PEND_WRITE || p->kind == PEND_CONNECT || p->kind == PEND_SYNC)
+        if (p->kind == PEND_WRITE || p->kind == PEND_CONNECT || p->kind == PEND_SYNC ||
+            p->kind == PEND_ATTACH)
             pend_fail(s, p);
     }
     pend_pop_done(e);
@@ -452,9 +462,9 @@ static void apply_entry(struct seq *s, const struct raft_entry *ent, int64_t now
             stage(s, owner_w, o);
         }
     }
-    if (e->round_in_flight && x.zxid >= e->round_last_zxid) {
-        tree_prep_reset(s->tree); /* the round's overlay is now the tree */
-        e->round_in_flight = false;
+    if (e->rounds_in_flight && x.zxid >= e->round_last_zxid) {
+        tree_prep_reset(s->tree); /* the rounds' overlay is now the tree */
+        e->rounds_in_flight = 0;
     }
     tree_results_free(res, x.nops);
     free(res);
@@ -630,7 +640,7 @@ static void install_snapshot(struct seq *s, const struct raft_snapshot *snap, in
             pend_fail(s, &e->pend[i]);
     pend_pop_done(e);
     input_drop_all(e);
-    e->round_in_flight = false;
+    e->rounds_in_flight = 0;
     if (base_grow(&e->retired, &e->cap_retired, e->n_retired + 1, sizeof *e->retired) != 0)
         ens_fatal("no memory to retire the old tree", -ENOMEM);
     tree_replace(s->tree, fresh);
@@ -684,7 +694,7 @@ static void take_read(struct seq *s, const struct raft_read *rd)
     struct seq_ens *e = s->ens;
     for (size_t i = e->pend_head; i < e->pend_len; i++) {
         struct pend *p = &e->pend[i];
-        if (p->kind != PEND_SYNC || p->read_ctx != rd->ctx)
+        if ((p->kind != PEND_SYNC && p->kind != PEND_ATTACH) || p->read_ctx != rd->ctx)
             continue;
         p->read_state = rd->ok ? READ_OK : READ_FAILED;
         p->read_zxid = rd->zxid;
@@ -813,6 +823,9 @@ static void read_only_connect(struct seq *s, struct seq_req *r, struct seq_out *
         o->timeout_ms = 0; /* it could not be closed when a leader is back */
 }
 
+static bool attach_wait(struct seq *s, struct seq_req *r, int64_t now_ms);
+static void connect_now(struct seq *s, struct seq_req *r, int64_t now_ms);
+
 static void local_connect(struct seq *s, struct seq_req *r, int64_t now_ms)
 {
     struct seq_ens *e = s->ens;
@@ -837,6 +850,50 @@ static void local_connect(struct seq *s, struct seq_req *r, int64_t now_ms)
         seq_req_free(r);
         return;
     }
+    if (attach_wait(s, r, now_ms))
+        return;
+    connect_now(s, r, now_ms);
+}
+
+/* Whether r waits for this server to catch up before it is judged, and if
+ * so, takes it. A session this tree does not hold may have been created
+ * and committed an instant ago through another server (telling its client
+ * it expired would be a lie), and a client that has seen a newer zxid than
+ * this tree would otherwise be turned away: a ReadIndex from the leader
+ * says how far this server must apply, and then it judges. ZooKeeper's
+ * follower asks its leader to revalidate a session it does not know. */
+static bool attach_wait(struct seq *s, struct seq_req *r, int64_t now_ms)
+{
+    struct seq_ens *e = s->ens;
+    bool behind = r->last_zxid_seen > tree_last_zxid(s->tree) ||
+                  (r->session_id != 0 && !tree_session_find(s->tree, r->session_id));
+    if (!behind)
+        return false;
+    struct pend *p = pend_add(e, PEND_ATTACH, r, r->session_id, 0, now_ms);
+    if (!p)
+        return false; /* judged now, as before */
+    p->req = r;
+    p->read_ctx = ++e->next_read_ctx;
+    if (raft_read_index(e->raft, p->read_ctx) != RAFT_OK)
+        p->read_state = READ_FAILED;
+    return true;
+}
+
+/* A connect once this server is as far as the leader was when it asked. */
+static void attach_judge(struct seq *s, struct pend *p, int64_t now_ms)
+{
+    struct seq_ens *e = s->ens;
+    struct seq_req *r = p->req;
+    p->req = NULL;
+    p->kind = PEND_DONE; /* r's outstanding count is connect_now's to drop */
+    e->pend_live--;
+    connect_now(s, r, now_ms);
+}
+
+/* Answers a connect from this server's tree (it has a leader). */
+static void connect_now(struct seq *s, struct seq_req *r, int64_t now_ms)
+{
+    struct seq_ens *e = s->ens;
     if (r->session_id != 0) {
         /* reattach: this server's tree says whether the session lives (a
          * session the leader has just expired closes when that txn applies) */
@@ -1049,9 +1106,9 @@ static void watch_leadership(struct seq *s, int64_t now_ms)
         return;
     if (e->was_leader && !leader) {
         input_drop_all(e);
-        if (e->round_in_flight) {
+        if (e->rounds_in_flight) {
             tree_prep_reset(s->tree);
-            e->round_in_flight = false;
+            e->rounds_in_flight = 0;
         }
     }
     if (e->known_leader != 0 || e->known_term != st.term)
@@ -1138,13 +1195,23 @@ static void reap_one(void *arg, const char *path)
     d->count++;
 }
 
+/* Expiry and the reaper scan only between rounds (below); while one is
+ * due, no new round starts, so the pipeline drains and they run on the
+ * next pass even under a steady load. */
+static bool housekeeping_due(const struct seq *s, int64_t now_ms)
+{
+    const struct seq_ens *e = s->ens;
+    return now_ms - e->last_expiry_ms >= s->cfg.tick_ms ||
+           now_ms - e->last_reap_ms >= s->cfg.container_check_ms;
+}
+
 static void leader_housekeeping(struct seq *s, int64_t now_ms, int64_t wall_ms)
 {
     struct seq_ens *e = s->ens;
     struct due_scan d = { .e = e, .s = s, .now_ms = now_ms };
     /* Only between rounds: a closeSession in flight marks its session
      * closing (prep), so a scan now cannot queue the same one twice. */
-    if (e->round_in_flight)
+    if (e->rounds_in_flight)
         return;
     if (now_ms - e->last_expiry_ms >= s->cfg.tick_ms) {
         e->last_expiry_ms = now_ms;
@@ -1194,11 +1261,19 @@ static void leader_round(struct seq *s, int64_t now_ms, int64_t wall_ms)
     struct seq_ens *e = s->ens;
     struct raft_status st;
     raft_status(e->raft, &st);
-    if (e->n_input == 0 || e->round_in_flight || st.applied_zxid != st.last_zxid)
+    if (e->n_input == 0 || e->rounds_in_flight >= ENS_PIPELINE_MAX ||
+        (e->rounds_in_flight == 0 && st.applied_zxid != st.last_zxid) ||
+        housekeeping_due(s, now_ms))
         return;
     int64_t next = raft_next_zxid(e->raft);
-    if (next == 0)
-        return; /* the term's counter is used up: the core steps down */
+    if (next == 0) {
+        /* The term's counter is used up (ZOOKEEPER-1277). A proposal is
+         * what makes the core step down so that a new term starts; without
+         * it this leader would sit on its queue for good. */
+        int rc = raft_propose(e->raft, NULL, 0, NULL);
+        BASE_ASSERT(rc == RAFT_ELIMIT);
+        return;
+    }
     size_t n = e->n_input < SEQ_ROUND_MAX ? e->n_input : SEQ_ROUND_MAX;
     s->next_zxid_counter = next;
     struct seq_round *r = seq_round_prepare(s, e->input, n, now_ms, wall_ms);
@@ -1207,6 +1282,7 @@ static void leader_round(struct seq *s, int64_t now_ms, int64_t wall_ms)
     if (!r)
         return; /* out of memory: the requests were dropped, their writers time out */
     int64_t last = 0;
+    bool stalled = false;
     for (size_t i = 0; i < seq_round_len(r); i++) {
         const struct txn *x = seq_round_txn(r, i);
         if (!x)
@@ -1214,18 +1290,26 @@ static void leader_round(struct seq *s, int64_t now_ms, int64_t wall_ms)
         e->enc.len = 0;
         int64_t z = 0;
         if (txn_encode(&e->enc, x) != 0 ||
-            raft_propose(e->raft, e->enc.data, e->enc.len, &z) != RAFT_OK)
-            break; /* the rest never commits: their writers fail on the leader change or timeout */
+            raft_propose(e->raft, e->enc.data, e->enc.len, &z) != RAFT_OK) {
+            /* The rest never commits (their writers fail on the leader
+             * change or time out), yet the overlay holds them: no round
+             * may prep against it before it is reset, once the pipeline
+             * has drained. */
+            stalled = true;
+            break;
+        }
         BASE_ASSERT(z == x->zxid); /* prep numbered the txns as the core does */
         last = z;
         e->proposals++;
     }
     sq_round_discard(r);
     if (last) {
-        e->round_in_flight = true;
+        e->rounds_in_flight = stalled ? ENS_PIPELINE_MAX : e->rounds_in_flight + 1;
         e->round_last_zxid = last;
-    } else {
+    } else if (e->rounds_in_flight == 0) {
         tree_prep_reset(s->tree);
+    } else {
+        e->rounds_in_flight = ENS_PIPELINE_MAX; /* as above: drain, then reset */
     }
 }
 
@@ -1243,7 +1327,7 @@ static void pump_pending(struct seq *s, int64_t now_ms)
                 timed_out = true;
             continue;
         }
-        if (p->kind == PEND_SYNC && p->read_state == READ_FAILED) {
+        if ((p->kind == PEND_SYNC || p->kind == PEND_ATTACH) && p->read_state == READ_FAILED) {
             if (p->read_tries++ < ENS_READ_RETRIES) {
                 p->read_state = READ_WAIT;
                 p->read_ctx = ++e->next_read_ctx;
@@ -1254,8 +1338,13 @@ static void pump_pending(struct seq *s, int64_t now_ms)
             }
             continue;
         }
-        if (p->kind == PEND_SYNC && (p->read_state != READ_OK || applied < p->read_zxid))
+        if ((p->kind == PEND_SYNC || p->kind == PEND_ATTACH) &&
+            (p->read_state != READ_OK || applied < p->read_zxid))
             continue;
+        if (p->kind == PEND_ATTACH) {
+            attach_judge(s, p, now_ms);
+            continue;
+        }
         if (p->kind == PEND_SYNC || p->kind == PEND_LOCAL) {
             if (!pend_session_waits(e, i, p->session_id))
                 answer_local(s, p);

@@ -159,6 +159,7 @@ static const struct setting key_settings[] = {
     ROW("extendedTypesEnabled", K_BOOL, extended_types, 0, 0, true),
     ROW("DigestAuthenticationProvider.superDigest", K_DIGEST, super_digest, 0, 0, true),
     ROW("larch.workers", K_INT32, workers, 1, WORKERS_MAX, false),
+    ROW("larch.zxidCounterLimit", K_INT64, zxid_counter_limit, 16, 4294967294LL, false),
     ROW("larch.logLevel", K_LOGLEVEL, log_level, 0, 3, false),
     ROW_SET("larch.inlineSequencer", K_BOOL, inline_sequencer, inline_sequencer_set, 0, 0),
     /* the ensemble: server.N lines are parsed by parse_server_line */
@@ -583,6 +584,7 @@ void config_defaults(struct config *c)
     c->autopurge_snap_retain = 3;
     c->autopurge_interval_h = 0;
     c->container_check_ms = 60000;
+    c->zxid_counter_limit = 4294967294LL;
     c->global_outstanding_limit = 1000;
     c->max_cnxns = 0;
     c->sessionless_timeout_ms = 10000;
@@ -1833,6 +1835,9 @@ const char *config_usage(void)
            "  zookeeper.extendedTypesEnabled=true *\n"
            "  DigestAuthenticationProvider.superDigest=   (none) *\n"
            "  larch.workers=                    (CPUs - 1, at least 1, at most 64)\n"
+           "  larch.zxidCounterLimit=4294967294 (ensembles: the leader steps down before\n"
+           "                                    assigning a higher zxid counter; a new\n"
+           "                                    term starts: ZOOKEEPER-1277's rollover)\n"
            "  larch.logLevel=info               (error, warn, info, debug)\n"
            "  larch.inlineSequencer=            (auto: true when CPUs < workers + 1)\n"
            "Keys marked * may also be written with or without a \"zookeeper.\" prefix.\n"

@@ -59,6 +59,11 @@ struct config {
     int32_t autopurge_snap_retain;  /* autopurge.snapRetainCount, default 3 */
     int32_t autopurge_interval_h;   /* autopurge.purgeInterval, default 0 */
     int64_t container_check_ms;     /* znode.container.checkIntervalMs, default 60000 */
+    /* larch.zxidCounterLimit: the highest zxid counter a leader assigns
+     * before it steps down so that a new term (epoch) starts
+     * (ZOOKEEPER-1277 happens at 0xffffffff). Default 4294967294; small
+     * values let tests and operators watch the rollover happen. */
+    int64_t zxid_counter_limit;
     int32_t global_outstanding_limit; /* globalOutstandingLimit, default 1000 */
     int32_t max_cnxns;              /* maxCnxns: all client connections, default 0 = unlimited */
     int32_t sessionless_timeout_ms; /* zookeeper.nio.sessionlessCnxnTimeout, default 10000 */

@@ -105,6 +105,12 @@ static int make_sequencer(struct server *srv, struct durability_boot *boot)
                                                       srv->ens.election_ticks
                                                   ? 2 * srv->ens.heartbeat_ticks
                                                   : srv->ens.election_ticks,
+                      /* a whole round per APPEND: followers fsync once per
+                       * round, not once per 64 entries (the frame bound is
+                       * 64 MiB; one larger entry still goes alone) */
+                      .counter_limit = (uint32_t)c->zxid_counter_limit,
+                      .max_append_entries = 4096,
+                      .max_append_bytes = 8u << 20,
                       .seed = seed },
             .boot = { .hard_state = boot->hard_state, .snap_zxid = boot->snap_zxid,
                       .entries = boot->entries, .n_entries = boot->n_entries },

@@ -54,6 +54,7 @@ struct net {
     struct item *q;
     size_t n_q, cap_q;
     bool down[N_MAX + 1]; /* server id: crashed, gets and sends nothing */
+    bool paused[N_MAX + 1]; /* server id: not stepped; what is sent to it waits */
     uint64_t forwards, touches;
 };
 
@@ -346,7 +347,7 @@ static void step_all(void)
 {
     rcu_read_lock();
     for (uint32_t i = 0; i < NET.n; i++)
-        if (!NET.down[i + 1])
+        if (!NET.down[i + 1] && !NET.paused[i + 1])
             (void)seq_ens_step(NODES[i].s, NOW, WALL0 + NOW);
     rcu_read_unlock();
     for (uint32_t i = 0; i < NET.n; i++)
@@ -1048,6 +1049,51 @@ static void test_read_only_mode_without_a_leader(void **state)
     cluster_down();
 }
 
+/* A session committed an instant ago through the leader reattaches to a
+ * follower that has not applied it yet: the follower must not call it
+ * expired (it lives), nor turn away a client that saw a newer zxid; it
+ * catches up to the leader's commit (ReadIndex) and then judges. */
+static void test_reattach_to_a_follower_behind(void **state)
+{
+    (void)state;
+    cluster_up(3);
+    uint32_t leader = wait_leader();
+    uint32_t f = a_follower(leader, 0);
+    NET.paused[f] = true;
+    uint8_t pw[16];
+    int64_t sid = connect_via(leader, 101, 30000, pw);
+    assert_int_equal(create_via(leader, 101, sid, 1, "/seen", ZK_PERSISTENT), ZK_OK);
+    int64_t seen = tree_last_zxid(NODES[leader - 1].t);
+    assert_null(tree_session_find(NODES[f - 1].t, sid)); /* f has not applied it */
+    NET.paused[f] = false;
+    struct seq_req *r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
+    r->worker = 0;
+    r->conn = 102;
+    r->session_id = sid;
+    r->timeout_ms = 30000;
+    r->last_zxid_seen = seen;
+    memcpy(r->passwd, pw, sizeof pw);
+    r->passwd_len = 16;
+    seq_submit(NODES[f - 1].s, r);
+    struct seq_out *o = wait_out(f, SEQ_OUT_CONNECT, 102);
+    assert_true(o->session_id == sid);
+    assert_true(o->timeout_ms > 0);
+    seq_out_free(o);
+    assert_true(exists_on(f, "/seen"));
+    /* a session that never existed is still expired, after the same wait */
+    r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
+    r->worker = 0;
+    r->conn = 103;
+    r->session_id = sid + 1000;
+    r->timeout_ms = 30000;
+    r->passwd_len = 16;
+    seq_submit(NODES[f - 1].s, r);
+    o = wait_out(f, SEQ_OUT_CONNECT, 103);
+    assert_int_equal(o->timeout_ms, 0);
+    seq_out_free(o);
+    cluster_down();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1062,6 +1108,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_no_leader_no_clients, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_only_mode_without_a_leader, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reattach_to_a_follower_behind, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
