@@ -192,7 +192,7 @@ static int pipeline(struct conn *c, size_t count, size_t request_bytes, build_fn
         if (send_all(c->fd, c->out.p, c->out.len) != 0)
             return fail(err, err_len, "send failed: %s", strerror(errno));
         for (size_t i = start; i < end; i++) {
-            int32_t code;
+            int32_t code = ZK_OK; /* read_reply sets it when it returns 0 */
             struct base_rd body;
             if (read_reply(c, first_xid + (int32_t)(i - start), &code, &body, err, err_len) != 0)
                 return -1;
