@@ -1374,6 +1374,8 @@ static void publish_status(struct seq *s)
     e->status.snapshots_installed = e->snaps_installed;
     e->status.serving = e->serving;
     e->status.read_only = !e->serving && e->ro_enabled;
+    e->status.digest = tree_digest_running(s->tree); /* between applies: exact */
+    e->status.digest_zxid = tree_last_zxid(s->tree);
     pthread_mutex_unlock(&e->status_lock);
 }
 

@@ -391,6 +391,10 @@ struct seq_ens_status {
     uint64_t snapshots_installed; /* snapshots from a leader installed here */
     bool serving;   /* clients are served: this server has a live leader */
     bool read_only; /* no leader, and read-only clients are served (readonlymode) */
+    /* The tree's digest (tree_digest_running) when this server had applied
+     * through digest_zxid: servers at the same zxid must agree. */
+    uint64_t digest;
+    int64_t digest_zxid;
 };
 /* False when the sequencer is standalone. */
 bool seq_ens_status(struct seq *s, struct seq_ens_status *out);

@@ -763,7 +763,7 @@ static int load_publish(struct loader *l)
             atomic_fetch_add_explicit(&t->data_bytes,
                                       zver_data_len(it->v) - zver_data_len(it->n->ver),
                                       memory_order_relaxed);
-            znode_publish(it->n, it->v);
+            znode_publish(t, it->n, it->v);
         } else {
             tree_insert(t, it->n);
         }

@@ -176,9 +176,20 @@ static void zver_free_cb(struct rcu_head *h)
     zver_free_now(v);
 }
 
-void znode_publish(struct znode *n, struct zver *nv)
+static uint64_t digest_ver(const struct znode *n, const struct zver *v);
+
+/* The running digest moves by what one node's hash changed by (a sum:
+ * independent of order, and wrapping arithmetic cancels exactly). */
+static void digest_move(struct tree *t, uint64_t add, uint64_t sub)
+{
+    uint64_t d = atomic_load_explicit(&t->digest_sum, memory_order_relaxed);
+    atomic_store_explicit(&t->digest_sum, d + add - sub, memory_order_relaxed);
+}
+
+void znode_publish(struct tree *t, struct znode *n, struct zver *nv)
 {
     struct zver *old = n->ver;
+    digest_move(t, digest_ver(n, nv), old != NULL ? digest_ver(n, old) : 0);
     __atomic_store_n(&n->ver, nv, __ATOMIC_RELEASE);
     if (old != NULL) {
         TREE_TSAN_RELEASE(old);
@@ -255,6 +266,7 @@ void tree_insert(struct tree *t, struct znode *n)
     atomic_fetch_add_explicit(&t->node_count, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&t->data_bytes, (int64_t)n->path_len + zver_data_len(n->ver),
                               memory_order_relaxed);
+    digest_move(t, digest_ver(n, n->ver), 0);
 }
 
 void tree_remove(struct tree *t, struct znode *n)
@@ -266,6 +278,7 @@ void tree_remove(struct tree *t, struct znode *n)
     atomic_fetch_sub_explicit(&t->node_count, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit(&t->data_bytes, (int64_t)n->path_len + zver_data_len(n->ver),
                               memory_order_relaxed);
+    digest_move(t, 0, digest_ver(n, n->ver));
     TREE_TSAN_RELEASE(n);
     call_rcu(&n->rcu, znode_free_cb);
 }
@@ -400,7 +413,7 @@ static int add_builtin(struct tree *t, const char *path, struct tree_acl *acl, i
         pv->kids = kids;
         pv->st.num_children = (int32_t)kids->count;
         tree_insert(t, n);
-        znode_publish(parent, pv);
+        znode_publish(t, parent, pv);
     } else {
         tree_insert(t, n);
     }
@@ -517,6 +530,7 @@ void tree_replace(struct tree *t, struct tree *src)
     SWAP_ATOMIC(t, src, data_bytes);
     SWAP_ATOMIC(t, src, ephemeral_count);
     SWAP_ATOMIC(t, src, session_count);
+    SWAP_ATOMIC(t, src, digest_sum);
     int64_t zxid = atomic_load_explicit(&src->last_zxid, memory_order_relaxed);
     atomic_store_explicit(&src->last_zxid, atomic_load(&t->last_zxid), memory_order_relaxed);
     atomic_store_explicit(&t->last_zxid, zxid, memory_order_release);
@@ -655,24 +669,19 @@ static uint64_t digest_stat(uint64_t h, const struct zk_stat *s)
     return h;
 }
 
+static uint64_t digest_ver(const struct znode *n, const struct zver *v)
+{
+    return tree_digest_parts(n->path, n->path_len, &v->st, v->data, v->acl);
+}
+
 static uint64_t digest_node(const struct znode *n)
 {
-    const struct zver *v = znode_ver(n);
-    uint64_t h = tree_hash_bytes(n->path, n->path_len);
-    h = digest_stat(h, &v->st);
-    if (v->data != NULL)
-        h = tree_hash_mix(h, tree_hash_bytes(v->data->bytes, (size_t)v->data->len));
-    else
-        h = tree_hash_mix(h, UINT64_MAX); /* null differs from empty */
-    if (v->acl != NULL) {
-        for (int32_t i = 0; i < v->acl->count; i++) {
-            const struct tree_acl_entry *e = &v->acl->items[i];
-            h = tree_hash_mix(h, (uint64_t)(uint32_t)e->perms);
-            h = tree_hash_mix(h, tree_hash_bytes(e->scheme, strlen(e->scheme)));
-            h = tree_hash_mix(h, tree_hash_bytes(e->id, strlen(e->id)));
-        }
-    }
-    return h;
+    return digest_ver(n, znode_ver(n));
+}
+
+uint64_t tree_digest_running(const struct tree *t)
+{
+    return atomic_load_explicit(&t->digest_sum, memory_order_relaxed);
 }
 
 /* The sum of per-node hashes: independent of table order (which differs

@@ -161,6 +161,11 @@ int64_t tree_last_zxid(const struct tree *t);
 /* A digest of the whole tree (paths, data, stats, ACLs), equal on every
  * server after the same txns. Sequencer thread only (walks without RCU churn). */
 uint64_t tree_digest(const struct tree *t);
+/* The same digest, kept up by every change instead of walked: O(1), so an
+ * ensemble can publish it with every zxid. Read on the sequencer thread
+ * between applies it is the digest at tree_last_zxid; elsewhere it may be
+ * a moment ahead of or behind the zxid read next to it. */
+uint64_t tree_digest_running(const struct tree *t);
 
 /* ---- sessions ------------------------------------------------------------ */
 /* Session state that is part of the replicated tree. last_seen_ms is written

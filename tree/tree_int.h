@@ -150,6 +150,9 @@ struct tree {
     /* Even; odd while tree_replace swaps the contents, and 2 higher after
      * each swap: a fuzzy snapshot walk that saw it change mixed two trees. */
     _Atomic uint64_t generation;
+    /* The sum of every node's digest, kept up by tree_insert, tree_remove
+     * and znode_publish (sequencer only; any thread reads it). */
+    _Atomic uint64_t digest_sum;
     _Atomic int64_t last_zxid;
     _Atomic int64_t node_count;
     _Atomic int64_t data_bytes;
@@ -221,8 +224,9 @@ struct zkids *zkids_without(const struct zkids *k, const struct znode *child, bo
 struct zver *zver_clone(const struct zver *v);
 /* Frees a version that was never published (drops its references). */
 void zver_free_now(struct zver *v);
-/* Publishes nv as n's version and retires the old one after a grace period. */
-void znode_publish(struct znode *n, struct zver *nv);
+/* Publishes nv as n's version (n is in t's table) and retires the old one
+ * after a grace period; t's running digest follows. */
+void znode_publish(struct tree *t, struct znode *n, struct zver *nv);
 /* A new znode for path holding v (not yet in the table). NULL on OOM. */
 struct znode *znode_new(const char *path, size_t len, struct zver *v);
 /* Adds n to the table (rcu_read_lock held). */

@@ -120,7 +120,7 @@ static int create_existing(const struct apply_ctx *a, const struct txn_op *op,
     if (oom)
         return ZK_ESYSTEMERROR;
     if (pv != NULL)
-        znode_publish(parent, pv);
+        znode_publish(a->t, parent, pv);
     fill_result(res, n, true);
     return ZK_OK;
 }
@@ -158,7 +158,7 @@ static int apply_create(const struct apply_ctx *a, const struct txn_op *op,
     /* the node goes into the table before the parent lists it, so a reader
      * that sees the name can look the node up */
     tree_insert(a->t, n);
-    znode_publish(parent, pv);
+    znode_publish(a->t, parent, pv);
     emit(a, ZK_EVENT_CREATED, n->path, v->acl);
     emit(a, ZK_EVENT_CHILD_CHANGED, parent->path, pv->acl);
     fill_result(res, n, true);
@@ -212,7 +212,7 @@ static int delete_path(const struct apply_ctx *a, const char *path)
     if (oom)
         return ZK_ESYSTEMERROR;
     if (pv != NULL)
-        znode_publish(parent, pv);
+        znode_publish(a->t, parent, pv);
     if (n == NULL)
         return ZK_OK;
     int64_t owner = n->ver->st.ephemeral_owner;
@@ -253,7 +253,7 @@ static int apply_setdata(const struct apply_ctx *a, const struct txn_op *op,
         nv->st.mtime = a->x->time_ms;
         atomic_fetch_add_explicit(&a->t->data_bytes, zver_data_len(nv) - zver_data_len(v),
                                   memory_order_relaxed);
-        znode_publish(n, nv);
+        znode_publish(a->t, n, nv);
         emit(a, ZK_EVENT_DATA_CHANGED, n->path, nv->acl);
     }
     fill_result(res, n, false);
@@ -275,7 +275,7 @@ static int apply_setacl(const struct apply_ctx *a, const struct txn_op *op,
         tree_acl_unref(nv->acl);
         nv->acl = tree_acl_ref(op->acl);
         nv->st.aversion = op->version;
-        znode_publish(n, nv); /* DataTree.setACL triggers no watch */
+        znode_publish(a->t, n, nv); /* DataTree.setACL triggers no watch */
     }
     fill_result(res, n, false);
     return ZK_OK;

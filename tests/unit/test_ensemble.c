@@ -554,6 +554,7 @@ static void assert_live_trees_agree(void)
         uint64_t di = tree_digest(NODES[i - 1].t);
         int64_t zi = tree_last_zxid(NODES[i - 1].t);
         rcu_read_unlock();
+        assert_true(tree_digest_running(NODES[i - 1].t) == di);
         if (z < 0) {
             d = di;
             z = zi;

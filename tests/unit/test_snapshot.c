@@ -317,6 +317,9 @@ static void assert_trees_equal(struct tree *a, struct tree *b)
     assert_int_equal(sa.session_count, sb.session_count);
     assert_int_equal(assert_subtree_equal(a, b, "/"), (size_t)sa.node_count);
     assert_int_equal(tree_digest(a), tree_digest(b));
+    /* the running digest, kept up change by change, is the walked one */
+    assert_int_equal(tree_digest_running(a), tree_digest(a));
+    assert_int_equal(tree_digest_running(b), tree_digest(b));
     tree_session_each(a, assert_session_in, b); /* sessions are not in the digest */
 }
 

@@ -699,6 +699,7 @@ static void test_replace_under_readers_and_snapshots(void **state)
     assert_int_equal(R.bad_snapshots, 0);
     assert_true(rounds >= 4 && R.views > 0);
     assert_int_equal(tree_digest(R.t), R.digest[rounds & 1]);
+    assert_int_equal(tree_digest_running(R.t), R.digest[rounds & 1]);
     tree_free(R.t);
     free(snap[0].p);
     free(snap[1].p);
