@@ -631,6 +631,29 @@ static void sweep_conns(struct peer_link *pl)
     }
 }
 
+/* cfg.dead_link_ms on fd: unacknowledged data for that long, or silence
+ * for that long (keepalive: idle a third of it, then 3 probes over the
+ * rest), closes the connection. 0 or -errno. */
+static int set_dead_link_timeout(int fd, uint32_t ms)
+{
+    if (ms == 0)
+        return 0;
+    int one = 1;
+    unsigned int user_timeout = ms;
+    int idle = (int)(ms / 3000) > 0 ? (int)(ms / 3000) : 1;
+    int intvl = (int)((ms - (uint32_t)idle * 1000) / 3000) > 0
+                    ? (int)((ms - (uint32_t)idle * 1000) / 3000)
+                    : 1;
+    int cnt = 3;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout) != 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one) != 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle) != 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl) != 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt) != 0)
+        return -errno;
+    return 0;
+}
+
 /* A conn for a connected or connecting socket fd (taken: closed on
  * failure). TCP_NODELAY: raft messages are small and latency-bound, and
  * the write path already batches with sendmsg. */
@@ -643,6 +666,8 @@ static int conn_new(struct peer_link *pl, int fd, const char *name, struct conn 
         return -ENOMEM;
     }
     int rc = setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0 ? 0 : -errno;
+    if (rc == 0)
+        rc = set_dead_link_timeout(fd, pl->cfg.dead_link_ms);
     if (rc == 0)
         rc = epoll_add(pl->epfd, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, c);
     if (rc != 0) {

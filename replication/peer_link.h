@@ -137,6 +137,12 @@ struct peer_link_cfg {
     uint32_t backoff_min_ms;
     uint32_t backoff_max_ms;
     uint32_t connect_timeout_ms; /* connect, then the other's HELLO; 0 means 2000 */
+    /* A link whose sent bytes stay unacknowledged this long (TCP_USER_TIMEOUT),
+     * or that stays silent this long (TCP keepalive probes), is closed by
+     * the kernel and redialled: a peer that vanished without a FIN (power
+     * loss, a cut cable) is not waited for until TCP gives up, some 15
+     * minutes later. 0: the kernel's defaults. */
+    uint32_t dead_link_ms;
     size_t chunk_bytes;    /* SNAP_CHUNK data bytes; 0 means 1 MiB (clamped to
                             * PEER_SNAP_CHUNK_BYTES_MAX) */
     size_t out_bytes_max;  /* unsent bytes per destination; 0 means 64 MiB. One

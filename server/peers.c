@@ -190,6 +190,11 @@ struct peers *peers_new(const struct config_ensemble *ens, char *err, size_t err
         /* a link is given up on, and redialled, within an election timeout */
         .connect_timeout_ms = (uint32_t)(ens->raft_tick_ms * ens->election_ticks),
         .backoff_max_ms = (uint32_t)(ens->raft_tick_ms * ens->election_ticks / 2),
+        /* a vanished peer's link goes within two election timeouts (at
+         * least 3 s, so that keepalive's second-granularity probes fit) */
+        .dead_link_ms = (uint32_t)(2 * ens->raft_tick_ms * ens->election_ticks) > 3000
+                            ? (uint32_t)(2 * ens->raft_tick_ms * ens->election_ticks)
+                            : 3000,
     };
     if (cfg.backoff_max_ms < 50)
         cfg.backoff_max_ms = 50;
