@@ -12,7 +12,12 @@
  * Replies: every server answers only its own clients. It remembers their
  * writes, syncs and getEphemerals in one FIFO (the pending list), in the
  * order they arrived. A write is answered when its txn (session, cxid)
- * is applied here. This server's writes reach the log in the order it sent
+ * is applied here. The cxid a write carries to the leader, and so its
+ * txn's, is not the client's xid but a routing id this server draws for it
+ * (the reply still carries the client's xid): a client reuses xids on
+ * every connection, so a write that failed here, reached the leader
+ * anyway and committed later must not answer a new request that happens
+ * to carry the same xid. This server's writes reach the log in the order it sent
  * them (one FIFO link to the leader, which preps in arrival order), so the
  * first unanswered write is the one a committed txn of ours must match; a
  * commit that matches a later one proves the earlier ones were lost, and
@@ -87,7 +92,8 @@ struct pend {
     int32_t worker;
     uint64_t conn;
     int64_t session_id;
-    int32_t xid; /* the txn's cxid (0 for CONNECT) */
+    int32_t xid;  /* the client's xid (0 for CONNECT): the reply's */
+    int32_t cxid; /* WRITE: the routing id its txn carries as cxid; CONNECT: 0 */
     int32_t op;
     int64_t since_ms;
     uint64_t read_ctx;
@@ -142,6 +148,7 @@ struct seq_ens {
     size_t pend_head, pend_len, pend_cap; /* live entries: [head, len) */
     size_t pend_live;                     /* entries not DONE */
     uint64_t next_read_ctx;
+    int32_t next_cxid; /* routing ids, 1..INT32_MAX, from a seeded start */
 
     struct staged *staged;
     size_t n_staged, cap_staged;
@@ -273,7 +280,7 @@ static struct pend *pend_match(struct seq *s, int64_t session_id, int32_t cxid)
     for (size_t i = e->pend_head; i < e->pend_len; i++) {
         struct pend *p = &e->pend[i];
         if ((p->kind == PEND_WRITE || p->kind == PEND_CONNECT) && p->session_id == session_id &&
-            p->xid == cxid) {
+            p->cxid == cxid) {
             at = i;
             break;
         }
@@ -967,6 +974,10 @@ static void local_write(struct seq *s, struct seq_req *r, int64_t now_ms)
             p->read_state = READ_FAILED;
         return;
     }
+    /* from here on the write is known by its routing id (see the top) */
+    p->cxid = e->next_cxid;
+    e->next_cxid = e->next_cxid == INT32_MAX ? 1 : e->next_cxid + 1;
+    r->xid = p->cxid;
     if (!e->serving || !route(s, r))
         pend_fail(s, p);
 }
@@ -1327,6 +1338,13 @@ static void pump_pending(struct seq *s, int64_t now_ms)
                 timed_out = true;
             continue;
         }
+        if ((p->kind == PEND_SYNC || p->kind == PEND_ATTACH) && p->read_state == READ_WAIT &&
+            now_ms - p->since_ms > e->pending_timeout_ms) {
+            /* the ReadIndex or its answer was lost (a one-way partition):
+             * the client goes elsewhere rather than wait for good */
+            pend_fail(s, p);
+            continue;
+        }
         if ((p->kind == PEND_SYNC || p->kind == PEND_ATTACH) && p->read_state == READ_FAILED) {
             if (p->read_tries++ < ENS_READ_RETRIES) {
                 p->read_state = READ_WAIT;
@@ -1467,6 +1485,8 @@ int sq_ens_new(struct seq *s, const struct seq_ensemble_cfg *cfg)
     e->snap_arg = cfg->snap_arg;
     e->commit_log_count = cfg->commit_log_count ? cfg->commit_log_count : ENS_COMMIT_LOG_COUNT;
     e->ro_enabled = cfg->read_only_mode;
+    /* a restarted server starts elsewhere: its old forwards may still commit */
+    e->next_cxid = (int32_t)((cfg->raft.seed >> 17) & 0x3fffffff) + 1;
     s->ens = e;
     publish_status(s);
     return 0;
