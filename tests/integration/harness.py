@@ -1017,11 +1017,20 @@ class Ensemble:
     data. Timing is short so that elections take well under a second:
     tickTime=tick_ms, syncLimit=sync_limit (election after sync_limit ticks).
     Every process is stopped by PID in stop() (SIGTERM, then SIGKILL).
+
+    proxied=True puts a fault-injecting proxy (faultproxy.FaultProxy) on
+    every ordered pair of members: member i's zoo.cfg names member j at the
+    port of proxy (i, j), which forwards to j's real quorum port (i's own
+    line keeps its real port). Only the higher id of a pair dials (peer_link.c),
+    so proxy (j, i) with j < i carries nothing; partition() and the other
+    fault methods act on both proxies of a pair, whoever dialled.
     """
 
     def __init__(self, n=3, binary=None, tick_ms=100, sync_limit=5, cfg_lines=(),
-                 session_timeout_ms=None, observers=0):
+                 session_timeout_ms=None, observers=0, proxied=False):
         self.n = n
+        self.proxied = proxied
+        self.proxies = {}  # (i, j): the proxy i dials to reach j (proxied only)
         self.observers = observers  # the last `observers` members do not vote
         self.binary = binary or larchd_path()
         self.tick_ms = tick_ms
@@ -1031,6 +1040,7 @@ class Ensemble:
         self.root = None
         self.client_ports = {}
         self.quorum_ports = {}
+        self.election_ports = {}
         self.procs = {}
         self.stderr_texts = {}
 
@@ -1056,9 +1066,22 @@ class Ensemble:
         self.root = tempfile.mkdtemp(prefix="larch-it-ensemble-")
         _LIVE_ENSEMBLES.add(self)
         try:
+            # every port distinct: free_port() may hand out one twice
+            taken = set()
+
+            def distinct_port():
+                for _ in range(50):
+                    port = free_port()
+                    if port not in taken:
+                        taken.add(port)
+                        return port
+                raise ServerError("no free port apart from the ensemble's")
             for sid in self.ids:
-                self.client_ports[sid] = free_port()
-                self.quorum_ports[sid] = free_port()
+                self.client_ports[sid] = distinct_port()
+                self.quorum_ports[sid] = distinct_port()
+                self.election_ports[sid] = distinct_port()
+            if self.proxied:
+                self._start_proxies()
             for sid in self.ids:
                 data = os.path.join(self.dir_of(sid), "data")
                 os.makedirs(data)
@@ -1085,8 +1108,8 @@ class Ensemble:
             lines.append("minSessionTimeout=%d" % self.session_timeout_ms)
         for other in self.ids:
             role = ":observer" if other > self.n - self.observers else ""
-            lines.append("server.%d=%s:%d:%d%s" % (other, HOST, self.quorum_ports[other],
-                                                   free_port(), role))
+            lines.append("server.%d=%s:%d:%d%s" % (other, HOST, self.peer_port(sid, other),
+                                                   self.election_ports[other], role))
         if sid > self.n - self.observers:
             lines.append("peerType=observer")
         return lines + self.cfg_lines
@@ -1193,7 +1216,107 @@ class Ensemble:
                     pass
             shutil.rmtree(self.root, ignore_errors=True)
             self.root = None
+        errors = self._close_proxies()
         _LIVE_ENSEMBLES.discard(self)
+        if errors:
+            raise ServerError("proxies did not close: %s" % errors)
+
+    # -- faults between members (proxied=True) -------------------------------
+    def peer_port(self, sid, other):
+        """The port member sid's zoo.cfg names for member other."""
+        if self.proxied and other != sid:
+            return self.proxies[(sid, other)].port
+        return self.quorum_ports[other]
+
+    def _start_proxies(self):
+        from faultproxy import FaultProxy
+        # the members' ports are picked, not yet bound: a proxy must not get one
+        taken = (set(self.client_ports.values()) | set(self.quorum_ports.values()) |
+                 set(self.election_ports.values()))
+        for i in self.ids:
+            for j in self.ids:
+                if i == j:
+                    continue
+                for _ in range(20):
+                    proxy = FaultProxy(self.quorum_ports[j], name="%d->%d" % (i, j))
+                    if proxy.port not in taken:
+                        break
+                    proxy.close()
+                else:
+                    raise ServerError("no proxy port apart from the members' ports")
+                taken.add(proxy.port)
+                self.proxies[(i, j)] = proxy
+
+    def _close_proxies(self):
+        proxies, self.proxies = self.proxies, {}
+        errors = []
+        for proxy in proxies.values():
+            try:
+                proxy.close()
+            except Exception as e:  # noqa: BLE001 - every proxy gets closed
+                errors.append(repr(e))
+        return errors
+
+    def _pair_proxies(self, a, b):
+        if not self.proxied:
+            raise ServerError("link faults need Ensemble(proxied=True)")
+        return [self.proxies[(a, b)], self.proxies[(b, a)]]
+
+    def links(self, sid):
+        """Live peer connections through the proxies of sid's pairs, by peer."""
+        return {o: sum(p.connections() for p in self._pair_proxies(sid, o))
+                for o in self.ids if o != sid}
+
+    def partition(self, group_a, group_b, mode="cut"):
+        """No member of group_a hears any of group_b, nor the other way.
+        mode "cut": links reset and refused; "blackhole": links stay up and
+        go silent (held bytes arrive after heal()). Returns time.monotonic()
+        once every proxy involved applied it."""
+        for a in group_a:
+            for b in group_b:
+                for proxy in self._pair_proxies(a, b):
+                    if mode == "cut":
+                        proxy.cut()
+                    elif mode == "blackhole":
+                        proxy.blackhole()
+                    else:
+                        raise ValueError("mode must be cut or blackhole, not %r" % (mode,))
+        return time.monotonic()
+
+    def isolate(self, sid, mode="cut"):
+        """Partitions sid from every other member."""
+        return self.partition([sid], [o for o in self.ids if o != sid], mode)
+
+    def one_way(self, senders, receivers):
+        """What members in senders send to members in receivers is silently
+        dropped (held); the other direction still flows."""
+        for s in senders:
+            for r in receivers:
+                self._pair_proxies(s, r)
+                self.proxies[(s, r)].blackhole("up")    # s dialled r: s's bytes go up
+                self.proxies[(r, s)].blackhole("down")  # r dialled s: s's bytes come down
+        return time.monotonic()
+
+    def delay(self, group_a, group_b, seconds):
+        """Every byte between the two groups (both ways) arrives seconds late."""
+        for a in group_a:
+            for b in group_b:
+                for proxy in self._pair_proxies(a, b):
+                    proxy.delay(seconds)
+        return time.monotonic()
+
+    def heal(self):
+        """Every link forwards again. Returns time.monotonic() after."""
+        for proxy in self.proxies.values():
+            proxy.heal()
+        return time.monotonic()
+
+    def pause(self, sid):
+        """SIGSTOP: the member holds its state and answers nothing."""
+        self.kill(sid, signal.SIGSTOP)
+
+    def resume(self, sid):
+        self.kill(sid, signal.SIGCONT)
 
 
 _LIVE_ENSEMBLES = set()

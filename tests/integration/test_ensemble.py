@@ -21,8 +21,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NodeExistsError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from harness import (Ensemble, ServerError, four_letter, free_port, larchd_path, sut_kind,
-                     wait_until)
+from harness import (OP, Ensemble, RawClient, ServerError, Writer, connect_raw, four_letter,
+                     free_port, larchd_path, sut_kind, wait_until)
 
 CONNECT_TIMEOUT_S = 15.0
 
@@ -53,6 +53,23 @@ def children_everywhere(ens, path, ids=None):
         finally:
             stop_client(c)
     return out
+
+
+def assert_digests_agree(test, ens, ids=None):
+    """Once the listed members (default: all) have applied the same zxid,
+    their tree digests are equal (mntr zk_larch_digest at
+    zk_larch_digest_zxid, published between applies)."""
+    ids = ids or ens.ids
+    seen = {}
+
+    def same_zxid():
+        seen.clear()
+        for sid in ids:
+            m = ens.mntr(sid)
+            seen[sid] = (m["zk_larch_digest_zxid"], m["zk_larch_digest"])
+        return len({z for z, _ in seen.values()}) == 1
+    test.assertTrue(wait_until(same_zxid, 20.0), "members never reached one zxid: %s" % seen)
+    test.assertEqual(len({d for _, d in seen.values()}), 1, "digests differ: %s" % seen)
 
 
 def last_zxids(ens, ids):
@@ -176,6 +193,7 @@ class EnsembleTest(unittest.TestCase):
         seen = children_everywhere(ens, "/w")
         self.assertEqual(seen[leader], seen[others[0]])
         self.assertEqual(ens.state(leader), "follower")
+        assert_digests_agree(self, ens)
 
     def test_session_survives_its_servers_death(self):
         """A client whose server dies reattaches through another member with
@@ -234,6 +252,7 @@ class EnsembleTest(unittest.TestCase):
         seen = children_everywhere(ens, "/p")
         want = sorted(["during-%d" % i for i in range(20)] + ["after"])
         self.assertEqual(seen, {sid: want for sid in ens.ids})
+        assert_digests_agree(self, ens)
 
     def test_follower_restart_catches_up(self):
         ens = self.start(3)
@@ -251,6 +270,321 @@ class EnsembleTest(unittest.TestCase):
             stop_client(c)
         seen = children_everywhere(ens, "/r")
         self.assertEqual(seen[f], sorted("n%d" % i for i in range(30)))
+        assert_digests_agree(self, ens)
+
+    # snapCount=50: the leader snapshots every 50 txns; commitLogCount=10:
+    # it keeps only 10 txns before its newest snapshot in memory, so a
+    # follower 100 txns behind needs the snapshot (catch-up by SNAP).
+    SNAP_CFG = ("snapCount=50", "commitLogCount=10")
+
+    def wait_compacted_past(self, ens, leader, zxid):
+        """Until the leader's in-memory log starts after zxid."""
+        self.assertTrue(wait_until(
+            lambda: int(ens.mntr(leader)["zk_larch_log_start_zxid"], 16) > zxid, 20.0),
+            "the leader never compacted its log past 0x%x: %s" % (zxid, ens.mntr(leader)))
+
+    def test_follower_behind_the_compacted_log_gets_a_snapshot(self):
+        """A follower down while the leader wrote and compacted its log comes
+        back through a snapshot transfer: it installs it durably, serves the
+        same data, and recovers from it after a restart of its own."""
+        ens = self.start(3, cfg_lines=self.SNAP_CFG)
+        leader = ens.wait_leader()
+        f = [i for i in ens.ids if i != leader][0]
+        c = client(ens.hosts([leader]))
+        try:
+            c.create("/s", b"")
+            c.sync("/s")
+            self.assertTrue(wait_until(lambda: ens.mntr(f)["zk_larch_last_zxid"] ==
+                                       ens.mntr(leader)["zk_larch_last_zxid"], 10.0))
+            behind = int(ens.mntr(f)["zk_larch_last_zxid"], 16)
+            ens.kill(f)
+            for i in range(150):
+                c.create("/s/n%03d" % i, b"v%d" % i)
+            self.wait_compacted_past(ens, leader, behind)
+            ens.restart(f)
+            self.assertTrue(wait_until(
+                lambda: ens.mntr(f).get("zk_larch_snapshots_installed") == 1, 20.0),
+                ens.stderr_tail(f))
+            # writes after the snapshot reach it as entries
+            for i in range(150, 160):
+                c.create("/s/n%03d" % i, b"v%d" % i)
+        finally:
+            stop_client(c)
+        self.assertGreaterEqual(int(ens.mntr(leader)["zk_larch_snapshots_sent"]), 1)
+        want = sorted("n%03d" % i for i in range(160))
+        self.assertEqual(children_everywhere(ens, "/s"), {sid: want for sid in ens.ids})
+        assert_digests_agree(self, ens)
+        # it restarts from the snapshot it was sent, plus its log after it
+        ens.kill(f)
+        ens.restart(f)
+        self.assertTrue(wait_until(lambda: ens.state(f) == "follower", 20.0))
+        r = client(ens.hosts([f]))
+        try:
+            r.sync("/s")
+            self.assertEqual(sorted(r.get_children("/s")), want)
+            self.assertEqual(r.get("/s/n042")[0], b"v42")
+            self.assertEqual(r.get("/s/n155")[0], b"v155")
+        finally:
+            stop_client(r)
+
+    def test_follower_with_an_empty_disk_gets_a_snapshot(self):
+        """A member whose data dir was lost (disk replaced: only myid left)
+        rejoins with the leader's snapshot, sessions and ephemerals included."""
+        ens = self.start(3, cfg_lines=self.SNAP_CFG)
+        leader = ens.wait_leader()
+        f = [i for i in ens.ids if i != leader][0]
+        c = client(ens.hosts([leader]))
+        try:
+            c.create("/e", b"")
+            c.create("/e/mine", b"x", ephemeral=True)
+            for i in range(120):
+                c.create("/e/n%03d" % i, b"")
+            self.wait_compacted_past(ens, leader, 0)
+            ens.kill(f)
+            data = os.path.join(ens.dir_of(f), "data")
+            for name in os.listdir(data):
+                if name != "myid":
+                    subprocess.run(["rm", "-rf", os.path.join(data, name)], check=True)
+            ens.restart(f)
+            self.assertTrue(wait_until(
+                lambda: ens.mntr(f).get("zk_larch_snapshots_installed") == 1, 20.0),
+                ens.stderr_tail(f))
+            # the session lives on the new member too: reattaching there works
+            sid, passwd = c.client_id
+            again = KazooClient(hosts=ens.hosts([f]), client_id=(sid, passwd), timeout=10.0)
+            again.start(timeout=CONNECT_TIMEOUT_S)
+            try:
+                again.sync("/e")
+                self.assertEqual(again.get("/e/mine")[1].ephemeralOwner, sid)
+                self.assertEqual(sorted(again.get_children("/e")),
+                                 sorted(["mine"] + ["n%03d" % i for i in range(120)]))
+            finally:
+                again.stop()
+                again.close()
+        finally:
+            stop_client(c)
+        # the session closed (through the new member): its ephemeral went everywhere
+        want = sorted("n%03d" % i for i in range(120))
+        self.assertEqual(children_everywhere(ens, "/e"), {sid: want for sid in ens.ids})
+        assert_digests_agree(self, ens)
+
+    def test_snapshot_is_durable_before_its_ack(self):
+        """ZOOKEEPER-3642: a follower acknowledged a snapshot before it was
+        on disk, so a crash lost what a quorum had acknowledged. Here the
+        follower that installs the snapshot is the one the next write's
+        quorum depends on; it and the leader are then SIGKILLed, and the two
+        members left (one never saw the data) must serve every
+        acknowledged write."""
+        ens = self.start(3, cfg_lines=self.SNAP_CFG)
+        leader = ens.wait_leader()
+        f, g = [i for i in ens.ids if i != leader]
+        c = client(ens.hosts([leader]))
+        try:
+            c.create("/d", b"")
+            c.sync("/d")
+            self.assertTrue(wait_until(lambda: ens.mntr(f)["zk_larch_last_zxid"] ==
+                                       ens.mntr(leader)["zk_larch_last_zxid"], 10.0))
+            behind = int(ens.mntr(f)["zk_larch_last_zxid"], 16)
+            ens.kill(f)
+            for i in range(150):
+                c.create("/d/n%03d" % i, b"")
+            self.wait_compacted_past(ens, leader, behind)
+            ens.kill(g)
+            ens.restart(f)  # the leader's only partner: it must take the snapshot
+            self.assertTrue(wait_until(
+                lambda: ens.mntr(f).get("zk_larch_snapshots_installed") == 1, 20.0),
+                ens.stderr_tail(f))
+            c.create("/d/after", b"")  # acknowledged by leader + f
+        finally:
+            stop_client(c)
+        ens.kill(f)
+        ens.kill(leader)
+        ens.restart(g)
+        ens.restart(f)
+        ens.wait_leader(among=[f, g])
+        want = sorted(["n%03d" % i for i in range(150)] + ["after"])
+        self.assertEqual(children_everywhere(ens, "/d", ids=[f, g]), {f: want, g: want})
+        assert_digests_agree(self, ens, [f, g])
+
+    def test_watch_set_before_a_snapshot_fires_after_it(self):
+        """A client of a follower that is cut off while the leader compacts
+        its log past it loses its connection (no leader: the follower
+        stops serving), keeps its session, and when it reattaches after the
+        follower installed the snapshot, setWatches from the zxid it had
+        seen fires its data watch for what changed meanwhile."""
+        ens = self.start(3, cfg_lines=self.SNAP_CFG + ("minSessionTimeout=20000",
+                                                      "maxSessionTimeout=30000"),
+                         proxied=True)
+        leader = ens.wait_leader()
+        f = [i for i in ens.ids if i != leader][0]
+        c = client(ens.hosts([leader]))
+        try:
+            c.create("/w", b"old")
+            r = connect_raw(ens.client_ports[f], timeout_ms=20000)
+            r.sync("/w")
+            got = r.get_data("/w", watch=True)
+            self.assertEqual(got.err, 0)
+            seen, session = r.last_zxid, r.session
+            behind = int(ens.mntr(f)["zk_larch_last_zxid"], 16)
+            ens.isolate(f)
+            self.assertTrue(r.wait_closed(10.0), "a follower without a leader kept serving")
+            r.close()
+            c.set("/w", b"new")
+            for i in range(150):
+                c.create("/w-n%03d" % i, b"")
+            self.wait_compacted_past(ens, leader, behind)
+            ens.heal()
+            self.assertTrue(wait_until(
+                lambda: ens.mntr(f).get("zk_larch_snapshots_installed") == 1, 20.0),
+                ens.stderr_tail(f))
+            self.assertTrue(wait_until(lambda: ens.state(f) == "follower", 10.0))
+            r = RawClient(ens.client_ports[f])
+            try:
+                again = r.connect(timeout_ms=20000, session_id=session.session_id,
+                                  passwd=session.passwd, last_zxid=seen)
+                self.assertEqual(again.session_id, session.session_id)
+                self.assertGreater(again.timeout_ms, 0)
+                self.assertEqual(r.set_watches(seen, data=["/w"]).err, 0)
+                ev = r.wait_event(10.0, pred=lambda e: e.path == "/w")
+                self.assertIsNotNone(ev, "the watch never fired")
+                self.assertEqual(ev.type, 3)  # NodeDataChanged
+                self.assertEqual(r.get_data("/w").value[0], b"new")
+            finally:
+                r.close()
+        finally:
+            stop_client(c)
+
+    def test_read_only_mode_serves_readers_of_a_cut_off_member(self):
+        """readonlymode.enabled: a member cut off from the quorum serves the
+        clients that allow read-only (kazoo read_only=True): reads of what it
+        has, NotReadOnly for writes, isro "ro", srvr Mode: read-only. A
+        client that does not allow it is refused. When the member rejoins,
+        its read-only clients are dropped and reconnect read-write."""
+        from kazoo.exceptions import NotReadOnlyCallError
+        from kazoo.protocol.states import KeeperState
+        ens = self.start(3, cfg_lines=("readonlymode.enabled=true",
+                                       "minSessionTimeout=20000", "maxSessionTimeout=30000"),
+                         proxied=True)
+        leader = ens.wait_leader()
+        f = [i for i in ens.ids if i != leader][0]
+        c = client(ens.hosts([leader]))
+        try:
+            c.create("/ro", b"before")
+            c.sync("/ro")
+            self.assertTrue(wait_until(lambda: ens.mntr(f)["zk_larch_last_zxid"] ==
+                                       ens.mntr(leader)["zk_larch_last_zxid"], 10.0))
+            ens.isolate(f)
+            self.assertTrue(wait_until(
+                lambda: four_letter(ens.client_ports[f], "isro") == b"ro", 10.0))
+            self.assertIn(b"Mode: read-only", four_letter(ens.client_ports[f], "srvr"))
+            self.assertEqual(ens.mntr(f)["zk_server_state"], "read-only")
+            ro = KazooClient(hosts=ens.hosts([f]), read_only=True, timeout=20.0)
+            ro.start(timeout=CONNECT_TIMEOUT_S)
+            try:
+                self.assertEqual(ro.client_state, KeeperState.CONNECTED_RO)
+                self.assertEqual(ro.get("/ro")[0], b"before")
+                with self.assertRaises(NotReadOnlyCallError):
+                    ro.create("/ro/x", b"")
+                with self.assertRaises(NotReadOnlyCallError):
+                    ro.set("/ro", b"no")
+                # a client that does not allow read-only is refused
+                rw = KazooClient(hosts=ens.hosts([f]), timeout=20.0)
+                with self.assertRaises(KazooTimeoutError):
+                    rw.start(timeout=2.0)
+                rw.stop()
+                rw.close()
+                c.set("/ro", b"after")  # the majority goes on
+                ens.heal()
+                # dropped when the member has a leader again: it reconnects read-write
+                self.assertTrue(wait_until(lambda: ro.client_state == KeeperState.CONNECTED,
+                                           20.0), ro.client_state)
+                ro.sync("/ro")
+                self.assertEqual(ro.get("/ro")[0], b"after")
+                self.assertEqual(four_letter(ens.client_ports[f], "isro"), b"rw")
+            finally:
+                ro.stop()
+                ro.close()
+        finally:
+            stop_client(c)
+
+    def test_zxid_counter_rollover_starts_a_new_term(self):
+        """ZOOKEEPER-1277: when the zxid counter of an epoch runs out, the
+        leader must not wrap it into the epoch bits. larch.zxidCounterLimit
+        makes the limit small: the leader steps down before passing it, a
+        new term starts, and writes go on; none acknowledged is lost and
+        no counter passes the limit."""
+        from kazoo.retry import KazooRetry
+        limit = 40
+        ens = self.start(3, cfg_lines=("larch.zxidCounterLimit=%d" % limit,))
+        ens.wait_leader()
+        c = client(ens.hosts(), command_retry={"max_tries": 50, "delay": 0.05,
+                                               "max_delay": 0.5})
+        retry = KazooRetry(max_tries=50, delay=0.05, max_delay=0.5)
+        term0 = max(int(ens.mntr(i)["zk_larch_term"]) for i in ens.ids)
+        try:
+            c.create("/z", b"")
+            for i in range(150):
+                try:
+                    retry(c.create, "/z/n%03d" % i, b"")
+                except NodeExistsError:
+                    pass  # an earlier try took effect; its answer was lost
+        finally:
+            stop_client(c)
+        want = sorted("n%03d" % i for i in range(150))
+        self.assertEqual(children_everywhere(ens, "/z"), {sid: want for sid in ens.ids})
+        assert_digests_agree(self, ens)
+        for sid in ens.ids:
+            m = ens.mntr(sid)
+            self.assertGreaterEqual(int(m["zk_larch_term"]), term0 + 3, m)
+            self.assertLessEqual(int(m["zk_larch_last_zxid"], 16) & 0xffffffff, limit, m)
+
+    def test_peer_links_detect_a_vanished_peer(self):
+        """Peer links carry TCP keepalive (and TCP_USER_TIMEOUT) so that a
+        peer gone without a FIN is noticed within two election timeouts,
+        not after TCP's 15 minutes: every established peer socket, on both
+        ends of every link, shows a keepalive timer in ss."""
+        ens = self.start(3)
+        ens.wait_leader()
+        ports = sorted(ens.quorum_ports.values())
+        flt = " or ".join("sport = :%d or dport = :%d" % (p, p) for p in ports)
+        shown = set()
+        seen_all = set()
+
+        def every_socket_has_shown_keepalive():
+            out = subprocess.run(["ss", "-tnoH", "state", "established", "( %s )" % flt],
+                                 capture_output=True, text=True, timeout=10).stdout
+            for line in out.splitlines():
+                f = line.split()
+                key = (f[2], f[3])  # local, peer address: one socket
+                seen_all.add(key)
+                if "timer:(keepalive" in line:
+                    shown.add(key)
+            # three links, both ends on this host
+            return len(seen_all) >= 6 and shown >= seen_all
+        self.assertTrue(wait_until(every_socket_has_shown_keepalive, 10.0, interval_s=0.2),
+                        "sockets %s, with keepalive %s" % (sorted(seen_all), sorted(shown)))
+
+    def test_sync_whose_read_index_is_lost_fails_in_time(self):
+        """A follower whose messages to the leader are silently lost (it
+        still hears the leader, so it keeps serving) cannot get a sync's
+        ReadIndex answered: after the forwarded-request timeout it closes
+        the connection, so the client goes to another member, instead of
+        leaving the sync, and everything the client sends after it,
+        unanswered for the whole partition."""
+        ens = self.start(3, proxied=True, cfg_lines=("maxSessionTimeout=30000",))
+        leader = ens.wait_leader()
+        f = [i for i in ens.ids if i != leader][0]
+        r = connect_raw(ens.client_ports[f], timeout_ms=30000)
+        try:
+            self.assertEqual(r.create("/q", b"").err, 0)
+            ens.one_way([f], [leader])
+            t0 = time.monotonic()
+            r.send_request(OP["sync"], Writer().string("/q").bytes())
+            self.assertTrue(r.wait_closed(15.0), "the sync hung with its connection open")
+            self.assertLess(time.monotonic() - t0, 15.0)
+        finally:
+            ens.heal()
+            r.close()
 
     def test_five_members_survive_two_failures(self):
         ens = self.start(5)
