@@ -678,8 +678,7 @@ static void compact_log(struct seq *s)
         return;
     raft_compact(e->raft, newest, e->commit_log_count);
     if (e->snap_out_zxid != 0 && e->snap_out_zxid < newest) {
-        base_buf_free(&e->snap_out);
-    free(e->ro_conns); /* a newer snapshot will be sent */
+        base_buf_free(&e->snap_out); /* a newer snapshot will be sent */
         e->snap_out_zxid = 0;
     }
 }
@@ -1507,6 +1506,7 @@ void sq_ens_free(struct seq *s)
     free(e->staged);
     base_buf_free(&e->enc);
     base_buf_free(&e->snap_out);
+    free(e->ro_conns);
     if (e->n_retired > 0)
         synchronize_rcu(); /* the caller holds no read-side section (seq_free) */
     for (size_t i = 0; i < e->n_retired; i++)
