@@ -57,6 +57,7 @@
  * of them overlap those waits. Then the pipeline drains, and the overlay
  * is reset, before the next round: that bounds the overlay. */
 #define ENS_PIPELINE_MAX 8
+#define ENS_HELD_CONNECTS_MAX 4096 /* connects held while no leader is known */
 
 /* A snapshot travels as a 16-byte header and the snapshot file's bytes:
  * "LRSX", u32 version (1), i64 repeats_until, little-endian. The snapshot
@@ -135,6 +136,14 @@ struct seq_ens {
         uint64_t conn;
     } *ro_conns;
     size_t n_ro_conns, cap_ro_conns;
+    /* connects that arrived without a leader: held (not refused, so the
+     * client need not back off and retry) until one is elected, for at
+     * most half the forwarded-request timeout (two election timeouts) */
+    struct held_connect {
+        struct seq_req *req;
+        int64_t since_ms;
+    } *held;
+    size_t n_held, cap_held;
 
     /* leader: requests for the next round, and the round in flight */
     struct seq_req **input;
@@ -847,8 +856,13 @@ static void local_connect(struct seq *s, struct seq_req *r, int64_t now_ms)
         seq_req_free(r);
         return;
     }
+    if (!e->serving && e->n_held < ENS_HELD_CONNECTS_MAX &&
+        base_grow(&e->held, &e->cap_held, e->n_held + 1, sizeof *e->held) == 0) {
+        e->held[e->n_held++] = (struct held_connect){ r, now_ms };
+        return;
+    }
     if (!e->serving) {
-        /* no leader: the client tries another server (ZooKeeper closes it too) */
+        /* no leader, and too many held: the client tries another server */
         sq_out_push(s, r->worker, sq_out_new(SEQ_OUT_CLOSE, r->conn));
         if (r->worker >= 0 && r->worker < SEQ_WORKERS_MAX)
             e->kicked[r->worker] = true;
@@ -1143,6 +1157,31 @@ static void watch_leadership(struct seq *s, int64_t now_ms)
  * guarantee). The lease is the CheckQuorum one: a leader that cannot hear
  * a quorum steps down within an election timeout, a follower or observer
  * gives its leader up after one without a word from it. */
+static void local_connect(struct seq *s, struct seq_req *r, int64_t now_ms);
+
+/* Held connects: judged once a leader is known, refused (closed) when they
+ * waited too long, so the client tries another server. */
+static void release_held(struct seq *s, int64_t now_ms)
+{
+    struct seq_ens *e = s->ens;
+    size_t keep = 0;
+    for (size_t i = 0; i < e->n_held; i++) {
+        struct seq_req *r = e->held[i].req;
+        if (e->serving) {
+            local_connect(s, r, now_ms); /* serving: it is never held again */
+        } else if (now_ms - e->held[i].since_ms > e->pending_timeout_ms / 2) {
+            sq_out_push(s, r->worker, sq_out_new(SEQ_OUT_CLOSE, r->conn));
+            if (r->worker >= 0 && r->worker < SEQ_WORKERS_MAX)
+                e->kicked[r->worker] = true;
+            atomic_fetch_sub_explicit(&s->st_outstanding, 1, memory_order_relaxed);
+            seq_req_free(r);
+        } else {
+            e->held[keep++] = e->held[i];
+        }
+    }
+    e->n_held = keep;
+}
+
 static void watch_serving(struct seq *s)
 {
     struct seq_ens *e = s->ens;
@@ -1426,6 +1465,7 @@ int64_t seq_ens_step(struct seq *s, int64_t now_ms, int64_t wall_ms)
     leader_round(s, now_ms, wall_ms);
     run_ready(s, now_ms);
     compact_log(s);
+    release_held(s, now_ms);
     pump_pending(s, now_ms);
     flush_staged(s, false);
     e->peer->flush(e->peer_arg);
@@ -1507,6 +1547,9 @@ void sq_ens_free(struct seq *s)
     base_buf_free(&e->enc);
     base_buf_free(&e->snap_out);
     free(e->ro_conns);
+    for (size_t i = 0; i < e->n_held; i++)
+        seq_req_free(e->held[i].req);
+    free(e->held);
     if (e->n_retired > 0)
         synchronize_rcu(); /* the caller holds no read-side section (seq_free) */
     for (size_t i = 0; i < e->n_retired; i++)

@@ -931,7 +931,8 @@ static void test_no_leader_no_clients(void **state)
     assert_true(o->session_id == sid);
     seq_out_free(o);
     assert_false(status_of(f).serving);
-    /* a new client, and the old one reattaching, are both refused */
+    /* a new client, and the old one reattaching, are both refused once
+     * they have waited two election timeouts for a leader */
     struct seq_req *r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
     r->worker = 0;
     r->conn = 82;
@@ -948,9 +949,23 @@ static void test_no_leader_no_clients(void **state)
     seq_submit(NODES[f - 1].s, r);
     seq_out_free(wait_out(f, SEQ_OUT_CLOSE, 83));
 
+    /* a connect that comes while no leader is known is held, not refused,
+     * and answered as soon as one is elected: the client need not retry */
+    r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
+    r->worker = 0;
+    r->conn = 85;
+    r->session_id = sid;
+    r->timeout_ms = 30000;
+    memcpy(r->passwd, pw, sizeof pw);
+    r->passwd_len = 16;
+    seq_submit(NODES[f - 1].s, r);
+    step_all();
     NET.down[g] = false; /* a quorum again: f or g leads */
     (void)wait_leader();
     assert_true(status_of(f).serving);
+    o = wait_out(f, SEQ_OUT_CONNECT, 85);
+    assert_true(o->session_id == sid && o->timeout_ms > 0);
+    seq_out_free(o);
     r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
     r->worker = 0;
     r->conn = 84;
