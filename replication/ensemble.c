@@ -805,6 +805,18 @@ static bool route(struct seq *s, struct seq_req *r)
     return sent;
 }
 
+/* Answers the connect r with o (CONNECT or CLOSE; NULL, out of memory: the
+ * client times out) and lets r go. */
+static void connect_done(struct seq *s, struct seq_req *r, struct seq_out *o)
+{
+    struct seq_ens *e = s->ens;
+    sq_out_push(s, r->worker, o);
+    if (r->worker >= 0 && r->worker < SEQ_WORKERS_MAX)
+        e->kicked[r->worker] = true;
+    atomic_fetch_sub_explicit(&s->st_outstanding, 1, memory_order_relaxed);
+    seq_req_free(r);
+}
+
 /* readonlymode without a leader: a new session is this server's alone (no
  * txn can create it): its id comes from this server's range and its
  * password from this server's key, so the client can reattach here while
@@ -849,11 +861,7 @@ static void local_connect(struct seq *s, struct seq_req *r, int64_t now_ms)
         struct seq_out *o = sq_out_new(SEQ_OUT_CONNECT, r->conn);
         if (o)
             read_only_connect(s, r, o);
-        sq_out_push(s, r->worker, o);
-        if (r->worker >= 0 && r->worker < SEQ_WORKERS_MAX)
-            e->kicked[r->worker] = true;
-        atomic_fetch_sub_explicit(&s->st_outstanding, 1, memory_order_relaxed);
-        seq_req_free(r);
+        connect_done(s, r, o);
         return;
     }
     if (!e->serving && e->n_held < ENS_HELD_CONNECTS_MAX &&
@@ -863,11 +871,7 @@ static void local_connect(struct seq *s, struct seq_req *r, int64_t now_ms)
     }
     if (!e->serving) {
         /* no leader, and too many held: the client tries another server */
-        sq_out_push(s, r->worker, sq_out_new(SEQ_OUT_CLOSE, r->conn));
-        if (r->worker >= 0 && r->worker < SEQ_WORKERS_MAX)
-            e->kicked[r->worker] = true;
-        atomic_fetch_sub_explicit(&s->st_outstanding, 1, memory_order_relaxed);
-        seq_req_free(r);
+        connect_done(s, r, sq_out_new(SEQ_OUT_CLOSE, r->conn));
         return;
     }
     if (attach_wait(s, r, now_ms))
@@ -932,18 +936,12 @@ static void connect_now(struct seq *s, struct seq_req *r, int64_t now_ms)
             o->timeout_ms = 0;
             memset(o->passwd, 0, sizeof o->passwd);
         }
-        sq_out_push(s, r->worker, o);
-        if (r->worker >= 0 && r->worker < SEQ_WORKERS_MAX)
-            e->kicked[r->worker] = true;
-        atomic_fetch_sub_explicit(&s->st_outstanding, 1, memory_order_relaxed);
-        seq_req_free(r);
+        connect_done(s, r, o);
         return;
     }
     if (r->last_zxid_seen > tree_last_zxid(s->tree)) {
         /* as for a reattach: this server is behind what the client saw */
-        sq_out_push(s, r->worker, sq_out_new(SEQ_OUT_CLOSE, r->conn));
-        atomic_fetch_sub_explicit(&s->st_outstanding, 1, memory_order_relaxed);
-        seq_req_free(r);
+        connect_done(s, r, sq_out_new(SEQ_OUT_CLOSE, r->conn));
         return;
     }
     r->session_id = (int64_t)(s->next_session_id++);
@@ -954,9 +952,7 @@ static void connect_now(struct seq *s, struct seq_req *r, int64_t now_ms)
     struct pend *p = pend_add(e, PEND_CONNECT, r, r->session_id, 0, now_ms);
     if (!p) {
         struct seq_out *o = sq_out_new(SEQ_OUT_CLOSE, r->conn);
-        sq_out_push(s, r->worker, o);
-        atomic_fetch_sub_explicit(&s->st_outstanding, 1, memory_order_relaxed);
-        seq_req_free(r);
+        connect_done(s, r, o);
         return;
     }
     if (!route(s, r))
@@ -971,9 +967,7 @@ static void local_write(struct seq *s, struct seq_req *r, int64_t now_ms)
                                                   : PEND_WRITE;
     struct pend *p = pend_add(e, kind, r, r->session_id, r->xid, now_ms);
     if (!p) {
-        sq_out_push(s, r->worker, sq_out_new(SEQ_OUT_CLOSE, r->conn));
-        atomic_fetch_sub_explicit(&s->st_outstanding, 1, memory_order_relaxed);
-        seq_req_free(r);
+        connect_done(s, r, sq_out_new(SEQ_OUT_CLOSE, r->conn));
         return;
     }
     if (kind == PEND_LOCAL) {
@@ -1170,11 +1164,7 @@ static void release_held(struct seq *s, int64_t now_ms)
         if (e->serving) {
             local_connect(s, r, now_ms); /* serving: it is never held again */
         } else if (now_ms - e->held[i].since_ms > e->pending_timeout_ms / 2) {
-            sq_out_push(s, r->worker, sq_out_new(SEQ_OUT_CLOSE, r->conn));
-            if (r->worker >= 0 && r->worker < SEQ_WORKERS_MAX)
-                e->kicked[r->worker] = true;
-            atomic_fetch_sub_explicit(&s->st_outstanding, 1, memory_order_relaxed);
-            seq_req_free(r);
+            connect_done(s, r, sq_out_new(SEQ_OUT_CLOSE, r->conn));
         } else {
             e->held[keep++] = e->held[i];
         }

@@ -450,6 +450,26 @@ static struct seq_out *wait_out(uint32_t id, int32_t kind, uint64_t conn)
     return NULL;
 }
 
+/* A ConnectRequest to server id on conn (worker 0, 30 s): a new session
+ * (sid 0) or a reattach with the password pw (NULL: 16 zero bytes),
+ * having seen last_zxid; read_only_ok: the client allows read-only. */
+static void submit_connect(uint32_t id, uint64_t conn, int64_t sid, const uint8_t *pw,
+                           int64_t last_zxid, bool read_only_ok)
+{
+    struct seq_req *r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
+    assert_non_null(r);
+    r->worker = 0;
+    r->conn = conn;
+    r->session_id = sid;
+    r->timeout_ms = 30000;
+    r->last_zxid_seen = last_zxid;
+    r->read_only_ok = read_only_ok;
+    if (pw)
+        memcpy(r->passwd, pw, 16);
+    r->passwd_len = 16;
+    seq_submit(NODES[id - 1].s, r);
+}
+
 static int64_t connect_via(uint32_t id, uint64_t conn, int32_t timeout_ms, uint8_t pw[16])
 {
     struct seq_req *r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
@@ -890,14 +910,7 @@ static void test_follower_behind_compacted_log_gets_snapshot(void **state)
     seq_out_free(o);
 
     /* the session lives on the replaced tree: it reattaches there */
-    struct seq_req *r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
-    r->worker = 0;
-    r->conn = 73;
-    r->session_id = fsid;
-    r->timeout_ms = 30000;
-    memcpy(r->passwd, pw, sizeof pw);
-    r->passwd_len = 16;
-    seq_submit(NODES[f - 1].s, r);
+    submit_connect(f, 73, fsid, pw, 0, false);
     o = wait_out(f, SEQ_OUT_CONNECT, 73);
     assert_true(o->session_id == fsid && o->timeout_ms > 0);
     seq_out_free(o);
@@ -933,32 +946,14 @@ static void test_no_leader_no_clients(void **state)
     assert_false(status_of(f).serving);
     /* a new client, and the old one reattaching, are both refused once
      * they have waited two election timeouts for a leader */
-    struct seq_req *r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
-    r->worker = 0;
-    r->conn = 82;
-    r->timeout_ms = 30000;
-    seq_submit(NODES[f - 1].s, r);
+    submit_connect(f, 82, 0, NULL, 0, false);
     seq_out_free(wait_out(f, SEQ_OUT_CLOSE, 82));
-    r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
-    r->worker = 0;
-    r->conn = 83;
-    r->session_id = sid;
-    r->timeout_ms = 30000;
-    memcpy(r->passwd, pw, sizeof pw);
-    r->passwd_len = 16;
-    seq_submit(NODES[f - 1].s, r);
+    submit_connect(f, 83, sid, pw, 0, false);
     seq_out_free(wait_out(f, SEQ_OUT_CLOSE, 83));
 
     /* a connect that comes while no leader is known is held, not refused,
      * and answered as soon as one is elected: the client need not retry */
-    r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
-    r->worker = 0;
-    r->conn = 85;
-    r->session_id = sid;
-    r->timeout_ms = 30000;
-    memcpy(r->passwd, pw, sizeof pw);
-    r->passwd_len = 16;
-    seq_submit(NODES[f - 1].s, r);
+    submit_connect(f, 85, sid, pw, 0, false);
     step_all();
     NET.down[g] = false; /* a quorum again: f or g leads */
     (void)wait_leader();
@@ -966,14 +961,7 @@ static void test_no_leader_no_clients(void **state)
     o = wait_out(f, SEQ_OUT_CONNECT, 85);
     assert_true(o->session_id == sid && o->timeout_ms > 0);
     seq_out_free(o);
-    r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
-    r->worker = 0;
-    r->conn = 84;
-    r->session_id = sid;
-    r->timeout_ms = 30000;
-    memcpy(r->passwd, pw, sizeof pw);
-    r->passwd_len = 16;
-    seq_submit(NODES[f - 1].s, r);
+    submit_connect(f, 84, sid, pw, 0, false);
     o = wait_out(f, SEQ_OUT_CONNECT, 84);
     assert_true(o->session_id == sid && o->timeout_ms > 0);
     seq_out_free(o);
@@ -983,17 +971,7 @@ static void test_no_leader_no_clients(void **state)
 static struct seq_out *connect_req(uint32_t id, uint64_t conn, int64_t sid, const uint8_t *pw,
                                    bool read_only_ok)
 {
-    struct seq_req *r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
-    r->worker = 0;
-    r->conn = conn;
-    r->session_id = sid;
-    r->timeout_ms = 30000;
-    r->read_only_ok = read_only_ok;
-    if (pw) {
-        memcpy(r->passwd, pw, 16);
-        r->passwd_len = 16;
-    }
-    seq_submit(NODES[id - 1].s, r);
+    submit_connect(id, conn, sid, pw, 0, read_only_ok);
     stash_drain(id);
     struct seq_out *o = stash_take(id, SEQ_OUT_CONNECT, conn);
     if (!o)
@@ -1082,28 +1060,14 @@ static void test_reattach_to_a_follower_behind(void **state)
     int64_t seen = tree_last_zxid(NODES[leader - 1].t);
     assert_null(tree_session_find(NODES[f - 1].t, sid)); /* f has not applied it */
     NET.paused[f] = false;
-    struct seq_req *r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
-    r->worker = 0;
-    r->conn = 102;
-    r->session_id = sid;
-    r->timeout_ms = 30000;
-    r->last_zxid_seen = seen;
-    memcpy(r->passwd, pw, sizeof pw);
-    r->passwd_len = 16;
-    seq_submit(NODES[f - 1].s, r);
+    submit_connect(f, 102, sid, pw, seen, false);
     struct seq_out *o = wait_out(f, SEQ_OUT_CONNECT, 102);
     assert_true(o->session_id == sid);
     assert_true(o->timeout_ms > 0);
     seq_out_free(o);
     assert_true(exists_on(f, "/seen"));
     /* a session that never existed is still expired, after the same wait */
-    r = seq_req_new(SEQ_REQ_CONNECT, NULL, 0, NULL, 0);
-    r->worker = 0;
-    r->conn = 103;
-    r->session_id = sid + 1000;
-    r->timeout_ms = 30000;
-    r->passwd_len = 16;
-    seq_submit(NODES[f - 1].s, r);
+    submit_connect(f, 103, sid + 1000, NULL, 0, false);
     o = wait_out(f, SEQ_OUT_CONNECT, 103);
     assert_int_equal(o->timeout_ms, 0);
     seq_out_free(o);
