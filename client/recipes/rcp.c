@@ -993,13 +993,21 @@ void rcp_seq_free(struct rcp_seq *q)
 }
 
 /* Seed 000 "Recoverable Errors and the GUID": the node carrying tag, if the
- * server has it (*name NULL when not). */
+ * server has it (*name NULL when not). After the lost reply the handle may
+ * have moved to a server that has not applied our create yet (it may be
+ * behind the one that took it, and our last zxid does not cover a create
+ * whose reply never came): sync dir first, as rcp_proof_exists does. */
 static int find_tagged(struct larch *lh, const char *dir, const char *tag, int64_t deadline_ms,
                        char **name)
 {
     struct larch_strings kids = { 0 };
     *name = NULL;
-    int rc = rcp_children(lh, dir, deadline_ms, &kids);
+    int rc;
+    do {
+        rc = larch_sync(lh, dir);
+    } while (rc != ZK_OK && rcp_retry(lh, &rc, deadline_ms));
+    if (rc == ZK_OK)
+        rc = rcp_children(lh, dir, deadline_ms, &kids);
     if (rc != ZK_OK)
         return rc;
     for (int32_t i = 0; i < kids.count && *name == NULL; i++) {
@@ -1366,7 +1374,11 @@ static int refill(struct rcp_itemq *q, int64_t deadline)
 
 /* Deletes the item and creates our claim in one multi. ZK_OK: we own the
  * item; ZK_ENONODE: another consumer took it; else an error. After a lost
- * reply, our claim existing means the multi applied. */
+ * reply, our claim existing means the multi applied. Until that is known
+ * the item may be ours alone, deleted and not delivered: finding out does
+ * not stop at the caller's deadline (a take may be shorter than a
+ * reconnect) but at the session's (rcp_default_deadline; only an expired
+ * session loses an item, queue.h). */
 static int claim(struct rcp_itemq *q, const char *item, const char *claim_path,
                  int64_t deadline)
 {
@@ -1378,13 +1390,18 @@ static int claim(struct rcp_itemq *q, const char *item, const char *claim_path,
         int rc = larch_multi(q->lh, ops, 2, NULL);
         if (!rcp_outcome_unknown(rc))
             return rc == ZK_ENODEEXISTS ? ZK_ENONODE : rc;
-        if ((rc = rcp_reconnect(q->lh, deadline)) != ZK_OK ||
-            (rc = rcp_proof_exists(q->lh, q->path, claim_path, deadline)) != ZK_ENONODE)
+        int64_t settle = rcp_default_deadline(q->lh);
+        if (settle < deadline)
+            settle = deadline;
+        if ((rc = rcp_reconnect(q->lh, settle)) != ZK_OK ||
+            (rc = rcp_proof_exists(q->lh, q->path, claim_path, settle)) != ZK_ENONODE)
             return rc;
-        /* Not applied. Retry unless the item is gone meanwhile. */
+        /* Not applied. Retry unless the item is gone meanwhile, or our time is up. */
         rc = larch_exists(q->lh, item, NULL, NULL, NULL);
         if (rc == ZK_ENONODE)
             return rc;
+        if (rcp_ms_left(deadline) == 0)
+            return ZK_EOPERATIONTIMEOUT;
     }
 }
 

@@ -218,15 +218,15 @@ static int tally(struct twopc_coord *c, enum twopc_decision *decision, enum twop
 }
 
 /* Writes the decision into the transaction node, once: setData at version 0
- * (the undecided node's version). After a lost reply a BADVERSION retry
- * reads back what is there, which is then the decision. */
+ * (the undecided node's version). A BADVERSION means a decision is there
+ * already, written by a try whose reply was lost (this call's, or an
+ * earlier call's that returned an error): it is read back and stands. */
 static int write_decision(struct twopc_coord *c, enum twopc_decision *decision, int64_t deadline)
 {
     const char *word = word_of(*decision);
-    bool retried = false;
     for (;;) {
         int rc = larch_set(c->lh, c->tx_path, word, (int32_t)strlen(word), 0, NULL);
-        if (rc == ZK_EBADVERSION && retried) {
+        if (rc == ZK_EBADVERSION) {
             enum twopc_decision stored = TWOPC_UNDECIDED;
             rc = read_word(c->lh, NULL, c->tx_path, &stored, NULL);
             if (rc == ZK_OK && stored == TWOPC_UNDECIDED)
@@ -236,7 +236,6 @@ static int write_decision(struct twopc_coord *c, enum twopc_decision *decision, 
         }
         if (!rcp_retry(c->lh, &rc, deadline))
             return rc;
-        retried = true;
     }
 }
 

@@ -63,8 +63,11 @@ int twopc_coord_begin(struct larch *lh, const char *root, const char *tx,
                       const char *const *sites, int32_t nsites, int32_t timeout_ms,
                       struct twopc_coord **out);
 /* Collects votes for up to vote_timeout_ms, decides, writes the decision and
- * returns it (with the reason; reason may be NULL). An error means nothing
- * was decided by this call (a later call may try again). */
+ * returns it (with the reason; reason may be NULL). The decision is written
+ * once: when one is there already, that one is returned. An error means
+ * this call could not write its decision in time (one it sent may still
+ * have applied, its reply lost); a later call may try again and returns the
+ * decision written, if any. */
 int twopc_coord_decide(struct twopc_coord *c, int32_t vote_timeout_ms,
                        enum twopc_decision *decision, enum twopc_reason *reason);
 void twopc_coord_free(struct twopc_coord *c);

@@ -48,7 +48,7 @@ char *rt_root(struct larch *lh, const char *name)
     char path[256];
     snprintf(path, sizeof path, "/rt-%s-%ld-%d", name, (long)getpid(),
              atomic_fetch_add(&counter, 1));
-    int rc = larch_create(lh, path, NULL, -1, NULL, ZK_PERSISTENT, 0, NULL, NULL);
+    int rc = rt_create(lh, path, NULL, -1, NULL, ZK_PERSISTENT, NULL, NULL);
     assert_int_equal(rc, ZK_OK);
     char *out = strdup(path);
     assert_non_null(out);
@@ -57,18 +57,23 @@ char *rt_root(struct larch *lh, const char *name)
 
 int rt_delete_tree(struct larch *lh, const char *path)
 {
-    struct larch_strings kids = { 0 };
-    int rc = larch_get_children(lh, path, NULL, NULL, &kids, NULL);
-    if (rc == ZK_ENONODE)
-        return ZK_OK;
-    for (int32_t i = 0; rc == ZK_OK && i < kids.count; i++) {
-        char *child = larch_path_join(path, kids.items[i]);
-        rc = child != NULL ? rt_delete_tree(lh, child) : ZK_ESYSTEMERROR;
-        free(child);
+    /* NOTEMPTY: a child this listing missed (another session's create
+     * racing the cleanup); list again, a bounded number of times */
+    int rc = ZK_ENOTEMPTY;
+    for (int round = 0; round < 10 && rc == ZK_ENOTEMPTY; round++) {
+        struct larch_strings kids = { 0 };
+        rc = rt_children(lh, path, &kids, NULL);
+        if (rc == ZK_ENONODE)
+            return ZK_OK;
+        for (int32_t i = 0; rc == ZK_OK && i < kids.count; i++) {
+            char *child = larch_path_join(path, kids.items[i]);
+            rc = child != NULL ? rt_delete_tree(lh, child) : ZK_ESYSTEMERROR;
+            free(child);
+        }
+        larch_strings_free(&kids);
+        if (rc == ZK_OK)
+            rc = rt_delete(lh, path, -1);
     }
-    larch_strings_free(&kids);
-    if (rc == ZK_OK)
-        rc = larch_delete(lh, path, -1);
     return rc == ZK_ENONODE ? ZK_OK : rc;
 }
 
@@ -77,6 +82,207 @@ void rt_sleep_ms(int64_t ms)
     struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 };
     while (nanosleep(&ts, &ts) != 0)
         ;
+}
+
+/* ---- the tests' own calls ---------------------------------------------------- */
+
+static bool outcome_unknown(int rc)
+{
+    return rc == ZK_ECONNECTIONLOSS || rc == ZK_ESESSIONMOVED;
+}
+
+bool rt_retry(struct larch *lh, int rc, int64_t *deadline_ms)
+{
+    if (!outcome_unknown(rc))
+        return false;
+    if (*deadline_ms == 0)
+        *deadline_ms = base_mono_ms() + RT_WAIT_MS;
+    /* a short pause, so a connection that is failing but not yet marked
+     * lost does not turn the retries into a busy loop */
+    rt_sleep_ms(10);
+    int64_t left = *deadline_ms - base_mono_ms();
+    return left > 0 && larch_wait_connected(lh, (int32_t)left) == ZK_OK;
+}
+
+int rt_sync(struct larch *lh, const char *path)
+{
+    int rc;
+    RT_CALL(rc, lh, larch_sync(lh, path));
+    return rc;
+}
+
+/* sync, then the read; a sync that fails retries the pair. */
+static int synced_exists(struct larch *lh, const char *path, struct zk_stat *stat)
+{
+    int rc = larch_sync(lh, path);
+    return rc == ZK_OK ? larch_exists(lh, path, NULL, NULL, stat) : rc;
+}
+
+int rt_exists(struct larch *lh, const char *path, struct zk_stat *stat)
+{
+    int rc;
+    RT_CALL(rc, lh, synced_exists(lh, path, stat));
+    return rc;
+}
+
+static int synced_get(struct larch *lh, const char *path, char **data, int32_t *len,
+                      struct zk_stat *stat)
+{
+    int rc = larch_sync(lh, path);
+    return rc == ZK_OK ? larch_get(lh, path, NULL, NULL, data, len, stat) : rc;
+}
+
+int rt_get(struct larch *lh, const char *path, char **data, int32_t *len, struct zk_stat *stat)
+{
+    int rc;
+    RT_CALL(rc, lh, synced_get(lh, path, data, len, stat));
+    return rc;
+}
+
+static int synced_children(struct larch *lh, const char *path, struct larch_strings *kids,
+                           struct zk_stat *stat)
+{
+    *kids = (struct larch_strings){ 0 };
+    int rc = larch_sync(lh, path);
+    return rc == ZK_OK ? larch_get_children(lh, path, NULL, NULL, kids, stat) : rc;
+}
+
+int rt_children(struct larch *lh, const char *path, struct larch_strings *kids,
+                struct zk_stat *stat)
+{
+    int rc;
+    RT_CALL(rc, lh, synced_children(lh, path, kids, stat));
+    return rc;
+}
+
+static bool sequential(int32_t mode)
+{
+    return mode == ZK_PERSISTENT_SEQUENTIAL || mode == ZK_EPHEMERAL_SEQUENTIAL ||
+           mode == ZK_PERSISTENT_SEQUENTIAL_WITH_TTL;
+}
+
+/* After a lost sequential create of path: the child of its parent whose
+ * name starts with path's last component (malloc'd full path), NULL when
+ * there is none; *rc gets the listing's error. */
+static char *find_sequential(struct larch *lh, const char *path, int *rc)
+{
+    const char *slash = strrchr(path, '/');
+    char *parent = strndup(path, slash == path ? 1 : (size_t)(slash - path));
+    char *found = NULL;
+    struct larch_strings kids = { 0 };
+    *rc = parent != NULL ? rt_children(lh, parent, &kids, NULL) : ZK_ESYSTEMERROR;
+    for (int32_t i = 0; *rc == ZK_OK && found == NULL && i < kids.count; i++) {
+        if (rt_has_prefix(kids.items[i], slash + 1) &&
+            larch_sequence_of(kids.items[i]) >= 0 &&
+            strlen(kids.items[i]) == strlen(slash + 1) + 10)
+            found = larch_path_join(parent, kids.items[i]);
+    }
+    larch_strings_free(&kids);
+    free(parent);
+    return found;
+}
+
+int rt_create(struct larch *lh, const char *path, const void *data, int32_t len,
+              const struct larch_acl_list *acl, int32_t mode, char **created,
+              struct zk_stat *stat)
+{
+    int64_t deadline = 0;
+    bool lost = false, recovered = false;
+    char *made = NULL;
+    int rc;
+    for (;;) {
+        if (lost && sequential(mode)) {
+            made = find_sequential(lh, path, &rc);
+            recovered = made != NULL; /* our lost try made it */
+            if (rc != ZK_OK || recovered)
+                break;
+        }
+        rc = larch_create(lh, path, data, len, acl, mode, 0, created != NULL ? &made : NULL,
+                          stat);
+        if (rc == ZK_ENODEEXISTS && lost && !sequential(mode)) {
+            made = strdup(path); /* our lost try made it: the name is ours alone */
+            recovered = true;
+            rc = made != NULL ? ZK_OK : ZK_ESYSTEMERROR;
+            break;
+        }
+        if (!rt_retry(lh, rc, &deadline))
+            break;
+        lost = true;
+        free(made);
+        made = NULL;
+    }
+    if (rc == ZK_OK && recovered && stat != NULL)
+        rc = rt_exists(lh, made, stat);
+    if (rc == ZK_OK && created != NULL)
+        *created = made;
+    else
+        free(made);
+    return rc;
+}
+
+int rt_delete(struct larch *lh, const char *path, int32_t version)
+{
+    int64_t deadline = 0;
+    bool lost = false;
+    for (;;) {
+        int rc = larch_delete(lh, path, version);
+        if (rc == ZK_ENONODE && lost)
+            return ZK_OK; /* our lost try applied */
+        if (!rt_retry(lh, rc, &deadline))
+            return rc;
+        lost = true;
+    }
+}
+
+int rt_set(struct larch *lh, const char *path, const void *data, int32_t len, int32_t version,
+           struct zk_stat *stat)
+{
+    int64_t deadline = 0;
+    bool lost = false;
+    for (;;) {
+        int rc = larch_set(lh, path, data, len, version, stat);
+        if (rc == ZK_EBADVERSION && lost && version >= 0) {
+            char *cur = NULL;
+            int32_t clen = -1;
+            struct zk_stat st;
+            rc = rt_get(lh, path, &cur, &clen, &st);
+            bool ours = rc == ZK_OK && st.version == version + 1 && clen == (data ? len : -1) &&
+                        (clen <= 0 || memcmp(cur, data, (size_t)clen) == 0);
+            free(cur);
+            if (rc == ZK_OK && ours && stat != NULL)
+                *stat = st;
+            return rc == ZK_OK && !ours ? ZK_EBADVERSION : rc;
+        }
+        if (!rt_retry(lh, rc, &deadline))
+            return rc;
+        lost = true;
+    }
+}
+
+int rt_close(struct larch *lh)
+{
+    int64_t sid = larch_session_id(lh);
+    struct larch_options opt = { .session_timeout_ms = larch_session_timeout(lh),
+                                 .session_id = sid };
+    larch_session_passwd(lh, opt.passwd);
+    if (opt.session_timeout_ms <= 0)
+        opt.session_timeout_ms = RT_SESSION_TIMEOUT_MS;
+    int rc = larch_close(lh);
+    for (int64_t end = base_mono_ms() + RT_WAIT_MS;
+         outcome_unknown(rc) && sid != 0 && base_mono_ms() < end;) {
+        struct larch *again = NULL;
+        if (larch_open(&again, rt_hosts(), &opt) != ZK_OK)
+            break;
+        int wc = larch_wait_connected(again, (int32_t)(end - base_mono_ms()));
+        if (wc == ZK_OK) {
+            rc = larch_close(again);
+            continue;
+        }
+        larch_close(again);
+        /* SESSIONEXPIRED: the server no longer has it, closed */
+        rc = wc == ZK_ESESSIONEXPIRED ? ZK_OK : wc;
+    }
+    return rc;
 }
 
 char *rt_path(const char *parent, const char *name)
@@ -109,9 +315,8 @@ int32_t rt_count_children(struct larch *lh, const char *dir)
     struct larch_strings kids = { 0 };
     /* other sessions' changes: against an ensemble this client's server may
      * not have applied them yet (ZooKeeper's guarantee is per client), so
-     * sync first, as a ZooKeeper user must */
-    assert_int_equal(larch_sync(lh, dir), ZK_OK);
-    assert_int_equal(larch_get_children(lh, dir, NULL, NULL, &kids, NULL), ZK_OK);
+     * rt_children syncs first, as a ZooKeeper user must */
+    assert_int_equal(rt_children(lh, dir, &kids, NULL), ZK_OK);
     int32_t n = kids.count;
     larch_strings_free(&kids);
     return n;
@@ -121,10 +326,7 @@ int32_t rt_count_prefixed(struct larch *lh, const char *dir, const char *prefix)
 {
     struct larch_strings kids = { 0 };
     /* as rt_count_children: other sessions' changes, on any server */
-    int rc = larch_sync(lh, dir);
-    if (rc != ZK_OK)
-        return rc == ZK_ENONODE ? 0 : -1;
-    rc = larch_get_children(lh, dir, NULL, NULL, &kids, NULL);
+    int rc = rt_children(lh, dir, &kids, NULL);
     if (rc != ZK_OK)
         return rc == ZK_ENONODE ? 0 : -1;
     int32_t n = 0;
@@ -143,7 +345,7 @@ void rt_finish(struct larch *lh, char *root)
 {
     assert_int_equal(rt_delete_tree(lh, root), ZK_OK);
     free(root);
-    larch_close(lh);
+    rt_close(lh);
 }
 
 /* The child's side of rt_spawn; never returns. */
@@ -341,6 +543,12 @@ static void assert_delivered(struct delivery *d, struct client *cl, int consumer
             assert_true(cl[i].in_order);
             received += cl[i].count;
         }
+    }
+    /* name the items lost or delivered twice ("producer:index"), if any */
+    for (int k = 0; k < d->producers * d->items; k++) {
+        if (d->delivered[k] != 1)
+            print_message("%s: item %d:%d delivered %d times\n", d->path, k / d->items,
+                          k % d->items, d->delivered[k]);
     }
     assert_int_equal(received, d->producers * d->items);
     for (int k = 0; k < d->producers * d->items; k++)

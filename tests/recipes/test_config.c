@@ -136,18 +136,20 @@ static void test_readers_converge_on_last_write(void **state)
     assert_int_equal(pthread_create(&t, NULL, write_many, &w), 0);
     pthread_join(t, NULL);
     assert_int_equal(w.rc, ZK_OK);
-    assert_int_equal(w.last_version, WRITES);
+    /* WRITES versions past the initial 0, or more: an unconditional write
+     * whose reply was lost is sent again, and both may apply */
+    assert_true(w.last_version >= WRITES);
 
     char want[16];
     snprintf(want, sizeof want, "value-%d", WRITES - 1);
     for (int i = 0; i < READERS; i++) {
         assert_int_equal(conf_wait_version(c[i], w.last_version, RT_WAIT_MS), ZK_OK);
-        assert_cached(c[i], want, WRITES);
+        assert_cached(c[i], want, w.last_version);
         conf_close(c[i]);
         /* after close the callback no longer runs: its record is final */
         assert_true(seen[i].calls >= 2); /* the initial value and at least one more */
         assert_true(seen[i].versions_increase);
-        assert_int_equal(seen[i].last_version, WRITES);
+        assert_int_equal(seen[i].last_version, w.last_version);
         assert_string_equal(seen[i].last, want);
         assert_false(seen[i].saw_absent);
         pthread_mutex_destroy(&seen[i].mu);
@@ -201,7 +203,7 @@ static void test_reader_follows_create_and_delete(void **state)
     pthread_mutex_lock(&seen->mu);
     seen->saw_absent = false;
     pthread_mutex_unlock(&seen->mu);
-    assert_int_equal(larch_delete(lh, path, -1), ZK_OK);
+    assert_int_equal(rt_delete(lh, path, -1), ZK_OK);
     assert_true(wait_absent(seen));
     assert_int_equal(conf_get(c, &data, &len, &version), ZK_ENONODE);
 

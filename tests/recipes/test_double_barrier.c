@@ -160,7 +160,7 @@ static void test_enter_timeout(void **state)
     assert_null(larch_double_barrier_node(d));
     assert_int_equal(rt_count_prefixed(lh, path, "p-"), 0); /* gave its node back */
     char *ready = rt_path(path, "ready");
-    assert_int_equal(larch_exists(lh, ready, NULL, NULL, NULL), ZK_ENONODE);
+    assert_int_equal(rt_exists(lh, ready, NULL), ZK_ENONODE);
     free(ready);
     larch_double_barrier_free(d);
 

@@ -144,6 +144,8 @@ static void test_succession(void **state)
     }
     assert_int_equal(stats_of(s.cands[0]).watches_set, 0);
     char *id = NULL;
+    /* the others resigned through their own sessions: read after a sync */
+    assert_int_equal(rt_sync(lhs[0], dir), ZK_OK);
     assert_int_equal(larch_election_leader(s.cands[0], &id), ZK_ENONODE); /* nobody left */
 
     for (int i = 0; i < SUCC_N; i++)
@@ -258,6 +260,8 @@ static void test_wait_timeout_keeps_candidacy(void **state)
     assert_false(leader);
 
     assert_int_equal(larch_election_resign(a), ZK_OK);
+    /* A's resignation is another session's change: B reads after a sync */
+    assert_int_equal(rt_sync(lhb, dir), ZK_OK);
     assert_int_equal(larch_election_is_leader(b, &leader), ZK_OK);
     assert_true(leader);
     /* The timed-out wait removed its watch: A's deletion, which B's server

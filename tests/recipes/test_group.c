@@ -83,7 +83,7 @@ static void test_join_leave_seen_by_observer(void **state)
     assert_int_equal(group_leave(mg[1], names[1], RT_WAIT_MS), ZK_OK);
     assert_true(wait_members(observer, MEMBERS - 1, names[1], false, RT_WAIT_MS));
     group_close(mg[2]);
-    larch_close(mlh[2]);
+    assert_int_equal(rt_close(mlh[2]), ZK_OK);
     assert_true(wait_members(observer, MEMBERS - 2, names[2], false, RT_WAIT_MS));
     assert_true(wait_members(observer, 1, names[0], true, RT_WAIT_MS));
 

@@ -118,6 +118,8 @@ static void test_racing_binders_one_winner(void **state)
     assert_int_equal(winners, 1);
     struct ns *ns = NULL;
     assert_int_equal(ns_open(lh, dir, RT_WAIT_MS, &ns), ZK_OK);
+    /* the winner's binding, read by another session: after a sync */
+    assert_int_equal(rt_sync(lh, dir), ZK_OK);
     assert_resolves(ns, "leader", r[winner].value);
     ns_free(ns);
     for (int i = 0; i < RACERS; i++)
@@ -176,9 +178,9 @@ static void test_ephemeral_binding_and_await(void **state)
     assert_int_equal(ns_bind(svc, "svc", "10.0.0.1:80", 11, true, RT_WAIT_MS), ZK_OK);
 
     ns_free(svc);
-    larch_close(svc_lh);
+    assert_int_equal(rt_close(svc_lh), ZK_OK); /* surely ended, its binding with it */
     /* another session's change: sync, in case lh's server has not applied it */
-    assert_int_equal(larch_sync(lh, dir), ZK_OK);
+    assert_int_equal(rt_sync(lh, dir), ZK_OK);
     char *value = NULL;
     int32_t len = 0;
     assert_int_equal(ns_resolve(ns, "svc", &value, &len, RT_WAIT_MS), ZK_ENONODE);

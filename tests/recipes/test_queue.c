@@ -3,8 +3,9 @@
  * LARCH_HOSTS): single-consumer order, several producers and consumers on
  * their own handles (every item delivered exactly once, each consumer
  * receiving each producer's items in order), items outliving their
- * producer, and exactly-once delivery while connections are dropped under
- * producers and consumers (the GUID rule's recovery paths).
+ * producer, exactly-once delivery while connections are dropped under
+ * producers and consumers (the GUID rule's recovery paths), and a short
+ * take whose claim's reply is lost.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,9 +13,12 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "client/recipes/queue.h"
 #include "tests/recipes/rt.h"
@@ -139,6 +143,92 @@ static void test_items_outlive_producer(void **state)
     rt_finish(lh, root);
 }
 
+/* ---- a take whose claim's reply is lost ------------------------------------ */
+
+#define LOST_CLAIM_ROUNDS 20
+#define LOST_CLAIM_TAKE_MS 5 /* less than a reconnect takes */
+
+struct cutter {
+    struct larch *lh;
+    atomic_int armed; /* 1 + microseconds to wait before the cut; 0: idle */
+    atomic_bool stop;
+    atomic_int cuts;
+};
+
+/* Drops lh's connection once per arming, a few microseconds after it. */
+static void *cut(void *p)
+{
+    struct cutter *c = p;
+    for (int64_t end = base_mono_ms() + 4 * RT_WAIT_MS;
+         !atomic_load(&c->stop) && base_mono_ms() < end;) {
+        int armed = atomic_exchange(&c->armed, 0);
+        struct timespec wait = { .tv_nsec = armed == 0 ? 100000 : (long)(armed - 1) * 1000 };
+        nanosleep(&wait, NULL);
+        if (armed != 0) {
+            larch_disconnect(c->lh);
+            atomic_fetch_add(&c->cuts, 1);
+        }
+    }
+    return NULL;
+}
+
+/* A take deletes the item in a multi with its claim. When that multi's
+ * reply is lost the item may already be the consumer's alone: finding out
+ * (our claim exists?) must not stop at the take's timeout, here shorter
+ * than a reconnect, or the item is gone and never delivered (queue.h:
+ * every item is delivered once; ZK_EOPERATIONTIMEOUT means the queue
+ * stayed empty). Each round puts one item and takes it with short takes
+ * while the consumer's connection is cut a moment after each take starts. */
+static void test_take_with_lost_claim_reply(void **state)
+{
+    struct larch *lh = rt_open(), *clh = rt_open();
+    char *root = rt_root(lh, "queue");
+    char *path = rt_path(root, "q");
+    struct queue *pq = NULL, *cq = NULL;
+    assert_int_equal(queue_open(lh, path, RT_WAIT_MS, &pq), ZK_OK);
+    assert_int_equal(queue_open(clh, path, RT_WAIT_MS, &cq), ZK_OK);
+    struct cutter c = { .lh = clh };
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, cut, &c), 0);
+    int lost = 0;
+    for (int round = 0; round < LOST_CLAIM_ROUNDS; round++) {
+        char item[16];
+        snprintf(item, sizeof item, "item-%d", round);
+        put_str(pq, item);
+        int got = 0;
+        for (int t = 0; t < 1000 && got == 0; t++) {
+            atomic_store(&c.armed, 1 + (round * 397 + t * 131) % 3000); /* 0-3 ms */
+            char *data = NULL;
+            int32_t len = -1;
+            int rc = queue_take(cq, &data, &len, LOST_CLAIM_TAKE_MS);
+            if (rc == ZK_OK) {
+                assert_string_equal(data, item);
+                got++;
+            } else {
+                assert_int_equal(rc, ZK_EOPERATIONTIMEOUT);
+                /* nothing taken: then the item must still be there */
+                if (rt_count_prefixed(lh, path, "qn-") == 0) {
+                    print_message("round %d: %s gone, not delivered\n", round, item);
+                    lost++;
+                    break;
+                }
+            }
+            free(data);
+        }
+        if (lost > 0)
+            break;
+    }
+    atomic_store(&c.stop, true);
+    pthread_join(th, NULL);
+    assert_int_equal(lost, 0);
+    assert_true(atomic_load(&c.cuts) > 0);
+    queue_free(cq);
+    queue_free(pq);
+    larch_close(clh);
+    free(path);
+    rt_finish(lh, root);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -146,6 +236,7 @@ int main(void)
         cmocka_unit_test(test_producers_consumers_exactly_once),
         cmocka_unit_test(test_exactly_once_with_dropped_connections),
         cmocka_unit_test(test_items_outlive_producer),
+        cmocka_unit_test(test_take_with_lost_claim_reply),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
