@@ -502,11 +502,27 @@ static int writer_out(void *arg, const void *bytes, size_t len)
     return 0;
 }
 
+/* files_lock held. When rc (the write so far) is 0: renames the written and
+ * synced tmp to snapshot.<zxid> and syncs the directory, so a crash leaves
+ * the old set or the new file whole. On any failure tmp goes. 0 or -errno. */
+static int publish_snapshot(struct durability *d, int rc, const char *tmp, int64_t zxid)
+{
+    char path[4300];
+    snap_path(d->snap_dir, zxid, path, sizeof(path));
+    if (rc == 0)
+        rc = storage_rename(d->st, tmp, path);
+    if (rc == 0)
+        rc = storage_sync_dir(d->st, d->snap_dir);
+    if (rc != 0)
+        storage_unlink(d->st, tmp);
+    return rc;
+}
+
 /* Writes snapshot.<zxid_start> through a .tmp file: datasync, rename, sync
  * the directory, so a crash leaves either the old set or the new file whole. */
 int durability_snapshot(struct durability *d)
 {
-    char tmp[4300], path[4300];
+    char tmp[4300];
     snprintf(tmp, sizeof(tmp), "%s/" SNAP_PREFIX "tmp", d->snap_dir);
     struct snap_writer w = { .buf = malloc(SNAP_WRITE_CHUNK) };
     if (!w.buf)
@@ -530,14 +546,8 @@ int durability_snapshot(struct durability *d)
     /* a snapshot from the leader installed meanwhile is newer than this one */
     if (rc == 0 && atomic_load(&d->last_snap_zxid) > info.zxid_start)
         rc = -EAGAIN;
-    if (rc == 0) {
-        snap_path(d->snap_dir, info.zxid_start, path, sizeof(path));
-        rc = storage_rename(d->st, tmp, path);
-    }
-    if (rc == 0)
-        rc = storage_sync_dir(d->st, d->snap_dir);
+    rc = publish_snapshot(d, rc, tmp, info.zxid_start);
     if (rc != 0) {
-        storage_unlink(d->st, tmp);
         pthread_mutex_unlock(&d->files_lock);
         return rc;
     }
@@ -572,9 +582,8 @@ int durability_read_snapshot(struct durability *d, int64_t zxid, uint8_t **data,
 int durability_install_snapshot(struct durability *d, int64_t zxid, const uint8_t *data,
                                 size_t len)
 {
-    char tmp[4300], path[4300];
+    char tmp[4300];
     snprintf(tmp, sizeof(tmp), "%s/" SNAP_PREFIX "leader.tmp", d->snap_dir);
-    snap_path(d->snap_dir, zxid, path, sizeof(path));
     struct storage_file *f;
     int rc = storage_open(d->st, tmp, STORAGE_CREATE | STORAGE_PRIVATE, &f);
     if (rc != 0)
@@ -587,12 +596,8 @@ int durability_install_snapshot(struct durability *d, int64_t zxid, const uint8_
         rc = storage_datasync(f);
     storage_close(f);
     pthread_mutex_lock(&d->files_lock);
-    if (rc == 0)
-        rc = storage_rename(d->st, tmp, path);
-    if (rc == 0)
-        rc = storage_sync_dir(d->st, d->snap_dir);
+    rc = publish_snapshot(d, rc, tmp, zxid);
     if (rc != 0) {
-        storage_unlink(d->st, tmp);
         pthread_mutex_unlock(&d->files_lock);
         return rc;
     }

@@ -1279,7 +1279,7 @@ static void test_ensemble_cluster_id(void **state)
         /* members that name one another differently: a peer reached through
          * a proxy port, another host's address (NAT), itself as 0.0.0.0 */
         "server.1=127.0.0.1:4888:3888\nserver.2=0.0.0.0:2889:3889\n"
-        "server.3=10.0.0.3:2890:3890:observer\n",
+        "server.3=198.18.0.3:2890:3890:observer\n",
     };
     for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
         assert_int_equal(cluster_id_of(same[i], 2), id);
