@@ -17,7 +17,9 @@
  * (the reply still carries the client's xid): a client reuses xids on
  * every connection, so a write that failed here, reached the leader
  * anyway and committed later must not answer a new request that happens
- * to carry the same xid. This server's writes reach the log in the order it sent
+ * to carry the same xid. A routing id names the member that drew it in its
+ * top bits, so a session's txns from two members (it moved) never match
+ * each other's requests. This server's writes reach the log in the order it sent
  * them (one FIFO link to the leader, which preps in arrival order), so the
  * first unanswered write is the one a committed txn of ours must match; a
  * commit that matches a later one proves the earlier ones were lost, and
@@ -58,6 +60,10 @@
  * is reset, before the next round: that bounds the overlay. */
 #define ENS_PIPELINE_MAX 8
 #define ENS_HELD_CONNECTS_MAX 4096 /* connects held while no leader is known */
+/* A routing id is (member id << ENS_CXID_BITS) | counter: positive for
+ * every member id up to 255, the counter wraps after 8 M requests. */
+#define ENS_CXID_BITS 23
+#define ENS_CXID_MASK ((1u << ENS_CXID_BITS) - 1)
 
 /* A snapshot travels as a 16-byte header and the snapshot file's bytes:
  * "LRSX", u32 version (1), i64 repeats_until, little-endian. The snapshot
@@ -80,8 +86,9 @@ enum pend_kind {
     PEND_CONNECT = 2, /* a new session: answered from its createSession txn */
     PEND_SYNC = 3,    /* sync: answered after a ReadIndex and the applies it asks for */
     PEND_LOCAL = 4,   /* getEphemerals: answered from this tree, in session order */
-    PEND_ATTACH = 5,  /* a connect this server is too far behind to judge: after a
-                       * ReadIndex and the applies it asks for, it is judged */
+    PEND_ATTACH = 5,  /* a new session's connect this server is too far behind to
+                       * judge: after a ReadIndex and the applies it asks for, it is */
+    PEND_REATTACH = 6, /* a session moving here: answered from its move marker */
 };
 
 enum read_state { READ_WAIT = 0, READ_OK = 1, READ_FAILED = 2 };
@@ -94,12 +101,13 @@ struct pend {
     uint64_t conn;
     int64_t session_id;
     int32_t xid;  /* the client's xid (0 for CONNECT): the reply's */
-    int32_t cxid; /* WRITE: the routing id its txn carries as cxid; CONNECT: 0 */
+    int32_t cxid; /* WRITE, REATTACH: the routing id its txn carries as cxid; CONNECT: 0 */
     int32_t op;
     int64_t since_ms;
     uint64_t read_ctx;
     int64_t read_zxid;
-    struct seq_req *req; /* SYNC/LOCAL: the request (its path); else NULL */
+    struct seq_req *req; /* SYNC/LOCAL: the request (its path); ATTACH/REATTACH: the
+                          * connect; else NULL */
 };
 
 /* A reply waiting for its apply batch's events to go out first. */
@@ -157,7 +165,7 @@ struct seq_ens {
     size_t pend_head, pend_len, pend_cap; /* live entries: [head, len) */
     size_t pend_live;                     /* entries not DONE */
     uint64_t next_read_ctx;
-    int32_t next_cxid; /* routing ids, 1..INT32_MAX, from a seeded start */
+    uint32_t next_cxid; /* routing ids' counter, from a seeded start */
 
     struct staged *staged;
     size_t n_staged, cap_staged;
@@ -233,6 +241,8 @@ static void stage(struct seq *s, int32_t worker, struct seq_out *o)
         /* cannot keep it for after the events: send it now (the connection
          * still gets its answer, possibly before a notification) */
         sq_out_push(s, worker, o);
+        if (worker >= 0 && worker < SEQ_WORKERS_MAX)
+            e->kicked[worker] = true;
         return;
     }
     e->staged[e->n_staged++] = (struct staged){ worker, o };
@@ -272,24 +282,28 @@ static void pend_fail_all(struct seq *s)
     struct seq_ens *e = s->ens;
     for (size_t i = e->pend_head; i < e->pend_len; i++) {
         struct pend *p = &e->pend[i];
-        if (p->kind == PEND_WRITE || p->kind == PEND_CONNECT || p->kind == PEND_SYNC ||
-            p->kind == PEND_ATTACH)
+        if (p->kind != PEND_DONE && p->kind != PEND_LOCAL)
             pend_fail(s, p);
     }
     pend_pop_done(e);
 }
 
-/* The pending write or connect a committed txn (session, cxid) answers, or
- * NULL. Ours commit in the order we sent them, so it is the first one;
- * if a later one matches, the ones before it were lost and fail. */
+/* Whether p waits for a txn of its own (a write, a new session, a move). */
+static bool pend_has_txn(const struct pend *p)
+{
+    return p->kind == PEND_WRITE || p->kind == PEND_CONNECT || p->kind == PEND_REATTACH;
+}
+
+/* The pending request a committed txn (session, cxid) answers, or NULL.
+ * Ours commit in the order we sent them, so it is the first one; if a
+ * later one matches, the ones before it were lost and fail. */
 static struct pend *pend_match(struct seq *s, int64_t session_id, int32_t cxid)
 {
     struct seq_ens *e = s->ens;
     size_t at = e->pend_len;
     for (size_t i = e->pend_head; i < e->pend_len; i++) {
         struct pend *p = &e->pend[i];
-        if ((p->kind == PEND_WRITE || p->kind == PEND_CONNECT) && p->session_id == session_id &&
-            p->cxid == cxid) {
+        if (pend_has_txn(p) && p->session_id == session_id && p->cxid == cxid) {
             at = i;
             break;
         }
@@ -298,7 +312,7 @@ static struct pend *pend_match(struct seq *s, int64_t session_id, int32_t cxid)
         return NULL;
     for (size_t i = e->pend_head; i < at; i++) {
         struct pend *p = &e->pend[i];
-        if (p->kind == PEND_WRITE || p->kind == PEND_CONNECT)
+        if (pend_has_txn(p))
             pend_fail(s, p);
     }
     return &e->pend[at];
@@ -429,6 +443,15 @@ static bool closes_session(const struct txn *x)
     return false;
 }
 
+/* A move marker the leader took (replication.h SEQ_OP_REATTACH). */
+static bool moves_session(const struct txn *x)
+{
+    return x->type == TXN_ERROR && x->nops == 1 && x->ops[0].client_type == SEQ_OP_REATTACH &&
+           x->ops[0].err == ZK_OK;
+}
+
+static void answer_reattach(struct seq *s, struct pend *p, bool moved, int64_t now_ms);
+
 static void apply_entry(struct seq *s, const struct raft_entry *ent, int64_t now_ms)
 {
     struct seq_ens *e = s->ens;
@@ -439,9 +462,13 @@ static void apply_entry(struct seq *s, const struct raft_entry *ent, int64_t now
             ens_fatal("a committed entry does not decode", rc);
         BASE_ASSERT(x.zxid == ent->zxid); /* the leader encoded the entry's own zxid */
     }
+    /* a session that closes, or moves to another member, leaves the
+     * connection this server holds for it */
     int32_t owner_w = -1;
     uint64_t owner_c = 0;
-    bool close_owner = closes_session(&x) && local_owner(s, x.session_id, &owner_w, &owner_c);
+    bool moves = moves_session(&x);
+    bool close_owner = (closes_session(&x) || moves) &&
+                       local_owner(s, x.session_id, &owner_w, &owner_c);
     struct tree_op_result *res = x.nops ? calloc(x.nops, sizeof *res) : NULL;
     atomic_store(&s->applying_zxid, x.zxid);
     int rc = tree_apply(s->tree, &x, sq_collect_event, s->evb, res);
@@ -463,6 +490,9 @@ static void apply_entry(struct seq *s, const struct raft_entry *ent, int64_t now
     struct pend *p = x.type == TXN_NOOP ? NULL : pend_match(s, x.session_id, x.cxid);
     if (p && p->kind == PEND_CONNECT) {
         answer_connect(s, p, now_ms);
+    } else if (p && p->kind == PEND_REATTACH) {
+        answer_reattach(s, p, moves, now_ms); /* it closes the old connection itself */
+        close_owner = false;
     } else if (p) {
         if (x.nops > 0 && !res && x.type != TXN_ERROR)
             pend_fail(s, p); /* no memory for the results the reply needs */
@@ -797,6 +827,7 @@ static bool route(struct seq *s, struct seq_req *r)
     struct raft_status st;
     raft_status(e->raft, &st);
     if (st.role == RAFT_LEADER) {
+        r->origin = e->self_id;
         input_push(s, r);
         return true;
     }
@@ -805,16 +836,32 @@ static bool route(struct seq *s, struct seq_req *r)
     return sent;
 }
 
+/* The next routing id (see the top). */
+static int32_t draw_cxid(struct seq_ens *e)
+{
+    uint32_t n = e->next_cxid++ & ENS_CXID_MASK;
+    return (int32_t)((e->self_id << ENS_CXID_BITS) | n);
+}
+
 /* Answers the connect r with o (CONNECT or CLOSE; NULL, out of memory: the
- * client times out) and lets r go. */
+ * client times out) and lets r go. The answer goes out after the events of
+ * what this server has applied, as every reply does. */
 static void connect_done(struct seq *s, struct seq_req *r, struct seq_out *o)
 {
-    struct seq_ens *e = s->ens;
-    sq_out_push(s, r->worker, o);
-    if (r->worker >= 0 && r->worker < SEQ_WORKERS_MAX)
-        e->kicked[r->worker] = true;
+    stage(s, r->worker, o);
     atomic_fetch_sub_explicit(&s->st_outstanding, 1, memory_order_relaxed);
     seq_req_free(r);
+}
+
+/* Takes the connect p holds back from the pending list, to answer it; p is
+ * retired (the connect's outstanding count goes with the connect). */
+static struct seq_req *pend_take_connect(struct seq_ens *e, struct pend *p)
+{
+    struct seq_req *r = p->req;
+    p->req = NULL;
+    p->kind = PEND_DONE;
+    e->pend_live--;
+    return r;
 }
 
 /* readonlymode without a leader: a new session is this server's alone (no
@@ -851,7 +898,8 @@ static void read_only_connect(struct seq *s, struct seq_req *r, struct seq_out *
 }
 
 static bool attach_wait(struct seq *s, struct seq_req *r, int64_t now_ms);
-static void connect_now(struct seq *s, struct seq_req *r, int64_t now_ms);
+static void reattach_begin(struct seq *s, struct seq_req *r, int64_t now_ms);
+static void new_session(struct seq *s, struct seq_req *r, int64_t now_ms);
 
 static void local_connect(struct seq *s, struct seq_req *r, int64_t now_ms)
 {
@@ -874,26 +922,22 @@ static void local_connect(struct seq *s, struct seq_req *r, int64_t now_ms)
         connect_done(s, r, sq_out_new(SEQ_OUT_CLOSE, r->conn));
         return;
     }
-    if (attach_wait(s, r, now_ms))
-        return;
-    connect_now(s, r, now_ms);
+    if (r->session_id != 0)
+        reattach_begin(s, r, now_ms);
+    else if (!attach_wait(s, r, now_ms))
+        new_session(s, r, now_ms);
 }
 
-/* Whether r waits for this server to catch up before it is judged, and if
- * so, takes it. A session this tree does not hold may have been created
- * and committed an instant ago through another server (telling its client
- * it expired would be a lie), and a client that has seen a newer zxid than
- * this tree would otherwise be turned away: a ReadIndex from the leader
- * says how far this server must apply, and then it judges. ZooKeeper's
- * follower asks its leader to revalidate a session it does not know. */
+/* Whether a new session's connect waits for this server to catch up before
+ * it is judged, and if so, takes it: a client that has seen a newer zxid
+ * than this tree would otherwise be turned away. A ReadIndex from the
+ * leader says how far this server must apply, and then it judges. */
 static bool attach_wait(struct seq *s, struct seq_req *r, int64_t now_ms)
 {
     struct seq_ens *e = s->ens;
-    bool behind = r->last_zxid_seen > tree_last_zxid(s->tree) ||
-                  (r->session_id != 0 && !tree_session_find(s->tree, r->session_id));
-    if (!behind)
+    if (r->last_zxid_seen <= tree_last_zxid(s->tree))
         return false;
-    struct pend *p = pend_add(e, PEND_ATTACH, r, r->session_id, 0, now_ms);
+    struct pend *p = pend_add(e, PEND_ATTACH, r, 0, 0, now_ms);
     if (!p)
         return false; /* judged now, as before */
     p->req = r;
@@ -903,44 +947,19 @@ static bool attach_wait(struct seq *s, struct seq_req *r, int64_t now_ms)
     return true;
 }
 
-/* A connect once this server is as far as the leader was when it asked. */
+/* A new session's connect once this server is as far as the leader was
+ * when it asked. */
 static void attach_judge(struct seq *s, struct pend *p, int64_t now_ms)
 {
-    struct seq_ens *e = s->ens;
-    struct seq_req *r = p->req;
-    p->req = NULL;
-    p->kind = PEND_DONE; /* r's outstanding count is connect_now's to drop */
-    e->pend_live--;
-    connect_now(s, r, now_ms);
+    new_session(s, pend_take_connect(s->ens, p), now_ms);
 }
 
-/* Answers a connect from this server's tree (it has a leader). */
-static void connect_now(struct seq *s, struct seq_req *r, int64_t now_ms)
+/* A new session: its id is drawn here, its createSession txn answers it. */
+static void new_session(struct seq *s, struct seq_req *r, int64_t now_ms)
 {
     struct seq_ens *e = s->ens;
-    if (r->session_id != 0) {
-        /* reattach: this server's tree says whether the session lives (a
-         * session the leader has just expired closes when that txn applies) */
-        struct seq_out *o = sq_out_new(SEQ_OUT_CONNECT, r->conn);
-        struct tree_session *ts = tree_session_find(s->tree, r->session_id);
-        if (r->last_zxid_seen > tree_last_zxid(s->tree)) {
-            /* ZooKeeper refuses a client that has seen a newer state: it tries another server */
-            seq_out_free(o);
-            o = sq_out_new(SEQ_OUT_CLOSE, r->conn);
-        } else if (o && ts && !ts->closing && sq_passwd_matches(ts, r)) {
-            sq_take_ownership(s, ts, r->worker, r->conn, now_ms);
-            o->session_id = r->session_id;
-            o->timeout_ms = ts->timeout_ms;
-            memcpy(o->passwd, ts->passwd, sizeof o->passwd);
-        } else if (o) {
-            o->timeout_ms = 0;
-            memset(o->passwd, 0, sizeof o->passwd);
-        }
-        connect_done(s, r, o);
-        return;
-    }
     if (r->last_zxid_seen > tree_last_zxid(s->tree)) {
-        /* as for a reattach: this server is behind what the client saw */
+        /* ZooKeeper refuses a client that has seen a newer state: it tries another server */
         connect_done(s, r, sq_out_new(SEQ_OUT_CLOSE, r->conn));
         return;
     }
@@ -957,6 +976,81 @@ static void connect_now(struct seq *s, struct seq_req *r, int64_t now_ms)
     }
     if (!route(s, r))
         pend_fail(s, &e->pend[e->pend_len - 1]);
+}
+
+/* ---- sessions move --------------------------------------------------------
+ *
+ * A client that reattaches through this server may have left writes in
+ * flight on its old connection, to another member. Were one of them taken
+ * after what the client then does here, the session's requests would apply
+ * out of the order it sent them (and a sync here would not cover it). So a
+ * reattach is a txn, as ZooKeeper's is a round trip to its leader: the move
+ * marker (SEQ_OP_REATTACH) goes to the leader, which from then on takes
+ * the session's writes from this server only and answers the others
+ * SESSIONMOVED. The client is answered when the marker has applied here:
+ * every write the leader took from the old connection is in the log before
+ * it, so this server has applied it too. Every other member closes the
+ * connection it held for the session when the marker applies. */
+
+/* Answers a reattach: the session is attached here when the leader moved
+ * it and it still lives with that password; otherwise timeout 0 tells the
+ * client it is gone, exactly as ZooKeeper answers. */
+static void reattach_answer(struct seq *s, struct seq_req *r, bool moved, int64_t now_ms)
+{
+    struct seq_out *o = sq_out_new(SEQ_OUT_CONNECT, r->conn);
+    struct tree_session *ts = tree_session_find(s->tree, r->session_id);
+    if (moved && r->last_zxid_seen > tree_last_zxid(s->tree)) {
+        /* the client saw more than the leader had when it took the move: it
+         * was served by a member with another history; it tries another */
+        seq_out_free(o);
+        o = sq_out_new(SEQ_OUT_CLOSE, r->conn);
+    } else if (o && moved && ts && !ts->closing && sq_passwd_matches(ts, r)) {
+        sq_take_ownership(s, ts, r->worker, r->conn, now_ms);
+        o->session_id = r->session_id;
+        o->timeout_ms = ts->timeout_ms;
+        memcpy(o->passwd, ts->passwd, sizeof o->passwd);
+    } else if (o) {
+        o->timeout_ms = 0;
+        memset(o->passwd, 0, sizeof o->passwd);
+    }
+    connect_done(s, r, o);
+}
+
+static void answer_reattach(struct seq *s, struct pend *p, bool moved, int64_t now_ms)
+{
+    reattach_answer(s, pend_take_connect(s->ens, p), moved, now_ms);
+}
+
+/* Sends the move marker for the reattach r. A password this server can
+ * already tell is wrong (a session's password never changes) is answered
+ * at once, and nothing moves. */
+static void reattach_begin(struct seq *s, struct seq_req *r, int64_t now_ms)
+{
+    struct seq_ens *e = s->ens;
+    struct tree_session *ts = tree_session_find(s->tree, r->session_id);
+    if (r->passwd_len != SEQ_PASSWD_BYTES || (ts && !sq_passwd_matches(ts, r))) {
+        reattach_answer(s, r, false, now_ms);
+        return;
+    }
+    struct pend *p = pend_add(e, PEND_REATTACH, r, r->session_id, 0, now_ms);
+    if (!p) {
+        connect_done(s, r, sq_out_new(SEQ_OUT_CLOSE, r->conn));
+        return;
+    }
+    p->req = r;
+    struct seq_req *m = seq_req_new(SEQ_REQ_WRITE, r->passwd, SEQ_PASSWD_BYTES, NULL, 0);
+    if (!m) {
+        pend_fail(s, p);
+        return;
+    }
+    m->worker = r->worker;
+    m->conn = r->conn;
+    m->session_id = r->session_id;
+    m->op = SEQ_OP_REATTACH;
+    p->cxid = draw_cxid(e);
+    m->xid = p->cxid;
+    if (!route(s, m))
+        pend_fail(s, p);
 }
 
 static void local_write(struct seq *s, struct seq_req *r, int64_t now_ms)
@@ -982,8 +1076,7 @@ static void local_write(struct seq *s, struct seq_req *r, int64_t now_ms)
         return;
     }
     /* from here on the write is known by its routing id (see the top) */
-    p->cxid = e->next_cxid;
-    e->next_cxid = e->next_cxid == INT32_MAX ? 1 : e->next_cxid + 1;
+    p->cxid = draw_cxid(e);
     r->xid = p->cxid;
     if (!e->serving || !route(s, r))
         pend_fail(s, p);
@@ -1081,8 +1174,8 @@ void seq_peer_forward(struct seq *s, uint32_t from, const struct peer_forward *f
     r->op = create ? 0 : f->op;
     r->super = super;
     memcpy(r->peer_ip, peer_ip, sizeof r->peer_ip);
+    r->origin = from;
     e->forwards_received++;
-    (void)from;
     input_push(s, r);
 }
 
@@ -1361,7 +1454,7 @@ static void pump_pending(struct seq *s, int64_t now_ms)
     bool timed_out = false;
     for (size_t i = e->pend_head; i < e->pend_len; i++) {
         struct pend *p = &e->pend[i];
-        if (p->kind == PEND_WRITE || p->kind == PEND_CONNECT) {
+        if (pend_has_txn(p)) {
             if (now_ms - p->since_ms > e->pending_timeout_ms)
                 timed_out = true;
             continue;
@@ -1486,7 +1579,7 @@ int sq_ens_new(struct seq *s, const struct seq_ensemble_cfg *cfg)
 {
     if (!cfg->peer || !cfg->peer->send_msg || !cfg->peer->send_forward ||
         !cfg->peer->send_touch || !cfg->peer->flush || !cfg->peer->drain ||
-        cfg->raft_tick_ms <= 0)
+        cfg->raft_tick_ms <= 0 || cfg->raft.self_id < 1 || cfg->raft.self_id > 255)
         return -EINVAL;
     struct seq_ens *e = calloc(1, sizeof *e);
     if (!e)
@@ -1515,7 +1608,7 @@ int sq_ens_new(struct seq *s, const struct seq_ensemble_cfg *cfg)
     e->commit_log_count = cfg->commit_log_count ? cfg->commit_log_count : ENS_COMMIT_LOG_COUNT;
     e->ro_enabled = cfg->read_only_mode;
     /* a restarted server starts elsewhere: its old forwards may still commit */
-    e->next_cxid = (int32_t)((cfg->raft.seed >> 17) & 0x3fffffff) + 1;
+    e->next_cxid = (uint32_t)(cfg->raft.seed >> 17);
     s->ens = e;
     publish_status(s);
     return 0;

@@ -114,7 +114,17 @@ struct seq_req {
     /* WRITE: the request body after the RequestHeader, owned */
     uint8_t *body;
     size_t body_len;
+    /* Ensemble, at the leader: the member whose client sent it (the
+     * leader's own id for its own clients; 0 standalone). A session's
+     * writes are taken only from the member it is attached through. */
+    uint32_t origin;
 };
+/* The op of a session's move to another member (ensemble.c "Sessions
+ * move"): internal, never a client's (workers pass only ZooKeeper's write
+ * ops to the sequencer). Its body is the session's password; its txn, the
+ * move marker, is an ErrorTxn whose one op has this client_type and
+ * err ZK_OK, or the reason the move was refused. */
+#define SEQ_OP_REATTACH (-200)
 /* Allocates a request with room for body_len bytes of body (copied from body
  * when not NULL) and auth_count ids (copied). NULL on allocation failure. */
 struct seq_req *seq_req_new(int32_t kind, const void *body, size_t body_len,

@@ -329,7 +329,8 @@ static void finish_write_txn(struct seq *s, struct seq_entry *e, int64_t wall_ms
 {
     struct seq_req *r = e->req;
     int32_t err = e->marshalling_error ? ZK_EMARSHALLINGERROR : e->err;
-    if (err != ZK_OK && e->txn.nops == 0) {
+    /* a move marker is an ErrorTxn even when the move was taken */
+    if ((err != ZK_OK || r->op == SEQ_OP_REATTACH) && e->txn.nops == 0) {
         txn_free(&e->txn);
         e->txn.ops = calloc(1, sizeof *e->txn.ops);
         if (e->txn.ops) {
@@ -364,6 +365,37 @@ static bool session_live(struct seq *s, const struct seq_req *r)
     return ts && !ts->closing;
 }
 
+/* ZooKeeper's session owner check (SessionTrackerImpl.checkSession): in an
+ * ensemble a session's writes come through the member it is attached to.
+ * One that arrives from another member was sent on a connection the client
+ * has left: were it taken, it could apply after what the client did on its
+ * new connection. The first member heard from owns a session a new leader
+ * knows no owner for (as ZooKeeper's leader does); a move marker moves it. */
+static bool session_owned_by_origin(struct seq *s, const struct seq_req *r)
+{
+    if (r->origin == 0 || r->worker < 0)
+        return true;
+    struct tree_session *ts = tree_session_find(s->tree, r->session_id);
+    if (ts->owner_server == 0)
+        ts->owner_server = r->origin;
+    return ts->owner_server == r->origin;
+}
+
+/* A session moving to the member r came from, with the password its client
+ * brought (the body). A wrong one moves nothing: it is refused AUTHFAILED
+ * and the member answers its client as ZooKeeper does (timeout 0). */
+static void prep_reattach(struct seq *s, struct seq_entry *e)
+{
+    struct seq_req *r = e->req;
+    struct tree_session *ts = tree_session_find(s->tree, r->session_id);
+    if (r->origin == 0 || r->body_len != SEQ_PASSWD_BYTES || !ts->passwd_known ||
+        CRYPTO_memcmp(ts->passwd, r->body, SEQ_PASSWD_BYTES) != 0) {
+        e->err = ZK_EAUTHFAILED;
+        return;
+    }
+    ts->owner_server = r->origin;
+}
+
 static void prep_write_request(struct seq *s, struct seq_entry *e, int64_t wall_ms)
 {
     struct seq_req *r = e->req;
@@ -371,6 +403,14 @@ static void prep_write_request(struct seq *s, struct seq_entry *e, int64_t wall_
     base_rd_init(&rb, r->body, r->body_len);
     if (!session_live(s, r)) {
         e->err = ZK_ESESSIONEXPIRED;
+        return;
+    }
+    if (r->op == SEQ_OP_REATTACH) {
+        prep_reattach(s, e);
+        return;
+    }
+    if (!session_owned_by_origin(s, r)) {
+        e->err = ZK_ESESSIONMOVED;
         return;
     }
     switch (r->op) {

@@ -19,6 +19,7 @@
 
 #include <urcu.h>
 
+#include "replication/replication.h"
 #include "replication/txnlog.h"
 #include "tree/tree.h"
 
@@ -83,6 +84,9 @@ static void print_op(const struct txn_op *op)
                op->passwd_known ? "recorded" : "none (format 1)");
     if (op->type == TXN_ERROR)
         printf(" err=%d", op->err);
+    /* an ensemble's move marker: the session moved to the member it came from */
+    if (op->type == TXN_ERROR && op->client_type == SEQ_OP_REATTACH)
+        printf(" (session moved%s)", op->err == 0 ? "" : ": refused");
     printf("\n");
 }
 

@@ -190,6 +190,9 @@ struct tree_session {
     _Atomic int32_t owner_worker; /* -1 when no connection holds it */
     _Atomic uint64_t owner_conn;  /* worker-local connection token */
     bool closing;                 /* sequencer only: closeSession is in flight */
+    /* sequencer only, an ensemble leader's: the member the session is
+     * attached through (0: not known yet, e.g. under a new leader) */
+    uint32_t owner_server;
 };
 /* rcu_read_lock held, any thread. NULL when no such session. */
 struct tree_session *tree_session_find(const struct tree *t, int64_t id);

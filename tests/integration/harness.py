@@ -669,10 +669,18 @@ class RawClient:
                 last_zxid=0, read_only=False):
         """Sends ConnectRequest, returns the Session from ConnectResponse.
         A timeout_ms of 0 in the answer means the session was refused."""
+        self.send_connect(timeout_ms, session_id, passwd, last_zxid, read_only)
+        return self.read_connect()
+
+    def send_connect(self, timeout_ms=10000, session_id=0, passwd=b"\0" * 16,
+                     last_zxid=0, read_only=False):
         w = (Writer().int(0).long(last_zxid).int(timeout_ms).long(session_id)
              .buffer(passwd).bool(read_only))
         self.send_frame(w.bytes())
-        r = Reader(self.recv_frame())
+
+    def read_connect(self, timeout_s=None):
+        """The ConnectResponse to send_connect, as connect returns it."""
+        r = Reader(self.recv_frame(timeout_s))
         proto, timeout, sid, pw = r.int(), r.int(), r.long(), r.buffer()
         ro = r.bool() if r.left() >= 1 else None
         self.session = Session(proto, timeout, sid, pw, ro)

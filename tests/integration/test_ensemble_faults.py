@@ -1297,9 +1297,11 @@ class RegressionTest(FaultCase):
         is silent past pending_timeout_ms), closes the client's connection,
         and the client reconnects with its session and sends another
         request with the same xid (kazoo restarts xids at 1 on every
-        connection). When the first write's held FORWARD arrives and
-        commits, its result must not answer the second request: a CAS that
-        fails must be answered BADVERSION, never OK."""
+        connection). The first write's FORWARD is held on the link; the
+        reattach's move marker follows it there, so the reattach is
+        answered only after the heal, and only after that write has
+        committed. Its result must not answer the second request: a CAS
+        that fails must be answered BADVERSION, never OK."""
         leader = self.start(3, proxied=True)
         f = [i for i in self.ens.ids if i != leader][0]
         c = RawClient(self.ens.client_ports[f])
@@ -1315,12 +1317,18 @@ class RegressionTest(FaultCase):
             c.read_one(timeout_s=WAIT_S)  # the follower gives up and closes
         c2 = RawClient(self.ens.client_ports[f])
         self.addCleanup(c2.close)
-        s2 = c2.connect(timeout_ms=15000, session_id=s.session_id, passwd=s.passwd,
+        c2.send_connect(timeout_ms=15000, session_id=s.session_id, passwd=s.passwd,
                         last_zxid=c.last_zxid)
+        self.ens.heal()
+        try:
+            s2 = c2.read_connect(timeout_s=WAIT_S)
+        except (ConnectionClosed, OSError):
+            # the marker could not reach the leader (the link was reset
+            # meanwhile): the client tries again, as every client does
+            c2, s2 = self.reattach(self.ens.client_ports[f], s, c.last_zxid)
         self.assertEqual(s2.session_id, s.session_id)
         c2.send_request(OP["setData"], Writer().string("/b").buffer(b"NEW").int(99).bytes(),
                         xid=xid)  # a CAS on a version /b never had
-        self.ens.heal()
         try:
             r = c2.read_one(timeout_s=WAIT_S)
             answer = (r.xid, err_name(r.err))
@@ -1335,6 +1343,60 @@ class RegressionTest(FaultCase):
         self.assertIn(answer, [(xid, "BADVERSION"), (xid, "CONNECTIONLOSS")],
                       "the CAS that failed was answered %s: the reply of the earlier, "
                       "given-up write with the same xid" % (answer,))
+
+    def test_write_left_on_the_old_connection_never_follows_the_move(self):
+        """ZooKeeper's SESSIONMOVED. A client's write is stuck on its way
+        from its member f to the leader (f's outbound links hold bytes);
+        the client gives up on f, reattaches through g, syncs and reads:
+        the write is not there. When the held FORWARD reaches the leader
+        after the heal, the leader refuses it (the session moved to g):
+        the write must never appear after what the client saw through g.
+        Before, it was applied then, out of the session's order."""
+        leader = self.start(3, proxied=True)
+        f, g = [i for i in self.ens.ids if i != leader]
+        c = RawClient(self.ens.client_ports[f])
+        self.addCleanup(c.close)
+        s = c.connect(timeout_ms=15000)
+        self.assertEqual(c.create("/moved", b"").err, OK)
+        self.assertTrue(wait_same_zxid(self.ens, self.ens.ids))
+        self.ens.one_way([f], [leader, g])
+        c.send_request(OP["create"], c.create_body("/moved/late", b"", flags=0))
+        c2, s2 = self.reattach(self.ens.client_ports[g], s, c.last_zxid)
+        self.assertEqual(s2.session_id, s.session_id)
+        c2.send_request(OP["sync"], Writer().string("/moved").bytes())
+        self.assertEqual(c2.read_one(timeout_s=WAIT_S).err, OK)
+        self.assertEqual(err_name(c2.exists("/moved/late").err), "NONODE")
+        received = self.ens.mntr(leader)["zk_larch_forwards_received"]
+        self.ens.heal()
+        # the held FORWARD reaches the leader (the link survived the hold)
+        self.assertTrue(wait_until(
+            lambda: self.ens.mntr(leader)["zk_larch_forwards_received"] > received, WAIT_S, 0.1),
+            "the held write never reached the leader: this test tested nothing")
+        self.assertTrue(wait_same_zxid(self.ens, self.ens.ids))
+        for sid in self.ens.ids:
+            check = RawClient(self.ens.client_ports[sid])
+            self.addCleanup(check.close)
+            check.connect(timeout_ms=15000)
+            self.assertEqual(err_name(check.exists("/moved/late").err), "NONODE",
+                             "server %d: the write left on the old connection was applied "
+                             "after the session moved" % sid)
+        # the session goes on through g
+        self.assertEqual(c2.create("/moved/after", b"").err, OK)
+
+    def reattach(self, port, session, last_zxid):
+        """Reattaches session through port, trying again (bounded) while the
+        member cannot reach its leader yet. Returns (client, Session)."""
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            c = RawClient(port)
+            self.addCleanup(c.close)
+            try:
+                return c, c.connect(timeout_ms=15000, session_id=session.session_id,
+                                    passwd=session.passwd, last_zxid=last_zxid)
+            except (ConnectionClosed, OSError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     def last_zxid(self, sid):
         return int(str(self.ens.mntr(sid).get("zk_larch_last_zxid", "0")), 16)

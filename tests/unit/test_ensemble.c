@@ -55,6 +55,7 @@ struct net {
     size_t n_q, cap_q;
     bool down[N_MAX + 1]; /* server id: crashed, gets and sends nothing */
     bool paused[N_MAX + 1]; /* server id: not stepped; what is sent to it waits */
+    bool hold_forwards[N_MAX + 1]; /* server id: its forwards wait in the queue */
     uint64_t forwards, touches;
 };
 
@@ -186,7 +187,8 @@ static size_t t_drain(void *arg, struct seq *s)
     struct item *mine = calloc(end ? end : 1, sizeof *mine);
     size_t n_mine = 0;
     for (size_t i = 0; i < end; i++) {
-        if (net->q[i].to == nd->id)
+        bool held = net->q[i].kind == 2 && net->hold_forwards[net->q[i].from];
+        if (net->q[i].to == nd->id && !held)
             mine[n_mine++] = net->q[i];
         else
             net->q[keep++] = net->q[i];
@@ -1074,6 +1076,55 @@ static void test_reattach_to_a_follower_behind(void **state)
     cluster_down();
 }
 
+/* A client's session moves to another member while a write it sent through
+ * its old one is still on the way to the leader. The leader takes the move
+ * first, so it refuses the late write (SESSIONMOVED): the write never
+ * applies after what the client then does through its new member. The old
+ * member closes its connection when the move applies there. */
+static void test_write_left_behind_by_a_move_is_refused(void **state)
+{
+    (void)state;
+    cluster_up(3);
+    uint32_t leader = wait_leader();
+    uint32_t f = a_follower(leader, 0);
+    uint32_t g = a_follower(leader, f);
+    uint8_t pw[16];
+    int64_t sid = connect_via(f, 41, 30000, pw);
+    settle(leader);
+    NET.hold_forwards[f] = true;
+    struct zk_wbuf b;
+    create_body(&b, "/late", ZK_PERSISTENT);
+    submit_write(f, 41, sid, 7, ZK_OP_CREATE, &b);
+    zk_wbuf_free(&b);
+    for (int k = 0; k < 20; k++)
+        step_all();
+    assert_int_equal(NET.forwards > 0, true);
+    submit_connect(g, 42, sid, pw, tree_last_zxid(NODES[f - 1].t), false);
+    struct seq_out *o = wait_out(g, SEQ_OUT_CONNECT, 42);
+    assert_true(o->session_id == sid);
+    assert_true(o->timeout_ms > 0);
+    seq_out_free(o);
+    seq_out_free(wait_out(f, SEQ_OUT_CLOSE, 41)); /* the old member lets go */
+    assert_int_equal(create_via(g, 42, sid, 8, "/after", ZK_PERSISTENT), ZK_OK);
+    NET.hold_forwards[f] = false;
+    o = wait_out(f, SEQ_OUT_REPLY, 41);
+    struct base_rd r;
+    struct zk_reply_header h = reply_header(o, &r);
+    assert_int_equal(h.xid, 7);
+    assert_int_equal(h.err, ZK_ESESSIONMOVED);
+    seq_out_free(o);
+    settle(leader);
+    for (uint32_t i = 1; i <= 3; i++) {
+        assert_false(exists_on(i, "/late"));
+        assert_true(exists_on(i, "/after"));
+    }
+    /* the session writes on through its new member */
+    assert_int_equal(create_via(g, 42, sid, 9, "/after2", ZK_PERSISTENT), ZK_OK);
+    settle(leader);
+    assert_live_trees_agree();
+    cluster_down();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1089,6 +1140,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_no_leader_no_clients, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_only_mode_without_a_leader, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reattach_to_a_follower_behind, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_write_left_behind_by_a_move_is_refused, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
