@@ -585,11 +585,16 @@ static const struct base_buf *snap_payload(struct seq *s, int64_t zxid)
     return &e->snap_out;
 }
 
-static void send_msgs(struct seq *s, const struct raft_ready *rd)
+/* Sends the Ready's messages that may leave before (early) or only after
+ * (!early) its entries are durable. A leader's APPENDs go early, so its
+ * fsync overlaps its followers' (raft.h, the Ready contract). */
+static void send_msgs(struct seq *s, const struct raft_ready *rd, bool early)
 {
     struct seq_ens *e = s->ens;
     for (size_t i = 0; i < rd->n_msgs; i++) {
         const struct raft_msg *m = &rd->msgs[i];
+        if (raft_msg_early(m) != early)
+            continue;
         if (m->type == RAFT_MSG_SNAP) {
             const struct base_buf *b = snap_payload(s, m->snap_zxid);
             if (!b)
@@ -760,8 +765,11 @@ static void run_ready(struct seq *s, int64_t now_ms)
         }
         if (rd.snapshot)
             install_snapshot(s, rd.snapshot, now_ms);
+        send_msgs(s, &rd, true);
+        if (rd.n_entries > 0)
+            e->peer->flush(e->peer_arg); /* on the wire while this server fsyncs */
         persist_entries(s, &rd);
-        send_msgs(s, &rd);
+        send_msgs(s, &rd, false);
         for (size_t i = 0; i < rd.n_committed; i++)
             apply_entry(s, &rd.committed[i], now_ms);
         for (size_t i = 0; i < rd.n_reads; i++)

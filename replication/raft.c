@@ -1405,6 +1405,11 @@ const char *raft_role_name(enum raft_role role)
     return "unknown";
 }
 
+bool raft_msg_early(const struct raft_msg *m)
+{
+    return m->type == RAFT_MSG_APPEND || m->type == RAFT_MSG_SNAP;
+}
+
 const char *raft_msg_type_name(uint8_t type)
 {
     switch (type) {

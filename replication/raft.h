@@ -28,7 +28,11 @@
  *   3. drop every log entry with zxid > rd.truncate_after if rd.truncate;
  *   4. append rd.entries to the log, then make them durable (fdatasync);
  *   5. only now send rd.msgs: no message leaves before the state it
- *      depends on is durable;
+ *      depends on is durable. The exception: a leader's APPEND and SNAP
+ *      may leave before step 4 (the Raft thesis, §10.2.1: a leader writes
+ *      its log in parallel with replicating it). They promise nothing
+ *      about the leader's disk, and the core counts the leader's own
+ *      entries toward commit only once raft_advance says they are durable;
  *   6. apply rd.committed, in order, to the state machine;
  *   7. hand out rd.reads (a read for ctx may be served once the state
  *      machine has applied through its zxid);
@@ -301,5 +305,8 @@ const struct raft_entry *raft_log_at(const struct raft *r, size_t i);
 
 const char *raft_role_name(enum raft_role role);
 const char *raft_msg_type_name(uint8_t type);
+/* Whether m may leave before the Ready's entries are durable (the Ready
+ * contract, step 5): a leader's APPEND and SNAP. */
+bool raft_msg_early(const struct raft_msg *m);
 
 #endif

@@ -15,6 +15,7 @@ enum ready_stage {
     STAGE_HARD = 1,
     STAGE_SNAPSHOT,
     STAGE_TRUNCATE,
+    STAGE_SEND_EARLY, /* a leader's APPEND and SNAP: before its own fsync */
     STAGE_APPEND,
     STAGE_SYNC,
     STAGE_SEND,
@@ -251,11 +252,15 @@ static bool stage_sync(struct sim *s, struct sim_node *n)
     return true;
 }
 
-static void stage_send(struct sim *s, struct sim_node *n, const struct raft_ready *rd)
+/* Sends the messages that may leave before the entries are durable
+ * (early), or the rest. */
+static void stage_send(struct sim *s, struct sim_node *n, const struct raft_ready *rd, bool early)
 {
     char z1[24], z2[24];
     for (size_t i = 0; i < rd->n_msgs && !s->failed; i++) {
         struct raft_msg m = rd->msgs[i];
+        if (raft_msg_early(&m) != early)
+            continue;
         if (m.type == RAFT_MSG_SNAP) {
             /* The core names the zxid; the bytes are the driver's. */
             if (m.snap_zxid != n->disk.snap_zxid) {
@@ -308,8 +313,11 @@ static bool run_stage(struct sim *s, struct sim_node *n, struct raft_ready *rd, 
         return stage_append(s, n, rd) && !s->failed;
     case STAGE_SYNC:
         return stage_sync(s, n) && !s->failed;
+    case STAGE_SEND_EARLY:
+        stage_send(s, n, rd, true);
+        break;
     case STAGE_SEND:
-        stage_send(s, n, rd);
+        stage_send(s, n, rd, false);
         break;
     case STAGE_APPLY:
         stage_apply(s, n, rd);
