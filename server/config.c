@@ -996,6 +996,11 @@ static void apply_line(struct config *c, struct logical_line *ll, struct reporte
     }
     r->what = key;
     apply_setting(c, s, value, r);
+    if (strcmp(key, "reconfigEnabled") == 0 && c->reconfig_enabled)
+        /* a zoo.cfg that asks for reconfig gets none: refused, not served
+         * as something else */
+        report(r, SEV_ERROR, "larchd does not run dynamic reconfiguration yet: the "
+                             "membership is the server.N lines (set it to false)");
     r->what = NULL;
 }
 
@@ -1348,10 +1353,6 @@ static void finish_ensemble(struct config *c, struct reporter *r)
         report_at_server(r, second ? second : first,
                          "replicated mode needs dataDir (it holds this server's myid, its "
                          "vote and its log)");
-    if (c->reconfig_enabled)
-        report(r, SEV_WARNING, "reconfigEnabled=true: larchd does not run dynamic "
-                               "reconfiguration yet; reconfig requests are answered "
-                               "RECONFIGDISABLED and the membership is the server.N lines");
 }
 
 int config_finish(struct config *c, config_report_fn fn, void *arg)

@@ -573,17 +573,21 @@ static void test_replicated_mode_needs_a_data_dir(void **state)
                                    "server.2=127.0.0.2:2888:3888\ndataDir=/var/lib/zk\n"), 0);
     assert_int_equal(config_finish(&c, collect, &m), 0);
     assert_int_equal(m.n, 0);
-    /* what larchd cannot do yet is said, and changes nothing unsafe */
+    /* what larchd cannot do yet is refused, naming the line */
     assert_int_equal(parse(&c, &m, "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\n"
                                    "dataDir=/d\nreadonlymode.enabled=true\nreconfigEnabled=true\n"),
+                     -1);
+    assert_int_equal(m.errors, 1);
+    assert_int_equal(m.n, 1);
+    assert_true(has_msg(&m, 1, "zoo.cfg:5: reconfigEnabled: larchd does not run dynamic "
+                               "reconfiguration yet: the membership is the server.N lines "
+                               "(set it to false)"));
+    /* false is what larchd does: accepted, and read-only mode is served */
+    assert_int_equal(parse(&c, &m, "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\n"
+                                   "dataDir=/d\nreadonlymode.enabled=true\nreconfigEnabled=false\n"),
                      0);
     assert_int_equal(config_finish(&c, collect, &m), 0);
-    assert_int_equal(m.errors, 0);
-    /* read-only mode is served: only reconfig is warned about */
-    assert_int_equal(m.n, 1);
-    assert_true(has_msg(&m, 0, "larchd: reconfigEnabled=true: larchd does not run dynamic "
-                               "reconfiguration yet; reconfig requests are answered "
-                               "RECONFIGDISABLED and the membership is the server.N lines"));
+    assert_int_equal(m.n, 0);
 
     assert_int_equal(parse(&c, &m, "server.1=127.0.0.1:2888:3888\nstandaloneEnabled=false\n"), 0);
     assert_true(config_is_distributed(&c));
