@@ -50,6 +50,12 @@ struct dp_cfg {
     int64_t conn_max_unsent_bytes;  /* unsent output that closes a connection (slow consumer) */
     int64_t max_buffered_bytes;     /* everything every connection holds: memory pressure above */
     const char *super_digest;  /* "user:base64" or "" */
+    /* An ensemble member's membership in ZooKeeper's text, what
+     * /zookeeper/config reads as (config_membership_text); NULL: the
+     * tree's node, empty, as a standalone ZooKeeper's. Borrowed: it must
+     * outlive the dataplane. */
+    const char *config_node;
+    int64_t config_node_mtime; /* its mtime: when this server set it */
     dp_fourlw_fn fourlw;
     void *fourlw_arg;
     bool (*fourlw_allowed)(void *arg, const char *word);

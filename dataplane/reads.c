@@ -17,6 +17,8 @@
 
 #include <urcu.h>
 
+#define CONFIG_NODE "/zookeeper/config"
+
 /* State of one read while it is being served. */
 struct rd {
     struct conn *c;
@@ -39,7 +41,21 @@ static int lookup(const struct rd *r, struct zk_str p, struct tree_view *v)
         return tree_get(r->t, "/", 1, v);
     if (memchr(p.ptr, '\0', (size_t)p.len) != NULL)
         return ZK_ENONODE;
-    return tree_get(r->t, p.ptr, (size_t)p.len, v);
+    int rc = tree_get(r->t, p.ptr, (size_t)p.len, v);
+    const char *membership = r->c->w->dp->cfg.config_node;
+    if (rc == ZK_OK && membership && p.len == (int32_t)strlen(CONFIG_NODE) &&
+        memcmp(p.ptr, CONFIG_NODE, strlen(CONFIG_NODE)) == 0) {
+        /* as each ZooKeeper server sets this node from its own quorum
+         * verifier, outside the txn log (a setData with version -1 at
+         * startup): the tree's copy stays empty, so the digest and
+         * snapshots do not depend on how a member names the others */
+        v->data = (const uint8_t *)membership;
+        v->data_len = (int32_t)strlen(membership);
+        v->stat.data_length = v->data_len;
+        v->stat.version = -1;
+        v->stat.mtime = r->c->w->dp->cfg.config_node_mtime;
+    }
+    return rc;
 }
 
 /* A path a watch may be registered on (see lookup). */

@@ -10,6 +10,8 @@
  */
 #include "server/config.h"
 
+#include "base/base.h"
+
 #include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -1298,6 +1300,52 @@ static void finish_budget(struct config *c, struct reporter *r)
 
 /* ZooKeeper's QuorumPeerConfig.isDistributed: replicated mode when more
  * than one participant is listed, or when a lone one may not run alone. */
+/* Appends n bytes of p to b unless an earlier append failed (*err). */
+static void text_put(struct base_buf *b, int *err, const char *p, size_t n)
+{
+    if (*err == 0)
+        *err = base_buf_append(b, p, n);
+}
+
+/* host as ZooKeeper writes one: an IPv6 address in brackets */
+static void text_put_host(struct base_buf *b, int *err, const char *host)
+{
+    bool v6 = strchr(host, ':') != NULL;
+    text_put(b, err, "[", v6 ? 1 : 0);
+    text_put(b, err, host, strlen(host));
+    text_put(b, err, "]", v6 ? 1 : 0);
+}
+
+char *config_membership_text(const struct config *c, int64_t version)
+{
+    struct base_buf b = { 0 };
+    int err = 0;
+    char num[96];
+    for (uint32_t i = 0; i < c->n_servers; i++) {
+        const struct config_server *sv = &c->servers[i];
+        int n = snprintf(num, sizeof num, "server.%lld=", (long long)sv->id);
+        text_put(&b, &err, num, (size_t)n);
+        text_put_host(&b, &err, sv->host);
+        n = snprintf(num, sizeof num, ":%d:%d:%s", sv->quorum_port, sv->election_port,
+                     sv->observer ? "observer" : "participant");
+        text_put(&b, &err, num, (size_t)n);
+        if (sv->client_port > 0) {
+            text_put(&b, &err, ";", 1);
+            text_put_host(&b, &err, sv->client_address[0] ? sv->client_address : "0.0.0.0");
+            n = snprintf(num, sizeof num, ":%d", sv->client_port);
+            text_put(&b, &err, num, (size_t)n);
+        }
+        text_put(&b, &err, "\n", 1);
+    }
+    int n = snprintf(num, sizeof num, "version=%llx", (unsigned long long)version);
+    text_put(&b, &err, num, (size_t)n + 1); /* with its NUL */
+    if (err != 0) {
+        base_buf_free(&b);
+        return NULL;
+    }
+    return (char *)b.data;
+}
+
 bool config_is_distributed(const struct config *c)
 {
     uint32_t voters = 0;

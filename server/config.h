@@ -119,6 +119,13 @@ int config_load(struct config *c, const char *path, config_report_fn report, voi
 /* True when the server.N lines ask for replicated mode: more than one
  * participant, or standaloneEnabled=false (ZooKeeper's isDistributed). */
 bool config_is_distributed(const struct config *c);
+/* The membership as ZooKeeper's /zookeeper/config holds it (its quorum
+ * verifier's text): one "server.N=host:quorumPort:electionPort:participant"
+ * (or ":observer") line per server.N line, with ";clientAddress:clientPort"
+ * when the line names a client port (0.0.0.0 when it names no address),
+ * then "version=" and version in hex. A malloc'd string the caller frees;
+ * NULL without memory. */
+char *config_membership_text(const struct config *c, int64_t version);
 
 /* ---- the ensemble as this server takes part in it ----------------------- */
 

@@ -45,6 +45,14 @@ static int load_membership(struct server *srv)
         return -1;
     srv->member = true;
     srv->cfg.my_id = myid;
+    /* /zookeeper/config: a static membership is version 0, as ZooKeeper
+     * 3.8 shows one; reconfig, which would change it, is not served */
+    srv->config_node = config_membership_text(&srv->cfg, 0);
+    srv->config_node_mtime = base_wall_ms();
+    if (!srv->config_node) {
+        fprintf(stderr, "larchd: out of memory\n");
+        return -1;
+    }
     return 0;
 }
 
@@ -173,6 +181,8 @@ static int start(struct server *srv)
         .conn_max_unsent_bytes = c->conn_max_unsent_bytes,
         .max_buffered_bytes = c->max_buffered_bytes,
         .super_digest = c->super_digest,
+        .config_node = srv->config_node,
+        .config_node_mtime = srv->config_node_mtime,
         .fourlw = fourlw_answer,
         .fourlw_arg = srv,
         .fourlw_allowed = fourlw_allowed,
@@ -207,6 +217,8 @@ static void stop(struct server *srv)
     peers_stop(srv->peers);
     durability_stop(srv->dur);
     dp_free(srv->dp);
+    free(srv->config_node); /* the dataplane borrowed it */
+    srv->config_node = NULL;
     seq_free(srv->seq);
     peers_free(srv->peers); /* after the sequencer: its driver sent through it */
     durability_free(srv->dur); /* after the sequencer: it used the log */

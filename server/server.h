@@ -30,6 +30,8 @@ struct server {
     bool member;
     struct config_ensemble ens;
     struct peers *peers;
+    char *config_node; /* what /zookeeper/config reads as (NULL standalone) */
+    int64_t config_node_mtime;
 };
 
 /* ---- the peer link as the sequencer's transport (peers.c) --------------- */

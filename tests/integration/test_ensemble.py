@@ -128,6 +128,22 @@ class EnsembleTest(unittest.TestCase):
         self.assertIn("serverId=%d\n" % follower, conf)
         for sid in ens.ids:
             self.assertIn("server.%d=127.0.0.1:%d:" % (sid, ens.quorum_ports[sid]), conf)
+        # /zookeeper/config reads as each member's membership, in ZooKeeper's
+        # text with the version line (zkCli's "config" prints it): what a
+        # stock 3.8 ensemble shows for a static membership
+        for sid in ens.ids:
+            want = "".join("server.%d=127.0.0.1:%d:%d:participant\n" % (
+                other, ens.peer_port(sid, other), ens.election_ports[other])
+                for other in ens.ids) + "version=0"
+            c = client(ens.hosts([sid]))
+            try:
+                data, stat = c.get("/zookeeper/config")
+                self.assertEqual(data.decode(), want)
+                self.assertEqual(stat.dataLength, len(want))
+                self.assertEqual(stat.version, -1)
+                self.assertGreater(stat.mtime, 0)
+            finally:
+                stop_client(c)
         m = ens.mntr(leader)
         self.assertEqual(m["zk_peer_state"], "leading - broadcast")
         self.assertEqual(m["zk_synced_followers"], 2)

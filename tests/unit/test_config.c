@@ -1521,6 +1521,26 @@ static void test_read_myid(void **state)
                                "(dataDir is not set)"));
 }
 
+/* /zookeeper/config's text: ZooKeeper's quorum verifier lines, an IPv6
+ * host in brackets, a client address only where the line named a port,
+ * 0.0.0.0 where it named none, the version in hex. */
+static void test_membership_text(void **state)
+{
+    (void)state;
+    struct config c;
+    struct msgs m = { 0 };
+    assert_int_equal(parse(&c, &m, "server.1=127.0.0.1:2888:3888\n"
+                                   "server.2=[::1]:2889:3889:participant;127.0.0.2:2182\n"
+                                   "server.3=zoo3:2890:3890:observer;2183\n"), 0);
+    char *text = config_membership_text(&c, 0x100000000LL); /* as after a reconfig */
+    assert_non_null(text);
+    assert_string_equal(text, "server.1=127.0.0.1:2888:3888:participant\n"
+                              "server.2=[::1]:2889:3889:participant;127.0.0.2:2182\n"
+                              "server.3=zoo3:2890:3890:observer;0.0.0.0:2183\n"
+                              "version=100000000");
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1561,6 +1581,7 @@ int main(void)
         cmocka_unit_test(test_ensemble_cluster_id),
         cmocka_unit_test(test_ensemble_errors),
         cmocka_unit_test(test_ensemble_every_error_reported),
+        cmocka_unit_test(test_membership_text),
         cmocka_unit_test_setup_teardown(test_read_myid, myid_dir_setup, myid_dir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
