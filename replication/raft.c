@@ -23,11 +23,18 @@
 #define RAFT_ELECTION_TICKS_MAX (1u << 30) /* 2 * election_ticks fits in 32 bits */
 #define RAFT_NOT_FOUND ((size_t)-1)
 #define RAFT_TICKS_SATURATE (1u << 31)
+#define RAFT_ID_MAX 255u /* myid's range: ids fit one byte in a CONFIG entry */
+#define RAFT_CONFIG_VERSION 1u
 
-/* What the core knows about one member (self included, at index r->self). */
+/* What the core knows about one member (self included, at index r->self,
+ * even when the membership does not hold it). */
 struct raft_peer {
     uint32_t id;
-    bool voter;
+    bool member;    /* in the membership (either half of a joint one) */
+    bool voter;     /* votes in the membership: vnew || vold */
+    bool vnew;      /* a voter of conf.members */
+    bool vold;      /* a voter of conf.old (a joint membership) */
+    uint8_t ballot; /* this campaign: BALLOT_* */
     int64_t match;         /* leader: highest zxid known held there */
     int64_t prev;          /* leader: prev_zxid of the next APPEND (optimistic) */
     bool active;           /* leader: heard from in this CheckQuorum window */
@@ -45,13 +52,27 @@ struct raft_pending_read {
     uint64_t seq;  /* its heartbeat round's read_ctx; 0: not started yet */
 };
 
+enum { BALLOT_NONE = 0, BALLOT_GRANTED = 1, BALLOT_REJECTED = 2 };
+
 struct raft {
     struct raft_cfg cfg; /* members pointer cleared: peers[] holds them */
-    struct raft_peer peers[RAFT_MEMBERS_MAX];
+    /* the union of both halves of a joint membership (at most
+     * RAFT_MEMBERS_MAX: config_valid), and self */
+    struct raft_peer peers[RAFT_MEMBERS_MAX + 1];
     uint32_t n_peers;
     uint32_t self;
-    uint32_t n_voters;
     uint64_t rng;
+
+    /* Membership (Raft section 6): conf is the newest CONFIG entry in the
+     * log (conf_zxid), else base_conf, the one in effect at log_base
+     * (a compacted entry's, the snapshot's, or cfg's). */
+    struct raft_config conf, base_conf, cfg_conf;
+    int64_t conf_zxid;
+    /* this node voted in the membership before conf: until conf commits it
+     * may still be needed to elect the leader that commits it (the Raft
+     * thesis, 4.2.2), so it campaigns even when conf leaves it out */
+    bool voted_before;
+    struct raft_config snap_conf; /* what this ready's SNAPs carry */
 
     enum raft_role role;
     uint32_t term;
@@ -68,7 +89,6 @@ struct raft {
 
     uint32_t election_elapsed, election_timeout, lease_elapsed;
     uint32_t heartbeat_elapsed, quorum_elapsed;
-    uint32_t votes_granted, votes_rejected; /* bit per peers[] index */
 
     struct raft_msg *msgs;
     int64_t *msg_first; /* APPEND with entries: zxid of its first entry */
@@ -99,19 +119,6 @@ static uint64_t rng_next(struct raft *r)
     return base_splitmix64(&r->rng); /* one word of state: election jitter */
 }
 
-static uint32_t quorum(const struct raft *r)
-{
-    return r->n_voters / 2 + 1;
-}
-
-static int popcount32(uint32_t x)
-{
-    int n = 0;
-    for (; x; x &= x - 1)
-        n++;
-    return n;
-}
-
 static struct raft_peer *peer_by_id(struct raft *r, uint32_t id)
 {
     for (uint32_t i = 0; i < r->n_peers; i++)
@@ -128,6 +135,91 @@ static uint32_t self_id(const struct raft *r)
 static bool self_voter(const struct raft *r)
 {
     return r->peers[r->self].voter;
+}
+
+/* Whether this node may campaign: it votes in its membership, or did in
+ * the one before while this one is not known committed. */
+static bool may_campaign(const struct raft *r)
+{
+    return self_voter(r) || (r->voted_before && r->conf_zxid > r->commit);
+}
+
+static void reset_election_timer(struct raft *r);
+
+/* A node that is not leading follows when it may campaign, else observes
+ * (a campaign it may no longer run ends). A leader leads on until its final
+ * membership commits (leader_after_commit). */
+static void settle_role(struct raft *r)
+{
+    if (r->role == RAFT_LEADER || r->role == 0)
+        return;
+    if (!may_campaign(r)) {
+        r->role = RAFT_OBSERVER;
+    } else if (r->role == RAFT_OBSERVER) {
+        r->role = RAFT_FOLLOWER;
+        reset_election_timer(r);
+    }
+}
+
+/* Whether peer i votes in the old half (old) or the new one (!old). */
+static bool votes_in(const struct raft_peer *p, bool old)
+{
+    return old ? p->vold : p->vnew;
+}
+
+/* Whether the peers yes() holds for are a majority of the voters of the
+ * membership and, while it is joint, of the old one's too. */
+typedef bool (*peer_pred)(const struct raft *r, uint32_t i);
+static bool majority_in(const struct raft *r, bool old, peer_pred yes)
+{
+    uint32_t voters = 0, n = 0;
+    for (uint32_t i = 0; i < r->n_peers; i++) {
+        if (!votes_in(&r->peers[i], old))
+            continue;
+        voters++;
+        n += yes(r, i);
+    }
+    BASE_ASSERT(voters > 0); /* every membership has a voter (config_valid) */
+    return n >= voters / 2 + 1;
+}
+
+static bool has_quorum(const struct raft *r, peer_pred yes)
+{
+    return majority_in(r, false, yes) && (r->conf.n_old == 0 || majority_in(r, true, yes));
+}
+
+/* The largest value v such that a majority of each half's voters have
+ * value(i) >= v: what a quorum holds (commit, ReadIndex acks). */
+typedef int64_t (*peer_value)(const struct raft *r, uint32_t i);
+static int64_t quorum_value_in(const struct raft *r, bool old, peer_value value)
+{
+    int64_t v[RAFT_MEMBERS_MAX + 1];
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < r->n_peers; i++)
+        if (votes_in(&r->peers[i], old))
+            v[n++] = value(r, i);
+    BASE_ASSERT(n > 0);
+    uint32_t k = n / 2 + 1;
+    /* the k-th largest, by selection: n is at most 33 */
+    for (uint32_t a = 0; a < k; a++)
+        for (uint32_t b = a + 1; b < n; b++)
+            if (v[b] > v[a]) {
+                int64_t t = v[a];
+                v[a] = v[b];
+                v[b] = t;
+            }
+    return v[k - 1];
+}
+
+static int64_t quorum_value(const struct raft *r, peer_value value)
+{
+    int64_t x = quorum_value_in(r, false, value);
+    if (r->conf.n_old > 0) {
+        int64_t y = quorum_value_in(r, true, value);
+        if (y < x)
+            x = y;
+    }
+    return x;
 }
 
 static void tick_up(uint32_t *ticks)
@@ -176,11 +268,15 @@ static void entry_free(struct raft_entry *e)
     e->data = NULL;
 }
 
-/* Appends a copy of e (data copied). RAFT_ENOMEM leaves the log as it was. */
+static void conf_take(struct raft *r, const struct raft_entry *e);
+
+/* Appends a copy of e (data copied). RAFT_ENOMEM leaves the log as it was.
+ * A CONFIG entry is in effect from here on (the Raft paper, section 6). */
 static int log_append(struct raft *r, const struct raft_entry *e)
 {
     BASE_ASSERT(e->zxid > log_last(r)); /* log zxids strictly increase */
-    BASE_ASSERT(e->type == RAFT_ENTRY_NOOP || e->type == RAFT_ENTRY_DATA);
+    BASE_ASSERT(e->type == RAFT_ENTRY_NOOP || e->type == RAFT_ENTRY_DATA ||
+                e->type == RAFT_ENTRY_CONFIG);
     if (base_grow(&r->log, &r->cap_log, r->n_log + 1, sizeof *r->log) != 0)
         return RAFT_ENOMEM;
     uint8_t *copy = NULL;
@@ -191,6 +287,8 @@ static int log_append(struct raft *r, const struct raft_entry *e)
         memcpy(copy, e->data, e->len);
     }
     r->log[r->n_log++] = (struct raft_entry){e->zxid, e->type, copy, e->len};
+    if (e->type == RAFT_ENTRY_CONFIG)
+        conf_take(r, &r->log[r->n_log - 1]);
     return RAFT_OK;
 }
 
@@ -215,8 +313,11 @@ static void drop_msgs_beyond(struct raft *r, size_t keep)
     r->n_msgs = k;
 }
 
+static void conf_rewind(struct raft *r);
+
 /* Drops every entry with zxid > after and reports it in the next ready.
- * Committed entries are never dropped: that would lose acknowledged data. */
+ * Committed entries are never dropped: that would lose acknowledged data.
+ * A membership they held goes with them. */
 static void log_truncate_after(struct raft *r, int64_t after)
 {
     BASE_ASSERT(after >= r->commit);
@@ -233,6 +334,193 @@ static void log_truncate_after(struct raft *r, int64_t after)
     if (!r->truncate || after < r->truncate_after)
         r->truncate_after = after;
     r->truncate = true;
+    if (r->conf_zxid > after)
+        conf_rewind(r);
+}
+
+/* ---- membership ------------------------------------------------------- */
+
+static bool list_valid(const struct raft_member *m, uint32_t n)
+{
+    if (n == 0 || n > RAFT_MEMBERS_MAX)
+        return false;
+    bool voter = false;
+    for (uint32_t i = 0; i < n; i++) {
+        if (m[i].id == 0 || m[i].id > RAFT_ID_MAX)
+            return false;
+        for (uint32_t j = 0; j < i; j++)
+            if (m[j].id == m[i].id)
+                return false;
+        voter |= m[i].voter;
+    }
+    return voter;
+}
+
+static const struct raft_member *member_in(const struct raft_member *m, uint32_t n, uint32_t id)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (m[i].id == id)
+            return &m[i];
+    return NULL;
+}
+
+/* Both halves valid, and together at most RAFT_MEMBERS_MAX servers. */
+static bool config_valid(const struct raft_config *c)
+{
+    if (!list_valid(c->members, c->n_members) || (c->n_old && !list_valid(c->old, c->n_old)))
+        return false;
+    uint32_t n = c->n_members;
+    for (uint32_t i = 0; i < c->n_old; i++)
+        n += member_in(c->members, c->n_members, c->old[i].id) == NULL;
+    return n <= RAFT_MEMBERS_MAX;
+}
+
+size_t raft_config_encode(const struct raft_config *c, uint8_t out[RAFT_CONFIG_BYTES_MAX])
+{
+    BASE_ASSERT(c->n_members <= RAFT_MEMBERS_MAX && c->n_old <= RAFT_MEMBERS_MAX);
+    size_t n = 0;
+    out[n++] = RAFT_CONFIG_VERSION;
+    out[n++] = (uint8_t)c->n_members;
+    for (uint32_t i = 0; i < c->n_members; i++) {
+        out[n++] = (uint8_t)c->members[i].id;
+        out[n++] = c->members[i].voter;
+    }
+    out[n++] = (uint8_t)c->n_old;
+    for (uint32_t i = 0; i < c->n_old; i++) {
+        out[n++] = (uint8_t)c->old[i].id;
+        out[n++] = c->old[i].voter;
+    }
+    return n;
+}
+
+static bool decode_list(const uint8_t *p, size_t len, size_t *at, struct raft_member *m,
+                        uint32_t *n)
+{
+    if (*at >= len)
+        return false;
+    *n = p[(*at)++];
+    if (*n > RAFT_MEMBERS_MAX || len - *at < 2 * (size_t)*n)
+        return false;
+    for (uint32_t i = 0; i < *n; i++, *at += 2) {
+        if (p[*at + 1] > 1)
+            return false;
+        m[i] = (struct raft_member){p[*at], p[*at + 1] == 1};
+    }
+    return true;
+}
+
+int raft_config_decode(const void *data, size_t len, struct raft_config *out)
+{
+    const uint8_t *p = data;
+    size_t at = 1;
+    memset(out, 0, sizeof *out);
+    if (!data || len < 3 || p[0] != RAFT_CONFIG_VERSION ||
+        !decode_list(p, len, &at, out->members, &out->n_members) ||
+        !decode_list(p, len, &at, out->old, &out->n_old) || at != len ||
+        !config_valid(out))
+        return RAFT_EINVAL;
+    return RAFT_OK;
+}
+
+static bool entry_config_valid(const struct raft_entry *e)
+{
+    struct raft_config c;
+    return raft_config_decode(e->data, e->len, &c) == RAFT_OK;
+}
+
+/* Whether id votes in either half of c. */
+static bool votes_in_config(const struct raft_config *c, uint32_t id)
+{
+    const struct raft_member *mn = member_in(c->members, c->n_members, id);
+    const struct raft_member *mo = member_in(c->old, c->n_old, id);
+    return (mn && mn->voter) || (mo && mo->voter);
+}
+
+/* Makes c the membership in use, set by the entry at zxid (0: not a log
+ * entry, so committed), this node having voted in the one before it
+ * (voted_before). peers[] becomes both halves' members plus self; a member
+ * that stays keeps what the leader knew of it, a new one starts as a
+ * leader's peers do (probed just after the log's end, backed up by its
+ * reject). */
+static void conf_use(struct raft *r, const struct raft_config *c, int64_t zxid,
+                     bool voted_before)
+{
+    struct raft_peer was[RAFT_MEMBERS_MAX + 1];
+    uint32_t n_was = r->n_peers;
+    memcpy(was, r->peers, n_was * sizeof *was);
+    r->conf = *c;
+    r->conf_zxid = zxid;
+    r->voted_before = zxid != 0 && voted_before;
+    uint32_t ids[RAFT_MEMBERS_MAX + 1], n = 0;
+    for (uint32_t i = 0; i < c->n_members; i++)
+        ids[n++] = c->members[i].id;
+    for (uint32_t i = 0; i < c->n_old; i++)
+        if (!member_in(c->members, c->n_members, c->old[i].id))
+            ids[n++] = c->old[i].id;
+    bool self_in = false;
+    for (uint32_t i = 0; i < n; i++)
+        self_in |= ids[i] == self_id(r);
+    if (!self_in)
+        ids[n++] = self_id(r); /* removed, or not added yet: still itself */
+    BASE_ASSERT(n <= RAFT_MEMBERS_MAX + 1);
+    for (uint32_t i = 0; i < n; i++) {
+        struct raft_peer p = {.id = ids[i], .prev = log_last(r)};
+        for (uint32_t k = 0; k < n_was; k++)
+            if (was[k].id == ids[i])
+                p = was[k];
+        const struct raft_member *mn = member_in(c->members, c->n_members, ids[i]);
+        const struct raft_member *mo = member_in(c->old, c->n_old, ids[i]);
+        p.member = mn || mo;
+        p.vnew = mn && mn->voter;
+        p.vold = mo && mo->voter;
+        p.voter = p.vnew || p.vold;
+        r->peers[i] = p;
+        if (ids[i] == self_id(r))
+            r->self = i;
+    }
+    r->n_peers = n;
+    settle_role(r);
+}
+
+/* A CONFIG entry just appended (validated before it got here). */
+static void conf_take(struct raft *r, const struct raft_entry *e)
+{
+    struct raft_config c;
+    int rc = raft_config_decode(e->data, e->len, &c);
+    BASE_ASSERT(rc == RAFT_OK);
+    conf_use(r, &c, e->zxid, self_voter(r));
+}
+
+/* The membership in effect at z (>= log_base) into *out; the zxid of the
+ * entry that set it, or 0 for base_conf. */
+static int64_t conf_at(const struct raft *r, int64_t z, struct raft_config *out)
+{
+    for (size_t i = log_upper(r, z); i-- > 0;) {
+        if (r->log[i].type != RAFT_ENTRY_CONFIG)
+            continue;
+        int rc = raft_config_decode(r->log[i].data, r->log[i].len, out);
+        BASE_ASSERT(rc == RAFT_OK);
+        return r->log[i].zxid;
+    }
+    *out = r->base_conf;
+    return 0;
+}
+
+/* After a truncation took the membership's entry away. */
+static void conf_rewind(struct raft *r)
+{
+    struct raft_config c, before;
+    int64_t at = conf_at(r, log_last(r), &c);
+    bool voted = at != 0 && (conf_at(r, at - 1, &before), votes_in_config(&before, self_id(r)));
+    conf_use(r, &c, at, voted);
+}
+
+int raft_config_at(const struct raft *r, int64_t zxid, struct raft_config *out)
+{
+    if (zxid < r->log_base)
+        return RAFT_EINVAL;
+    (void)conf_at(r, zxid, out);
+    return RAFT_OK;
 }
 
 /* ---- the outbox ------------------------------------------------------- */
@@ -307,11 +595,29 @@ static void become_follower(struct raft *r, uint32_t term, uint32_t leader)
         set_term(r, term);
     if (r->role == RAFT_LEADER)
         fail_pending_reads(r);
-    r->role = self_voter(r) ? RAFT_FOLLOWER : RAFT_OBSERVER;
+    r->role = may_campaign(r) ? RAFT_FOLLOWER : RAFT_OBSERVER;
     r->leader_id = leader;
     if (leader)
         r->lease_elapsed = 0;
     reset_election_timer(r);
+}
+
+static bool granted(const struct raft *r, uint32_t i)
+{
+    return r->peers[i].ballot == BALLOT_GRANTED;
+}
+
+static bool not_rejected(const struct raft *r, uint32_t i)
+{
+    return r->peers[i].ballot != BALLOT_REJECTED;
+}
+
+/* A campaign starts with this node's own ballot only. */
+static void ballots_reset(struct raft *r)
+{
+    for (uint32_t i = 0; i < r->n_peers; i++)
+        r->peers[i].ballot = BALLOT_NONE;
+    r->peers[r->self].ballot = BALLOT_GRANTED;
 }
 
 static void send_vote_reqs(struct raft *r, uint32_t term, bool pre_vote)
@@ -331,15 +637,14 @@ static void become_leader(struct raft *r);
  * only after the new term and vote are durable (Ready step 1 before 5). */
 static void become_candidate(struct raft *r)
 {
-    BASE_ASSERT(self_voter(r));
+    BASE_ASSERT(may_campaign(r));
     set_term(r, r->term + 1);
     cast_vote(r, self_id(r));
     r->role = RAFT_CANDIDATE;
     r->leader_id = 0;
-    r->votes_granted = 1u << r->self;
-    r->votes_rejected = 0;
+    ballots_reset(r);
     reset_election_timer(r);
-    if (popcount32(r->votes_granted) >= (int)quorum(r)) {
+    if (has_quorum(r, granted)) {
         become_leader(r);
         return;
     }
@@ -350,17 +655,16 @@ static void become_candidate(struct raft *r)
  * state, so a node that cannot win never raises the cluster's term. */
 static void start_pre_vote(struct raft *r)
 {
-    BASE_ASSERT(self_voter(r) && r->role != RAFT_LEADER);
+    BASE_ASSERT(may_campaign(r) && r->role != RAFT_LEADER);
     if (r->term >= RAFT_TERM_MAX) {
         reset_election_timer(r); /* no term is left to campaign for */
         return;
     }
     r->role = RAFT_PRE_CANDIDATE;
     r->leader_id = 0;
-    r->votes_granted = 1u << r->self;
-    r->votes_rejected = 0;
+    ballots_reset(r);
     reset_election_timer(r);
-    if (popcount32(r->votes_granted) >= (int)quorum(r)) {
+    if (has_quorum(r, granted)) {
         become_candidate(r);
         return;
     }
@@ -375,13 +679,15 @@ static bool log_up_to_date(const struct raft *r, int64_t last_zxid)
     return last_zxid >= log_last(r);
 }
 
+/* Whose votes count is the candidate's business (its membership's voters),
+ * so this node answers whatever its own membership says of it: a server
+ * just added, that has not seen the entry making it a voter yet, must
+ * still be able to help elect the leader that will tell it. */
 static void on_vote_req(struct raft *r, const struct raft_msg *m)
 {
     bool up = log_up_to_date(r, m->last_zxid);
     bool grant;
-    if (r->role == RAFT_OBSERVER)
-        grant = false;
-    else if (m->pre_vote)
+    if (m->pre_vote)
         grant = m->term > r->term && up;
     else
         grant = m->term == r->term && up &&
@@ -404,20 +710,17 @@ static void on_vote_resp(struct raft *r, const struct raft_msg *m)
                       : r->role == RAFT_CANDIDATE && m->term == r->term;
     if (!counts)
         return;
-    uint32_t bit = 1u << (uint32_t)(peer_by_id(r, m->from) - r->peers);
-    if ((r->votes_granted | r->votes_rejected) & bit)
+    struct raft_peer *p = peer_by_id(r, m->from);
+    if (p->ballot != BALLOT_NONE)
         return; /* a duplicate: the first answer stands */
-    if (m->reject)
-        r->votes_rejected |= bit;
-    else
-        r->votes_granted |= bit;
-    if (popcount32(r->votes_granted) >= (int)quorum(r)) {
+    p->ballot = m->reject ? BALLOT_REJECTED : BALLOT_GRANTED;
+    if (has_quorum(r, granted)) {
         if (r->role == RAFT_PRE_CANDIDATE)
             become_candidate(r);
         else
             become_leader(r);
-    } else if ((int)r->n_voters - popcount32(r->votes_rejected) < (int)quorum(r)) {
-        become_follower(r, r->term, 0);
+    } else if (!has_quorum(r, not_rejected)) {
+        become_follower(r, r->term, 0); /* lost: too many said no */
     }
 }
 
@@ -485,7 +788,7 @@ static void send_append(struct raft *r, struct raft_peer *p, bool heartbeat)
 static void broadcast_append(struct raft *r, bool heartbeat)
 {
     for (uint32_t i = 0; i < r->n_peers; i++)
-        if (i != r->self)
+        if (i != r->self && r->peers[i].member)
             send_append(r, &r->peers[i], heartbeat);
 }
 
@@ -522,34 +825,29 @@ static void become_leader(struct raft *r)
     broadcast_append(r, false);
 }
 
-static int cmp_zxid_desc(const void *a, const void *b)
+static int64_t durable_match(const struct raft *r, uint32_t i)
 {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x < y) - (x > y);
+    return i == r->self ? r->durable : r->peers[i].match;
 }
 
-/* The zxid a quorum of voters holds durably; the leader counts its own
- * entries only once the driver made them durable. */
+/* The zxid a quorum of voters (of both halves of a joint membership) holds
+ * durably; the leader counts its own entries only once the driver made
+ * them durable. */
 static int64_t quorum_match(const struct raft *r)
 {
-    int64_t m[RAFT_MEMBERS_MAX];
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < r->n_peers; i++)
-        if (r->peers[i].voter)
-            m[n++] = i == r->self ? r->durable : r->peers[i].match;
-    BASE_ASSERT(n == r->n_voters);
-    qsort(m, n, sizeof m[0], cmp_zxid_desc);
-    return m[quorum(r) - 1];
+    return quorum_value(r, durable_match);
 }
 
 static void start_read_round(struct raft *r);
 static void release_reads(struct raft *r);
+static void leader_after_commit(struct raft *r);
 
 static void commit_to(struct raft *r, int64_t z)
 {
     BASE_ASSERT(z > r->commit); /* commit never decreases */
     BASE_ASSERT(z <= log_last(r));
     r->commit = z;
+    settle_role(r); /* a membership that left this node out is committed now */
 }
 
 /* Only an entry of the current term commits by counting replicas (Raft
@@ -566,6 +864,7 @@ static void leader_maybe_commit(struct raft *r)
     start_read_round(r);
     broadcast_append(r, true); /* followers learn the commit now */
     release_reads(r);
+    leader_after_commit(r);
 }
 
 static void on_accept(struct raft *r, struct raft_peer *p, int64_t match)
@@ -578,9 +877,14 @@ static void on_accept(struct raft *r, struct raft_peer *p, int64_t match)
         p->snap_pending = false;
     if (match > p->prev)
         p->prev = match;
+    uint32_t id = p->id;
     if (p->voter)
         leader_maybe_commit(r);
-    send_append(r, p, false);
+    /* a commit may have moved the membership on (the final entry: peers[]
+     * is rebuilt) or ended this leadership */
+    p = peer_by_id(r, id);
+    if (r->role == RAFT_LEADER && p && p->member && p != &r->peers[r->self])
+        send_append(r, p, false);
 }
 
 /* The follower lacks p->prev (or an older prev): back up to just after our
@@ -628,16 +932,17 @@ static void on_append_resp(struct raft *r, const struct raft_msg *m)
 /* CheckQuorum (Raft thesis 6.2): a leader that cannot hear a quorum of
  * voters within an election timeout steps down, so a partitioned leader
  * stops serving ReadIndex and its lease on votes ends. */
+static bool heard_from(const struct raft *r, uint32_t i)
+{
+    return i == r->self || r->peers[i].active;
+}
+
 static void check_quorum(struct raft *r)
 {
-    uint32_t heard = 1; /* self */
-    for (uint32_t i = 0; i < r->n_peers; i++) {
-        struct raft_peer *p = &r->peers[i];
-        if (i != r->self && p->voter && p->active)
-            heard++;
-        p->active = false;
-    }
-    if (heard < quorum(r))
+    bool heard = has_quorum(r, heard_from);
+    for (uint32_t i = 0; i < r->n_peers; i++)
+        r->peers[i].active = false;
+    if (!heard)
         become_follower(r, r->term, 0);
 }
 
@@ -657,6 +962,7 @@ static void leader_tick(struct raft *r)
     if (r->heartbeat_elapsed >= r->cfg.heartbeat_ticks) {
         r->heartbeat_elapsed = 0;
         broadcast_append(r, true);
+        leader_after_commit(r); /* a final entry that could not be appended */
     }
 }
 
@@ -777,7 +1083,10 @@ static int install_snapshot(struct raft *r, const struct raft_msg *m)
     r->commit = r->applied = z;
     if (r->snap_ready)
         free((void *)r->snap.data);
-    r->snap = (struct raft_snapshot){z, copy, m->snap_len};
+    /* the membership comes with the snapshot (NULL: it never changed) */
+    r->base_conf = m->snap_config ? *m->snap_config : r->cfg_conf;
+    conf_use(r, &r->base_conf, 0, false);
+    r->snap = (struct raft_snapshot){z, copy, m->snap_len, r->base_conf};
     r->snap_ready = true;
     return RAFT_OK;
 }
@@ -832,28 +1141,21 @@ static void start_read_round(struct raft *r)
         r->pending[i].zxid = r->commit;
         r->pending[i].seq = r->read_seq;
     }
-    if (any && r->n_peers > 1)
-        broadcast_append(r, true);
+    if (any)
+        broadcast_append(r, true); /* nothing to send in a one-member ensemble */
 }
 
 /* The highest read_ctx a quorum of voters has echoed (self counts as
  * having echoed everything it sent). */
+static int64_t read_acked(const struct raft *r, uint32_t i)
+{
+    /* read_seq counts heartbeat rounds: far below 2^63 */
+    return (int64_t)(i == r->self ? r->read_seq : r->peers[i].read_ack);
+}
+
 static uint64_t read_quorum_seq(const struct raft *r)
 {
-    uint64_t acks[RAFT_MEMBERS_MAX];
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < r->n_peers; i++)
-        if (r->peers[i].voter)
-            acks[n++] = i == r->self ? r->read_seq : r->peers[i].read_ack;
-    /* the quorum-th largest, by selection: n is at most 32 */
-    for (uint32_t k = 0; k < quorum(r); k++)
-        for (uint32_t j = k + 1; j < n; j++)
-            if (acks[j] > acks[k]) {
-                uint64_t t = acks[k];
-                acks[k] = acks[j];
-                acks[j] = t;
-            }
-    return acks[quorum(r) - 1];
+    return (uint64_t)quorum_value(r, read_acked);
 }
 
 static void release_reads(struct raft *r)
@@ -912,40 +1214,69 @@ static bool entries_valid(const struct raft_msg *m)
         const struct raft_entry *e = &m->entries[i];
         if (e->zxid <= prev || raft_zxid_term(e->zxid) > m->term)
             return false;
-        if (e->type != RAFT_ENTRY_NOOP && e->type != RAFT_ENTRY_DATA)
+        if (e->type != RAFT_ENTRY_NOOP && e->type != RAFT_ENTRY_DATA &&
+            e->type != RAFT_ENTRY_CONFIG)
             return false;
         if (e->len && !e->data)
+            return false;
+        if (e->type == RAFT_ENTRY_CONFIG && !entry_config_valid(e))
             return false;
         prev = e->zxid;
     }
     return true;
 }
 
-static bool msg_valid(struct raft *r, const struct raft_msg *m)
+enum msg_verdict { MSG_OK, MSG_IGNORE, MSG_BAD };
+
+/* A leader's messages are taken from any server, even one this node's
+ * membership does not hold or calls an observer: this node's membership
+ * may be the stale one (a server added to the ensemble learns it from its
+ * leader's log). A candidate is answered whoever it is: whose vote counts
+ * is its own membership's business. The rest must come from a member; from
+ * anyone else they are ignored, not refused: a server removed from the
+ * ensemble may still have had them on the way. */
+static enum msg_verdict msg_check(struct raft *r, const struct raft_msg *m)
 {
-    if (!m || m->to != self_id(r) || m->from == self_id(r) || m->term > RAFT_TERM_MAX)
-        return false;
-    const struct raft_peer *p = peer_by_id(r, m->from);
-    if (!p)
-        return false;
+    if (!m || m->to != self_id(r) || m->from == self_id(r) || m->from == 0 ||
+        m->from > RAFT_ID_MAX || m->term > RAFT_TERM_MAX)
+        return MSG_BAD;
     if (m->last_zxid < 0 || m->prev_zxid < 0 || m->commit_zxid < 0 || m->match_zxid < 0 ||
         m->hint_zxid < 0 || m->snap_zxid < 0)
-        return false;
+        return MSG_BAD;
+    const struct raft_peer *p = peer_by_id(r, m->from);
+    if (p && !p->member)
+        p = NULL; /* this node itself is never a sender here */
+    bool leader_ok = true;
+    /* one leader per term: another sender of this term's leader messages
+     * is garbage, whoever it claims to be */
+    if (m->term == r->term && r->leader_id != 0 && r->leader_id != self_id(r) &&
+        m->from != r->leader_id)
+        leader_ok = false;
+    bool ok;
     switch (m->type) {
     case RAFT_MSG_VOTE_REQ:
+        ok = true;
+        break;
     case RAFT_MSG_VOTE_RESP:
-    case RAFT_MSG_READ_INDEX_RESP:
-        return p->voter;
+        return p && p->voter ? MSG_OK : MSG_IGNORE;
+    case RAFT_MSG_READ_INDEX_RESP: /* a refusal comes from whoever was asked */
+        ok = true;
+        break;
     case RAFT_MSG_APPEND:
-        return p->voter && entries_valid(m);
+        ok = leader_ok && entries_valid(m);
+        break;
     case RAFT_MSG_SNAP:
-        return p->voter && m->snap_zxid > 0 && (m->snap_len == 0 || m->snap_data);
+        ok = leader_ok && m->snap_zxid > 0 && (m->snap_len == 0 || m->snap_data) &&
+             (!m->snap_config || config_valid(m->snap_config));
+        break;
     case RAFT_MSG_APPEND_RESP:
     case RAFT_MSG_READ_INDEX:
-        return true;
+        return p ? MSG_OK : MSG_IGNORE;
     default:
-        return false;
+        ok = false;
+        break;
     }
+    return ok ? MSG_OK : MSG_BAD;
 }
 
 /* A message of a higher term. Returns false when it is to be ignored. */
@@ -1012,8 +1343,9 @@ static int step_dispatch(struct raft *r, const struct raft_msg *m,
 int raft_step(struct raft *r, const struct raft_msg *m)
 {
     BASE_ASSERT(r && !r->in_ready);
-    if (!msg_valid(r, m))
-        return RAFT_EINVAL;
+    enum msg_verdict v = msg_check(r, m);
+    if (v != MSG_OK)
+        return v == MSG_IGNORE ? RAFT_OK : RAFT_EINVAL;
     bool leads_this_term = r->role == RAFT_LEADER && m->term == r->term;
     bool from_leader = m->type == RAFT_MSG_APPEND || m->type == RAFT_MSG_SNAP;
     if (from_leader && leads_this_term)
@@ -1025,8 +1357,9 @@ int raft_step(struct raft *r, const struct raft_msg *m)
         return RAFT_OK;
     if (m->term < r->term && !step_lower_term(r, m))
         return RAFT_OK;
-    if (r->role == RAFT_LEADER && m->term == r->term)
-        peer_by_id(r, m->from)->active = true;
+    struct raft_peer *sender = peer_by_id(r, m->from);
+    if (r->role == RAFT_LEADER && m->term == r->term && sender)
+        sender->active = true;
     return step_dispatch(r, m, &plan);
 }
 
@@ -1047,13 +1380,10 @@ void raft_tick(struct raft *r)
         start_pre_vote(r);
 }
 
-int raft_propose(struct raft *r, const void *data, size_t len, int64_t *zxid)
+/* Appends one entry of this leader's at the next counter. */
+static int leader_propose(struct raft *r, uint8_t type, const void *data, size_t len,
+                          int64_t *zxid)
 {
-    BASE_ASSERT(r && !r->in_ready);
-    if (r->role != RAFT_LEADER)
-        return RAFT_ENOTLEADER;
-    if (len && !data)
-        return RAFT_EINVAL;
     int64_t last = log_last(r);
     BASE_ASSERT(raft_zxid_term(last) == r->term); /* the no-op came first */
     uint64_t next = (uint64_t)raft_zxid_counter(last) + 1;
@@ -1062,7 +1392,7 @@ int raft_propose(struct raft *r, const void *data, size_t len, int64_t *zxid)
         become_follower(r, r->term, 0);
         return RAFT_ELIMIT;
     }
-    struct raft_entry e = {raft_make_zxid(r->term, (uint32_t)next), RAFT_ENTRY_DATA, data, len};
+    struct raft_entry e = {raft_make_zxid(r->term, (uint32_t)next), type, data, len};
     int err = leader_append(r, &e);
     if (err != RAFT_OK)
         return err;
@@ -1070,6 +1400,82 @@ int raft_propose(struct raft *r, const void *data, size_t len, int64_t *zxid)
         *zxid = e.zxid;
     r->append_pending = true;
     return RAFT_OK;
+}
+
+int raft_propose(struct raft *r, const void *data, size_t len, int64_t *zxid)
+{
+    BASE_ASSERT(r && !r->in_ready);
+    if (r->role != RAFT_LEADER)
+        return RAFT_ENOTLEADER;
+    if (len && !data)
+        return RAFT_EINVAL;
+    return leader_propose(r, RAFT_ENTRY_DATA, data, len, zxid);
+}
+
+static int leader_propose_config(struct raft *r, const struct raft_config *c, int64_t *zxid)
+{
+    uint8_t buf[RAFT_CONFIG_BYTES_MAX];
+    size_t len = raft_config_encode(c, buf);
+    return leader_propose(r, RAFT_ENTRY_CONFIG, buf, len, zxid);
+}
+
+/* After the commit moved (or a heartbeat, to retry): once this leader has
+ * committed an entry of its term, a committed joint membership is followed
+ * by its final one, and a committed final membership that does not count
+ * this leader as a voter ends its leadership (the Raft paper, section 6).
+ * A membership from a snapshot or the log's base (conf_zxid 0) is
+ * committed. */
+static void leader_after_commit(struct raft *r)
+{
+    if (r->role != RAFT_LEADER || raft_zxid_term(r->commit) != r->term ||
+        r->conf_zxid > r->commit)
+        return;
+    if (r->conf.n_old > 0) {
+        struct raft_config fin = r->conf;
+        fin.n_old = 0;
+        memset(fin.old, 0, sizeof fin.old);
+        (void)leader_propose_config(r, &fin, NULL); /* failed: the next tick retries */
+        return;
+    }
+    if (!r->peers[r->self].vnew)
+        become_follower(r, r->term, 0);
+}
+
+static bool same_members(const struct raft_member *a, uint32_t na, const struct raft_member *b,
+                         uint32_t nb)
+{
+    if (na != nb)
+        return false;
+    for (uint32_t i = 0; i < na; i++) {
+        const struct raft_member *m = member_in(b, nb, a[i].id);
+        if (!m || m->voter != a[i].voter)
+            return false;
+    }
+    return true;
+}
+
+int raft_propose_config(struct raft *r, const struct raft_member *members, uint32_t n,
+                        int64_t *zxid)
+{
+    BASE_ASSERT(r && !r->in_ready);
+    if (r->role != RAFT_LEADER)
+        return RAFT_ENOTLEADER;
+    /* one change at a time, and only once this term has committed an
+     * entry, so that no membership of an earlier term is still pending */
+    if (r->conf.n_old > 0 || r->conf_zxid > r->commit || raft_zxid_term(r->commit) != r->term)
+        return RAFT_EBUSY;
+    if (!members || !list_valid(members, n) ||
+        same_members(members, n, r->conf.members, r->conf.n_members))
+        return RAFT_EINVAL;
+    struct raft_config c = {.n_members = n};
+    memcpy(c.members, members, n * sizeof *members);
+    if (!(r->cfg.break_on_purpose & RAFT_BREAK_CONFIG_NO_JOINT)) {
+        c.n_old = r->conf.n_members;
+        memcpy(c.old, r->conf.members, c.n_old * sizeof *c.old);
+    }
+    if (!config_valid(&c))
+        return RAFT_EINVAL; /* both halves together hold too many servers */
+    return leader_propose_config(r, &c, zxid);
 }
 
 int64_t raft_next_zxid(const struct raft *r)
@@ -1121,6 +1527,14 @@ void raft_compact(struct raft *r, int64_t zxid, size_t keep_entries)
     if (drop == 0)
         return;
     int64_t base = drop == upto ? zxid : r->log[drop - 1].zxid;
+    for (size_t i = drop; i-- > 0;) {
+        if (r->log[i].type != RAFT_ENTRY_CONFIG)
+            continue;
+        /* the membership in effect at the new base goes with the entries */
+        int rc = raft_config_decode(r->log[i].data, r->log[i].len, &r->base_conf);
+        BASE_ASSERT(rc == RAFT_OK);
+        break;
+    }
     for (size_t i = 0; i < drop; i++)
         entry_free(&r->log[i]);
     memmove(r->log, r->log + drop, (r->n_log - drop) * sizeof *r->log);
@@ -1169,8 +1583,10 @@ static void resolve_msgs(struct raft *r)
         } else if (m->type == RAFT_MSG_SNAP) {
             BASE_ASSERT(r->snap_zxid >= m->snap_zxid);
             m->snap_zxid = r->snap_zxid;
+            (void)conf_at(r, r->snap_zxid, &r->snap_conf);
+            m->snap_config = &r->snap_conf;
             struct raft_peer *p = peer_by_id(r, m->to);
-            if (p->snap_pending)
+            if (p && p->snap_pending)
                 p->snap_sent = r->snap_zxid;
         }
     }
@@ -1251,7 +1667,7 @@ static bool cfg_valid(const struct raft_cfg *cfg)
     bool self = false, voter = false;
     for (uint32_t i = 0; i < cfg->n_members; i++) {
         const struct raft_member *m = &cfg->members[i];
-        if (m->id == 0)
+        if (m->id == 0 || m->id > RAFT_ID_MAX)
             return false;
         for (uint32_t j = 0; j < i; j++)
             if (cfg->members[j].id == m->id)
@@ -1269,10 +1685,10 @@ static bool boot_valid(const struct raft_cfg *cfg, const struct raft_boot *b)
         return false;
     if (b->n_entries && !b->entries)
         return false;
-    bool vote_ok = hs->vote == 0;
-    for (uint32_t i = 0; i < cfg->n_members; i++)
-        vote_ok |= cfg->members[i].id == hs->vote && cfg->members[i].voter;
-    if (!vote_ok || raft_zxid_term(b->snap_zxid) > hs->term)
+    /* a vote may be for a server a later membership added */
+    if (hs->vote > RAFT_ID_MAX || raft_zxid_term(b->snap_zxid) > hs->term)
+        return false;
+    if (b->snap_config && !config_valid(b->snap_config))
         return false;
     int64_t prev = b->snap_zxid;
     for (size_t i = 0; i < b->n_entries; i++) {
@@ -1280,7 +1696,10 @@ static bool boot_valid(const struct raft_cfg *cfg, const struct raft_boot *b)
         /* an entry's term was persisted (step 1) before the entry (step 4) */
         if (e->zxid <= prev || raft_zxid_term(e->zxid) > hs->term)
             return false;
-        if ((e->type != RAFT_ENTRY_NOOP && e->type != RAFT_ENTRY_DATA) || (e->len && !e->data))
+        if ((e->type != RAFT_ENTRY_NOOP && e->type != RAFT_ENTRY_DATA &&
+             e->type != RAFT_ENTRY_CONFIG) || (e->len && !e->data))
+            return false;
+        if (e->type == RAFT_ENTRY_CONFIG && !entry_config_valid(e))
             return false;
         prev = e->zxid;
     }
@@ -1293,6 +1712,10 @@ static bool load_boot(struct raft *r, const struct raft_boot *b)
     r->vote = b->hard_state.vote;
     r->persisted = b->hard_state;
     r->log_base = r->snap_zxid = b->snap_zxid;
+    if (b->snap_config) {
+        r->base_conf = *b->snap_config;
+        conf_use(r, &r->base_conf, 0, false);
+    }
     for (size_t i = 0; i < b->n_entries; i++)
         if (log_append(r, &b->entries[i]) != RAFT_OK)
             return false;
@@ -1321,20 +1744,16 @@ struct raft *raft_new(const struct raft_cfg *cfg, const struct raft_boot *boot)
         r->cfg.max_append_entries = RAFT_DEFAULT_APPEND_ENTRIES;
     if (r->cfg.max_append_bytes == 0)
         r->cfg.max_append_bytes = RAFT_DEFAULT_APPEND_BYTES;
-    r->n_peers = cfg->n_members;
-    for (uint32_t i = 0; i < cfg->n_members; i++) {
-        r->peers[i] = (struct raft_peer){.id = cfg->members[i].id,
-                                         .voter = cfg->members[i].voter};
-        r->n_voters += cfg->members[i].voter;
-        if (cfg->members[i].id == cfg->self_id)
-            r->self = i;
-    }
+    r->cfg_conf.n_members = cfg->n_members;
+    memcpy(r->cfg_conf.members, cfg->members, cfg->n_members * sizeof *cfg->members);
+    r->base_conf = r->cfg_conf;
+    conf_use(r, &r->cfg_conf, 0, false);
     r->rng = cfg->seed ^ ((uint64_t)cfg->self_id * 0x9e3779b97f4a7c15ull);
     if (boot && !load_boot(r, boot)) {
         raft_free(r);
         return NULL;
     }
-    r->role = self_voter(r) ? RAFT_FOLLOWER : RAFT_OBSERVER;
+    r->role = may_campaign(r) ? RAFT_FOLLOWER : RAFT_OBSERVER;
     reset_election_timer(r);
     if (cfg->first_election_ticks > 0) {
         /* a server that just started knows no leader; pre-vote keeps an
@@ -1374,6 +1793,8 @@ void raft_status(const struct raft *r, struct raft_status *st)
     st->durable_zxid = r->durable;
     st->snap_zxid = r->snap_zxid;
     bool leader = r->role == RAFT_LEADER;
+    st->config = r->conf;
+    st->config_zxid = r->conf_zxid;
     for (uint32_t i = 0; i < r->n_peers; i++) {
         if (i == r->self)
             continue;

@@ -78,6 +78,8 @@ enum raft_err {
     RAFT_EINVAL = -4,     /* a message or argument the core cannot accept
                            * (unknown sender, wrong recipient, bad zxid order);
                            * nothing changed */
+    RAFT_EBUSY = -5,      /* propose_config: a membership change is under way, or
+                           * this leader has not committed an entry of its term */
 };
 
 enum raft_role {
@@ -89,8 +91,10 @@ enum raft_role {
 };
 
 enum raft_entry_type {
-    RAFT_ENTRY_NOOP = 1, /* a new leader's first entry (counter 0); apply ignores it */
-    RAFT_ENTRY_DATA = 2, /* opaque to the core: an encoded txn */
+    RAFT_ENTRY_NOOP = 1,   /* a new leader's first entry (counter 0); apply ignores it */
+    RAFT_ENTRY_DATA = 2,   /* opaque to the core: an encoded txn */
+    RAFT_ENTRY_CONFIG = 3, /* a membership (raft_config_encode): the core acts on it
+                            * when it is appended; apply ignores it */
 };
 
 struct raft_entry {
@@ -104,6 +108,26 @@ struct raft_member {
     uint32_t id; /* ZooKeeper's server id (myid), 1..255 */
     bool voter;  /* false: observer */
 };
+
+/* A membership. Every server uses the newest one in its log, committed or
+ * not (the Raft paper, section 6). While a change is under way (joint
+ * consensus) n_old > 0: old is the membership being left, and every
+ * decision (commit, election, CheckQuorum, ReadIndex) needs a majority of
+ * the voters of members and a majority of the voters of old. */
+struct raft_config {
+    uint32_t n_members;
+    struct raft_member members[RAFT_MEMBERS_MAX];
+    uint32_t n_old; /* 0: not joint */
+    struct raft_member old[RAFT_MEMBERS_MAX];
+};
+#define RAFT_CONFIG_BYTES_MAX (3 + 4 * RAFT_MEMBERS_MAX)
+/* A CONFIG entry's data: u8 version (1), u8 n_members, n_members x (u8 id,
+ * u8 voter), u8 n_old, n_old x (u8 id, u8 voter). Returns the length. */
+size_t raft_config_encode(const struct raft_config *c, uint8_t out[RAFT_CONFIG_BYTES_MAX]);
+/* RAFT_OK, or RAFT_EINVAL when data is not one (bad length or version, an
+ * id of 0 or above 255, an id twice in one list, a list without a voter,
+ * more than RAFT_MEMBERS_MAX in a list). */
+int raft_config_decode(const void *data, size_t len, struct raft_config *out);
 
 struct raft_cfg {
     uint32_t self_id;
@@ -137,6 +161,8 @@ struct raft_cfg {
 /* Faults for break_on_purpose. */
 #define RAFT_BREAK_COMMIT_MINORITY 0x1u /* the leader commits on its own ack */
 #define RAFT_BREAK_VOTE_LOG_CHECK 0x2u  /* votes ignore whose log is newer */
+#define RAFT_BREAK_CONFIG_NO_JOINT 0x4u /* a membership change skips the joint
+                                         * phase: straight to the new one */
 
 /* What must be durable across restarts. commit_zxid is advisory: any value
  * not above the true commit point is safe, so the driver may write it
@@ -157,6 +183,10 @@ struct raft_boot {
     int64_t snap_zxid;
     const struct raft_entry *entries;
     size_t n_entries;
+    /* the membership at snap_zxid, as raft_config_at gave it when the
+     * snapshot was taken (or the SNAP's snapshot carried); NULL: cfg's
+     * members (a membership that never changed) */
+    const struct raft_config *snap_config;
 };
 
 enum raft_msg_type {
@@ -197,12 +227,18 @@ struct raft_msg {
      * they are borrowed and copied into rd.snapshot. */
     const uint8_t *snap_data;
     size_t snap_len;
+    /* SNAP: the membership at snap_zxid. Out of raft_ready the core sets it
+     * (valid until raft_advance: the driver sends it with the snapshot);
+     * into raft_step it is borrowed, and NULL means cfg's members. */
+    const struct raft_config *snap_config;
 };
 
 struct raft_snapshot {
     int64_t zxid;
     const uint8_t *data;
     size_t len;
+    struct raft_config config; /* the membership at zxid: kept with the snapshot,
+                                * given back as raft_boot.snap_config */
 };
 
 /* A ReadIndex result: ok means the state machine may serve the read for
@@ -252,6 +288,11 @@ struct raft_status {
     int64_t snap_zxid;    /* the log holds entries after this */
     uint32_t n_peers;
     struct raft_peer_status peers[RAFT_MEMBERS_MAX];
+    /* the membership this node uses: the newest in its log (or its
+     * snapshot's, or cfg's), and the zxid of the entry that set it (0: not
+     * an entry of the log) */
+    struct raft_config config;
+    int64_t config_zxid;
 };
 
 struct raft;
@@ -266,8 +307,11 @@ void raft_free(struct raft *r);
 void raft_tick(struct raft *r);
 
 /* Takes one message addressed to this node. Stale or duplicated messages
- * are absorbed; RAFT_EINVAL (nothing changed) for a message from a
- * non-member or to someone else, or entries not in zxid order. */
+ * are absorbed, and so are answers from a server outside the membership
+ * (it may have been removed with them on the way); RAFT_EINVAL (nothing
+ * changed) for a message to someone else, from an id no server has, or
+ * claiming to lead a term another leads, entries not in zxid order or a
+ * CONFIG entry that does not decode. */
 int raft_step(struct raft *r, const struct raft_msg *m);
 
 /* Leader only: appends one DATA entry (data copied) and returns its zxid
@@ -275,6 +319,22 @@ int raft_step(struct raft *r, const struct raft_msg *m);
  * entries proposed between two raft_ready calls go to followers together,
  * in the APPEND messages of the next ready. */
 int raft_propose(struct raft *r, const void *data, size_t len, int64_t *zxid);
+/* Leader only: starts a change to the membership members (n of them: the
+ * whole new membership, voters and observers). Appends the joint entry
+ * (old: the current members) and returns its zxid; once that commits, the
+ * leader appends the final entry itself, and the change is done when that
+ * commits. A leader the new membership does not count as a voter steps
+ * down then. RAFT_ENOTLEADER; RAFT_EBUSY (a change is under way, or no
+ * entry of this term has committed yet); RAFT_EINVAL (n is 0 or above
+ * RAFT_MEMBERS_MAX, an id is 0, above 255 or twice, no voter, or the
+ * membership is the current one); RAFT_ELIMIT (stepped down); RAFT_ENOMEM. */
+int raft_propose_config(struct raft *r, const struct raft_member *members, uint32_t n,
+                        int64_t *zxid);
+/* The membership in effect at zxid (the newest CONFIG entry at or below it,
+ * else the one at the log's base), for a driver that takes a snapshot at
+ * zxid. RAFT_EINVAL when zxid is below what the core still knows (the
+ * log's base). */
+int raft_config_at(const struct raft *r, int64_t zxid, struct raft_config *out);
 /* The zxid the next raft_propose would assign, or 0 when it would fail
  * (not the leader, or the term's counter is used up). The sequencer preps
  * writes against it: a txn carries its own zxid before it is proposed. */

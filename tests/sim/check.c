@@ -6,12 +6,16 @@
 
 #include "base/base.h"
 #include "tests/sim/hash.h"
+#include "tests/sim/reconfig.h"
 
 #define CHECK_TERMS_MAX (1u << 24) /* far above any run; bounds the table */
 
-void check_init(struct check *c)
+void check_init(struct check *c, const struct raft_member *initial, uint32_t n)
 {
     memset(c, 0, sizeof(*c));
+    BASE_ASSERT(n >= 1 && n <= RAFT_MEMBERS_MAX);
+    c->initial.n_members = n;
+    memcpy(c->initial.members, initial, n * sizeof(*initial));
 }
 
 void check_free(struct check *c)
@@ -21,6 +25,7 @@ void check_free(struct check *c)
     free(c->chain_zxid);
     free(c->chain_hash);
     free(c->chain_node);
+    free(c->configs);
     memset(c, 0, sizeof(*c));
 }
 
@@ -35,18 +40,50 @@ static void trace_role(struct sim *s, struct sim_node *n, const struct raft_stat
     trace_add(&s->trace, &ev);
 }
 
+static void trace_config(struct sim *s, struct sim_node *n, const struct raft_status *st)
+{
+    int64_t b, c;
+    reconfig_trace_words(&st->config, &b, &c);
+    if (st->config_zxid == n->seen_conf_zxid && b == n->seen_conf_b && c == n->seen_conf_c)
+        return;
+    n->seen_conf_zxid = st->config_zxid;
+    n->seen_conf_b = b;
+    n->seen_conf_c = c;
+    struct trace_event ev = {.step = s->now, .kind = TR_CONFIG, .node = (uint8_t)n->id,
+                             .a = st->config_zxid, .b = b, .c = c};
+    trace_add(&s->trace, &ev);
+}
+
+/* Only a voter of its own membership campaigns or leads, once that
+ * membership is known committed. Before, a server the newest membership
+ * leaves out may still be needed: a leader leads on until it commits
+ * (raft.h, raft_propose_config), and the Raft thesis (4.2.2) has such a
+ * server still campaign, lest the only up-to-date log belong to a server
+ * that never will. A spare that was never added uses its cfg (zxid 0):
+ * never. False: the check failed. */
+static bool check_role_allowed(struct sim *s, const struct sim_node *n,
+                               const struct raft_status *st)
+{
+    char z1[24], z2[24];
+    bool campaigns = st->role == RAFT_PRE_CANDIDATE || st->role == RAFT_CANDIDATE;
+    if ((campaigns || st->role == RAFT_LEADER) && !reconfig_votes(&st->config, n->id) &&
+        st->config_zxid <= st->commit_zxid) {
+        sim_fail(s, n->id, "n%u is %s in term %u, but its membership (of %s, commit %s) has it "
+                           "as no voter", n->id, raft_role_name(st->role), st->term,
+                 trace_zxid(st->config_zxid, z1), trace_zxid(st->commit_zxid, z2));
+        return false;
+    }
+    return true;
+}
+
 void check_leader(struct sim *s, struct sim_node *n)
 {
     struct check *c = &s->check;
     struct raft_status st;
     raft_status(n->r, &st);
     trace_role(s, n, &st);
-    if (!n->voter && st.role != RAFT_OBSERVER && st.role != RAFT_FOLLOWER) {
-        sim_fail(s, n->id, "observer n%u became %s in term %u", n->id, raft_role_name(st.role),
-                 st.term);
-        return;
-    }
-    if (st.role != RAFT_LEADER)
+    trace_config(s, n, &st);
+    if (!check_role_allowed(s, n, &st) || st.role != RAFT_LEADER)
         return;
     if (st.term >= CHECK_TERMS_MAX) {
         sim_fail(s, n->id, "n%u leads in term %u: terms run away", n->id, st.term);
@@ -112,6 +149,18 @@ void check_log_entry(struct sim *s, const struct sim_node *n, const struct disk_
         sim_fail(s, n->id, "n%u appends an entry at zxid %s", n->id, trace_zxid(de->zxid, z));
         return;
     }
+    struct raft_config conf;
+    if (de->type == RAFT_ENTRY_CONFIG && raft_config_decode(de->data, de->len, &conf) != RAFT_OK) {
+        sim_fail(s, n->id, "n%u appends a CONFIG entry at %s that does not decode", n->id,
+                 trace_zxid(de->zxid, z));
+        return;
+    }
+    if (de->type != RAFT_ENTRY_NOOP && de->type != RAFT_ENTRY_DATA &&
+        de->type != RAFT_ENTRY_CONFIG) {
+        sim_fail(s, n->id, "n%u appends an entry of type %u at %s", n->id, de->type,
+                 trace_zxid(de->zxid, z));
+        return;
+    }
     if (2 * (c->chain_n + 1) > c->chain_cap)
         chain_grow(c);
     size_t i = chain_slot(c, de->zxid);
@@ -161,6 +210,25 @@ static void committed_push(struct check *c, struct check_commit cc)
     c->committed[c->n_committed++] = cc;
 }
 
+/* e extends the committed sequence: a CONFIG entry's membership joins
+ * the committed ones (it decodes: check_log_entry saw it appended). */
+static void configs_push(struct check *c, const struct raft_entry *e)
+{
+    if (e->type != RAFT_ENTRY_CONFIG)
+        return;
+    if (c->n_configs == c->cap_configs) {
+        size_t cap = c->cap_configs ? 2 * c->cap_configs : 16;
+        struct check_config *v = realloc(c->configs, cap * sizeof(*v));
+        BASE_ASSERT(v != NULL);
+        c->configs = v;
+        c->cap_configs = cap;
+    }
+    struct check_config *cc = &c->configs[c->n_configs++];
+    cc->zxid = e->zxid;
+    int rc = raft_config_decode(e->data, e->len, &cc->conf);
+    BASE_ASSERT(rc == RAFT_OK);
+}
+
 /* e, applied after prev, must be the committed successor of prev (or
  * extend the sequence); returns the successor's index, or -1 on failure. */
 static long committed_successor(struct sim *s, const struct sim_node *n, int64_t prev,
@@ -179,6 +247,7 @@ static long committed_successor(struct sim *s, const struct sim_node *n, int64_t
     if (next == c->n_committed) {
         uint64_t chain = hash_chain(at < 0 ? 0 : c->committed[at].chain, e->zxid, h);
         committed_push(c, (struct check_commit){e->zxid, h, chain, digest_after, n->id});
+        configs_push(c, e);
         return (long)next;
     }
     const struct check_commit *cc = &c->committed[next];
@@ -229,8 +298,73 @@ bool check_apply(struct sim *s, const struct sim_node *n, const struct raft_entr
     return true;
 }
 
+const struct raft_config *check_committed_config(const struct check *c, int64_t *zxid)
+{
+    if (c->n_configs == 0) {
+        *zxid = 0;
+        return &c->initial;
+    }
+    *zxid = c->configs[c->n_configs - 1].zxid;
+    return &c->configs[c->n_configs - 1].conf;
+}
+
+/* The committed membership at zxid (its CONFIG entries through zxid are
+ * all in the sequence once zxid is), or NULL: the initial one. */
+static const struct raft_config *committed_config_at(const struct check *c, int64_t zxid)
+{
+    size_t lo = 0, hi = c->n_configs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c->configs[mid].zxid <= zxid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo ? &c->configs[lo - 1].conf : NULL;
+}
+
+/* conf without the spares it lists as observers: a spare boots with
+ * itself as an observer in cfg (sim_cfg_members), and until a CONFIG
+ * entry sets the membership, that cfg is what its core goes by. */
+static struct raft_config without_spare_observers(const struct sim *s,
+                                                  const struct raft_config *conf)
+{
+    struct raft_config out = *conf;
+    out.n_members = 0;
+    for (uint32_t i = 0; i < conf->n_members; i++)
+        if (conf->members[i].voter || conf->members[i].id <= s->n_members)
+            out.members[out.n_members++] = conf->members[i];
+    return out;
+}
+
+bool check_config_at(struct sim *s, const struct sim_node *n, int64_t zxid,
+                     const struct raft_config *conf, const char *what)
+{
+    const struct raft_config *want = committed_config_at(&s->check, zxid);
+    char z[24];
+    bool ok;
+    if (want != NULL) {
+        ok = reconfig_equal(conf, want);
+    } else {
+        struct raft_config bare = without_spare_observers(s, conf);
+        ok = reconfig_equal(&bare, &s->check.initial);
+        want = &s->check.initial;
+    }
+    if (ok)
+        return true;
+    int64_t b, cw;
+    char got[180], committed[180];
+    reconfig_trace_words(conf, &b, &cw);
+    trace_membership(b, cw, got, sizeof(got));
+    reconfig_trace_words(want, &b, &cw);
+    trace_membership(b, cw, committed, sizeof(committed));
+    sim_fail(s, n->id, "n%u's %s at %s has membership %s; the committed one there is %s", n->id,
+             what, trace_zxid(zxid, z), got, committed);
+    return false;
+}
+
 bool check_snapshot(struct sim *s, const struct sim_node *n, int64_t zxid, uint64_t digest,
-                    uint64_t *chain)
+                    const struct raft_config *conf, uint64_t *chain)
 {
     char z1[24], z2[24];
     if (zxid < n->kv.applied_zxid) {
@@ -250,6 +384,8 @@ bool check_snapshot(struct sim *s, const struct sim_node *n, int64_t zxid, uint6
                  (unsigned long long)cc->digest);
         return false;
     }
+    if (!check_config_at(s, n, zxid, conf, "installed snapshot"))
+        return false;
     *chain = cc->chain;
     return true;
 }
@@ -325,9 +461,13 @@ void check_send(struct sim *s, const struct sim_node *n, const struct raft_msg *
     }
 }
 
-/* The core's log after snap_zxid equals the disk's (zxid, type, data). */
-static void check_core_log(struct sim *s, const struct sim_node *n, int64_t core_snap)
+/* The core's log after snap_zxid equals the disk's (zxid, type, data),
+ * except for a leader's tail past what it has made durable: raft_advance
+ * may commit a joint membership and append its final one at once (the
+ * next ready hands it out). */
+static void check_core_log(struct sim *s, const struct sim_node *n, const struct raft_status *st)
 {
+    int64_t core_snap = st->snap_zxid;
     const struct disk_log *log = &n->disk.log;
     int64_t from = core_snap > n->disk.snap_zxid ? core_snap : n->disk.snap_zxid;
     size_t di = 0, len = raft_log_len(n->r);
@@ -338,6 +478,8 @@ static void check_core_log(struct sim *s, const struct sim_node *n, int64_t core
         const struct raft_entry *e = raft_log_at(n->r, i);
         if (e == NULL || e->zxid <= from)
             continue;
+        if (di == log->n && st->role == RAFT_LEADER && e->zxid > st->durable_zxid)
+            break;
         const struct disk_entry *de = di < log->n ? &log->v[di++] : NULL;
         if (de == NULL || de->zxid != e->zxid || de->type != e->type || de->len != e->len ||
             (e->len && memcmp(de->data, e->data, e->len) != 0)) {
@@ -361,7 +503,61 @@ void check_core_matches_disk(struct sim *s, const struct sim_node *n)
                  trace_zxid(st.applied_zxid, z1), trace_zxid(n->kv.applied_zxid, z2));
         return;
     }
-    check_core_log(s, n, st.snap_zxid);
+    check_core_log(s, n, &st);
+}
+
+/* The newest CONFIG entry in n's core log into *out, its zxid into *zxid.
+ * False: none (or one that does not decode: then the check failed). */
+static bool newest_log_config(struct sim *s, const struct sim_node *n, struct raft_config *out,
+                              int64_t *zxid)
+{
+    char z[24];
+    for (size_t i = raft_log_len(n->r); i-- > 0;) {
+        const struct raft_entry *e = raft_log_at(n->r, i);
+        if (e == NULL || e->type != RAFT_ENTRY_CONFIG)
+            continue;
+        if (raft_config_decode(e->data, e->len, out) != RAFT_OK) {
+            sim_fail(s, n->id, "n%u's core holds a CONFIG entry at %s that does not decode",
+                     n->id, trace_zxid(e->zxid, z));
+            return false;
+        }
+        *zxid = e->zxid;
+        return true;
+    }
+    return false;
+}
+
+void check_membership(struct sim *s, const struct sim_node *n)
+{
+    struct raft_status st;
+    raft_status(n->r, &st);
+    struct raft_config want;
+    int64_t want_zxid = 0;
+    bool found = newest_log_config(s, n, &want, &want_zxid);
+    if (s->failed)
+        return;
+    if (!found && n->disk.snap_has_config) {
+        want = n->disk.snap_config;
+    } else if (!found) {
+        memset(&want, 0, sizeof(want));
+        want.n_members = sim_cfg_members(s, n->id, want.members);
+    }
+    /* The entry that set a membership may be compacted away: the core may
+     * keep its zxid (below its log) or say 0, as after a restart. */
+    const struct raft_entry *first = raft_log_at(n->r, 0);
+    int64_t log_start = first != NULL ? first->zxid : st.snap_zxid + 1;
+    bool zxid_ok = st.config_zxid == want_zxid || (!found && st.config_zxid < log_start);
+    if (zxid_ok && reconfig_equal(&st.config, &want))
+        return;
+    char from[64], z1[24], z2[24];
+    if (found)
+        snprintf(from, sizeof(from), "its log's CONFIG entry at %s", trace_zxid(want_zxid, z2));
+    else
+        snprintf(from, sizeof(from), "%s (no CONFIG entry in its log)",
+                 n->disk.snap_has_config ? "its snapshot's" : "its cfg's");
+    sim_fail(s, n->id, "n%u uses the membership of %s%s, but it should be %s", n->id,
+             st.config_zxid ? "the CONFIG entry at " : "zxid ", trace_zxid(st.config_zxid, z1),
+             from);
 }
 
 bool check_converged(struct sim *s, int64_t min_zxid)
@@ -369,9 +565,15 @@ bool check_converged(struct sim *s, int64_t min_zxid)
     const struct check *c = &s->check;
     if (c->n_committed == 0 || c->committed[c->n_committed - 1].zxid < min_zxid)
         return false;
+    int64_t conf_zxid;
+    const struct raft_config *conf = check_committed_config(c, &conf_zxid);
+    if (conf->n_old > 0)
+        return false; /* the leader has the final half still to commit */
     const struct check_commit *last = &c->committed[c->n_committed - 1];
     for (uint32_t i = 0; i < s->n_nodes; i++) {
         const struct sim_node *n = &s->nodes[i];
+        if (!reconfig_has(conf, n->id))
+            continue;
         if (!n->up || n->kv.applied_zxid != last->zxid || kv_digest(&n->kv) != last->digest)
             return false;
         struct raft_status st;

@@ -13,7 +13,13 @@
  *   - durable before send: a message never claims state (term, vote,
  *     matched log) that the sender's disk does not hold;
  *   - hard state: the term never falls, a vote never changes in its term;
- *   - the core agrees with its disk after every raft_advance.
+ *   - the core agrees with its disk after every raft_advance;
+ *   - membership: only a voter of its own membership campaigns or leads,
+ *     once that membership is known committed (before, a server it leaves
+ *     out may still be needed);
+ *     every CONFIG entry decodes; the membership a core uses is its log's
+ *     newest CONFIG entry (else its snapshot's, else its cfg's); a snapshot
+ *     keeps, and a SNAP carries, the committed membership at its zxid.
  * A failed check calls sim_fail; the run stops at the end of the step.
  *
  * Threading: part of one struct sim.
@@ -23,7 +29,8 @@
 
 #include "tests/sim/sim.h"
 
-void check_init(struct check *c);
+/* initial: the membership every member boots with (n of them). */
+void check_init(struct check *c, const struct raft_member *initial, uint32_t n);
 void check_free(struct check *c);
 
 /* After any call into n's core: one leader per term; traces role changes. */
@@ -41,10 +48,24 @@ bool check_apply_order(struct sim *s, const struct sim_node *n, const struct raf
 bool check_apply(struct sim *s, const struct sim_node *n, const struct raft_entry *e,
                  uint64_t digest_after);
 
-/* n installs a snapshot at zxid with digest; *chain gets the committed log
- * chain at zxid. False: a check failed. */
+/* n installs a snapshot at zxid with digest and membership conf; *chain
+ * gets the committed log chain at zxid. False: a check failed. */
 bool check_snapshot(struct sim *s, const struct sim_node *n, int64_t zxid, uint64_t digest,
-                    uint64_t *chain);
+                    const struct raft_config *conf, uint64_t *chain);
+
+/* conf, which n says is the membership at zxid (committed), must be the
+ * committed sequence's there; what names it in the message. False: the
+ * check failed. */
+bool check_config_at(struct sim *s, const struct sim_node *n, int64_t zxid,
+                     const struct raft_config *conf, const char *what);
+
+/* After raft_advance and at boot: the membership n's core uses is the
+ * newest CONFIG entry in its log, else its snapshot's, else its cfg's. */
+void check_membership(struct sim *s, const struct sim_node *n);
+
+/* The newest membership of the committed sequence, and its zxid (0: the
+ * initial one). */
+const struct raft_config *check_committed_config(const struct check *c, int64_t *zxid);
 
 /* n drops its log entries after `after`. */
 void check_truncate(struct sim *s, const struct sim_node *n, int64_t after);
@@ -62,7 +83,9 @@ void check_core_matches_disk(struct sim *s, const struct sim_node *n);
 /* The committed entry at zxid, or NULL. */
 const struct check_commit *check_committed_at(const struct check *c, int64_t zxid);
 
-/* The end state: every node applied the same last committed entry. */
+/* The end state: the newest committed membership is not joint, and every
+ * node in it applied the same last committed entry (nodes it leaves out
+ * may lag: no leader sends to them). */
 bool check_converged(struct sim *s, int64_t min_zxid);
 
 #endif

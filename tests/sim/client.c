@@ -269,7 +269,7 @@ void clients_on_apply(struct sim *s, const struct sim_node *n, int64_t zxid,
         } else if (!res->is_op || res->op.op_id != c->op) {
             sim_fail(s, n->id, "n%u applies %s, which raft_propose gave op %u, but it holds %s",
                      n->id, trace_zxid(zxid, z), c->op,
-                     res->is_op ? "another op" : "a no-op");
+                     res->is_op ? "another op" : "a no-op or a membership");
         } else {
             op->lin.cas_ok = res->cas_ok;
             if (op->lin.kind == LIN_WRITE || res->cas_ok)

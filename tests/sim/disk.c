@@ -83,10 +83,12 @@ void disk_last(const struct disk *d, int64_t *zxid, uint64_t *chain)
 }
 
 void disk_install_snapshot(struct disk *d, int64_t zxid, uint64_t chain,
-                           const uint8_t *data, size_t len)
+                           const uint8_t *data, size_t len, const struct raft_config *conf)
 {
-    BASE_ASSERT(len == KV_SNAP_BYTES);
+    BASE_ASSERT(len == KV_SNAP_BYTES && conf != NULL);
     memcpy(d->snap, data, len);
+    d->snap_config = *conf;
+    d->snap_has_config = true;
     d->snap_zxid = zxid;
     d->snap_chain = chain;
     log_free_from(&d->log, 0);
@@ -164,9 +166,10 @@ const struct disk_entry *disk_find(const struct disk *d, int64_t zxid)
     return &d->log.v[n - 1];
 }
 
-bool disk_compact(struct disk *d, int64_t zxid, const uint8_t *data, size_t len)
+bool disk_compact(struct disk *d, int64_t zxid, const uint8_t *data, size_t len,
+                  const struct raft_config *conf)
 {
-    BASE_ASSERT(len == KV_SNAP_BYTES);
+    BASE_ASSERT(len == KV_SNAP_BYTES && conf != NULL);
     uint64_t chain = d->snap_chain;
     if (zxid != d->snap_zxid) {
         const struct disk_entry *e = disk_find(d, zxid);
@@ -182,6 +185,8 @@ bool disk_compact(struct disk *d, int64_t zxid, const uint8_t *data, size_t len)
     memcpy(d->snap, data, len);
     d->snap_zxid = zxid;
     d->snap_chain = chain;
+    d->snap_config = *conf;
+    d->snap_has_config = true;
     return true;
 }
 
@@ -191,6 +196,7 @@ bool disk_boot(const struct disk *d, struct raft_boot *boot, struct raft_entry *
     memset(boot, 0, sizeof(*boot));
     boot->hard_state = d->hard;
     boot->snap_zxid = d->snap_zxid;
+    boot->snap_config = d->snap_has_config ? &d->snap_config : NULL;
     *entries = calloc(d->log.n ? d->log.n : 1, sizeof(**entries));
     if (*entries == NULL)
         return false;

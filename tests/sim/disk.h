@@ -4,7 +4,8 @@
  * the sync, and on a crash keep, drop or tear what was not synced):
  *   - the hard state (term, vote, commit) is written atomically (write,
  *     fsync, rename): durable as soon as it is saved;
- *   - the snapshot (state-machine bytes at a zxid) likewise;
+ *   - the snapshot (state-machine bytes at a zxid, with the membership in
+ *     effect there: raft.h's raft_boot.snap_config) likewise;
  *   - the log: a truncation and an append are one pending write that only
  *     becomes durable at disk_sync; a crash before that keeps nothing of it
  *     or the truncation plus a prefix of the appended entries (a torn tail).
@@ -42,6 +43,11 @@ struct disk {
     int64_t snap_zxid; /* 0: no snapshot (the empty state at zxid 0) */
     uint64_t snap_chain;
     uint8_t snap[KV_SNAP_BYTES];
+    /* The membership at snap_zxid (raft_config_at, or what the installed
+     * snapshot carried); none for the empty state at zxid 0, where the
+     * core takes cfg's members. */
+    bool snap_has_config;
+    struct raft_config snap_config;
     struct disk_log log; /* durable, zxid order, all above snap_zxid */
     /* The write not yet synced: an optional truncation, then entries. */
     bool pend_truncate;
@@ -62,9 +68,10 @@ void disk_save_hard(struct disk *d, const struct raft_hard_state *hs);
 void disk_last(const struct disk *d, int64_t *zxid, uint64_t *chain);
 
 /* Replaces the snapshot, the whole log and any pending write (raft.h
- * step 2); chain is the log chain at zxid. Durable at once. */
+ * step 2); chain is the log chain at zxid, conf the membership there.
+ * Durable at once. */
 void disk_install_snapshot(struct disk *d, int64_t zxid, uint64_t chain,
-                           const uint8_t *data, size_t len);
+                           const uint8_t *data, size_t len, const struct raft_config *conf);
 
 /* Pending: drop entries above after (raft.h step 3). Only before the
  * ready's entries are appended. */
@@ -81,17 +88,19 @@ void disk_sync(struct disk *d);
  * plus its first keep entries (a torn tail). */
 void disk_crash(struct disk *d, long keep);
 
-/* The driver's snapshot: the state machine at zxid (bytes), which must be
- * the snapshot's zxid or a durable log entry; drops the log through zxid.
- * False (nothing changed): zxid is in neither. */
-bool disk_compact(struct disk *d, int64_t zxid, const uint8_t *data, size_t len);
+/* The driver's snapshot: the state machine at zxid (bytes) and the
+ * membership there (conf), at the snapshot's zxid or a durable log entry;
+ * drops the log through zxid. False (nothing changed): zxid is in neither. */
+bool disk_compact(struct disk *d, int64_t zxid, const uint8_t *data, size_t len,
+                  const struct raft_config *conf);
 
 /* The durable log entry at zxid, or NULL. */
 const struct disk_entry *disk_find(const struct disk *d, int64_t zxid);
 
 /* Fills boot from the durable state (no pending write may exist). The
  * entries are written to *entries (malloc'd, caller frees; their data
- * points into d). boot->hard_state.commit_zxid is left as stored. */
+ * and boot->snap_config point into d). boot->hard_state.commit_zxid is
+ * left as stored. */
 bool disk_boot(const struct disk *d, struct raft_boot *boot, struct raft_entry **entries);
 
 #endif

@@ -24,6 +24,11 @@ void fault_pick_profile(struct sim *s)
     p->compact = (uint32_t)rng_range(g, 2000, 20000);
     p->tick_skip = (uint32_t)rng_range(g, 0, 200000);
     p->load = rng_below(g, 4) == 0 ? 0 : (uint32_t)rng_range(g, 0, 500000);
+    /* Drawn last and only with --reconfig: the seeds without it keep
+     * their runs. From a change or two per run to one every ~150 steps
+     * (most attempts then meet one still under way: RAFT_EBUSY). */
+    if (s->opts.reconfig)
+        p->reconfig = (uint32_t)rng_range(g, 500, 8000);
 }
 
 /* A random node that is up, or NULL if none is. */

@@ -73,6 +73,12 @@ bool kv_apply(struct kv *kv, const struct raft_entry *e, struct kv_result *res)
             *reg = res->op.value;
             res->cas_ok = true;
         }
+    } else if (e->type == RAFT_ENTRY_CONFIG) {
+        /* A membership is the core's business; the state machine only
+         * moves past it, as for a no-op (but it must be one). */
+        struct raft_config conf;
+        if (raft_config_decode(e->data, e->len, &conf) != RAFT_OK)
+            return false;
     } else if (e->type != RAFT_ENTRY_NOOP) {
         return false;
     }

@@ -40,7 +40,8 @@ struct kv {
     int64_t applied_zxid; /* the last zxid applied (or the snapshot's) */
 };
 
-/* What applying one entry did: a no-op entry has is_op false. */
+/* What applying one entry did: a no-op or membership entry has is_op
+ * false. */
 struct kv_result {
     bool is_op;
     struct kv_op op;
@@ -54,8 +55,9 @@ void kv_init(struct kv *kv);
 void kv_encode_op(const struct kv_op *op, uint8_t out[KV_OP_BYTES]);
 bool kv_decode_op(const uint8_t *data, size_t len, struct kv_op *op);
 
-/* Applies entry e (zxid above applied_zxid) and reports what it did.
- * False: a DATA entry that does not decode (nothing changed). */
+/* Applies entry e (zxid above applied_zxid) and reports what it did; a
+ * NOOP or CONFIG entry changes only applied_zxid. False: a DATA or CONFIG
+ * entry that does not decode, or another type (nothing changed). */
 bool kv_apply(struct kv *kv, const struct raft_entry *e, struct kv_result *res);
 
 /* A digest of the registers and applied_zxid: equal states, equal digests. */

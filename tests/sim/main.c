@@ -1,7 +1,8 @@
 /*
  * larch-sim — the seeded deterministic cluster simulator (see README.md):
  *   larch-sim --seed N [--servers 3|5] [--observers 0|1] [--steps N]
- *             [--counter-limit N] [--break commit-minority|vote-log-check]
+ *             [--reconfig] [--spares 0..3] [--counter-limit N]
+ *             [--break commit-minority|vote-log-check|config-no-joint]
  *             [--trace]
  *   larch-sim --seeds A..B [same options] [--expect-failure]
  *   larch-sim --self-test
@@ -33,7 +34,9 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: larch-sim --seed N | --seeds A..B | --self-test\n"
                  "  [--servers 3|5] [--observers 0|1] [--steps N] [--counter-limit N]\n"
-                 "  [--break commit-minority|vote-log-check] [--trace] [--expect-failure]\n");
+                 "  [--reconfig] [--spares 0..%u]\n"
+                 "  [--break commit-minority|vote-log-check|config-no-joint] [--trace]\n"
+                 "  [--expect-failure]\n", SIM_SPARES_MAX);
 }
 
 static bool parse_u64(const char *s, uint64_t *v)
@@ -71,6 +74,8 @@ static bool parse_break(const char *name, struct sim_opts *o)
         o->break_bits = RAFT_BREAK_COMMIT_MINORITY;
     else if (name && strcmp(name, "vote-log-check") == 0)
         o->break_bits = RAFT_BREAK_VOTE_LOG_CHECK;
+    else if (name && strcmp(name, "config-no-joint") == 0)
+        o->break_bits = RAFT_BREAK_CONFIG_NO_JOINT;
     else
         return false;
     o->break_name = name;
@@ -98,6 +103,10 @@ static bool parse_valued(struct cli *c, const char *flag, const char *val)
         return parse_u32(val, &o->observers, 0, SIM_OBSERVERS_MAX);
     if (strcmp(flag, "--steps") == 0)
         return parse_u32(val, &o->steps, 1, 10000000);
+    if (strcmp(flag, "--spares") == 0) {
+        o->spares_given = true;
+        return parse_u32(val, &o->spares, 0, SIM_SPARES_MAX);
+    }
     if (strcmp(flag, "--counter-limit") == 0)
         return parse_u32(val, &o->counter_limit, 2, 0xfffffffeu);
     if (strcmp(flag, "--break") == 0)
@@ -118,6 +127,8 @@ static bool parse_args(struct cli *c, int argc, char **argv)
             c->expect_failure = true;
         else if (strcmp(a, "--self-test") == 0)
             c->self_test = true;
+        else if (strcmp(a, "--reconfig") == 0)
+            c->opts.reconfig = true;
         else if (i + 1 < argc && parse_valued(c, a, argv[i + 1])) {
             have_seed = have_seed || strcmp(a, "--seed") == 0 || strcmp(a, "--seeds") == 0;
             i++;
@@ -125,6 +136,10 @@ static bool parse_args(struct cli *c, int argc, char **argv)
             return false;
         }
     }
+    /* The break only shows with membership changes; the replay line
+     * names --reconfig anyway. */
+    if (c->opts.break_bits & RAFT_BREAK_CONFIG_NO_JOINT)
+        c->opts.reconfig = true;
     return c->self_test || have_seed;
 }
 
@@ -174,13 +189,18 @@ static int run_seeds(struct cli *c, struct sim *s)
         if (seed == UINT64_MAX)
             break;
     }
-    if (c->range)
-        printf("seeds %" PRIu64 "..%" PRIu64 " (%u servers, %u observers, %u steps%s%s): ran %"
+    if (c->range) {
+        char spares[32] = "";
+        if (c->opts.spares_given)
+            snprintf(spares, sizeof(spares), ", %u spares", c->opts.spares);
+        printf("seeds %" PRIu64 "..%" PRIu64 " (%u servers, %u observers%s, %u steps%s%s%s): ran %"
                PRIu64 " failed %" PRIu64 "\n", c->first, c->last, c->opts.servers,
-               c->opts.observers, c->opts.steps, c->opts.break_name ? ", break " : "",
-               c->opts.break_name ? c->opts.break_name : "", ran, failed);
-    else if (!failed)
+               c->opts.observers, spares, c->opts.steps, c->opts.reconfig ? ", reconfig" : "",
+               c->opts.break_name ? ", break " : "", c->opts.break_name ? c->opts.break_name : "",
+               ran, failed);
+    } else if (!failed) {
         printf("seed %" PRIu64 " ok\n", c->first);
+    }
     sim_print_stats(&stats, stdout);
     if (c->expect_failure) {
         if (!failed)

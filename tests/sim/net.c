@@ -24,11 +24,18 @@ void net_free(struct net *net)
     memset(net, 0, sizeof(*net));
 }
 
-/* A copy of m whose entries, entry data and snapshot bytes live in one
- * malloc'd blob, so the copy outlives the sender's raft_advance. */
+/* A copy of m whose entries, entry data, snapshot membership and snapshot
+ * bytes live in one malloc'd blob, so the copy outlives the sender's
+ * raft_advance. Layout: the entries (8-aligned at the blob's start), the
+ * membership (4-aligned: the entries' size is a multiple of 8), bytes. */
+_Static_assert(sizeof(struct raft_entry) % _Alignof(struct raft_config) == 0,
+               "the membership after the entries must be aligned");
+
 static void copy_msg(struct net_msg *out, const struct raft_msg *m)
 {
-    size_t size = (size_t)m->n_entries * sizeof(struct raft_entry) + m->snap_len;
+    size_t entries_size = (size_t)m->n_entries * sizeof(struct raft_entry);
+    size_t conf_size = m->snap_config ? sizeof(struct raft_config) : 0;
+    size_t size = entries_size + conf_size + m->snap_len;
     for (uint32_t i = 0; i < m->n_entries; i++)
         size += m->entries[i].len;
     uint8_t *blob = malloc(size ? size : 1);
@@ -36,7 +43,12 @@ static void copy_msg(struct net_msg *out, const struct raft_msg *m)
     out->m = *m;
     out->blob = blob;
     struct raft_entry *entries = (struct raft_entry *)blob;
-    uint8_t *p = blob + (size_t)m->n_entries * sizeof(struct raft_entry);
+    if (m->snap_config) {
+        struct raft_config *conf = (struct raft_config *)(blob + entries_size);
+        *conf = *m->snap_config;
+        out->m.snap_config = conf;
+    }
+    uint8_t *p = blob + entries_size + conf_size;
     for (uint32_t i = 0; i < m->n_entries; i++) {
         entries[i] = m->entries[i];
         if (m->entries[i].len) {

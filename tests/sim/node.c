@@ -8,6 +8,7 @@
 #include "tests/sim/check.h"
 #include "tests/sim/client.h"
 #include "tests/sim/net.h"
+#include "tests/sim/reconfig.h"
 
 /* The stages of one ready, in raft.h's order; a crash may strike before
  * any of them. */
@@ -74,12 +75,14 @@ static bool rebuild_state(struct sim *s, struct sim_node *n)
     return true;
 }
 
-static void fill_cfg(const struct sim *s, const struct sim_node *n, struct raft_cfg *cfg)
+/* members: room for SIM_NODES_MAX; cfg points into it. */
+static void fill_cfg(const struct sim *s, const struct sim_node *n, struct raft_cfg *cfg,
+                     struct raft_member *members)
 {
     memset(cfg, 0, sizeof(*cfg));
     cfg->self_id = n->id;
-    cfg->members = s->members;
-    cfg->n_members = s->n_nodes;
+    cfg->members = members;
+    cfg->n_members = sim_cfg_members(s, n->id, members);
     cfg->election_ticks = s->election_ticks;
     cfg->heartbeat_ticks = s->heartbeat_ticks;
     cfg->counter_limit = s->counter_limit;
@@ -101,7 +104,8 @@ bool node_boot(struct sim *s, struct sim_node *n)
      * not above the true commit point is safe, so lower is fine). */
     boot.hard_state.commit_zxid = n->kv.applied_zxid;
     struct raft_cfg cfg;
-    fill_cfg(s, n, &cfg);
+    struct raft_member members[SIM_NODES_MAX];
+    fill_cfg(s, n, &cfg, members);
     cfg.seed = rng_next(&s->rng);
     n->r = raft_new(&cfg, &boot);
     free(entries);
@@ -121,7 +125,8 @@ bool node_boot(struct sim *s, struct sim_node *n)
                              .b = n->kv.applied_zxid, .c = (int64_t)n->disk.log.n};
     trace_add(&s->trace, &ev);
     check_leader(s, n);
-    return true;
+    check_membership(s, n);
+    return !s->failed;
 }
 
 void node_crash(struct sim *s, struct sim_node *n, int why, unsigned stage)
@@ -189,9 +194,9 @@ static void stage_snapshot(struct sim *s, struct sim_node *n, const struct raft_
         return;
     }
     uint64_t chain;
-    if (!check_snapshot(s, n, snap->zxid, kv_digest(&next), &chain))
+    if (!check_snapshot(s, n, snap->zxid, kv_digest(&next), &snap->config, &chain))
         return;
-    disk_install_snapshot(&n->disk, snap->zxid, chain, snap->data, snap->len);
+    disk_install_snapshot(&n->disk, snap->zxid, chain, snap->data, snap->len, &snap->config);
     n->kv = next;
     trace_node(s, n, TR_SNAP_INSTALL, snap->zxid, 0, 0);
     clients_on_snapshot(s, n, snap->zxid);
@@ -252,29 +257,42 @@ static bool stage_sync(struct sim *s, struct sim_node *n)
     return true;
 }
 
+/* A SNAP out of the core: the core names the zxid and lends the
+ * membership there; the bytes are the driver's, and its snapshot must be
+ * at that zxid with that membership. False: a check failed. */
+static bool attach_snapshot(struct sim *s, struct sim_node *n, struct raft_msg *m)
+{
+    char z1[24], z2[24];
+    if (m->snap_zxid != n->disk.snap_zxid) {
+        sim_fail(s, n->id, "n%u's core sends a snapshot at %s, its disk holds one at %s", n->id,
+                 trace_zxid(m->snap_zxid, z1), trace_zxid(n->disk.snap_zxid, z2));
+        return false;
+    }
+    if (m->snap_config == NULL || !n->disk.snap_has_config ||
+        !reconfig_equal(m->snap_config, &n->disk.snap_config)) {
+        sim_fail(s, n->id, "n%u's core sends a snapshot at %s with %s membership than the one "
+                           "its disk keeps with it", n->id, trace_zxid(m->snap_zxid, z1),
+                 m->snap_config == NULL ? "no" : "another");
+        return false;
+    }
+    m->snap_data = n->disk.snap;
+    m->snap_len = KV_SNAP_BYTES;
+    struct trace_event ev = {.step = s->now, .kind = TR_SNAP_SEND, .node = (uint8_t)n->id,
+                             .peer = (uint8_t)m->to, .a = m->snap_zxid};
+    trace_add(&s->trace, &ev);
+    return true;
+}
+
 /* Sends the messages that may leave before the entries are durable
  * (early), or the rest. */
 static void stage_send(struct sim *s, struct sim_node *n, const struct raft_ready *rd, bool early)
 {
-    char z1[24], z2[24];
     for (size_t i = 0; i < rd->n_msgs && !s->failed; i++) {
         struct raft_msg m = rd->msgs[i];
         if (raft_msg_early(&m) != early)
             continue;
-        if (m.type == RAFT_MSG_SNAP) {
-            /* The core names the zxid; the bytes are the driver's. */
-            if (m.snap_zxid != n->disk.snap_zxid) {
-                sim_fail(s, n->id, "n%u's core sends a snapshot at %s, its disk holds one at %s",
-                         n->id, trace_zxid(m.snap_zxid, z1), trace_zxid(n->disk.snap_zxid, z2));
-                return;
-            }
-            m.snap_data = n->disk.snap;
-            m.snap_len = KV_SNAP_BYTES;
-            struct trace_event ev = {.step = s->now, .kind = TR_SNAP_SEND,
-                                     .node = (uint8_t)n->id, .peer = (uint8_t)m.to,
-                                     .a = m.snap_zxid};
-            trace_add(&s->trace, &ev);
-        }
+        if (m.type == RAFT_MSG_SNAP && !attach_snapshot(s, n, &m))
+            return;
         check_send(s, n, &m);
         if (!s->failed)
             net_send(s, &m);
@@ -330,6 +348,8 @@ static bool run_stage(struct sim *s, struct sim_node *n, struct raft_ready *rd, 
         raft_advance(n->r, rd);
         check_core_matches_disk(s, n);
         check_leader(s, n);
+        if (!s->failed)
+            check_membership(s, n);
         break;
     }
     return !s->failed;
@@ -364,12 +384,28 @@ void node_maybe_compact(struct sim *s, struct sim_node *n)
     char z[24];
     uint8_t bytes[KV_SNAP_BYTES];
     kv_save(&n->kv, bytes);
-    if (!disk_compact(&n->disk, n->kv.applied_zxid, bytes, sizeof(bytes))) {
+    size_t keep = (size_t)rng_range(&s->rng, 0, 6);
+    /* The membership goes with the snapshot: a restart from it, or a
+     * follower it is sent to, must know who the members are there. */
+    struct raft_config conf;
+    if (raft_config_at(n->r, n->kv.applied_zxid, &conf) != RAFT_OK) {
+        /* Fine only if the core took a SNAP past applied since its last
+         * ready: it forgot what lies below, and hands the driver the newer
+         * snapshot in its next ready, which makes this one moot. */
+        struct raft_status st;
+        raft_status(n->r, &st);
+        if (st.snap_zxid <= n->kv.applied_zxid)
+            sim_fail(s, n->id, "n%u's core has no membership at its applied %s", n->id,
+                     trace_zxid(n->kv.applied_zxid, z));
+        return;
+    }
+    if (!check_config_at(s, n, n->kv.applied_zxid, &conf, "snapshot"))
+        return;
+    if (!disk_compact(&n->disk, n->kv.applied_zxid, bytes, sizeof(bytes), &conf)) {
         sim_fail(s, n->id, "n%u applied %s, which is not in its durable log", n->id,
                  trace_zxid(n->kv.applied_zxid, z));
         return;
     }
-    size_t keep = (size_t)rng_range(&s->rng, 0, 6);
     raft_compact(n->r, n->kv.applied_zxid, keep);
     trace_node(s, n, TR_COMPACT, n->kv.applied_zxid, (int64_t)keep, 0);
 }

@@ -195,11 +195,21 @@ static void test_disk_chain(FILE *out)
     kv.applied_zxid = 2;
     uint8_t snap[KV_SNAP_BYTES];
     kv_save(&kv, snap);
-    EXPECT(out, disk_compact(&b, 2, snap, sizeof(snap)) && b.log.n == 0);
+    struct raft_config conf = {.n_members = 2, .members = {{1, true}, {4, false}}};
+    EXPECT(out, disk_compact(&b, 2, snap, sizeof(snap), &conf) && b.log.n == 0);
     append_all(&b, zxids + 2, 2, data);
     disk_sync(&b);
     EXPECT(out, b.log.n == 2 && b.log.v[1].chain == a.log.v[3].chain);
-    EXPECT(out, !disk_compact(&b, 7, snap, sizeof(snap)));
+    EXPECT(out, !disk_compact(&b, 7, snap, sizeof(snap), &conf));
+    /* The membership travels with the snapshot into the next boot. */
+    struct raft_boot boot;
+    struct raft_entry *entries;
+    EXPECT(out, disk_boot(&b, &boot, &entries) && boot.snap_zxid == 2);
+    EXPECT(out, boot.snap_config != NULL && boot.snap_config->n_members == 2 &&
+                    boot.snap_config->members[1].id == 4 && !boot.snap_config->members[1].voter);
+    free(entries);
+    EXPECT(out, disk_boot(&a, &boot, &entries) && boot.snap_config == NULL);
+    free(entries);
     disk_free(&a);
     disk_free(&b);
 }
@@ -220,6 +230,18 @@ static void test_kv(FILE *out)
     uint8_t snap[KV_SNAP_BYTES];
     kv_save(&kv, snap);
     EXPECT(out, kv_load(&loaded, snap, sizeof(snap)) && kv_digest(&loaded) == kv_digest(&kv));
+    /* A membership entry moves the state machine past it and nothing
+     * else; one that does not decode is refused. */
+    struct raft_config conf = {.n_members = 1, .members = {{2, true}},
+                               .n_old = 2, .old = {{1, true}, {3, true}}};
+    uint8_t cbuf[RAFT_CONFIG_BYTES_MAX];
+    struct raft_entry ce = {.zxid = 6, .type = RAFT_ENTRY_CONFIG, .data = cbuf,
+                            .len = raft_config_encode(&conf, cbuf)};
+    uint64_t before = kv.values[3];
+    EXPECT(out, kv_apply(&kv, &ce, &res) && !res.is_op && kv.applied_zxid == 6 &&
+                    (uint64_t)kv.values[3] == before);
+    struct raft_entry bad = {.zxid = 7, .type = RAFT_ENTRY_CONFIG, .data = cbuf, .len = 2};
+    EXPECT(out, !kv_apply(&kv, &bad, &res) && kv.applied_zxid == 6);
 }
 
 bool selftest_run(FILE *out)

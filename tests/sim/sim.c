@@ -12,6 +12,7 @@
 #include "tests/sim/fault.h"
 #include "tests/sim/net.h"
 #include "tests/sim/node.h"
+#include "tests/sim/reconfig.h"
 
 void sim_fail(struct sim *s, uint32_t node, const char *fmt, ...)
 {
@@ -41,24 +42,60 @@ static void pick_params(struct sim *s)
     fault_pick_profile(s);
 }
 
+uint32_t sim_cfg_members(const struct sim *s, uint32_t id, struct raft_member *out)
+{
+    BASE_ASSERT(id >= 1 && id <= s->n_nodes);
+    memcpy(out, s->members, s->n_members * sizeof(*out));
+    uint32_t n = s->n_members;
+    if (id > s->n_members)
+        out[n++] = (struct raft_member){.id = id, .voter = false};
+    return n;
+}
+
+/* How many spares: --spares, or with --reconfig 0..2 drawn per seed. The
+ * draw happens only with --reconfig, so that the runs of seeds without it
+ * are exactly what they were before spares existed. */
+static uint32_t pick_spares(struct sim *s)
+{
+    if (s->opts.spares_given)
+        return s->opts.spares;
+    return s->opts.reconfig ? (uint32_t)rng_range(&s->rng, 0, SIM_SPARES_DRAWN_MAX) : 0;
+}
+
+/* The membership the run starts with (ids 1..n_members), then the spares
+ * (n_members+1..n_nodes): every node has its seen membership set to what
+ * it boots with, so that only changes are traced. */
+static void setup_nodes(struct sim *s)
+{
+    const struct sim_opts *opts = &s->opts;
+    s->n_members = opts->servers + opts->observers;
+    s->n_nodes = s->n_members + pick_spares(s);
+    BASE_ASSERT(s->n_nodes <= SIM_NODES_MAX);
+    for (uint32_t i = 0; i < s->n_members; i++)
+        s->members[i] = (struct raft_member){.id = i + 1, .voter = i < opts->servers};
+    for (uint32_t i = 0; i < s->n_nodes; i++) {
+        struct sim_node *n = &s->nodes[i];
+        n->id = i + 1;
+        disk_init(&n->disk);
+        struct raft_config conf = {0};
+        conf.n_members = sim_cfg_members(s, n->id, conf.members);
+        reconfig_trace_words(&conf, &n->seen_conf_b, &n->seen_conf_c);
+    }
+}
+
 static bool setup(struct sim *s, const struct sim_opts *opts)
 {
     memset(s, 0, sizeof(*s));
     s->opts = *opts;
     BASE_ASSERT(opts->servers >= 1 && opts->servers <= SIM_VOTERS_MAX);
     BASE_ASSERT(opts->observers <= SIM_OBSERVERS_MAX);
+    BASE_ASSERT(!opts->spares_given || opts->spares <= SIM_SPARES_MAX);
     rng_seed(&s->rng, opts->seed);
     trace_init(&s->trace, opts->trace, stdout);
-    s->n_nodes = opts->servers + opts->observers;
-    for (uint32_t i = 0; i < s->n_nodes; i++) {
-        s->members[i] = (struct raft_member){.id = i + 1, .voter = i < opts->servers};
-        s->nodes[i].id = i + 1;
-        s->nodes[i].voter = i < opts->servers;
-        disk_init(&s->nodes[i].disk);
-    }
+    setup_nodes(s);
     pick_params(s);
     net_init(&s->net);
-    check_init(&s->check);
+    check_init(&s->check, s->members, s->n_members);
     clients_init(s);
     s->faults_on = true;
     for (uint32_t i = 0; i < s->n_nodes && !s->failed; i++)
@@ -109,6 +146,8 @@ static void step(struct sim *s)
     }
     if (!s->failed)
         clients_step(s);
+    if (!s->failed)
+        reconfig_step(s);
 }
 
 static void trace_phase(struct sim *s, int64_t phase)
@@ -117,23 +156,36 @@ static void trace_phase(struct sim *s, int64_t phase)
     trace_add(&s->trace, &ev);
 }
 
-/* Why the end phase did not converge: every node's view. */
+/* Why the end phase did not converge: every node's view (a node the
+ * committed membership leaves out is marked "out"; it need not converge). */
 static void fail_liveness(struct sim *s, bool final_done)
 {
-    char buf[512], z1[24], z2[24];
+    char buf[900], z1[24], z2[24], z3[24], z4[24];
     size_t len = 0;
+    int64_t conf_zxid;
+    const struct raft_config *conf = check_committed_config(&s->check, &conf_zxid);
     for (uint32_t i = 0; i < s->n_nodes && len < sizeof(buf); i++) {
         const struct sim_node *n = &s->nodes[i];
         struct raft_status st = {0};
         if (n->up)
             raft_status(n->r, &st);
-        len += (size_t)snprintf(buf + len, sizeof(buf) - len, " n%u:%s t=%u commit=%s applied=%s;",
-                                n->id, n->up ? raft_role_name(st.role) : "down", st.term,
-                                trace_zxid(st.commit_zxid, z1),
+        /* last and the membership's zxid: a node whose newest membership
+         * makes it no voter ("novote") but holds the newest log can stall
+         * an election (FINDINGS.txt, finding 3) */
+        len += (size_t)snprintf(buf + len, sizeof(buf) - len,
+                                " n%u%s:%s t=%u commit=%s last=%s conf=%s%s applied=%s;", n->id,
+                                reconfig_has(conf, n->id) ? "" : "(out)",
+                                n->up ? raft_role_name(st.role) : "down", st.term,
+                                trace_zxid(st.commit_zxid, z1), trace_zxid(st.last_zxid, z4),
+                                trace_zxid(st.config_zxid, z3),
+                                reconfig_votes(&st.config, n->id) ? "" : " novote",
                                 trace_zxid(n->kv.applied_zxid, z2));
     }
-    sim_fail(s, 0, "liveness: %d steps after healing, %s;%s", SIM_END_STEPS_MAX,
-             final_done ? "the nodes have not converged" : "no write has completed", buf);
+    char z5[24];
+    sim_fail(s, 0, "liveness: %d steps after healing, %s (committed membership of %s%s);%s",
+             SIM_END_STEPS_MAX,
+             final_done ? "the nodes have not converged" : "no write has completed",
+             trace_zxid(conf_zxid, z5), conf->n_old ? ", joint" : "", buf);
 }
 
 /* Heal everything, stop faults, then require progress: a new write
@@ -178,6 +230,9 @@ static void add_stats(const struct sim *s, struct sim_stats *st)
     st->msgs_sent += s->net.sent;
     st->msgs_dropped += s->net.dropped;
     st->msgs_duplicated += s->net.duplicated;
+    for (size_t i = 0; i < s->check.n_configs; i++)
+        st->configs_done += s->check.configs[i].conf.n_old == 0;
+    st->reconfigs += s->reconfigs;
 }
 
 bool sim_run(struct sim *s, const struct sim_opts *opts, struct sim_stats *stats)
@@ -205,6 +260,9 @@ void sim_print_stats(const struct sim_stats *st, FILE *out)
             st->runs, st->steps, st->max_term, st->committed, st->ops_done, st->ops_unknown,
             st->crashes, st->snap_installs, st->truncations, st->compactions, st->msgs_sent,
             st->msgs_dropped, st->msgs_duplicated);
+    if (st->reconfigs || st->configs_done)
+        fprintf(out, "  membership changes: %" PRIu64 " started, %" PRIu64 " done\n",
+                st->reconfigs, st->configs_done);
 }
 
 void sim_replay_cmd(const struct sim_opts *o, char *buf, size_t len)
@@ -213,6 +271,10 @@ void sim_replay_cmd(const struct sim_opts *o, char *buf, size_t len)
                      o->servers, o->steps);
     if (n > 0 && (size_t)n < len && o->observers)
         n += snprintf(buf + n, len - (size_t)n, " --observers %u", o->observers);
+    if (n > 0 && (size_t)n < len && o->spares_given)
+        n += snprintf(buf + n, len - (size_t)n, " --spares %u", o->spares);
+    if (n > 0 && (size_t)n < len && o->reconfig)
+        n += snprintf(buf + n, len - (size_t)n, " --reconfig");
     if (n > 0 && (size_t)n < len && o->counter_limit)
         n += snprintf(buf + n, len - (size_t)n, " --counter-limit %u", o->counter_limit);
     if (n > 0 && (size_t)n < len && o->break_name)

@@ -9,6 +9,7 @@
  *   client.c  clients and the operation history
  *   fault.c   the fault schedule
  *   check.c   the per-step invariants
+ *   reconfig.c membership changes (--reconfig) and membership helpers
  *   sim.c     one run: set-up, the step loop, the end phase
  * Standalone pieces: rng.h, hash.h, kv.c, disk.c, lin.c, trace.c.
  *
@@ -29,7 +30,9 @@
 
 #define SIM_VOTERS_MAX 5
 #define SIM_OBSERVERS_MAX 1
-#define SIM_NODES_MAX (SIM_VOTERS_MAX + SIM_OBSERVERS_MAX)
+#define SIM_SPARES_MAX 3 /* nodes outside the initial membership (--spares) */
+#define SIM_SPARES_DRAWN_MAX 2 /* --reconfig without --spares: 0..2 per seed */
+#define SIM_NODES_MAX (SIM_VOTERS_MAX + SIM_OBSERVERS_MAX + SIM_SPARES_MAX)
 #define SIM_CLIENTS 3
 #define SIM_OPS_MAX 150       /* history length: keeps the checker fast */
 #define SIM_FINAL_TRIES 8     /* history slots kept for the end phase's write */
@@ -40,6 +43,9 @@ struct sim_opts {
     uint64_t seed;
     uint32_t servers;   /* voters: 3 or 5 */
     uint32_t observers; /* 0 or 1 */
+    uint32_t spares;    /* with spares_given: nodes outside the initial membership */
+    bool spares_given;  /* false: 0, or 0..2 drawn per seed with reconfig */
+    bool reconfig;      /* membership changes during the run (--reconfig) */
     uint32_t steps;
     uint32_t break_bits;    /* RAFT_BREAK_* for every core */
     uint32_t counter_limit; /* 0: chosen per seed */
@@ -58,11 +64,11 @@ struct sim_profile {
     uint32_t compact; /* per node per step: take a snapshot */
     uint32_t tick_skip; /* per tick: clock drift */
     uint32_t load;      /* per step: a background write on the leader */
+    uint32_t reconfig;  /* per step: a membership change on the leader (--reconfig) */
 };
 
 struct sim_node {
     uint32_t id;
-    bool voter;
     bool up;
     struct raft *r;   /* NULL while down */
     struct disk disk; /* survives crashes */
@@ -76,6 +82,8 @@ struct sim_node {
     /* The checker's memory of the core, for role-change traces. */
     uint8_t seen_role;
     uint32_t seen_term;
+    int64_t seen_conf_zxid; /* and of the membership, for membership traces */
+    int64_t seen_conf_b, seen_conf_c;
 };
 
 enum node_disk_fault {
@@ -108,6 +116,11 @@ struct check_commit {
     uint32_t first_node; /* who handed it out first */
 };
 
+struct check_config {
+    int64_t zxid; /* the CONFIG entry's */
+    struct raft_config conf;
+};
+
 struct check {
     uint32_t *leader_of_term; /* [term]: 0 or the one leader seen */
     size_t n_terms;
@@ -118,6 +131,11 @@ struct check {
     uint64_t *chain_hash;
     uint8_t *chain_node;
     size_t chain_cap, chain_n;
+    /* The memberships of the committed sequence: the initial one, then
+     * each committed CONFIG entry's, in zxid order. */
+    struct raft_config initial;
+    struct check_config *configs;
+    size_t n_configs, cap_configs;
 };
 
 enum client_state {
@@ -175,6 +193,8 @@ struct sim_stats {
     uint64_t ops_done, ops_unknown;
     uint64_t crashes, snap_installs, truncations, compactions;
     uint64_t msgs_sent, msgs_dropped, msgs_duplicated;
+    uint64_t reconfigs;      /* raft_propose_config calls the leader took */
+    uint64_t configs_done;   /* final (non-joint) CONFIG entries committed */
 };
 
 struct sim {
@@ -182,7 +202,8 @@ struct sim {
     struct rng rng;
     int64_t now;   /* the step */
     int64_t clock; /* logical time of client calls and returns */
-    uint32_t n_nodes;
+    uint32_t n_nodes;   /* members, then spares: ids 1..n_nodes */
+    uint32_t n_members; /* the initial membership: ids 1..n_members */
     struct raft_member members[SIM_NODES_MAX];
     struct sim_node nodes[SIM_NODES_MAX];
     uint32_t counter_limit;
@@ -191,12 +212,13 @@ struct sim {
     size_t max_append_bytes;
     struct sim_profile prof;
     bool faults_on;
+    uint64_t reconfigs; /* membership changes the leader took */
     struct net net;
     struct check check;
     struct clients clients;
     struct trace trace;
     bool failed;
-    char fail_msg[768];
+    char fail_msg[1024];
 };
 
 /* Records the first failed check (later ones are ignored: the run stops
@@ -208,6 +230,12 @@ static inline struct sim_node *sim_node(struct sim *s, uint32_t id)
 {
     return (id >= 1 && id <= s->n_nodes) ? &s->nodes[id - 1] : NULL;
 }
+
+/* The raft_cfg.members node id boots with into out (SIM_NODES_MAX):
+ * the initial membership, and a spare adds itself as an observer (raft.h
+ * wants self in cfg; it learns the real membership from the leader's log
+ * once it is added). Returns how many. */
+uint32_t sim_cfg_members(const struct sim *s, uint32_t id, struct raft_member *out);
 
 /* One run of opts; true if every check passed. On failure, the message is
  * in s->fail_msg (the caller prints the report). The world is freed

@@ -131,6 +131,74 @@ static const char *partition_name(int64_t kind)
     return "?";
 }
 
+/* "{1,2,4}" from a mask with bit id set for each id (up to 15). */
+static const char *format_ids(uint32_t mask, char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[at++] = '{';
+    for (uint32_t id = 1; id < 16 && at + 5 < len; id++)
+        if (mask & (1u << id))
+            at += (size_t)snprintf(buf + at, len - at, "%s%u", at > 1 ? "," : "", id);
+    snprintf(buf + at, len - at, "}");
+    return buf;
+}
+
+/* "voters {1,2} observers {4}" from a trace word (voters | observers << 16). */
+static const char *format_half(int64_t word, char *buf, size_t len)
+{
+    char v[64], o[64];
+    uint32_t observers = (uint32_t)(word >> 16) & 0xffffu;
+    if (observers)
+        snprintf(buf, len, "voters %s observers %s", format_ids((uint32_t)word & 0xffffu, v, 64),
+                 format_ids(observers, o, 64));
+    else
+        snprintf(buf, len, "voters %s", format_ids((uint32_t)word & 0xffffu, v, 64));
+    return buf;
+}
+
+static const char *err_name(int64_t rc)
+{
+    switch (rc) {
+    case RAFT_ENOTLEADER:
+        return "ENOTLEADER";
+    case RAFT_ELIMIT:
+        return "ELIMIT";
+    case RAFT_ENOMEM:
+        return "ENOMEM";
+    case RAFT_EINVAL:
+        return "EINVAL";
+    case RAFT_EBUSY:
+        return "EBUSY";
+    }
+    return "?";
+}
+
+const char *trace_membership(int64_t b, int64_t c, char *buf, size_t len)
+{
+    char h1[80], h2[80];
+    if (c >> 32)
+        snprintf(buf, len, "JOINT new %s, old %s", format_half(b, h1, sizeof(h1)),
+                 format_half(c & 0xffffffff, h2, sizeof(h2)));
+    else
+        snprintf(buf, len, "%s", format_half(b, h1, sizeof(h1)));
+    return buf;
+}
+
+/* Membership events. */
+static void format_membership(const struct trace_event *ev, char *buf, size_t len)
+{
+    char z[24], h[180];
+    if (ev->kind == TR_RECONFIG && ev->a < 0)
+        snprintf(buf, len, "n%u propose membership %s: refused (%s)", ev->node,
+                 format_half(ev->b, h, sizeof(h)), err_name(ev->a));
+    else if (ev->kind == TR_RECONFIG)
+        snprintf(buf, len, "n%u propose membership %s: joint entry %s", ev->node,
+                 format_half(ev->b, h, sizeof(h)), trace_zxid(ev->a, z));
+    else
+        snprintf(buf, len, "n%u membership of %s: %s", ev->node, trace_zxid(ev->a, z),
+                 trace_membership(ev->b, ev->c, h, sizeof(h)));
+}
+
 /* Node-local events, one line each. */
 static void format_node(const struct trace_event *ev, char *buf, size_t len)
 {
@@ -168,6 +236,10 @@ static void format_node(const struct trace_event *ev, char *buf, size_t len)
     case TR_COMPACT:
         snprintf(buf, len, "n%u snapshot at %s, compact keep=%" PRId64, ev->node,
                  trace_zxid(ev->a, z1), ev->b);
+        break;
+    case TR_RECONFIG:
+    case TR_CONFIG:
+        format_membership(ev, buf, len);
         break;
     default:
         snprintf(buf, len, "n%u event %u", ev->node, ev->kind);

@@ -43,6 +43,10 @@ enum trace_kind {
     TR_READ_INDEX, /* op a: node's read index b, c = ok */
     TR_PHASE,      /* a: 1 faults stop, 2 final write done, 3 converged */
     TR_FAIL,       /* a failed check: see the failure message */
+    TR_RECONFIG,   /* node asked to change the membership: a = zxid, or error if a < 0;
+                    * b = voters mask | observers mask << 16 (bit id) */
+    TR_CONFIG,     /* node's membership is now the one set at zxid a (0: not a log entry);
+                    * b, c: reconfig_trace_words */
     TR_KINDS,      /* the number of kinds, for counting */
 };
 
@@ -97,6 +101,10 @@ struct raft_msg;
 /* A TR_SEND / TR_DELIVER / TR_DROP / TR_DUP record of message m; why is
  * the enum trace_drop for TR_DROP, 0 otherwise. */
 void trace_msg(struct trace *t, int64_t step, uint16_t kind, const struct raft_msg *m, uint8_t why);
+
+/* A membership from its two trace words (reconfig_trace_words), e.g.
+ * "voters {1,2} observers {4}" or "JOINT new voters {4}, old voters {1}". */
+const char *trace_membership(int64_t b, int64_t c, char *buf, size_t len);
 
 /* "term:counter", the way zxids read best in a trace. buf: 24 bytes. */
 const char *trace_zxid(int64_t zxid, char buf[24]);

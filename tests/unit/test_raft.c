@@ -20,7 +20,7 @@
 
 #define N_MAX 5
 #define LOG_MAX 512
-#define DATA_MAX 16
+#define DATA_MAX 136 /* a CONFIG entry's data fits (RAFT_CONFIG_BYTES_MAX) */
 #define READS_MAX 32
 #define ELECTION 10
 #define HEARTBEAT 2
@@ -48,12 +48,17 @@ struct node {
     struct raft_read reads[READS_MAX];
     size_t n_reads;
     int64_t max_commit_seen;
+    /* the membership kept with the snapshot (raft_boot.snap_config) */
+    struct raft_config snap_conf;
+    bool has_snap_conf;
+    struct raft_member cfg_members[N_MAX + 1]; /* what node_cfg gave it */
 };
 
 struct qmsg {
     struct raft_msg m;
     struct raft_entry *ents;
     uint8_t *snap;
+    struct raft_config *conf; /* a SNAP's membership, copied */
 };
 
 struct cluster;
@@ -61,6 +66,8 @@ typedef bool (*drop_fn)(const struct cluster *c, const struct raft_msg *m);
 
 struct cluster {
     uint32_t n;
+    uint32_t n_members; /* the first membership: nodes [0, n_members); the
+                         * rest are spares a membership change may add */
     struct raft_member members[N_MAX];
     struct raft_cfg cfg;
     struct node nodes[N_MAX];
@@ -92,12 +99,18 @@ static struct node *node_of(struct cluster *c, uint32_t id)
     return &c->nodes[id - 1];
 }
 
-static struct raft_cfg node_cfg(const struct cluster *c, uint32_t i)
+/* A spare starts knowing the first membership and itself as an observer
+ * (its config must hold it); it learns the real one from a leader's log. */
+static struct raft_cfg node_cfg(struct cluster *c, uint32_t i)
 {
     struct raft_cfg cfg = c->cfg;
+    struct node *nd = &c->nodes[i];
+    memcpy(nd->cfg_members, c->members, c->n_members * sizeof c->members[0]);
     cfg.self_id = i + 1;
-    cfg.members = c->members;
-    cfg.n_members = c->n;
+    cfg.members = nd->cfg_members;
+    cfg.n_members = c->n_members;
+    if (i >= c->n_members)
+        nd->cfg_members[cfg.n_members++] = (struct raft_member){i + 1, false};
     return cfg;
 }
 
@@ -105,7 +118,7 @@ static struct cluster *cluster_new(uint32_t voters, uint32_t observers, uint64_t
 {
     struct cluster *c = calloc(1, sizeof *c);
     assert_non_null(c);
-    c->n = voters + observers;
+    c->n = c->n_members = voters + observers;
     assert_true(c->n <= N_MAX);
     for (uint32_t i = 0; i < c->n; i++)
         c->members[i] = (struct raft_member){i + 1, i < voters};
@@ -131,6 +144,7 @@ static void qmsg_free(struct qmsg *q)
         free((void *)q->ents[i].data);
     free(q->ents);
     free(q->snap);
+    free(q->conf);
 }
 
 static void snapshot_bytes(const struct node *nd, const uint8_t **data, size_t *len)
@@ -175,6 +189,13 @@ static void enqueue(struct cluster *c, const struct raft_msg *m)
         memcpy(q->snap, data, len);
         q->m.snap_data = q->snap;
         q->m.snap_len = len;
+        q->m.snap_config = NULL;
+        if (m->snap_config) {
+            q->conf = malloc(sizeof *q->conf);
+            assert_non_null(q->conf);
+            *q->conf = *m->snap_config;
+            q->m.snap_config = q->conf;
+        }
     }
 }
 
@@ -203,6 +224,8 @@ static void persist(struct node *nd, const struct raft_ready *rd)
         memcpy(nd->sm, nd->snap_sm, rd->snapshot->len);
         nd->n_sm = nd->n_snap_sm;
         nd->n_disk = 0;
+        nd->snap_conf = rd->snapshot->config;
+        nd->has_snap_conf = true;
     }
     if (rd->truncate) {
         /* an applied (committed) entry is never truncated */
@@ -268,6 +291,9 @@ static bool deliver_one(struct cluster *c)
     bool lost = !to->up || c->cut[q.m.from - 1][q.m.to - 1] || (c->drop && c->drop(c, &q.m));
     if (!lost) {
         int rc = raft_step(to->r, &q.m);
+        if (rc != RAFT_OK)
+            fprintf(stderr, "raft_step %s %u->%u term %u: %d\n", raft_msg_type_name(q.m.type),
+                    q.m.from, q.m.to, q.m.term, rc);
         assert_true(rc == RAFT_OK);
         c->delivered++;
         if (c->after_step)
@@ -363,7 +389,8 @@ static void restart(struct cluster *c, uint32_t i)
     for (size_t k = 0; k < nd->n_disk; k++)
         ents[k] = (struct raft_entry){nd->disk[k].zxid, nd->disk[k].type,
                                       (const uint8_t *)nd->disk[k].data, nd->disk[k].len};
-    struct raft_boot boot = {nd->hs, nd->snap_zxid, ents, nd->n_disk};
+    struct raft_boot boot = {nd->hs, nd->snap_zxid, ents, nd->n_disk,
+                             nd->has_snap_conf ? &nd->snap_conf : NULL};
     struct raft_cfg cfg = node_cfg(c, i);
     nd->r = raft_new(&cfg, &boot);
     assert_non_null(nd->r);
@@ -390,6 +417,8 @@ static void compact(struct cluster *c, uint32_t i, size_t keep)
         k++;
     memmove(nd->disk, nd->disk + k, (nd->n_disk - k) * sizeof nd->disk[0]);
     nd->n_disk -= k;
+    assert_int_equal(raft_config_at(nd->r, at, &nd->snap_conf), RAFT_OK);
+    nd->has_snap_conf = true;
     raft_compact(nd->r, at, keep);
 }
 
@@ -1109,7 +1138,8 @@ static void test_step_rejects_invalid_messages(void **state)
                                 .prev_zxid = commit, .commit_zxid = commit};
     struct raft_msg m;
     m = ok, m.to = l + 1;                 assert_step_einval(c, f, &m); /* to someone else */
-    m = ok, m.from = 9;                   assert_step_einval(c, f, &m); /* not a member */
+    m = ok, m.from = 9;                   assert_step_einval(c, f, &m); /* not the term's leader */
+    m = ok, m.from = 300;                 assert_step_einval(c, f, &m); /* no server's id */
     m = ok, m.from = f + 1;               assert_step_einval(c, f, &m); /* from itself */
     m = ok, m.type = 0;                   assert_step_einval(c, f, &m);
     m = ok, m.type = 99;                  assert_step_einval(c, f, &m);
@@ -1300,13 +1330,19 @@ static void test_new_rejects_bad_config_and_boot(void **state)
     assert_null(raft_new(&bad, NULL));
     struct raft_entry es[2] = {{raft_make_zxid(1, 2), RAFT_ENTRY_DATA, NULL, 0},
                                {raft_make_zxid(1, 1), RAFT_ENTRY_DATA, NULL, 0}};
-    struct raft_boot boot = {{1, 0, 0}, 0, es, 2};
+    struct raft_boot boot = {{1, 0, 0}, 0, es, 2, NULL};
     assert_null(raft_new(&cfg, &boot)); /* out of order */
-    boot = (struct raft_boot){{1, 0, 0}, raft_make_zxid(1, 1), es + 1, 1};
+    boot = (struct raft_boot){{1, 0, 0}, raft_make_zxid(1, 1), es + 1, 1, NULL};
     assert_null(raft_new(&cfg, &boot)); /* not above the snapshot */
-    boot = (struct raft_boot){{1, 3, 0}, 0, NULL, 0};
-    assert_null(raft_new(&cfg, &boot)); /* a vote for an observer */
-    boot = (struct raft_boot){{1, 2, raft_make_zxid(1, 2)}, 0, es, 1};
+    boot = (struct raft_boot){{1, 256, 0}, 0, NULL, 0, NULL};
+    assert_null(raft_new(&cfg, &boot)); /* a vote for an id no server has */
+    /* a vote for a server this membership does not hold: one a later
+     * (or earlier) membership did */
+    boot = (struct raft_boot){{1, 9, 0}, 0, NULL, 0, NULL};
+    r = raft_new(&cfg, &boot);
+    assert_non_null(r);
+    raft_free(r);
+    boot = (struct raft_boot){{1, 2, raft_make_zxid(1, 2)}, 0, es, 1, NULL};
     r = raft_new(&cfg, &boot);
     assert_non_null(r);
     struct raft_status st;
@@ -1397,6 +1433,335 @@ static void test_first_election_is_early_and_harmless(void **state)
     assert_null(raft_new(&bad, NULL));
 }
 
+/* ---- membership changes (joint consensus) ---------------------------------- */
+
+/* voters in the first membership, then spares outside it */
+static struct cluster *cluster_with_spares(uint32_t voters, uint32_t spares, uint64_t seed,
+                                           int *leader)
+{
+    struct cluster *c = cluster_new(voters + spares, 0, seed);
+    c->n_members = voters;
+    cluster_start(c);
+    *leader = wait_leader(c);
+    tick_all(c, 2 * HEARTBEAT);
+    return c;
+}
+
+static bool config_is(const struct raft_config *cf, const struct raft_member *m, uint32_t n)
+{
+    if (cf->n_old != 0 || cf->n_members != n)
+        return false;
+    for (uint32_t i = 0; i < n; i++) {
+        bool found = false;
+        for (uint32_t k = 0; k < cf->n_members; k++)
+            found |= cf->members[k].id == m[i].id && cf->members[k].voter == m[i].voter;
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+/* Node l proposes the membership m and the cluster runs until its final
+ * entry has committed on l; returns the joint entry's zxid. */
+static int64_t change_membership(struct cluster *c, uint32_t l, const struct raft_member *m,
+                                 uint32_t n)
+{
+    int64_t joint = 0;
+    assert_int_equal(raft_propose_config(c->nodes[l].r, m, n, &joint), RAFT_OK);
+    struct raft_status st = status_of(c, l);
+    assert_int_equal(st.config_zxid, joint);
+    assert_true(st.config.n_old > 0); /* joint until it commits */
+    node_ready(c, l);
+    for (int t = 0; t < 20 * ELECTION; t++) {
+        st = status_of(c, l);
+        if (st.config.n_old == 0 && st.config_zxid > joint && st.config_zxid <= st.commit_zxid)
+            return joint;
+        tick_all(c, 1);
+    }
+    fail_msg("the membership change did not complete");
+    return 0;
+}
+
+static void test_config_codec(void **state)
+{
+    (void)state;
+    struct raft_config c = {.n_members = 3, .members = {{1, true}, {2, true}, {7, false}},
+                            .n_old = 2, .old = {{1, true}, {2, true}}};
+    uint8_t buf[RAFT_CONFIG_BYTES_MAX];
+    size_t n = raft_config_encode(&c, buf);
+    assert_int_equal(n, 3 + 2 * 3 + 2 * 2);
+    struct raft_config d;
+    assert_int_equal(raft_config_decode(buf, n, &d), RAFT_OK);
+    assert_int_equal(d.n_members, 3);
+    assert_int_equal(d.n_old, 2);
+    assert_int_equal(d.members[2].id, 7);
+    assert_false(d.members[2].voter);
+    assert_int_equal(raft_config_decode(buf, n - 1, &d), RAFT_EINVAL); /* short */
+    uint8_t longer[RAFT_CONFIG_BYTES_MAX + 1];
+    memcpy(longer, buf, n);
+    longer[n] = 0;
+    assert_int_equal(raft_config_decode(longer, n + 1, &d), RAFT_EINVAL); /* trailing byte */
+    uint8_t bad[RAFT_CONFIG_BYTES_MAX];
+    memcpy(bad, buf, n);
+    bad[0] = 2;
+    assert_int_equal(raft_config_decode(bad, n, &d), RAFT_EINVAL); /* version */
+    memcpy(bad, buf, n);
+    bad[2] = 0;
+    assert_int_equal(raft_config_decode(bad, n, &d), RAFT_EINVAL); /* id 0 */
+    memcpy(bad, buf, n);
+    bad[4] = 1;
+    assert_int_equal(raft_config_decode(bad, n, &d), RAFT_EINVAL); /* id twice */
+    memcpy(bad, buf, n);
+    bad[3] = 2;
+    assert_int_equal(raft_config_decode(bad, n, &d), RAFT_EINVAL); /* voter not 0/1 */
+    struct raft_config nov = {.n_members = 1, .members = {{1, false}}};
+    n = raft_config_encode(&nov, buf);
+    assert_int_equal(raft_config_decode(buf, n, &d), RAFT_EINVAL); /* no voter */
+    /* both halves together may hold at most RAFT_MEMBERS_MAX servers */
+    struct raft_config big = {.n_members = RAFT_MEMBERS_MAX, .n_old = 1, .old = {{200, true}}};
+    for (uint32_t i = 0; i < RAFT_MEMBERS_MAX; i++)
+        big.members[i] = (struct raft_member){i + 1, true};
+    n = raft_config_encode(&big, buf);
+    assert_int_equal(raft_config_decode(buf, n, &d), RAFT_EINVAL);
+    big.old[0].id = 1;
+    n = raft_config_encode(&big, buf);
+    assert_int_equal(raft_config_decode(buf, n, &d), RAFT_OK);
+    assert_int_equal(raft_config_decode(NULL, 0, &d), RAFT_EINVAL);
+}
+
+/* A voter and an observer join a three-voter ensemble: afterwards every
+ * node uses the new membership, the new ones hold the whole log, and the
+ * quorum is the new one's (3 of 4 voters). */
+static void test_add_voter_and_observer(void **state)
+{
+    (void)state;
+    int li;
+    struct cluster *c = cluster_with_spares(3, 2, 71, &li);
+    uint32_t l = (uint32_t)li;
+    assert_int_equal(status_of(c, 3).role, RAFT_OBSERVER); /* a spare never campaigns */
+    int64_t before = propose(c, l, "before");
+    const struct raft_member next[] = {{1, true}, {2, true}, {3, true}, {4, true}, {5, false}};
+    change_membership(c, l, next, 5);
+    int64_t after = propose(c, l, "after");
+    settle(c);
+    tick_all(c, 2 * HEARTBEAT);
+    for (uint32_t i = 0; i < 5; i++) {
+        struct raft_status st = status_of(c, i);
+        assert_true(config_is(&st.config, next, 5));
+        assert_true(sm_has(&c->nodes[i], before));
+        assert_true(sm_has(&c->nodes[i], after));
+    }
+    assert_int_equal(status_of(c, 3).role, RAFT_FOLLOWER); /* a voter now */
+    assert_int_equal(status_of(c, 4).role, RAFT_OBSERVER);
+    assert_all_agree(c);
+    /* 3 of the 4 voters commit; 2 do not */
+    uint32_t f[3], nf = 0;
+    for (uint32_t i = 0; i < 4; i++)
+        if (i != l)
+            f[nf++] = i;
+    isolate(c, f[0], true);
+    int64_t three = propose(c, l, "three");
+    settle(c);
+    tick_all(c, HEARTBEAT);
+    assert_true(status_of(c, l).commit_zxid >= three);
+    isolate(c, f[1], true);
+    int64_t two = propose(c, l, "two");
+    settle(c);
+    tick_all(c, HEARTBEAT);
+    assert_true(status_of(c, l).commit_zxid < two);
+    cluster_free(c);
+}
+
+/* The leader removes itself: it leads through the joint phase, steps down
+ * once the final membership commits, and never campaigns again; the rest
+ * elect a leader among themselves and go on. */
+static void test_leader_removes_itself(void **state)
+{
+    (void)state;
+    int li;
+    struct cluster *c = cluster_with_spares(3, 0, 73, &li);
+    uint32_t l = (uint32_t)li;
+    struct raft_member next[2];
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < 3; i++)
+        if (i != l)
+            next[n++] = (struct raft_member){i + 1, true};
+    change_membership(c, l, next, n);
+    struct raft_status st = status_of(c, l);
+    assert_int_equal(st.role, RAFT_OBSERVER);
+    uint32_t term = st.term;
+    tick_all(c, 6 * ELECTION);
+    int nl = leader_of(c);
+    assert_true(nl >= 0 && (uint32_t)nl != l);
+    assert_int_equal(status_of(c, l).role, RAFT_OBSERVER);
+    int64_t z = propose(c, (uint32_t)nl, "on");
+    settle(c);
+    tick_all(c, HEARTBEAT);
+    for (uint32_t i = 0; i < 3; i++)
+        if (i != l)
+            assert_true(sm_has(&c->nodes[i], z));
+    /* the removed server heard none of it, and raised no term of its own */
+    assert_false(sm_has(&c->nodes[l], z));
+    assert_true(status_of(c, l).term <= status_of(c, (uint32_t)nl).term);
+    assert_true(status_of(c, l).term == term || status_of(c, l).term == status_of(c, (uint32_t)nl).term);
+    cluster_free(c);
+}
+
+/* In the joint phase a majority of the old voters is not enough: with the
+ * new members cut off, the joint entry does not commit (and the final one
+ * is never appended); once they are back, the change completes. */
+static void test_joint_needs_both_majorities(void **state)
+{
+    (void)state;
+    int li;
+    struct cluster *c = cluster_with_spares(3, 2, 75, &li);
+    uint32_t l = (uint32_t)li;
+    /* {1,2,3} -> {l, 4, 5}: the new majority needs a spare */
+    const struct raft_member next[] = {{l + 1, true}, {4, true}, {5, true}};
+    isolate(c, 3, true);
+    isolate(c, 4, true);
+    int64_t joint = 0;
+    assert_int_equal(raft_propose_config(c->nodes[l].r, next, 3, &joint), RAFT_OK);
+    assert_int_equal(raft_propose_config(c->nodes[l].r, next, 3, NULL), RAFT_EBUSY);
+    node_ready(c, l);
+    settle(c);
+    /* the old voters all hold it, yet it does not commit; CheckQuorum
+     * needs both halves too, so the leader steps down, and nobody can be
+     * elected without a new voter */
+    tick_all(c, 4 * ELECTION);
+    for (uint32_t i = 0; i < 3; i++) {
+        assert_true(log_has(c->nodes[i].r, joint));
+        assert_true(status_of(c, i).commit_zxid < joint);
+        assert_true(status_of(c, i).config.n_old > 0);
+    }
+    assert_true(leader_of(c) < 0);
+    isolate(c, 3, false);
+    isolate(c, 4, false);
+    for (int t = 0; t < 50 * ELECTION; t++) {
+        struct raft_status st = status_of(c, l);
+        if (st.config.n_old == 0 && st.config_zxid > joint && st.config_zxid <= st.commit_zxid)
+            break;
+        tick_all(c, 1);
+    }
+    struct raft_status st = status_of(c, l);
+    assert_true(config_is(&st.config, next, 3));
+    assert_true(st.config_zxid <= st.commit_zxid);
+    cluster_free(c);
+}
+
+static void test_propose_config_rules(void **state)
+{
+    (void)state;
+    int li;
+    struct cluster *c = cluster_with_spares(3, 1, 77, &li);
+    uint32_t l = (uint32_t)li, f = (l + 1) % 3;
+    const struct raft_member same[] = {{1, true}, {2, true}, {3, true}};
+    const struct raft_member add[] = {{1, true}, {2, true}, {3, true}, {4, false}};
+    const struct raft_member nov[] = {{1, false}, {2, false}};
+    const struct raft_member dup[] = {{1, true}, {1, true}};
+    const struct raft_member zero[] = {{0, true}};
+    assert_int_equal(raft_propose_config(c->nodes[f].r, add, 4, NULL), RAFT_ENOTLEADER);
+    assert_int_equal(raft_propose_config(c->nodes[l].r, same, 3, NULL), RAFT_EINVAL);
+    assert_int_equal(raft_propose_config(c->nodes[l].r, nov, 2, NULL), RAFT_EINVAL);
+    assert_int_equal(raft_propose_config(c->nodes[l].r, dup, 2, NULL), RAFT_EINVAL);
+    assert_int_equal(raft_propose_config(c->nodes[l].r, zero, 1, NULL), RAFT_EINVAL);
+    assert_int_equal(raft_propose_config(c->nodes[l].r, add, 0, NULL), RAFT_EINVAL);
+    int64_t joint = 0;
+    assert_int_equal(raft_propose_config(c->nodes[l].r, add, 4, &joint), RAFT_OK);
+    assert_int_equal(raft_propose_config(c->nodes[l].r, same, 3, NULL), RAFT_EBUSY);
+    node_ready(c, l);
+    settle(c);
+    tick_all(c, 4 * HEARTBEAT);
+    struct raft_status st = status_of(c, l);
+    assert_true(config_is(&st.config, add, 4));
+    /* done: the next change may start */
+    assert_int_equal(raft_propose_config(c->nodes[l].r, same, 3, NULL), RAFT_OK);
+    cluster_free(c);
+}
+
+/* A joint entry that never committed is truncated with the rest of a
+ * deposed leader's tail, and the follower that held it goes back to the
+ * membership before it. */
+static void test_truncated_config_rewinds(void **state)
+{
+    (void)state;
+    int li;
+    struct cluster *c = stable_cluster(5, 0, 79, &li);
+    uint32_t l = (uint32_t)li, f = (l + 1) % 5;
+    struct raft_status before = status_of(c, f);
+    /* only f hears the leader's joint entry */
+    for (uint32_t i = 0; i < 5; i++)
+        if (i != l && i != f)
+            c->cut[l][i] = true;
+    const struct raft_member next[] = {{1, true}, {2, true}, {3, true}, {4, true}};
+    int64_t joint = 0;
+    assert_int_equal(raft_propose_config(c->nodes[l].r, next, 4, &joint), RAFT_OK);
+    node_ready(c, l);
+    settle(c);
+    assert_true(log_has(c->nodes[f].r, joint));
+    assert_true(status_of(c, f).config.n_old > 0);
+    /* the leader dies; f is cut off while the other three elect a leader
+     * whose log lacks the entry, and write */
+    crash(c, l);
+    isolate(c, f, true);
+    int nl = -1;
+    for (int t = 0; t < 50 * ELECTION && nl < 0; t++) {
+        tick_all(c, 1);
+        nl = leader_of(c);
+    }
+    assert_true(nl >= 0 && (uint32_t)nl != f);
+    int64_t z = propose(c, (uint32_t)nl, "new");
+    settle(c);
+    tick_all(c, HEARTBEAT);
+    isolate(c, f, false);
+    for (uint32_t i = 0; i < 5; i++)
+        if (i != l)
+            c->cut[l][i] = c->cut[i][l] = false;
+    tick_all(c, 4 * HEARTBEAT);
+    assert_false(log_has(c->nodes[f].r, joint));
+    assert_true(sm_has(&c->nodes[f], z));
+    struct raft_status st = status_of(c, f);
+    assert_int_equal(st.config.n_old, 0);
+    assert_int_equal(st.config.n_members, before.config.n_members);
+    assert_int_equal(st.config_zxid, 0);
+    cluster_free(c);
+}
+
+/* The membership travels with snapshots: a node that restarts behind the
+ * leader's compacted log gets a SNAP carrying the new membership, and one
+ * that restarts from its own snapshot boots with it. */
+static void test_membership_in_snapshots(void **state)
+{
+    (void)state;
+    int li;
+    struct cluster *c = cluster_with_spares(3, 1, 81, &li);
+    uint32_t l = (uint32_t)li, f = (l + 1) % 3;
+    crash(c, f);
+    const struct raft_member next[] = {{1, true}, {2, true}, {3, true}, {4, true}};
+    change_membership(c, l, next, 4);
+    for (int k = 0; k < 4; k++)
+        propose(c, l, "x");
+    settle(c);
+    tick_all(c, HEARTBEAT);
+    compact(c, l, 0); /* the CONFIG entries are gone from the leader's log */
+    restart(c, f);
+    tick_all(c, 4 * HEARTBEAT);
+    struct raft_status st = status_of(c, f);
+    assert_true(config_is(&st.config, next, 4));
+    assert_true(c->nodes[f].has_snap_conf);
+    assert_true(config_is(&c->nodes[f].snap_conf, next, 4));
+    /* the spare compacts too and restarts from its snapshot */
+    tick_all(c, HEARTBEAT);
+    compact(c, 3, 0);
+    crash(c, 3);
+    restart(c, 3);
+    st = status_of(c, 3);
+    assert_true(config_is(&st.config, next, 4));
+    assert_int_equal(st.role, RAFT_FOLLOWER);
+    assert_all_agree(c);
+    cluster_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1426,6 +1791,13 @@ int main(void)
         cmocka_unit_test(test_break_commit_minority),
         cmocka_unit_test(test_break_vote_log_check),
         cmocka_unit_test(test_new_rejects_bad_config_and_boot),
+        cmocka_unit_test(test_config_codec),
+        cmocka_unit_test(test_add_voter_and_observer),
+        cmocka_unit_test(test_leader_removes_itself),
+        cmocka_unit_test(test_joint_needs_both_majorities),
+        cmocka_unit_test(test_propose_config_rules),
+        cmocka_unit_test(test_truncated_config_rewinds),
+        cmocka_unit_test(test_membership_in_snapshots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
