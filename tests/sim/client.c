@@ -199,22 +199,6 @@ static void serve_read(struct sim *s, struct client *c)
     finish(s, c, op->lin.value, n->kv.applied_zxid);
 }
 
-/* A node that believes it leads (there may be a stale one too: any will
- * do, starting from a random node), or NULL. */
-static struct sim_node *find_leader(struct sim *s)
-{
-    uint32_t start = (uint32_t)rng_below(&s->rng, s->n_nodes);
-    for (uint32_t i = 0; i < s->n_nodes; i++) {
-        struct sim_node *n = &s->nodes[(start + i) % s->n_nodes];
-        struct raft_status st;
-        if (!n->up)
-            continue;
-        raft_status(n->r, &st);
-        if (st.role == RAFT_LEADER)
-            return n;
-    }
-    return NULL;
-}
 
 /* Background load: a write to KV_LOAD_KEY on a leader. It has no history
  * entry (its key is not checked for linearizability, only by digest), so
@@ -222,7 +206,7 @@ static struct sim_node *find_leader(struct sim *s)
  * snapshot catch-up. */
 static void propose_load(struct sim *s)
 {
-    struct sim_node *n = find_leader(s);
+    struct sim_node *n = sim_any_leader(s);
     if (n == NULL)
         return;
     struct kv_op op = {.kind = KV_OP_WRITE, .key = KV_LOAD_KEY, .op_id = UINT32_MAX,

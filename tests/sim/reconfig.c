@@ -249,21 +249,6 @@ static uint32_t draw_membership(struct sim *s, const struct raft_config *cur,
     return 0;
 }
 
-/* A node that believes it leads (a stale one will do), or NULL. */
-static struct sim_node *some_leader(struct sim *s)
-{
-    uint32_t start = (uint32_t)rng_below(&s->rng, s->n_nodes);
-    for (uint32_t i = 0; i < s->n_nodes; i++) {
-        struct sim_node *n = &s->nodes[(start + i) % s->n_nodes];
-        struct raft_status st;
-        if (!n->up)
-            continue;
-        raft_status(n->r, &st);
-        if (st.role == RAFT_LEADER)
-            return n;
-    }
-    return NULL;
-}
 
 static void trace_proposal(struct sim *s, const struct sim_node *n, int rc, int64_t zxid,
                            const struct raft_member *m, uint32_t k)
@@ -282,7 +267,7 @@ void reconfig_step(struct sim *s)
     if (!s->opts.reconfig || !s->faults_on || s->failed ||
         !rng_chance(&s->rng, s->prof.reconfig))
         return;
-    struct sim_node *n = some_leader(s);
+    struct sim_node *n = sim_any_leader(s);
     if (n == NULL)
         return;
     struct raft_status st;

@@ -42,6 +42,21 @@ static void pick_params(struct sim *s)
     fault_pick_profile(s);
 }
 
+struct sim_node *sim_any_leader(struct sim *s)
+{
+    uint32_t start = (uint32_t)rng_below(&s->rng, s->n_nodes);
+    for (uint32_t i = 0; i < s->n_nodes; i++) {
+        struct sim_node *n = &s->nodes[(start + i) % s->n_nodes];
+        struct raft_status st;
+        if (!n->up)
+            continue;
+        raft_status(n->r, &st);
+        if (st.role == RAFT_LEADER)
+            return n;
+    }
+    return NULL;
+}
+
 uint32_t sim_cfg_members(const struct sim *s, uint32_t id, struct raft_member *out)
 {
     BASE_ASSERT(id >= 1 && id <= s->n_nodes);

@@ -231,6 +231,11 @@ static inline struct sim_node *sim_node(struct sim *s, uint32_t id)
     return (id >= 1 && id <= s->n_nodes) ? &s->nodes[id - 1] : NULL;
 }
 
+/* A node that believes it leads (there may be a stale one too: any will
+ * do, starting from a random node, drawn from the run's generator), or
+ * NULL. */
+struct sim_node *sim_any_leader(struct sim *s);
+
 /* The raft_cfg.members node id boots with into out (SIM_NODES_MAX):
  * the initial membership, and a spare adds itself as an observer (raft.h
  * wants self in cfg; it learns the real membership from the leader's log
