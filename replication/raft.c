@@ -509,9 +509,14 @@ static int64_t conf_at(const struct raft *r, int64_t z, struct raft_config *out)
 /* After a truncation took the membership's entry away. */
 static void conf_rewind(struct raft *r)
 {
-    struct raft_config c, before;
+    struct raft_config c;
     int64_t at = conf_at(r, log_last(r), &c);
-    bool voted = at != 0 && (conf_at(r, at - 1, &before), votes_in_config(&before, self_id(r)));
+    bool voted = false;
+    if (at != 0) {
+        struct raft_config before;
+        (void)conf_at(r, at - 1, &before);
+        voted = votes_in_config(&before, self_id(r));
+    }
     conf_use(r, &c, at, voted);
 }
 
@@ -929,14 +934,14 @@ static void on_append_resp(struct raft *r, const struct raft_msg *m)
     release_reads(r);
 }
 
-/* CheckQuorum (Raft thesis 6.2): a leader that cannot hear a quorum of
- * voters within an election timeout steps down, so a partitioned leader
- * stops serving ReadIndex and its lease on votes ends. */
 static bool heard_from(const struct raft *r, uint32_t i)
 {
     return i == r->self || r->peers[i].active;
 }
 
+/* CheckQuorum (Raft thesis 6.2): a leader that cannot hear a quorum of
+ * voters within an election timeout steps down, so a partitioned leader
+ * stops serving ReadIndex and its lease on votes ends. */
 static void check_quorum(struct raft *r)
 {
     bool heard = has_quorum(r, heard_from);
@@ -1145,14 +1150,14 @@ static void start_read_round(struct raft *r)
         broadcast_append(r, true); /* nothing to send in a one-member ensemble */
 }
 
-/* The highest read_ctx a quorum of voters has echoed (self counts as
- * having echoed everything it sent). */
 static int64_t read_acked(const struct raft *r, uint32_t i)
 {
     /* read_seq counts heartbeat rounds: far below 2^63 */
     return (int64_t)(i == r->self ? r->read_seq : r->peers[i].read_ack);
 }
 
+/* The highest read_ctx a quorum of voters has echoed (self counts as
+ * having echoed everything it sent). */
 static uint64_t read_quorum_seq(const struct raft *r)
 {
     return (uint64_t)quorum_value(r, read_acked);
