@@ -70,6 +70,11 @@
  * is fuzzy (tree.h): it may already hold txns after its zxid_start, up to
  * the sender's applied zxid, which is repeats_until. The receiver applies
  * those again and must tolerate that they no longer fit. */
+/* The digests after the last applies this server remembers, to compare
+ * with a leader's for a zxid it has already passed. The leader's is never
+ * far behind: it sends the digest of what it applied last. */
+#define ENS_DIGEST_RING 256u
+
 #define ENS_SNAP_MAGIC "LRSX"
 #define ENS_SNAP_VERSION 1u
 #define ENS_SNAP_HEADER 16u
@@ -187,6 +192,21 @@ struct seq_ens {
     struct tree **retired;        /* old tree contents, freed by seq_ens_release */
     size_t n_retired, cap_retired;
     uint64_t snaps_sent, snaps_installed;
+
+    /* Digests (replication/README.md, "Digests"): the tree's digest after
+     * each recent apply (exact ones only: past tolerate_repeats_until), and
+     * a leader's digest for a zxid this server has not applied yet. */
+    struct digest_at {
+        int64_t zxid;
+        uint64_t digest;
+    } digests[ENS_DIGEST_RING];
+    uint32_t n_digests, digest_head; /* head: the next slot written */
+    struct digest_at check;          /* zxid 0: none */
+    uint32_t check_from;
+    /* a mismatch: not serving, waiting for the leader's snapshot (asked:
+     * the core was told, which cannot happen inside a ready) */
+    bool resyncing, resync_asked;
+    uint64_t digest_checks, digest_mismatches;
 };
 
 static bool is_leader(const struct seq_ens *e)
@@ -452,6 +472,123 @@ static bool moves_session(const struct txn *x)
 
 static void answer_reattach(struct seq *s, struct pend *p, bool moved, int64_t now_ms);
 
+/* ---- digests ---------------------------------------------------------------- */
+
+static struct digest_at *digest_newest(struct seq_ens *e)
+{
+    if (e->n_digests == 0)
+        return NULL;
+    return &e->digests[(e->digest_head + ENS_DIGEST_RING - 1) % ENS_DIGEST_RING];
+}
+
+static const struct digest_at *digest_find(const struct seq_ens *e, int64_t zxid)
+{
+    for (uint32_t i = 1; i <= e->n_digests; i++) {
+        const struct digest_at *d =
+            &e->digests[(e->digest_head + ENS_DIGEST_RING - i) % ENS_DIGEST_RING];
+        if (d->zxid == zxid)
+            return d;
+        if (d->zxid < zxid)
+            break;
+    }
+    return NULL;
+}
+
+static void digests_forget(struct seq_ens *e)
+{
+    e->n_digests = e->digest_head = 0;
+    e->check = (struct digest_at){ 0 };
+}
+
+/* This replica's tree differs from its leader's at the same zxid: it
+ * diverged (a bug, or a disk or memory fault no checksum caught), and
+ * every read it serves and every txn it applies builds on that. It stops
+ * serving, takes no snapshot of the diverged tree, and asks the leader for
+ * its snapshot; the log it holds stays (its votes and acks still count). */
+static void digest_mismatch(struct seq *s, int64_t zxid, uint64_t mine, uint64_t leaders,
+                            uint32_t leader)
+{
+    struct seq_ens *e = s->ens;
+    e->digest_mismatches++;
+    fprintf(stderr, "larchd: ensemble: DIGEST MISMATCH at zxid 0x%llx: this server's tree "
+                    "hashes to %016llx, the leader's (server %u) to %016llx. This replica "
+                    "diverged: it stops serving and rebuilds from the leader's snapshot\n",
+            (unsigned long long)zxid, (unsigned long long)mine, leader,
+            (unsigned long long)leaders);
+    if (!e->snap)
+        ens_fatal("replica diverged and this server has no snapshot store to resync", 0);
+    e->snap->hold(e->snap_arg);
+    e->resyncing = true;
+    e->resync_asked = false;
+    digests_forget(e);
+}
+
+/* Between readies: the core asks the leader for its snapshot; a leader
+ * asked for one by a follower has one taken. */
+static void resync_requests(struct seq *s)
+{
+    struct seq_ens *e = s->ens;
+    if (e->resyncing && !e->resync_asked) {
+        int rc = raft_request_snapshot(e->raft);
+        BASE_ASSERT(rc == RAFT_OK); /* a leader stops resyncing (watch_leadership) */
+        e->resync_asked = true;
+    }
+    if (!e->snap || !e->was_leader)
+        return;
+    struct raft_status st;
+    raft_status(e->raft, &st);
+    for (uint32_t i = 0; i < st.n_peers; i++)
+        if (st.peers[i].snap_wanted > 0)
+            e->snap->want(e->snap_arg); /* compact_log makes it the SNAP's */
+}
+
+static void digest_compare(struct seq *s, int64_t zxid, uint64_t mine, uint64_t leaders,
+                           uint32_t leader)
+{
+    struct seq_ens *e = s->ens;
+    e->digest_checks++;
+    if (mine != leaders)
+        digest_mismatch(s, zxid, mine, leaders, leader);
+}
+
+/* The tree hashes to digest after applying zxid (exactly: no repeats of a
+ * fuzzy snapshot are still to come). */
+static void digest_note(struct seq *s, int64_t zxid, uint64_t digest)
+{
+    struct seq_ens *e = s->ens;
+    e->digests[e->digest_head] = (struct digest_at){ zxid, digest };
+    e->digest_head = (e->digest_head + 1) % ENS_DIGEST_RING;
+    if (e->n_digests < ENS_DIGEST_RING)
+        e->n_digests++;
+    if (e->check.zxid != 0 && zxid >= e->check.zxid) {
+        struct digest_at c = e->check;
+        e->check = (struct digest_at){ 0 };
+        if (zxid == c.zxid)
+            digest_compare(s, zxid, digest, c.digest, e->check_from);
+    }
+}
+
+/* The leader's APPEND said its tree hashes to digest at zxid. Compared at
+ * once if this server has applied zxid, else when it does: one check waits
+ * at a time, so a follower always a little behind still gets there. */
+static void digest_offer(struct seq *s, int64_t zxid, uint64_t digest, uint32_t leader)
+{
+    struct seq_ens *e = s->ens;
+    if (zxid <= 0 || e->resyncing)
+        return;
+    const struct digest_at *newest = digest_newest(e);
+    if (newest && zxid <= newest->zxid) {
+        const struct digest_at *d = digest_find(e, zxid);
+        if (d)
+            digest_compare(s, zxid, d->digest, digest, leader);
+        return;
+    }
+    if (e->check.zxid == 0 && zxid > e->tolerate_repeats_until) {
+        e->check = (struct digest_at){ zxid, digest };
+        e->check_from = leader;
+    }
+}
+
 static void apply_entry(struct seq *s, const struct raft_entry *ent, int64_t now_ms)
 {
     struct seq_ens *e = s->ens;
@@ -480,6 +617,8 @@ static void apply_entry(struct seq *s, const struct raft_entry *ent, int64_t now
         ens_fatal("replica diverged", 0);
     }
     e->applied++;
+    if (x.zxid > e->tolerate_repeats_until)
+        digest_note(s, x.zxid, tree_digest_running(s->tree));
     if (x.nops == 1 && x.ops[0].type == TXN_CREATE_SESSION) {
         /* the txn carries the leader's wall clock; expiry runs on this
          * server's monotonic one, from now */
@@ -609,6 +748,17 @@ static void send_msgs(struct seq *s, const struct raft_ready *rd, bool early)
             }
             continue;
         }
+        if (m->type == RAFT_MSG_APPEND) {
+            /* followers compare their tree with this one's (digest_offer) */
+            struct raft_msg with = *m;
+            const struct digest_at *d = digest_newest(e);
+            if (d) {
+                with.digest = d->digest;
+                with.digest_zxid = d->zxid;
+            }
+            (void)e->peer->send_msg(e->peer_arg, &with);
+            continue;
+        }
         (void)e->peer->send_msg(e->peer_arg, m); /* a drop is a loss Raft repairs */
     }
 }
@@ -678,8 +828,10 @@ static void install_snapshot(struct seq *s, const struct raft_snapshot *snap, in
     if (rc != 0)
         ens_fatal("persisting the leader's snapshot failed", rc);
     /* what the log holds after this server's own applied state was never
-     * committed (or is in the snapshot): it goes, durably */
-    if (s->cfg.log) {
+     * committed (or is in the snapshot): it goes, durably. A resync keeps
+     * its log: the core holds every entry after the snapshot and hands the
+     * committed ones out again. */
+    if (s->cfg.log && !snap->keeps_log) {
         rc = txnlog_truncate_after(s->cfg.log, old_applied);
         if (rc != 0)
             ens_fatal("truncating the txn log after a snapshot failed", rc);
@@ -700,6 +852,11 @@ static void install_snapshot(struct seq *s, const struct raft_snapshot *snap, in
     if (repeats_until > e->tolerate_repeats_until)
         e->tolerate_repeats_until = repeats_until;
     e->snaps_installed++;
+    digests_forget(e);
+    if (e->resyncing)
+        fprintf(stderr, "larchd: ensemble: resynced from the leader's snapshot 0x%llx; the "
+                        "log after it applies again\n", (unsigned long long)snap->zxid);
+    e->resyncing = e->resync_asked = false;
     fprintf(stderr, "larchd: ensemble: installed the leader's snapshot 0x%llx: %llu nodes, "
                     "%llu sessions; %zu client connections closed to resync\n",
             (unsigned long long)snap->zxid, (unsigned long long)info.node_count,
@@ -912,7 +1069,7 @@ static void new_session(struct seq *s, struct seq_req *r, int64_t now_ms);
 static void local_connect(struct seq *s, struct seq_req *r, int64_t now_ms)
 {
     struct seq_ens *e = s->ens;
-    if (!e->serving && e->ro_enabled && r->read_only_ok &&
+    if (!e->serving && e->ro_enabled && !e->resyncing && r->read_only_ok &&
         r->last_zxid_seen <= tree_last_zxid(s->tree)) {
         struct seq_out *o = sq_out_new(SEQ_OUT_CONNECT, r->conn);
         if (o)
@@ -1127,6 +1284,12 @@ void seq_peer_msg(struct seq *s, const struct raft_msg *m)
     if (rc == RAFT_EINVAL)
         fprintf(stderr, "larchd: ensemble: ignored a %s from server %u that does not fit\n",
                 raft_msg_type_name(m->type), m->from);
+    if (rc != RAFT_OK || m->type != RAFT_MSG_APPEND || m->digest_zxid <= 0)
+        return;
+    struct raft_status st;
+    raft_status(s->ens->raft, &st);
+    if (st.role != RAFT_LEADER && st.leader_id == m->from && st.term == m->term)
+        digest_offer(s, m->digest_zxid, m->digest, m->from);
 }
 
 /* A leader takes another server's write into its next round. */
@@ -1232,6 +1395,13 @@ static void watch_leadership(struct seq *s, int64_t now_ms)
     }
     if (e->known_leader != 0 || e->known_term != st.term)
         pend_fail_all(s);
+    if (leader && e->resyncing) {
+        /* its log won the election; its tree is what the ensemble has */
+        fprintf(stderr, "larchd: ensemble: leading with a tree that differed from the last "
+                        "leader's; followers that disagree resync from it\n");
+        e->resyncing = e->resync_asked = false;
+        e->snap->hold_end(e->snap_arg);
+    }
     if (leader && !e->was_leader) {
         /* a new leader cannot know when followers last heard from each
          * session: every session gets its whole timeout again */
@@ -1278,7 +1448,7 @@ static void watch_serving(struct seq *s)
     struct seq_ens *e = s->ens;
     struct raft_status st;
     raft_status(e->raft, &st);
-    bool serving = st.leader_id != 0 && st.leader_lease;
+    bool serving = st.leader_id != 0 && st.leader_lease && !e->resyncing;
     if (serving == e->serving)
         return;
     e->serving = serving;
@@ -1302,9 +1472,13 @@ static void watch_serving(struct seq *s)
     struct close_scan c = { .s = s };
     tree_session_each(s->tree, close_local_session, &c);
     pend_fail_all(s);
-    fprintf(stderr, "larchd: ensemble: no leader: %zu client connections closed, new ones "
-                    "%s until one is elected\n", c.closed,
-            e->ro_enabled ? "served read-only if they allow it" : "refused");
+    if (e->resyncing)
+        fprintf(stderr, "larchd: ensemble: resyncing: %zu client connections closed, new ones "
+                        "held until this server holds the leader's tree\n", c.closed);
+    else
+        fprintf(stderr, "larchd: ensemble: no leader: %zu client connections closed, new ones "
+                        "%s until one is elected\n", c.closed,
+                e->ro_enabled ? "served read-only if they allow it" : "refused");
 }
 
 struct due_scan {
@@ -1520,7 +1694,10 @@ static void publish_status(struct seq *s)
     e->status.snapshots_sent = e->snaps_sent;
     e->status.snapshots_installed = e->snaps_installed;
     e->status.serving = e->serving;
-    e->status.read_only = !e->serving && e->ro_enabled;
+    e->status.read_only = !e->serving && e->ro_enabled && !e->resyncing;
+    e->status.resyncing = e->resyncing;
+    e->status.digest_checks = e->digest_checks;
+    e->status.digest_mismatches = e->digest_mismatches;
     e->status.digest = tree_digest_running(s->tree); /* between applies: exact */
     e->status.digest_zxid = tree_last_zxid(s->tree);
     pthread_mutex_unlock(&e->status_lock);
@@ -1556,6 +1733,7 @@ int64_t seq_ens_step(struct seq *s, int64_t now_ms, int64_t wall_ms)
     leader_round(s, now_ms, wall_ms);
     run_ready(s, now_ms);
     compact_log(s);
+    resync_requests(s);
     release_held(s, now_ms);
     pump_pending(s, now_ms);
     flush_staged(s, false);

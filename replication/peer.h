@@ -34,9 +34,10 @@
  *   2 VOTE_REQ        u32 term, u8 flags (1 pre_vote), i64 last_zxid
  *   3 VOTE_RESP       u32 term, u8 flags (1 pre_vote, 2 reject)
  *   4 APPEND          u32 term, i64 prev_zxid, i64 commit_zxid, u64 read_ctx,
+ *                     u64 digest, i64 digest_zxid,
  *                     u32 n, n * {i64 zxid, u8 type, u32 len, len bytes}
  *   5 APPEND_RESP     u32 term, u8 flags (2 reject), i64 match_zxid, i64 hint_zxid,
- *                     u64 read_ctx
+ *                     u64 read_ctx, i64 snap_zxid (a resync's request, 0: none)
  *   6 READ_INDEX      u32 term, u64 read_ctx
  *   7 READ_INDEX_RESP u32 term, u8 flags (2 reject), i64 commit_zxid, u64 read_ctx
  *   8 SNAP_CHUNK      u32 term, i64 snap_zxid, u64 total_bytes, u64 offset,

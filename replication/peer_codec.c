@@ -119,6 +119,8 @@ enum msg_field {
     F_HINT = 1u << 5,
     F_READ_CTX = 1u << 6,
     F_ENTRIES = 1u << 7, /* u32 count, then {i64 zxid, u8 type, u32 len, data} each */
+    F_WANT_SNAP = 1u << 8, /* i64 snap_zxid: a resync's lowest usable snapshot, 0: none */
+    F_DIGEST = 1u << 9,    /* u64 digest, i64 digest_zxid (the driver's) */
 };
 
 struct kind;
@@ -129,7 +131,7 @@ typedef int (*check_fn)(const struct kind *k, const struct peer_frame *f);
 struct kind {
     uint8_t type;      /* enum peer_frame_type */
     uint8_t raft_type; /* enum raft_msg_type; 0: not a raft frame */
-    uint8_t fields;    /* enum msg_field bits (raft frames) */
+    uint16_t fields;   /* enum msg_field bits (raft frames) */
     uint8_t flags;     /* FLAG_* bits allowed (raft frames with F_FLAGS) */
     const char *name;
     encode_fn encode;
@@ -169,7 +171,9 @@ static int check_msg(const struct kind *k, const struct peer_frame *f)
         return PEER_ETERM;
     if (((k->fields & F_LAST) && m->last_zxid < 0) || ((k->fields & F_PREV) && m->prev_zxid < 0) ||
         ((k->fields & F_COMMIT) && m->commit_zxid < 0) ||
-        ((k->fields & F_MATCH) && m->match_zxid < 0) || ((k->fields & F_HINT) && m->hint_zxid < 0))
+        ((k->fields & F_MATCH) && m->match_zxid < 0) || ((k->fields & F_HINT) && m->hint_zxid < 0) ||
+        ((k->fields & F_WANT_SNAP) && m->snap_zxid < 0) ||
+        ((k->fields & F_DIGEST) && m->digest_zxid < 0))
         return PEER_EZXID;
     return (k->fields & F_ENTRIES) ? check_entries(m) : 0;
 }
@@ -207,6 +211,12 @@ static void encode_msg(struct wr *w, const struct kind *k, const struct peer_fra
         put_u64(w, (uint64_t)m->hint_zxid);
     if (k->fields & F_READ_CTX)
         put_u64(w, m->read_ctx);
+    if (k->fields & F_WANT_SNAP)
+        put_u64(w, (uint64_t)m->snap_zxid);
+    if (k->fields & F_DIGEST) {
+        put_u64(w, m->digest);
+        put_u64(w, (uint64_t)m->digest_zxid);
+    }
     if (k->fields & F_ENTRIES)
         encode_entries(w, m);
 }
@@ -256,6 +266,12 @@ static int decode_msg(struct base_rd *r, const struct kind *k, struct peer_frame
         m->hint_zxid = (int64_t)base_rd_be64(r);
     if (k->fields & F_READ_CTX)
         m->read_ctx = base_rd_be64(r);
+    if (k->fields & F_WANT_SNAP)
+        m->snap_zxid = (int64_t)base_rd_be64(r);
+    if (k->fields & F_DIGEST) {
+        m->digest = base_rd_be64(r);
+        m->digest_zxid = (int64_t)base_rd_be64(r);
+    }
     return (k->fields & F_ENTRIES) ? decode_entries(r, f) : 0;
 }
 
@@ -460,9 +476,9 @@ static const struct kind kinds[] = {
       decode_msg, check_msg },
     { PEER_VOTE_RESP, RAFT_MSG_VOTE_RESP, F_FLAGS, FLAG_PRE_VOTE | FLAG_REJECT, "VOTE_RESP",
       encode_msg, decode_msg, check_msg },
-    { PEER_APPEND, RAFT_MSG_APPEND, F_PREV | F_COMMIT | F_READ_CTX | F_ENTRIES, 0, "APPEND",
-      encode_msg, decode_msg, check_msg },
-    { PEER_APPEND_RESP, RAFT_MSG_APPEND_RESP, F_FLAGS | F_MATCH | F_HINT | F_READ_CTX,
+    { PEER_APPEND, RAFT_MSG_APPEND, F_PREV | F_COMMIT | F_READ_CTX | F_DIGEST | F_ENTRIES, 0,
+      "APPEND", encode_msg, decode_msg, check_msg },
+    { PEER_APPEND_RESP, RAFT_MSG_APPEND_RESP, F_FLAGS | F_MATCH | F_HINT | F_READ_CTX | F_WANT_SNAP,
       FLAG_REJECT, "APPEND_RESP", encode_msg, decode_msg, check_msg },
     { PEER_READ_INDEX, RAFT_MSG_READ_INDEX, F_READ_CTX, 0, "READ_INDEX", encode_msg, decode_msg,
       check_msg },

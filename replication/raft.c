@@ -42,6 +42,7 @@ struct raft_peer {
     int64_t snap_sent;     /* leader: the snap_zxid that SNAP carried */
     uint32_t snap_elapsed; /* leader: ticks since that SNAP left */
     uint64_t read_ack;     /* leader: highest read_ctx echoed this term */
+    int64_t snap_wanted;   /* leader: it asked for a SNAP at or above this (0: no) */
 };
 
 /* A ReadIndex request the leader holds until a quorum confirms it. */
@@ -103,6 +104,10 @@ struct raft {
     int64_t truncate_after;
     bool snap_ready;
     struct raft_snapshot snap;
+    /* not leading: > 0 while this node waits for the leader's snapshot to
+     * rebuild its state machine from (raft_request_snapshot); it is the
+     * lowest snapshot zxid that keeps every log entry this node holds */
+    int64_t want_snap_from;
 
     bool in_ready; /* between raft_ready and raft_advance */
     struct raft_ready handed;
@@ -819,7 +824,11 @@ static void become_leader(struct raft *r)
         p->active = false;
         p->snap_pending = false;
         p->read_ack = 0;
+        p->snap_wanted = 0;
     }
+    /* a leader has no one to resync from: what it applied is the state
+     * machine now, and followers that disagree resync from it */
+    r->want_snap_from = 0;
     /* the no-op at counter 0 lets this term commit, and with it every
      * older entry before it (Raft §5.4.2, §8) */
     struct raft_entry noop = {raft_make_zxid(r->term, 0), RAFT_ENTRY_NOOP, NULL, 0};
@@ -920,6 +929,16 @@ static void on_reject(struct raft *r, struct raft_peer *p, int64_t hint)
     send_append(r, p, true);
 }
 
+/* The follower asked for a snapshot at or above want (0: it no longer
+ * does). One this leader holds goes now; else the driver sees snap_wanted
+ * in the status, takes one, and the next answer gets it. */
+static void snap_if_wanted(struct raft *r, struct raft_peer *p, int64_t want)
+{
+    p->snap_wanted = want;
+    if (want > 0 && !p->snap_pending && r->snap_zxid >= want && r->snap_zxid > 0)
+        send_snap(r, p);
+}
+
 static void on_append_resp(struct raft *r, const struct raft_msg *m)
 {
     if (r->role != RAFT_LEADER || m->term != r->term)
@@ -932,6 +951,10 @@ static void on_append_resp(struct raft *r, const struct raft_msg *m)
     else
         on_accept(r, p, m->match_zxid);
     release_reads(r);
+    /* on_accept may have moved the membership on or ended this leadership */
+    p = peer_by_id(r, m->from);
+    if (r->role == RAFT_LEADER && p && p->member)
+        snap_if_wanted(r, p, m->snap_zxid);
 }
 
 static bool heard_from(const struct raft *r, uint32_t i)
@@ -1033,7 +1056,8 @@ static void send_append_resp(struct raft *r, const struct raft_msg *m, bool reje
                              int64_t match, int64_t hint)
 {
     struct raft_msg resp = {.type = RAFT_MSG_APPEND_RESP, .to = m->from, .reject = reject,
-                            .match_zxid = match, .hint_zxid = hint, .read_ctx = m->read_ctx};
+                            .match_zxid = match, .hint_zxid = hint, .read_ctx = m->read_ctx,
+                            .snap_zxid = r->want_snap_from};
     send(r, resp, 0);
 }
 
@@ -1091,8 +1115,37 @@ static int install_snapshot(struct raft *r, const struct raft_msg *m)
     /* the membership comes with the snapshot (NULL: it never changed) */
     r->base_conf = m->snap_config ? *m->snap_config : r->cfg_conf;
     conf_use(r, &r->base_conf, 0, false);
-    r->snap = (struct raft_snapshot){z, copy, m->snap_len, r->base_conf};
+    r->snap = (struct raft_snapshot){z, copy, m->snap_len, r->base_conf, false};
     r->snap_ready = true;
+    return RAFT_OK;
+}
+
+/* A resync (raft_request_snapshot): the state machine is rebuilt from the
+ * leader's snapshot at z, and the log (which holds every entry after z:
+ * z >= log_base) stays. The committed entries after z are handed out again
+ * on top of it. */
+static int resync_from_snapshot(struct raft *r, const struct raft_msg *m)
+{
+    int64_t z = m->snap_zxid;
+    BASE_ASSERT(z >= r->log_base && z <= log_last(r));
+    uint8_t *copy = NULL;
+    if (m->snap_len) {
+        copy = malloc(m->snap_len);
+        if (!copy)
+            return RAFT_ENOMEM;
+        memcpy(copy, m->snap_data, m->snap_len);
+    }
+    if (z > r->commit)
+        commit_to(r, z); /* it holds z, so its log matches through z */
+    if (r->snap_ready)
+        free((void *)r->snap.data);
+    struct raft_config at;
+    (void)conf_at(r, z, &at);
+    r->snap = (struct raft_snapshot){z, copy, m->snap_len, at, true};
+    r->snap_ready = true;
+    r->applied = z;
+    r->snap_zxid = z; /* the driver's own newer snapshots were of the diverged state */
+    r->want_snap_from = 0;
     return RAFT_OK;
 }
 
@@ -1101,6 +1154,14 @@ static int on_snap(struct raft *r, const struct raft_msg *m)
     BASE_ASSERT(m->term == r->term && r->role != RAFT_LEADER);
     hear_leader(r, m->from);
     int64_t z = m->snap_zxid;
+    if (r->want_snap_from > 0 && z >= r->want_snap_from && z >= r->log_base &&
+        (z <= r->commit || log_find(r, z) != RAFT_NOT_FOUND)) {
+        int err = resync_from_snapshot(r, m);
+        if (err != RAFT_OK)
+            return err;
+        send_append_resp(r, m, false, r->commit, 0);
+        return RAFT_OK;
+    }
     if (z <= r->commit) {
         send_append_resp(r, m, false, r->commit, 0); /* already past it */
         return RAFT_OK;
@@ -1111,6 +1172,7 @@ static int on_snap(struct raft *r, const struct raft_msg *m)
         int err = install_snapshot(r, m);
         if (err != RAFT_OK)
             return err;
+        r->want_snap_from = 0; /* the state machine is replaced all the same */
     }
     send_append_resp(r, m, false, z, 0);
     return RAFT_OK;
@@ -1517,6 +1579,15 @@ static int64_t oldest_queued_zxid(const struct raft *r)
     return oldest;
 }
 
+int raft_request_snapshot(struct raft *r)
+{
+    BASE_ASSERT(r && !r->in_ready);
+    if (r->role == RAFT_LEADER)
+        return RAFT_EINVAL;
+    r->want_snap_from = r->log_base > 0 ? r->log_base : 1;
+    return RAFT_OK;
+}
+
 void raft_compact(struct raft *r, int64_t zxid, size_t keep_entries)
 {
     BASE_ASSERT(r && !r->in_ready);
@@ -1800,12 +1871,14 @@ void raft_status(const struct raft *r, struct raft_status *st)
     bool leader = r->role == RAFT_LEADER;
     st->config = r->conf;
     st->config_zxid = r->conf_zxid;
+    st->snap_wanted = r->want_snap_from;
     for (uint32_t i = 0; i < r->n_peers; i++) {
         if (i == r->self)
             continue;
         const struct raft_peer *p = &r->peers[i];
         st->peers[st->n_peers++] = (struct raft_peer_status){
-            p->id, p->voter, leader ? p->match : 0, leader && p->active};
+            p->id, p->voter, leader ? p->match : 0, leader && p->active,
+            leader && p->snap_wanted > r->snap_zxid ? p->snap_wanted : 0};
     }
 }
 

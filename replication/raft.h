@@ -196,7 +196,9 @@ enum raft_msg_type {
     RAFT_MSG_APPEND_RESP = 4, /* term, reject, match_zxid (accepted: the follower
                                * holds the leader's log through it), hint_zxid
                                * (rejected: the follower's last zxid not above
-                               * prev_zxid), read_ctx echoed */
+                               * prev_zxid), read_ctx echoed, snap_zxid (> 0:
+                               * raft_request_snapshot: send a SNAP at or
+                               * above it) */
     RAFT_MSG_SNAP = 5,       /* term, snap_zxid; the driver attaches the snapshot
                               * bytes (leader side) and hands them in (follower) */
     RAFT_MSG_READ_INDEX = 6, /* follower -> leader: read_ctx is the follower's ctx */
@@ -231,6 +233,11 @@ struct raft_msg {
      * (valid until raft_advance: the driver sends it with the snapshot);
      * into raft_step it is borrowed, and NULL means cfg's members. */
     const struct raft_config *snap_config;
+    /* The driver's own, carried with the message and never set or read by
+     * the core: larchd's APPENDs carry the sender's tree digest at
+     * digest_zxid (0: none), so followers find a diverged tree. */
+    uint64_t digest;
+    int64_t digest_zxid;
 };
 
 struct raft_snapshot {
@@ -239,6 +246,11 @@ struct raft_snapshot {
     size_t len;
     struct raft_config config; /* the membership at zxid: kept with the snapshot,
                                 * given back as raft_boot.snap_config */
+    /* false: the snapshot replaced the log (this node was behind the
+     * leader's compacted log). true: a resync (raft_request_snapshot): the
+     * log after zxid stays, and the committed entries after zxid come out
+     * again for the state machine to apply on top of the snapshot. */
+    bool keeps_log;
 };
 
 /* A ReadIndex result: ok means the state machine may serve the read for
@@ -271,6 +283,10 @@ struct raft_peer_status {
     bool voter;
     int64_t match_zxid;   /* leader only: highest zxid known replicated there */
     bool recently_active; /* leader only: heard from within the election timeout */
+    /* leader only: > 0 when the peer asked for a snapshot at or above this
+     * zxid (raft_request_snapshot) and the leader holds none that new: the
+     * driver takes one, raft_compact makes it known, the SNAP follows */
+    int64_t snap_wanted;
 };
 
 struct raft_status {
@@ -293,6 +309,8 @@ struct raft_status {
      * an entry of the log) */
     struct raft_config config;
     int64_t config_zxid;
+    /* not a leader: > 0 while a raft_request_snapshot waits for its SNAP */
+    int64_t snap_wanted;
 };
 
 struct raft;
@@ -346,6 +364,15 @@ int64_t raft_next_zxid(const struct raft *r);
  * asks the leader (RAFT_MSG_READ_INDEX); the driver times the answer out
  * itself if messages are lost. RAFT_ENOTLEADER: no leader known. */
 int raft_read_index(struct raft *r, uint64_t ctx);
+
+/* Not a leader: the driver found its state machine diverged from the
+ * leader's (their digests differ at a zxid both applied). Asks the leader
+ * for a snapshot this node can rebuild from without losing a log entry it
+ * holds: one at or above the log's base. It comes as rd.snapshot with
+ * keeps_log set, and the committed entries after it follow in
+ * rd.committed, to be applied again. The driver must not take snapshots of
+ * its own state meanwhile. RAFT_OK, or RAFT_EINVAL on a leader. */
+int raft_request_snapshot(struct raft *r);
 
 /* The driver holds a snapshot at zxid (<= applied): entries up to zxid may
  * go, and a follower that needs them gets RAFT_MSG_SNAP instead. The core

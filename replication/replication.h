@@ -330,10 +330,21 @@ struct seq_snap_ops {
      * *data is malloc'ed and the caller's. 0 or -errno (-ENOENT: purged). */
     int (*read)(void *arg, int64_t zxid, uint8_t **data, size_t *len);
     /* Makes data (a snapshot from the leader, zxid_start zxid, already
-     * checked by loading it) this server's newest snapshot, durably, and
-     * drops the older snapshots and log segments: the log below zxid may
-     * hold entries the leader never committed. 0 or -errno. */
+     * checked by loading it) this server's only snapshot, durably: newer
+     * ones (of a tree that diverged: a resync) go, and so do the older
+     * ones and the log segments before zxid: the log below zxid may hold
+     * entries the leader never committed. Segments after zxid stay. 0 or
+     * -errno. */
     int (*persist)(void *arg, int64_t zxid, const uint8_t *data, size_t len);
+    /* A follower asked for a newer snapshot than newest(): take one soon
+     * (returns at once; the driver compacts to it when newest() shows it). */
+    void (*want)(void *arg);
+    /* This server's tree diverged from the leader's (a digest mismatch):
+     * take no snapshot of it until persist installs the leader's, or
+     * hold_end says its tree is the ensemble's after all (it was elected
+     * leader before the snapshot came). */
+    void (*hold)(void *arg);
+    void (*hold_end)(void *arg);
 };
 
 struct seq_ensemble_cfg {
@@ -405,6 +416,12 @@ struct seq_ens_status {
      * through digest_zxid: servers at the same zxid must agree. */
     uint64_t digest;
     int64_t digest_zxid;
+    /* Digests compared with the leader's (one per zxid a leader's APPEND
+     * named and this server applied), and how many differed: each makes
+     * this server resync from the leader's snapshot, not serving meanwhile. */
+    uint64_t digest_checks;
+    uint64_t digest_mismatches;
+    bool resyncing;
 };
 /* False when the sequencer is standalone. */
 bool seq_ens_status(struct seq *s, struct seq_ens_status *out);

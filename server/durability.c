@@ -39,6 +39,14 @@ struct durability {
      * snapshot from the leader and the snapshot thread's own never cross. */
     pthread_mutex_t files_lock;
     bool stop;
+    /* A follower asked for a newer snapshot than the newest: take one now. */
+    _Atomic bool wanted;
+    /* This server's tree diverged from the leader's (a digest mismatch):
+     * no snapshot of it is published until the leader's is installed. */
+    _Atomic bool held;
+    /* Snapshots installed from the leader: one taken across an install is
+     * of the tree the install replaced, and is discarded. */
+    _Atomic uint64_t installs;
     _Atomic int64_t last_snap_zxid;
     _Atomic uint64_t snapshots;
     _Atomic int64_t snap_error;
@@ -535,6 +543,7 @@ int durability_snapshot(struct durability *d)
     }
     struct tree_snap_info info;
     int64_t t0 = base_mono_ms();
+    uint64_t installs = atomic_load(&d->installs);
     rc = tree_snapshot_write(d->tree, writer_out, &w, &info);
     if (rc == 0)
         rc = writer_flush(&w);
@@ -543,8 +552,10 @@ int durability_snapshot(struct durability *d)
     storage_close(w.f);
     free(w.buf);
     pthread_mutex_lock(&d->files_lock);
-    /* a snapshot from the leader installed meanwhile is newer than this one */
-    if (rc == 0 && atomic_load(&d->last_snap_zxid) > info.zxid_start)
+    /* a snapshot from the leader installed meanwhile replaced what this one
+     * holds; a diverged tree is never kept */
+    if (rc == 0 && (atomic_load(&d->installs) != installs || atomic_load(&d->held) ||
+                    atomic_load(&d->last_snap_zxid) > info.zxid_start))
         rc = -EAGAIN;
     rc = publish_snapshot(d, rc, tmp, info.zxid_start);
     if (rc != 0) {
@@ -552,6 +563,7 @@ int durability_snapshot(struct durability *d)
         return rc;
     }
     atomic_store(&d->last_snap_zxid, info.zxid_start);
+    atomic_store(&d->wanted, false);
     pthread_mutex_unlock(&d->files_lock);
     atomic_fetch_add(&d->snapshots, 1);
     fprintf(stderr, "larchd: snapshot 0x%" PRIx64 ": %" PRIu64 " nodes, %" PRIu64 " bytes in %" PRId64 " ms\n",
@@ -573,12 +585,35 @@ int durability_read_snapshot(struct durability *d, int64_t zxid, uint8_t **data,
     return read_file(d->st, path, data, len);
 }
 
+/* files_lock held. Removes the snapshots above zxid: this server's own,
+ * of a tree that diverged from the leader's (a resync installs an older
+ * snapshot of the leader's than the newest it had). */
+static int remove_snapshots_after(struct durability *d, int64_t zxid)
+{
+    struct snap_list *l = malloc(sizeof(*l));
+    if (!l)
+        return -ENOMEM;
+    int rc = list_snapshots(d->st, d->snap_dir, l);
+    for (size_t i = 0; rc == 0 && i < l->n && l->zxid[i] > zxid; i++) {
+        char path[4300];
+        snap_path(d->snap_dir, l->zxid[i], path, sizeof(path));
+        rc = storage_unlink(d->st, path);
+        if (rc == 0)
+            fprintf(stderr, "larchd: removed snapshot 0x%" PRIx64 " of the diverged tree\n",
+                    (uint64_t)l->zxid[i]);
+    }
+    if (rc == 0)
+        rc = storage_sync_dir(d->st, d->snap_dir);
+    free(l);
+    return rc;
+}
+
 /* Written through its own temporary name (the snapshot thread's may be in
  * use), then renamed into place and the directory synced: once this
- * returns 0 a restart recovers from it. Older snapshots go, and the log
- * segments before it: the log below zxid may hold entries this server
- * took from a leader that lost, so no older snapshot may be replayed
- * through it. */
+ * returns 0 a restart recovers from it. Newer snapshots (a resync's) go
+ * first, then the older ones and the log segments before it: the log
+ * below zxid may hold entries this server took from a leader that lost,
+ * so no older snapshot may be replayed through it. */
 int durability_install_snapshot(struct durability *d, int64_t zxid, const uint8_t *data,
                                 size_t len)
 {
@@ -596,12 +631,16 @@ int durability_install_snapshot(struct durability *d, int64_t zxid, const uint8_
         rc = storage_datasync(f);
     storage_close(f);
     pthread_mutex_lock(&d->files_lock);
+    atomic_fetch_add(&d->installs, 1);
+    if (rc == 0)
+        rc = remove_snapshots_after(d, zxid);
     rc = publish_snapshot(d, rc, tmp, zxid);
     if (rc != 0) {
         pthread_mutex_unlock(&d->files_lock);
         return rc;
     }
     atomic_store(&d->last_snap_zxid, zxid);
+    atomic_store(&d->held, false);
     atomic_fetch_add(&d->snapshots, 1);
     int prc = purge_dirs(d->st, d->snap_dir, d->log_dir, 1, false);
     pthread_mutex_unlock(&d->files_lock);
@@ -628,12 +667,44 @@ static int ops_persist(void *arg, int64_t zxid, const uint8_t *data, size_t len)
     return durability_install_snapshot(arg, zxid, data, len);
 }
 
+void durability_want_snapshot(struct durability *d)
+{
+    if (atomic_exchange(&d->wanted, true))
+        return;
+    pthread_mutex_lock(&d->lock);
+    pthread_cond_signal(&d->wake);
+    pthread_mutex_unlock(&d->lock);
+}
+
+void durability_hold_snapshots(struct durability *d, bool hold)
+{
+    atomic_store(&d->held, hold);
+}
+
+static void ops_want(void *arg)
+{
+    durability_want_snapshot(arg);
+}
+
+static void ops_hold(void *arg)
+{
+    durability_hold_snapshots(arg, true);
+}
+
+static void ops_hold_end(void *arg)
+{
+    durability_hold_snapshots(arg, false);
+}
+
 const struct seq_snap_ops *durability_snap_ops(void)
 {
     static const struct seq_snap_ops ops = {
         .newest = ops_newest,
         .read = ops_read,
         .persist = ops_persist,
+        .want = ops_want,
+        .hold = ops_hold,
+        .hold_end = ops_hold_end,
     };
     return &ops;
 }
@@ -692,11 +763,13 @@ static void *snapshot_thread(void *arg)
             break;
         pthread_mutex_unlock(&d->lock);
         int64_t applied = tree_last_zxid(d->tree);
-        if (txns_since(atomic_load(&d->last_snap_zxid), applied) >= d->snap_count) {
+        bool due = txns_since(atomic_load(&d->last_snap_zxid), applied) >= d->snap_count ||
+                   (atomic_load(&d->wanted) && applied > atomic_load(&d->last_snap_zxid));
+        if (due && !atomic_load(&d->held)) {
             int rc = durability_snapshot(d);
             if (rc == -EAGAIN) /* not a failure: the tree is the leader's snapshot now */
                 fprintf(stderr, "larchd: snapshot discarded: the leader's snapshot replaced the "
-                                "tree while it was taken\n");
+                                "tree while it was taken, or the tree diverged\n");
             else
                 atomic_store(&d->snap_error, rc);
             if (rc != 0 && rc != -EAGAIN)

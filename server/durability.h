@@ -83,7 +83,14 @@ int64_t durability_newest_snapshot(struct durability *d);
 int durability_read_snapshot(struct durability *d, int64_t zxid, uint8_t **data, size_t *len);
 int durability_install_snapshot(struct durability *d, int64_t zxid, const uint8_t *data,
                                 size_t len);
-/* The three above as the driver takes them (arg: the struct durability). */
+/* A follower needs a newer snapshot than the newest: the snapshot thread
+ * takes one at once (returns at once; any thread). */
+void durability_want_snapshot(struct durability *d);
+/* hold: this server's tree diverged from the leader's: no snapshot of it
+ * is published (one under way is discarded) until install_snapshot puts
+ * the leader's in place or this is called with !hold. */
+void durability_hold_snapshots(struct durability *d, bool hold);
+/* The ones above as the driver takes them (arg: the struct durability). */
 const struct seq_snap_ops *durability_snap_ops(void);
 /* Starts the snapshot/purge thread (0 or -errno); stop joins it. */
 int durability_start(struct durability *d);

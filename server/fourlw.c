@@ -133,6 +133,10 @@ static void put_mntr_ensemble(struct server *srv, struct zk_wbuf *out,
     outf(out, "zk_larch_serving\t%d\n", st->serving ? 1 : 0);
     outf(out, "zk_larch_digest\t0x%016" PRIx64 "\n", st->digest);
     outf(out, "zk_larch_digest_zxid\t0x%" PRIx64 "\n", (uint64_t)st->digest_zxid);
+    /* ZooKeeper's name: digests that differed from the leader's */
+    outf(out, "zk_digest_mismatches_count\t%" PRIu64 "\n", st->digest_mismatches);
+    outf(out, "zk_larch_digest_checks\t%" PRIu64 "\n", st->digest_checks);
+    outf(out, "zk_larch_resyncing\t%d\n", st->resyncing ? 1 : 0);
     outf(out, "zk_larch_snapshots_sent\t%" PRIu64 "\n", st->snapshots_sent);
     outf(out, "zk_larch_snapshots_installed\t%" PRIu64 "\n", st->snapshots_installed);
     outf(out, "zk_larch_proposals\t%" PRIu64 "\n", st->proposals);

@@ -973,6 +973,53 @@ def unique_path(prefix="t"):
     return "/%s-%d-%d" % (prefix, os.getpid(), _counter[0])
 
 
+def _crc32c_table():
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC32C = _crc32c_table()
+
+
+def crc32c(data):
+    """CRC-32C (Castagnoli), as base_crc32c: the txn log's and peer frames'."""
+    c = 0xFFFFFFFF
+    for b in data:
+        c = _CRC32C[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def rewrite_txnlog_bytes(data_dir, old, new):
+    """Replaces old by new (same length) inside the txn log records under
+    data_dir and makes each changed record's CRC fit again, as a fault no
+    checksum catches would leave it. Segments: a 16-byte header, then
+    records [u32 length][u32 CRC-32C][payload], big-endian (txnlog.h).
+    Returns how many records changed. The server must be down."""
+    assert len(old) == len(new)
+    changed = 0
+    for seg in sorted(Path(data_dir).rglob("log.*")):
+        buf = bytearray(seg.read_bytes())
+        off = 16
+        while off + 8 <= len(buf):
+            n, _ = struct.unpack_from(">II", buf, off)
+            if n == 0 or off + 8 + n > len(buf):
+                break
+            payload = bytes(buf[off + 8:off + 8 + n])
+            if old in payload:
+                payload = payload.replace(old, new)
+                buf[off + 8:off + 8 + n] = payload
+                struct.pack_into(">I", buf, off + 4, crc32c(payload))
+                changed += 1
+            off += 8 + n
+        seg.write_bytes(bytes(buf))
+    return changed
+
+
 def wait_until(pred, timeout_s, interval_s=0.05):
     """Polls pred until truthy or timeout; returns the last value."""
     deadline = time.monotonic() + timeout_s

@@ -22,7 +22,7 @@ from kazoo.exceptions import KazooException, NodeExistsError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from harness import (OP, Ensemble, RawClient, ServerError, Writer, connect_raw, four_letter,
-                     free_port, larchd_path, sut_kind, wait_until)
+                     free_port, larchd_path, rewrite_txnlog_bytes, sut_kind, wait_until)
 
 CONNECT_TIMEOUT_S = 15.0
 
@@ -55,11 +55,16 @@ def children_everywhere(ens, path, ids=None):
     return out
 
 
-def assert_digests_agree(test, ens, ids=None):
+def assert_digests_agree(test, ens, ids=None, diverged=()):
     """Once the listed members (default: all) have applied the same zxid,
     their tree digests are equal (mntr zk_larch_digest at
-    zk_larch_digest_zxid, published between applies)."""
+    zk_larch_digest_zxid, published between applies), and none but those
+    in diverged ever found its digest differ from its leader's."""
     ids = ids or ens.ids
+    for sid in ids:
+        if sid not in diverged:
+            test.assertEqual(ens.mntr(sid).get("zk_digest_mismatches_count"), 0,
+                             "server %d: %s" % (sid, ens.stderr_tail(sid)))
     seen = {}
 
     def same_zxid():
@@ -342,6 +347,62 @@ class EnsembleTest(unittest.TestCase):
             self.assertEqual(r.get("/s/n155")[0], b"v155")
         finally:
             stop_client(r)
+
+    def test_diverged_follower_resyncs_from_the_leader(self):
+        """A follower whose tree differs from the leader's at the same zxid
+        finds out from the digest on the leader's APPENDs: it says so, stops
+        serving, and rebuilds from the leader's snapshot (which the leader,
+        holding none, takes for it), keeping its log. The divergence is made
+        as a bug or a fault no checksum caught would make it: a value in the
+        stopped follower's txn log is changed and its record's CRC made to
+        fit, so it replays a tree the leader never had."""
+        ens = self.start(3)
+        leader = ens.wait_leader()
+        f = [i for i in ens.ids if i != leader][0]
+        c = client(ens.hosts([leader]))
+        try:
+            c.create("/d", b"value-GOOD-0001")
+            for i in range(10):
+                c.create("/d/n%02d" % i, b"x")
+            c.sync("/d")
+            self.assertTrue(wait_until(lambda: ens.mntr(f)["zk_larch_last_zxid"] ==
+                                       ens.mntr(leader)["zk_larch_last_zxid"], 10.0))
+            ens.kill(f)
+            self.assertEqual(rewrite_txnlog_bytes(ens.dir_of(f), b"value-GOOD-0001",
+                                                  b"value-EVIL-0001"), 1)
+            ens.restart(f)
+            # the digests compare past what it replayed: the next writes
+            for i in range(10, 20):
+                c.create("/d/n%02d" % i, b"x")
+            self.assertTrue(wait_until(
+                lambda: ens.mntr(f).get("zk_larch_snapshots_installed") == 1 and
+                ens.mntr(f).get("zk_larch_resyncing") == 0, 30.0), ens.stderr_tail(f))
+        finally:
+            stop_client(c)
+        m = ens.mntr(f)
+        self.assertEqual(m["zk_digest_mismatches_count"], 1)
+        self.assertGreaterEqual(m["zk_larch_digest_checks"], 1)
+        self.assertIn("DIGEST MISMATCH", ens.stderr_tail(f))
+        assert_digests_agree(self, ens, diverged=(f,))
+        want = sorted("n%02d" % i for i in range(20))
+        self.assertEqual(children_everywhere(ens, "/d"), {sid: want for sid in ens.ids})
+        r = client(ens.hosts([f]))
+        try:
+            r.sync("/d")
+            self.assertEqual(r.get("/d")[0], b"value-GOOD-0001")
+        finally:
+            stop_client(r)
+        # a restart recovers from the leader's snapshot, not the bad record
+        ens.kill(f)
+        ens.restart(f)
+        self.assertTrue(wait_until(lambda: ens.state(f) == "follower", 20.0))
+        r = client(ens.hosts([f]))
+        try:
+            r.sync("/d")
+            self.assertEqual(r.get("/d")[0], b"value-GOOD-0001")
+        finally:
+            stop_client(r)
+        self.assertEqual(ens.mntr(f)["zk_digest_mismatches_count"], 0)
 
     def test_follower_with_an_empty_disk_gets_a_snapshot(self):
         """A member whose data dir was lost (disk replaced: only myid left)

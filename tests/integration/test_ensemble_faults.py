@@ -663,6 +663,10 @@ class FaultCase(unittest.TestCase):
         same = wait_until(lambda: len(set(digests(self.ens, ids).values())) == 1, WAIT_S, 0.1)
         self.assertTrue(same, "members' digests differ: %s" % (digests(self.ens, ids),))
         log("digest", digests(self.ens, ids)[ids[0]])
+        # and no member ever found its tree differ from its leader's
+        for sid in ids:
+            self.assertEqual(self.ens.mntr(sid).get("zk_digest_mismatches_count", 0), 0,
+                             "server %d: %s" % (sid, self.ens.stderr_tail(sid)))
 
     def assert_converged(self, ids):
         """Same log, same digest, and the same tree read from every member."""

@@ -245,16 +245,39 @@ static void store_set(struct store *st, int64_t zxid, const uint8_t *p, size_t l
     st->zxid = zxid;
 }
 
+static bool SNAP_HELD[N_MAX];
+
 static int s_persist(void *arg, int64_t zxid, const uint8_t *data, size_t len)
 {
     struct store *st = &STORE[((struct node *)arg)->id - 1];
     store_set(st, zxid, data, len);
     st->persists++;
+    SNAP_HELD[((struct node *)arg)->id - 1] = false;
     return 0;
 }
 
+/* want: the snapshot thread is asked for one (the test takes it, outside
+ * the driver's pass); hold: snapshots of the tree are not taken */
+static bool SNAP_WANTED[N_MAX];
+
+static void s_want(void *arg)
+{
+    SNAP_WANTED[((struct node *)arg)->id - 1] = true;
+}
+
+static void s_hold(void *arg)
+{
+    SNAP_HELD[((struct node *)arg)->id - 1] = true;
+}
+
+static void s_hold_end(void *arg)
+{
+    SNAP_HELD[((struct node *)arg)->id - 1] = false;
+}
+
 static const struct seq_snap_ops S_OPS = { .newest = s_newest, .read = s_read,
-                                           .persist = s_persist };
+                                           .persist = s_persist, .want = s_want,
+                                           .hold = s_hold, .hold_end = s_hold_end };
 
 static int store_out(void *arg, const void *bytes, size_t len)
 {
@@ -329,6 +352,7 @@ static void cluster_down(void)
         outs_free(&STASH[i]);
         free(STORE[i].p);
         STORE[i] = (struct store){ 0 };
+        SNAP_WANTED[i] = SNAP_HELD[i] = false;
     }
     for (uint32_t i = 0; i < NET.n; i++) {
         seq_free(NODES[i].s);
@@ -925,6 +949,75 @@ static void test_follower_behind_compacted_log_gets_snapshot(void **state)
     cluster_down();
 }
 
+
+/* A follower's tree goes wrong without its log doing so (a bug in apply, or
+ * memory or a disk fault no checksum caught): here a setData of /before
+ * applied to it alone, at a zxid it already passed. The leader's next
+ * APPEND carries its digest; the follower finds its own differs, stops
+ * serving, asks for the leader's snapshot (the leader has none yet and
+ * takes one), rebuilds from it and applies the log after it again. */
+static void test_diverged_follower_resyncs_from_leaders_snapshot(void **state)
+{
+    (void)state;
+    cluster_up(3);
+    uint32_t leader = wait_leader();
+    uint32_t f = a_follower(leader, 0);
+    int64_t sid = connect_via(leader, 81, 30000, NULL);
+    int64_t fsid = connect_via(f, 82, 30000, NULL);
+    assert_int_equal(create_via(leader, 81, sid, 1, "/before", ZK_PERSISTENT), ZK_OK);
+    assert_int_equal(create_via(leader, 81, sid, 2, "/b2", ZK_PERSISTENT), ZK_OK);
+    settle(leader);
+    assert_live_trees_agree();
+    assert_true(status_of(f).digest_checks > 0); /* it compares all along */
+    assert_int_equal(status_of(f).digest_mismatches, 0);
+
+    struct txn_op op = { .type = TXN_SETDATA, .path = "/before", .data = (uint8_t *)"bad",
+                         .data_len = 3, .version = 1 };
+    struct txn x = { .zxid = tree_last_zxid(NODES[f - 1].t), .session_id = sid, .cxid = 99,
+                     .time_ms = WALL0, .type = TXN_SETDATA, .nops = 1, .ops = &op };
+    assert_int_equal(tree_apply(NODES[f - 1].t, &x, NULL, NULL, NULL), ZK_OK);
+    assert_true(tree_digest_running(NODES[f - 1].t) !=
+                tree_digest_running(NODES[leader - 1].t));
+
+    /* a write, so the leader's digest names a zxid the follower has yet to
+     * apply (the check that waits), and heartbeats */
+    assert_int_equal(create_via(leader, 81, sid, 3, "/n1", ZK_PERSISTENT), ZK_OK);
+    bool resynced = false;
+    for (int k = 0; k < STEP_LIMIT && !resynced; k++) {
+        step_all();
+        for (uint32_t i = 0; i < 3; i++) {
+            if (SNAP_WANTED[i]) {
+                assert_false(SNAP_HELD[i]);
+                SNAP_WANTED[i] = false;
+                (void)take_snapshot(i + 1);
+            }
+        }
+        resynced = status_of(f).snapshots_installed == 1 && !status_of(f).resyncing;
+    }
+    assert_true(resynced);
+    assert_int_equal(status_of(f).digest_mismatches, 1);
+    assert_int_equal(STORE[f - 1].persists, 1);
+    assert_false(SNAP_HELD[f - 1]);
+    /* the follower stopped serving its clients when it found out */
+    struct seq_out *o = wait_out(f, SEQ_OUT_CLOSE, 82);
+    assert_true(o->session_id == fsid);
+    seq_out_free(o);
+    settle(leader);
+    assert_live_trees_agree();
+    assert_true(exists_on(f, "/n1"));
+    /* and it goes on, comparing again, without another mismatch */
+    assert_int_equal(create_via(leader, 81, sid, 4, "/n2", ZK_PERSISTENT), ZK_OK);
+    uint64_t checks = status_of(f).digest_checks;
+    settle(leader);
+    for (int k = 0; k < 20 * TICK_MS * HEARTBEAT_TICKS; k++)
+        step_all();
+    assert_true(status_of(f).digest_checks > checks);
+    assert_int_equal(status_of(f).digest_mismatches, 1);
+    assert_true(status_of(f).serving);
+    assert_live_trees_agree();
+    cluster_down();
+}
+
 /* A server cut off from its leader stops serving: after an election
  * timeout without a word from a leader it closes its clients' connections
  * and refuses new ones (ZooKeeper's behaviour, and its timeliness
@@ -1135,6 +1228,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_leader_loss_fails_pending_and_moves_on, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_five_servers_all_take_writes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_diverged_follower_resyncs_from_leaders_snapshot,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_follower_behind_compacted_log_gets_snapshot, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_no_leader_no_clients, setup, teardown),

@@ -116,6 +116,8 @@ static struct peer_frame sample(int i)
         m.prev_zxid = raft_make_zxid(RAFT_TERM_MAX - 1, 7);
         m.commit_zxid = INT64_MAX;
         m.read_ctx = UINT64_MAX;
+        m.digest = UINT64_MAX;
+        m.digest_zxid = INT64_MAX;
         m.entries = entries_max;
         m.n_entries = 4;
         break;
@@ -126,6 +128,7 @@ static struct peer_frame sample(int i)
         m.match_zxid = INT64_MAX;
         m.hint_zxid = 0;
         m.read_ctx = UINT64_MAX;
+        m.snap_zxid = INT64_MAX;
         break;
     case 8: m.type = RAFT_MSG_READ_INDEX; m.read_ctx = UINT64_MAX; break;
     case 9: m.type = RAFT_MSG_READ_INDEX_RESP; m.reject = true; m.commit_zxid = INT64_MAX; break;
@@ -188,6 +191,11 @@ static void assert_msg_equal(const struct raft_msg *a, const struct raft_msg *b)
     assert_true(a->last_zxid == b->last_zxid && a->prev_zxid == b->prev_zxid);
     assert_true(a->commit_zxid == b->commit_zxid && a->match_zxid == b->match_zxid);
     assert_true(a->hint_zxid == b->hint_zxid && a->read_ctx == b->read_ctx);
+    /* only an APPEND carries the driver's digest, only an APPEND_RESP a want */
+    bool append = a->type == RAFT_MSG_APPEND;
+    assert_true(a->digest == (append ? b->digest : 0));
+    assert_true(a->digest_zxid == (append ? b->digest_zxid : 0));
+    assert_true(a->snap_zxid == (a->type == RAFT_MSG_APPEND_RESP ? b->snap_zxid : 0));
     assert_int_equal(a->n_entries, b->n_entries);
     for (uint32_t i = 0; i < a->n_entries; i++) {
         const struct raft_entry *x = &a->entries[i], *y = &b->entries[i];
@@ -302,7 +310,7 @@ static void test_max_entries(void **state)
     size_t len = b.len;
     assert_int_equal(peer_encode_msg(&b, &m), PEER_ECOUNT);
     assert_int_equal(b.len, len);
-    base_put_be32(b.data + HDR + 29, PEER_APPEND_ENTRIES_MAX + 1);
+    base_put_be32(b.data + HDR + 45, PEER_APPEND_ENTRIES_MAX + 1);
     reframe(&b);
     assert_int_equal(decode_once(b.data, b.len), PEER_ECOUNT);
     /* a small frame decoded into the same struct after the big one */
@@ -483,18 +491,22 @@ static void test_decode_refuses_bad_message_fields(void **state)
     assert_int_equal(decode_patched64(7, 6, (uint64_t)INT64_MIN), PEER_EZXID);
     assert_int_equal(decode_patched64(7, 14, (uint64_t)-2), PEER_EZXID);
     assert_int_equal(decode_patched64(9, 6, (uint64_t)-1), PEER_EZXID);
-    /* APPEND: 1 type, 4 term, 8 prev, 8 commit, 8 ctx, 4 n, then entries */
+    /* APPEND: 1 type, 4 term, 8 prev, 8 commit, 8 ctx, 8 digest, 8 digest
+     * zxid, 4 n, then entries */
     assert_int_equal(decode_patched64(5, 5, (uint64_t)-1), PEER_EZXID);
     assert_int_equal(decode_patched64(5, 13, (uint64_t)-1), PEER_EZXID);
+    assert_int_equal(decode_patched64(5, 37, (uint64_t)-1), PEER_EZXID); /* digest zxid */
     assert_int_equal(decode_patched64(5, 5, (uint64_t)raft_make_zxid(RAFT_TERM_MAX, 0)),
                      PEER_EORDER); /* first entry not above prev */
-    assert_int_equal(decode_patched64(5, 46, (uint64_t)raft_make_zxid(RAFT_TERM_MAX, 0)),
+    assert_int_equal(decode_patched64(5, 62, (uint64_t)raft_make_zxid(RAFT_TERM_MAX, 0)),
                      PEER_EORDER); /* second entry equal to the first */
-    assert_int_equal(decode_patched(5, 41, "\x03", 1), PEER_EENTRY);
-    assert_int_equal(decode_patched(5, 41, "\x00", 1), PEER_EENTRY);
+    assert_int_equal(decode_patched(5, 57, "\x03", 1), PEER_EENTRY);
+    assert_int_equal(decode_patched(5, 57, "\x00", 1), PEER_EENTRY);
     assert_int_equal(decode_patched32(5, 1, RAFT_TERM_MAX - 1), PEER_ETERM); /* entry ahead */
-    assert_int_equal(decode_patched32(5, 29, 5), PEER_ECOUNT);
-    assert_int_equal(decode_patched32(5, 29, UINT32_MAX), PEER_ECOUNT);
+    assert_int_equal(decode_patched32(5, 45, 5), PEER_ECOUNT);
+    assert_int_equal(decode_patched32(5, 45, UINT32_MAX), PEER_ECOUNT);
+    /* APPEND_RESP: 1, 4 term, 1 flags, 8 match, 8 hint, 8 ctx, 8 want */
+    assert_int_equal(decode_patched64(7, 30, (uint64_t)-1), PEER_EZXID);
     /* SNAP_CHUNK: 1, 4 term, 8 zxid, 8 total, 8 offset, 4 len */
     assert_int_equal(decode_patched32(10, 1, UINT32_MAX), PEER_ETERM);
     assert_int_equal(decode_patched64(10, 5, 0), PEER_EZXID);

@@ -223,7 +223,15 @@ static void persist(struct node *nd, const struct raft_ready *rd)
         memcpy(nd->snap_sm, rd->snapshot->data, rd->snapshot->len);
         memcpy(nd->sm, nd->snap_sm, rd->snapshot->len);
         nd->n_sm = nd->n_snap_sm;
-        nd->n_disk = 0;
+        size_t keep = 0;
+        if (rd->snapshot->keeps_log) { /* a resync: the log after it stays */
+            size_t k = 0;
+            while (k < nd->n_disk && nd->disk[k].zxid <= rd->snapshot->zxid)
+                k++;
+            keep = nd->n_disk - k;
+            memmove(nd->disk, nd->disk + k, keep * sizeof nd->disk[0]);
+        }
+        nd->n_disk = keep;
         nd->snap_conf = rd->snapshot->config;
         nd->has_snap_conf = true;
     }
@@ -1762,6 +1770,118 @@ static void test_membership_in_snapshots(void **state)
     cluster_free(c);
 }
 
+
+/* ---- resync: a diverged state machine rebuilt from the leader's snapshot -- */
+
+/* Node i's state machine goes wrong at its k-th entry (as a bug or a bad
+ * disk would make it): the driver would see the digests differ. */
+static void corrupt_sm(struct cluster *c, uint32_t i, size_t k)
+{
+    struct node *nd = &c->nodes[i];
+    assert_true(k < nd->n_sm);
+    nd->sm[k].data[0] ^= 0x5a;
+}
+
+static bool sm_equal(const struct node *a, const struct node *b)
+{
+    if (a->n_sm != b->n_sm)
+        return false;
+    for (size_t k = 0; k < a->n_sm; k++)
+        if (a->sm[k].zxid != b->sm[k].zxid || memcmp(a->sm[k].data, b->sm[k].data, DATA_MAX))
+            return false;
+    return true;
+}
+
+static void test_resync_rebuilds_from_leaders_snapshot_keeping_the_log(void **state)
+{
+    (void)state;
+    int li;
+    struct cluster *c = stable_cluster(3, 0, 57, &li);
+    uint32_t l = (uint32_t)li, f = (l + 1) % 3;
+    for (int k = 0; k < 10; k++)
+        propose(c, l, "a");
+    settle(c);
+    tick_all(c, 2 * HEARTBEAT);
+    compact(c, l, 4);
+    int64_t snap = status_of(c, l).snap_zxid;
+    int64_t last = 0;
+    for (int k = 0; k < 3; k++)
+        last = propose(c, l, "b");
+    settle(c);
+    tick_all(c, 2 * HEARTBEAT);
+    assert_int_equal(status_of(c, f).applied_zxid, last);
+    corrupt_sm(c, f, 2);
+    assert_false(sm_equal(&c->nodes[l], &c->nodes[f]));
+    assert_int_equal(raft_request_snapshot(c->nodes[l].r), RAFT_EINVAL);
+    assert_int_equal(raft_request_snapshot(c->nodes[f].r), RAFT_OK);
+    assert_true(status_of(c, f).snap_wanted > 0);
+    tick_all(c, 2 * HEARTBEAT);
+    /* rebuilt from the leader's snapshot, then the entries after it applied
+     * again from its own log, which it kept */
+    assert_int_equal(c->nodes[f].snap_zxid, snap);
+    assert_true(sm_equal(&c->nodes[l], &c->nodes[f]));
+    assert_true(log_has(c->nodes[f].r, last));
+    struct raft_status fs = status_of(c, f);
+    assert_int_equal(fs.snap_wanted, 0);
+    assert_int_equal(fs.applied_zxid, last);
+    assert_int_equal(fs.commit_zxid, last);
+    assert_int_equal(fs.snap_zxid, snap);
+    /* and it goes on following */
+    int64_t z = propose(c, l, "c");
+    settle(c);
+    tick_all(c, HEARTBEAT);
+    assert_int_equal(status_of(c, f).applied_zxid, z);
+    assert_all_agree(c);
+    cluster_free(c);
+}
+
+static void test_resync_waits_for_a_snapshot_above_its_log_base(void **state)
+{
+    (void)state;
+    int li;
+    struct cluster *c = stable_cluster(3, 0, 58, &li);
+    uint32_t l = (uint32_t)li, f = (l + 1) % 3;
+    for (int k = 0; k < 5; k++)
+        propose(c, l, "a");
+    settle(c);
+    tick_all(c, 2 * HEARTBEAT);
+    compact(c, l, 0); /* the leader's snapshot: 5 entries in */
+    int64_t old_snap = status_of(c, l).snap_zxid;
+    for (int k = 0; k < 5; k++)
+        propose(c, l, "b");
+    settle(c);
+    tick_all(c, 2 * HEARTBEAT);
+    compact(c, f, 0); /* the follower's own, newer: its log starts after it */
+    int64_t f_base = status_of(c, f).snap_zxid;
+    assert_true(f_base > old_snap);
+    corrupt_sm(c, f, 7);
+    assert_int_equal(raft_request_snapshot(c->nodes[f].r), RAFT_OK);
+    tick_all(c, 3 * HEARTBEAT);
+    /* the leader's snapshot would lose entries the follower holds: none is
+     * sent, and the leader says what it needs */
+    assert_int_equal(c->nodes[f].snap_zxid, f_base);
+    assert_false(sm_equal(&c->nodes[l], &c->nodes[f]));
+    struct raft_status ls = status_of(c, l);
+    bool wanted = false;
+    for (uint32_t k = 0; k < ls.n_peers; k++)
+        if (ls.peers[k].id == f + 1)
+            wanted = ls.peers[k].snap_wanted == f_base;
+    assert_true(wanted);
+    /* a new snapshot on the leader ends the wait */
+    int64_t last = propose(c, l, "c");
+    settle(c);
+    tick_all(c, HEARTBEAT);
+    compact(c, l, 0);
+    tick_all(c, 3 * HEARTBEAT);
+    assert_int_equal(c->nodes[f].snap_zxid, last);
+    assert_true(sm_equal(&c->nodes[l], &c->nodes[f]));
+    assert_int_equal(status_of(c, f).snap_wanted, 0);
+    ls = status_of(c, l);
+    for (uint32_t k = 0; k < ls.n_peers; k++)
+        assert_int_equal(ls.peers[k].snap_wanted, 0);
+    cluster_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1798,6 +1918,8 @@ int main(void)
         cmocka_unit_test(test_propose_config_rules),
         cmocka_unit_test(test_truncated_config_rewinds),
         cmocka_unit_test(test_membership_in_snapshots),
+        cmocka_unit_test(test_resync_rebuilds_from_leaders_snapshot_keeping_the_log),
+        cmocka_unit_test(test_resync_waits_for_a_snapshot_above_its_log_base),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
