@@ -47,6 +47,7 @@ struct reporter {
     const char *what;
     int errors;
     bool dynamic_file; /* a dynamicConfigFile: server.N and version lines only */
+    bool out_of_memory;
 };
 
 static void report(struct reporter *r, int severity, const char *fmt, ...)
@@ -906,17 +907,62 @@ static struct config_server *find_server(struct config *c, int64_t id)
     return NULL;
 }
 
-/* server.N=...: one member of the ensemble, kept with where it was given. */
+int config_parse_server(const char *id_text, const char *value, struct config_server *out,
+                        char *msg, size_t msg_len)
+{
+    assert(id_text != NULL && value != NULL && out != NULL);
+    assert(msg != NULL || msg_len == 0);
+    int64_t id;
+    enum num_result res = parse_decimal(id_text, &id);
+    memset(out, 0, sizeof *out);
+    if (res != NUM_OK || id_text[0] == '+' || id < 1 || id > SERVER_ID_MAX) {
+        snprintf(msg, msg_len, "'%.*s' is not a server id (1-%d)", VALUE_ECHO_MAX, id_text,
+                 SERVER_ID_MAX);
+        return CONFIG_SERVER_BAD_ID;
+    }
+    out->id = id;
+    if (strchr(value, '|') != NULL) {
+        snprintf(msg, msg_len,
+                 "several addresses for one server (multiAddress) are not supported");
+        return CONFIG_SERVER_BAD_VALUE;
+    }
+    /* host 255 + client address 255 + ports and role: longer is malformed */
+    char buf[CONFIG_SERVER_TEXT_MAX];
+    size_t len = strlen(value);
+    char *semi = NULL;
+    if (len < sizeof buf) {
+        memcpy(buf, value, len + 1);
+        semi = strchr(buf, ';');
+    }
+    if (semi != NULL)
+        *semi = '\0';
+    if (len >= sizeof buf || !parse_server_address(trim_java(buf), out) ||
+        (semi != NULL && !parse_server_client(trim_java(semi + 1), out))) {
+        snprintf(msg, msg_len, "'%.*s' is not " SERVER_FORMAT, VALUE_ECHO_MAX, value);
+        return CONFIG_SERVER_BAD_VALUE;
+    }
+    /* QuorumServer.initializeWithAddressString refuses one port for both */
+    if (out->quorum_port == out->election_port) {
+        snprintf(msg, msg_len, "'%.*s': the quorum and election ports must differ",
+                 VALUE_ECHO_MAX, value);
+        return CONFIG_SERVER_BAD_VALUE;
+    }
+    assert(out->quorum_port > 0 && out->election_port > 0);
+    return CONFIG_SERVER_OK;
+}
+
+/* server.N=...: one member of the ensemble, kept with where it was given.
+ * The id is judged first, then whether it repeats, then the address. */
 static void parse_server_line(struct config *c, const char *key, char *value, struct reporter *r)
 {
-    int64_t id;
-    const char *idtext = key + strlen("server.");
-    if (parse_decimal(idtext, &id) != NUM_OK || idtext[0] == '+' || id < 1 || id > SERVER_ID_MAX) {
-        report(r, SEV_ERROR, "'%.*s' is not a server id (1-%d)", VALUE_ECHO_MAX, idtext,
-               SERVER_ID_MAX);
+    char msg[CONFIG_MSG_MAX];
+    struct config_server sv;
+    int rc = config_parse_server(key + strlen("server."), value, &sv, msg, sizeof msg);
+    if (rc == CONFIG_SERVER_BAD_ID) {
+        report(r, SEV_ERROR, "%s", msg);
         return;
     }
-    const struct config_server *dup = find_server(c, id);
+    const struct config_server *dup = find_server(c, sv.id);
     if (dup != NULL) {
         report(r, SEV_ERROR, "given twice (first at %s)", dup->where);
         return;
@@ -925,19 +971,8 @@ static void parse_server_line(struct config *c, const char *key, char *value, st
         report(r, SEV_ERROR, "more than %d servers", CONFIG_SERVERS_MAX);
         return;
     }
-    if (strchr(value, '|') != NULL) {
-        report(r, SEV_ERROR, "several addresses for one server (multiAddress) are not supported");
-        return;
-    }
-    struct config_server sv = { .id = id };
-    char *semi = strchr(value, ';');
-    if (semi != NULL)
-        *semi = '\0';
-    if (!parse_server_address(trim_java(value), &sv) ||
-        (semi != NULL && !parse_server_client(trim_java(semi + 1), &sv))) {
-        if (semi != NULL)
-            *semi = ';';
-        report(r, SEV_ERROR, "'%.*s' is not " SERVER_FORMAT, VALUE_ECHO_MAX, value);
+    if (rc != CONFIG_SERVER_OK) {
+        report(r, SEV_ERROR, "%s", msg);
         return;
     }
     snprintf(sv.where, sizeof sv.where, "%s:%d", r->source, r->line);
@@ -1006,35 +1041,62 @@ static void apply_line(struct config *c, struct logical_line *ll, struct reporte
     r->what = NULL;
 }
 
-static int parse_text(struct config *c, const char *text, size_t len, const char *source,
-                      config_report_fn fn, void *arg, bool dynamic_file)
+/* Applies text's lines to c, reporting through r (which the caller set up and
+ * reads afterwards: its error count and what the first error was). */
+static int parse_text(struct config *c, const char *text, size_t len, struct reporter *r)
 {
-    assert(c != NULL);
+    assert(c != NULL && r != NULL);
     assert(text != NULL || len == 0);
-    struct reporter r = { .fn = fn, .arg = arg, .source = source ? source : "zoo.cfg",
-                          .dynamic_file = dynamic_file };
     struct cursor t = { .p = text, .end = text + len, .line = 1 };
     static_assert(LINE_BYTES_MAX > sizeof c->data_dir, "a dataDir line must fit");
     struct logical_line *ll = malloc(sizeof *ll); /* 24 KiB: keep it off the stack */
     if (ll == NULL) {
-        report(&r, SEV_ERROR, "out of memory");
+        r->out_of_memory = true;
+        report(r, SEV_ERROR, "out of memory");
         return -1;
     }
     while (read_logical_line(&t, ll)) {
-        r.line = ll->first_line;
+        r->line = ll->first_line;
         if (ll->too_long)
-            report(&r, SEV_ERROR, "line too long (at most %d bytes)", LINE_BYTES_MAX - 1);
+            report(r, SEV_ERROR, "line too long (at most %d bytes)", LINE_BYTES_MAX - 1);
         else
-            apply_line(c, ll, &r);
+            apply_line(c, ll, r);
     }
     free(ll);
-    return r.errors > 0 ? -1 : 0;
+    return r->errors > 0 ? -1 : 0;
 }
 
 int config_parse_text(struct config *c, const char *text, size_t len, const char *source,
                       config_report_fn fn, void *arg)
 {
-    return parse_text(c, text, len, source, fn, arg, false);
+    struct reporter r = { .fn = fn, .arg = arg, .source = source ? source : "zoo.cfg" };
+    return parse_text(c, text, len, &r);
+}
+
+int config_parse_members(const char *text, size_t len, const char *source,
+                         struct config_server *servers, uint32_t *n_servers,
+                         config_report_fn fn, void *arg)
+{
+    assert(servers != NULL && n_servers != NULL);
+    struct reporter r = { .fn = fn, .arg = arg, .source = source ? source : "members",
+                          .dynamic_file = true };
+    /* only n_servers and servers are touched by dynamic lines: no defaults */
+    struct config *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        report(&r, SEV_ERROR, "out of memory");
+        return CONFIG_MEMBERS_NO_MEMORY;
+    }
+    int rc = parse_text(c, text, len, &r);
+    if (rc == 0) {
+        memcpy(servers, c->servers, c->n_servers * sizeof *servers);
+        *n_servers = c->n_servers;
+    }
+    free(c);
+    if (rc == 0)
+        return 0;
+    if (r.out_of_memory)
+        return CONFIG_MEMBERS_NO_MEMORY;
+    return CONFIG_MEMBERS_REFUSED;
 }
 
 /* Reads the whole file (bounded by FILE_BYTES_MAX) into a fresh buffer that the
@@ -1072,12 +1134,12 @@ close_file:
 static int load_file(struct config *c, const char *path, config_report_fn fn, void *arg,
                      bool dynamic_file)
 {
-    struct reporter r = { .fn = fn, .arg = arg, .source = path };
+    struct reporter r = { .fn = fn, .arg = arg, .source = path, .dynamic_file = dynamic_file };
     size_t len = 0;
     char *text = read_file(path, &len, &r);
     if (text == NULL)
         return -1;
-    int rc = parse_text(c, text, len, path, fn, arg, dynamic_file);
+    int rc = parse_text(c, text, len, &r);
     free(text);
     return rc;
 }
@@ -1316,13 +1378,15 @@ static void text_put_host(struct base_buf *b, int *err, const char *host)
     text_put(b, err, "]", v6 ? 1 : 0);
 }
 
-char *config_membership_text(const struct config *c, int64_t version)
+char *config_servers_text(const struct config_server *servers, uint32_t n_servers,
+                          int64_t version)
 {
+    assert(servers != NULL || n_servers == 0);
     struct base_buf b = { 0 };
     int err = 0;
     char num[96];
-    for (uint32_t i = 0; i < c->n_servers; i++) {
-        const struct config_server *sv = &c->servers[i];
+    for (uint32_t i = 0; i < n_servers; i++) {
+        const struct config_server *sv = &servers[i];
         int n = snprintf(num, sizeof num, "server.%lld=", (long long)sv->id);
         text_put(&b, &err, num, (size_t)n);
         text_put_host(&b, &err, sv->host);
@@ -1344,6 +1408,11 @@ char *config_membership_text(const struct config *c, int64_t version)
         return NULL;
     }
     return (char *)b.data;
+}
+
+char *config_membership_text(const struct config *c, int64_t version)
+{
+    return config_servers_text(c->servers, c->n_servers, version);
 }
 
 bool config_is_distributed(const struct config *c)
@@ -1611,7 +1680,7 @@ static void host_key_of(const char *host, struct host_key *k)
     }
 }
 
-static bool same_host(const char *a, const char *b)
+bool config_same_host(const char *a, const char *b)
 {
     struct host_key ka, kb;
     host_key_of(a, &ka);
@@ -1680,7 +1749,7 @@ static void check_client_ports_of(const struct config *c, const struct config_se
                                   const struct config_server *sv, const struct config_server *self,
                                   struct reporter *r)
 {
-    if (!same_host(q->host, sv->host))
+    if (!config_same_host(q->host, sv->host))
         return;
     if (sv->client_port != 0 && sv->client_port == q->quorum_port)
         report_server(r, q, "quorum port %d is also the client port of server.%lld (%s) on "
@@ -1702,7 +1771,7 @@ static void ensemble_addresses(const struct config *c, const struct config_serve
         voters += !q->observer;
         for (uint32_t j = 0; j < i; j++) {
             const struct config_server *o = &c->servers[j];
-            if (o->quorum_port == q->quorum_port && same_host(o->host, q->host)) {
+            if (o->quorum_port == q->quorum_port && config_same_host(o->host, q->host)) {
                 bool v6 = strchr(q->host, ':') != NULL;
                 report_server(r, q, "quorum address %s%s%s:%d is also server.%lld's (%s)",
                               v6 ? "[" : "", q->host, v6 ? "]" : "", q->quorum_port,

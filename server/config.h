@@ -37,6 +37,30 @@ struct config_server {
     char where[320];           /* "zoo.cfg:14": where the line was, for messages */
 };
 
+#define CONFIG_SERVER_TEXT_MAX 1024 /* a server.N value longer than this is malformed */
+
+/* Why config_parse_server refused a spec. */
+enum config_server_parse {
+    CONFIG_SERVER_OK = 0,
+    CONFIG_SERVER_BAD_ID,        /* N is not 1..255 written without a sign */
+    CONFIG_SERVER_BAD_VALUE,     /* the value is not a server spec (config_parse_server) */
+};
+
+/* Parses one server spec: id_text is N of "server.N" ("7"), value what
+ * follows the '=' ("host:quorumPort:electionPort[:participant|observer]
+ * [;[clientAddress:]clientPort]", blanks around either part ignored), as
+ * ZooKeeper's QuorumServer(sid, addressStr) reads it: an IPv6 host in
+ * brackets, the role in any case, ports 1..65535, the quorum and election
+ * ports different; larchd refuses several '|'-separated addresses
+ * (multiAddress, off by default in ZooKeeper too) and ids outside 1..255.
+ * The one parser of server specs: zoo.cfg's server.N lines, dynamic files
+ * and reconfig requests all come through it. Pure. Returns CONFIG_SERVER_OK
+ * with *out filled (where left ""), or another enum config_server_parse
+ * with msg (msg_len bytes, may be 0) naming the problem; out->id is set
+ * whenever the id itself was good. */
+int config_parse_server(const char *id_text, const char *value, struct config_server *out,
+                        char *msg, size_t msg_len);
+
 struct config {
     /* zoo.cfg keys */
     int32_t tick_time_ms;           /* tickTime, default 2000 */
@@ -116,6 +140,24 @@ int config_parse_text(struct config *c, const char *text, size_t len, const char
  * server.N and version lines, as ZooKeeper's dynamic configuration. */
 int config_load(struct config *c, const char *path, config_report_fn report, void *arg);
 
+/* What config_parse_members returns besides 0. */
+enum {
+    CONFIG_MEMBERS_REFUSED = -1,   /* some line was refused (reported) */
+    CONFIG_MEMBERS_NO_MEMORY = -2, /* (reported) */
+};
+/* Parses a dynamic configuration body: java.util.Properties lines that are
+ * server.N (through config_parse_server) or version, nothing else, as
+ * ZooKeeper's QuorumPeerConfig.parseDynamicConfig takes a dynamic file or a
+ * reconfig's newMembers. source names the text in messages ("newMembers:2:
+ * server.4: ..."); each server's where is "source:line". An id given twice
+ * is refused, as in zoo.cfg (ZooKeeper's Properties would keep the last).
+ * Allocates scratch and frees it; no I/O. Returns 0 with servers[0..
+ * *n_servers) filled in text order (servers has room for CONFIG_SERVERS_MAX;
+ * more is refused), or one of the codes above after reporting each problem. */
+int config_parse_members(const char *text, size_t len, const char *source,
+                         struct config_server *servers, uint32_t *n_servers,
+                         config_report_fn report, void *arg);
+
 /* True when the server.N lines ask for replicated mode: more than one
  * participant, or standaloneEnabled=false (ZooKeeper's isDistributed). */
 bool config_is_distributed(const struct config *c);
@@ -126,6 +168,12 @@ bool config_is_distributed(const struct config *c);
  * then "version=" and version in hex. A malloc'd string the caller frees;
  * NULL without memory. */
 char *config_membership_text(const struct config *c, int64_t version);
+/* The same text for any servers array, in its order (a reconfig's outcome). */
+char *config_servers_text(const struct config_server *servers, uint32_t n_servers,
+                          int64_t version);
+/* True when two hosts as written are one: IP literals by their address bytes
+ * ("::1" is "0:0::1"), names by case-insensitive text. Never resolves. */
+bool config_same_host(const char *a, const char *b);
 
 /* ---- the ensemble as this server takes part in it ----------------------- */
 
