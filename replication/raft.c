@@ -395,7 +395,11 @@ size_t raft_config_encode(const struct raft_config *c, uint8_t out[RAFT_CONFIG_B
         out[n++] = (uint8_t)c->old[i].id;
         out[n++] = c->old[i].voter;
     }
-    return n;
+    BASE_ASSERT(c->extra_len <= RAFT_CONFIG_EXTRA_MAX);
+    out[n++] = (uint8_t)(c->extra_len >> 8);
+    out[n++] = (uint8_t)c->extra_len;
+    memcpy(out + n, c->extra, c->extra_len);
+    return n + c->extra_len;
 }
 
 static bool decode_list(const uint8_t *p, size_t len, size_t *at, struct raft_member *m,
@@ -419,11 +423,17 @@ int raft_config_decode(const void *data, size_t len, struct raft_config *out)
     const uint8_t *p = data;
     size_t at = 1;
     memset(out, 0, sizeof *out);
-    if (!data || len < 3 || p[0] != RAFT_CONFIG_VERSION ||
+    if (!data || len < 5 || p[0] != RAFT_CONFIG_VERSION ||
         !decode_list(p, len, &at, out->members, &out->n_members) ||
-        !decode_list(p, len, &at, out->old, &out->n_old) || at != len ||
+        !decode_list(p, len, &at, out->old, &out->n_old) || len - at < 2 ||
         !config_valid(out))
         return RAFT_EINVAL;
+    size_t extra = (size_t)p[at] << 8 | p[at + 1];
+    at += 2;
+    if (extra > RAFT_CONFIG_EXTRA_MAX || len - at != extra)
+        return RAFT_EINVAL;
+    memcpy(out->extra, p + at, extra);
+    out->extra_len = (uint32_t)extra;
     return RAFT_OK;
 }
 
@@ -1522,7 +1532,7 @@ static bool same_members(const struct raft_member *a, uint32_t na, const struct 
 }
 
 int raft_propose_config(struct raft *r, const struct raft_member *members, uint32_t n,
-                        int64_t *zxid)
+                        const void *extra, size_t extra_len, int64_t *zxid)
 {
     BASE_ASSERT(r && !r->in_ready);
     if (r->role != RAFT_LEADER)
@@ -1531,11 +1541,16 @@ int raft_propose_config(struct raft *r, const struct raft_member *members, uint3
      * entry, so that no membership of an earlier term is still pending */
     if (r->conf.n_old > 0 || r->conf_zxid > r->commit || raft_zxid_term(r->commit) != r->term)
         return RAFT_EBUSY;
-    if (!members || !list_valid(members, n) ||
-        same_members(members, n, r->conf.members, r->conf.n_members))
+    if (!members || !list_valid(members, n) || extra_len > RAFT_CONFIG_EXTRA_MAX ||
+        (extra_len && !extra))
         return RAFT_EINVAL;
-    struct raft_config c = {.n_members = n};
+    if (same_members(members, n, r->conf.members, r->conf.n_members) &&
+        extra_len == r->conf.extra_len && (extra_len == 0 || !memcmp(extra, r->conf.extra, extra_len)))
+        return RAFT_EINVAL;
+    struct raft_config c = {.n_members = n, .extra_len = (uint32_t)extra_len};
     memcpy(c.members, members, n * sizeof *members);
+    if (extra_len)
+        memcpy(c.extra, extra, extra_len);
     if (!(r->cfg.break_on_purpose & RAFT_BREAK_CONFIG_NO_JOINT)) {
         c.n_old = r->conf.n_members;
         memcpy(c.old, r->conf.members, c.n_old * sizeof *c.old);

@@ -114,15 +114,23 @@ struct raft_member {
  * consensus) n_old > 0: old is the membership being left, and every
  * decision (commit, election, CheckQuorum, ReadIndex) needs a majority of
  * the voters of members and a majority of the voters of old. */
+#define RAFT_CONFIG_EXTRA_MAX 4096
 struct raft_config {
     uint32_t n_members;
     struct raft_member members[RAFT_MEMBERS_MAX];
     uint32_t n_old; /* 0: not joint */
     struct raft_member old[RAFT_MEMBERS_MAX];
+    /* The driver's description of the members (larchd: their server.N
+     * lines, addresses included), carried with the membership wherever it
+     * goes: entries, compaction, snapshots, SNAP, status. The final entry
+     * of a change carries the joint one's. The core never reads it. */
+    uint32_t extra_len;
+    uint8_t extra[RAFT_CONFIG_EXTRA_MAX];
 };
-#define RAFT_CONFIG_BYTES_MAX (3 + 4 * RAFT_MEMBERS_MAX)
+#define RAFT_CONFIG_BYTES_MAX (5 + 4 * RAFT_MEMBERS_MAX + RAFT_CONFIG_EXTRA_MAX)
 /* A CONFIG entry's data: u8 version (1), u8 n_members, n_members x (u8 id,
- * u8 voter), u8 n_old, n_old x (u8 id, u8 voter). Returns the length. */
+ * u8 voter), u8 n_old, n_old x (u8 id, u8 voter), u16 extra_len
+ * (big-endian), extra. Returns the length. */
 size_t raft_config_encode(const struct raft_config *c, uint8_t out[RAFT_CONFIG_BYTES_MAX]);
 /* RAFT_OK, or RAFT_EINVAL when data is not one (bad length or version, an
  * id of 0 or above 255, an id twice in one list, a list without a voter,
@@ -338,16 +346,20 @@ int raft_step(struct raft *r, const struct raft_msg *m);
  * in the APPEND messages of the next ready. */
 int raft_propose(struct raft *r, const void *data, size_t len, int64_t *zxid);
 /* Leader only: starts a change to the membership members (n of them: the
- * whole new membership, voters and observers). Appends the joint entry
+ * whole new membership, voters and observers), described by extra
+ * (extra_len bytes, at most RAFT_CONFIG_EXTRA_MAX; see struct raft_config:
+ * it should describe the old members too, since the joint entry carries
+ * it). Appends the joint entry
  * (old: the current members) and returns its zxid; once that commits, the
  * leader appends the final entry itself, and the change is done when that
  * commits. A leader the new membership does not count as a voter steps
  * down then. RAFT_ENOTLEADER; RAFT_EBUSY (a change is under way, or no
  * entry of this term has committed yet); RAFT_EINVAL (n is 0 or above
- * RAFT_MEMBERS_MAX, an id is 0, above 255 or twice, no voter, or the
- * membership is the current one); RAFT_ELIMIT (stepped down); RAFT_ENOMEM. */
+ * RAFT_MEMBERS_MAX, an id is 0, above 255 or twice, no voter, extra too
+ * long, or the membership and its description are the current ones);
+ * RAFT_ELIMIT (stepped down); RAFT_ENOMEM. */
 int raft_propose_config(struct raft *r, const struct raft_member *members, uint32_t n,
-                        int64_t *zxid);
+                        const void *extra, size_t extra_len, int64_t *zxid);
 /* The membership in effect at zxid (the newest CONFIG entry at or below it,
  * else the one at the log's base), for a driver that takes a snapshot at
  * zxid. RAFT_EINVAL when zxid is below what the core still knows (the

@@ -277,7 +277,7 @@ void reconfig_step(struct sim *s)
     if (k == 0)
         return;
     int64_t zxid = 0;
-    int rc = raft_propose_config(n->r, m, k, &zxid);
+    int rc = raft_propose_config(n->r, m, k, NULL, 0, &zxid);
     check_leader(s, n);
     trace_proposal(s, n, rc, zxid, m, k);
     BASE_ASSERT(rc != RAFT_ENOMEM);

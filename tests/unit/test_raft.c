@@ -1469,13 +1469,16 @@ static bool config_is(const struct raft_config *cf, const struct raft_member *m,
     return true;
 }
 
-/* Node l proposes the membership m and the cluster runs until its final
- * entry has committed on l; returns the joint entry's zxid. */
-static int64_t change_membership(struct cluster *c, uint32_t l, const struct raft_member *m,
-                                 uint32_t n)
+/* Node l proposes the membership m (described by extra, NULL: none) and
+ * the cluster runs until its final entry has committed on l; returns the
+ * joint entry's zxid. */
+static int64_t change_membership_described(struct cluster *c, uint32_t l,
+                                           const struct raft_member *m, uint32_t n,
+                                           const char *extra)
 {
     int64_t joint = 0;
-    assert_int_equal(raft_propose_config(c->nodes[l].r, m, n, &joint), RAFT_OK);
+    size_t elen = extra ? strlen(extra) : 0;
+    assert_int_equal(raft_propose_config(c->nodes[l].r, m, n, extra, elen, &joint), RAFT_OK);
     struct raft_status st = status_of(c, l);
     assert_int_equal(st.config_zxid, joint);
     assert_true(st.config.n_old > 0); /* joint until it commits */
@@ -1490,26 +1493,48 @@ static int64_t change_membership(struct cluster *c, uint32_t l, const struct raf
     return 0;
 }
 
+static int64_t change_membership(struct cluster *c, uint32_t l, const struct raft_member *m,
+                                 uint32_t n)
+{
+    return change_membership_described(c, l, m, n, NULL);
+}
+
 static void test_config_codec(void **state)
 {
     (void)state;
     struct raft_config c = {.n_members = 3, .members = {{1, true}, {2, true}, {7, false}},
                             .n_old = 2, .old = {{1, true}, {2, true}}};
-    uint8_t buf[RAFT_CONFIG_BYTES_MAX];
+    static uint8_t buf[RAFT_CONFIG_BYTES_MAX];
     size_t n = raft_config_encode(&c, buf);
-    assert_int_equal(n, 3 + 2 * 3 + 2 * 2);
+    assert_int_equal(n, 3 + 2 * 3 + 2 * 2 + 2);
     struct raft_config d;
     assert_int_equal(raft_config_decode(buf, n, &d), RAFT_OK);
     assert_int_equal(d.n_members, 3);
     assert_int_equal(d.n_old, 2);
     assert_int_equal(d.members[2].id, 7);
     assert_false(d.members[2].voter);
+    assert_int_equal(d.extra_len, 0);
+    /* the driver's description travels with it, byte for byte */
+    c.extra_len = 300;
+    for (uint32_t i = 0; i < c.extra_len; i++)
+        c.extra[i] = (uint8_t)(i * 7);
+    size_t ne = raft_config_encode(&c, buf);
+    assert_int_equal(ne, n + 300);
+    assert_int_equal(raft_config_decode(buf, ne, &d), RAFT_OK);
+    assert_int_equal(d.extra_len, 300);
+    assert_memory_equal(d.extra, c.extra, 300);
+    assert_int_equal(raft_config_decode(buf, ne - 1, &d), RAFT_EINVAL); /* extra cut */
+    buf[n - 2] = (uint8_t)((RAFT_CONFIG_EXTRA_MAX + 1) >> 8);
+    buf[n - 1] = (uint8_t)(RAFT_CONFIG_EXTRA_MAX + 1);
+    assert_int_equal(raft_config_decode(buf, ne, &d), RAFT_EINVAL); /* too long */
+    c.extra_len = 0;
+    n = raft_config_encode(&c, buf);
     assert_int_equal(raft_config_decode(buf, n - 1, &d), RAFT_EINVAL); /* short */
-    uint8_t longer[RAFT_CONFIG_BYTES_MAX + 1];
+    static uint8_t longer[RAFT_CONFIG_BYTES_MAX + 1];
     memcpy(longer, buf, n);
     longer[n] = 0;
     assert_int_equal(raft_config_decode(longer, n + 1, &d), RAFT_EINVAL); /* trailing byte */
-    uint8_t bad[RAFT_CONFIG_BYTES_MAX];
+    static uint8_t bad[RAFT_CONFIG_BYTES_MAX];
     memcpy(bad, buf, n);
     bad[0] = 2;
     assert_int_equal(raft_config_decode(bad, n, &d), RAFT_EINVAL); /* version */
@@ -1549,13 +1574,17 @@ static void test_add_voter_and_observer(void **state)
     assert_int_equal(status_of(c, 3).role, RAFT_OBSERVER); /* a spare never campaigns */
     int64_t before = propose(c, l, "before");
     const struct raft_member next[] = {{1, true}, {2, true}, {3, true}, {4, true}, {5, false}};
-    change_membership(c, l, next, 5);
+    const char *desc = "1 2 3 4 5:observer";
+    change_membership_described(c, l, next, 5, desc);
     int64_t after = propose(c, l, "after");
     settle(c);
     tick_all(c, 2 * HEARTBEAT);
     for (uint32_t i = 0; i < 5; i++) {
         struct raft_status st = status_of(c, i);
         assert_true(config_is(&st.config, next, 5));
+        /* the final entry, which the leader made, carries the description */
+        assert_int_equal(st.config.extra_len, strlen(desc));
+        assert_memory_equal(st.config.extra, desc, strlen(desc));
         assert_true(sm_has(&c->nodes[i], before));
         assert_true(sm_has(&c->nodes[i], after));
     }
@@ -1629,8 +1658,8 @@ static void test_joint_needs_both_majorities(void **state)
     isolate(c, 3, true);
     isolate(c, 4, true);
     int64_t joint = 0;
-    assert_int_equal(raft_propose_config(c->nodes[l].r, next, 3, &joint), RAFT_OK);
-    assert_int_equal(raft_propose_config(c->nodes[l].r, next, 3, NULL), RAFT_EBUSY);
+    assert_int_equal(raft_propose_config(c->nodes[l].r, next, 3, NULL, 0, &joint), RAFT_OK);
+    assert_int_equal(raft_propose_config(c->nodes[l].r, next, 3, NULL, 0, NULL), RAFT_EBUSY);
     node_ready(c, l);
     settle(c);
     /* the old voters all hold it, yet it does not commit; CheckQuorum
@@ -1668,22 +1697,34 @@ static void test_propose_config_rules(void **state)
     const struct raft_member nov[] = {{1, false}, {2, false}};
     const struct raft_member dup[] = {{1, true}, {1, true}};
     const struct raft_member zero[] = {{0, true}};
-    assert_int_equal(raft_propose_config(c->nodes[f].r, add, 4, NULL), RAFT_ENOTLEADER);
-    assert_int_equal(raft_propose_config(c->nodes[l].r, same, 3, NULL), RAFT_EINVAL);
-    assert_int_equal(raft_propose_config(c->nodes[l].r, nov, 2, NULL), RAFT_EINVAL);
-    assert_int_equal(raft_propose_config(c->nodes[l].r, dup, 2, NULL), RAFT_EINVAL);
-    assert_int_equal(raft_propose_config(c->nodes[l].r, zero, 1, NULL), RAFT_EINVAL);
-    assert_int_equal(raft_propose_config(c->nodes[l].r, add, 0, NULL), RAFT_EINVAL);
+    assert_int_equal(raft_propose_config(c->nodes[f].r, add, 4, NULL, 0, NULL), RAFT_ENOTLEADER);
+    assert_int_equal(raft_propose_config(c->nodes[l].r, same, 3, NULL, 0, NULL), RAFT_EINVAL);
+    assert_int_equal(raft_propose_config(c->nodes[l].r, nov, 2, NULL, 0, NULL), RAFT_EINVAL);
+    assert_int_equal(raft_propose_config(c->nodes[l].r, dup, 2, NULL, 0, NULL), RAFT_EINVAL);
+    assert_int_equal(raft_propose_config(c->nodes[l].r, zero, 1, NULL, 0, NULL), RAFT_EINVAL);
+    assert_int_equal(raft_propose_config(c->nodes[l].r, add, 0, NULL, 0, NULL), RAFT_EINVAL);
+    assert_int_equal(raft_propose_config(c->nodes[l].r, add, 4, NULL, 1, NULL), RAFT_EINVAL);
+    static char longer[RAFT_CONFIG_EXTRA_MAX + 1];
+    assert_int_equal(raft_propose_config(c->nodes[l].r, add, 4, longer, sizeof longer, NULL),
+                     RAFT_EINVAL);
     int64_t joint = 0;
-    assert_int_equal(raft_propose_config(c->nodes[l].r, add, 4, &joint), RAFT_OK);
-    assert_int_equal(raft_propose_config(c->nodes[l].r, same, 3, NULL), RAFT_EBUSY);
+    assert_int_equal(raft_propose_config(c->nodes[l].r, add, 4, NULL, 0, &joint), RAFT_OK);
+    assert_int_equal(raft_propose_config(c->nodes[l].r, same, 3, NULL, 0, NULL), RAFT_EBUSY);
     node_ready(c, l);
     settle(c);
     tick_all(c, 4 * HEARTBEAT);
     struct raft_status st = status_of(c, l);
     assert_true(config_is(&st.config, add, 4));
-    /* done: the next change may start */
-    assert_int_equal(raft_propose_config(c->nodes[l].r, same, 3, NULL), RAFT_OK);
+    /* done: the next change may start; the same members described anew
+     * (a member's new address) are a change too, the same description not */
+    assert_int_equal(raft_propose_config(c->nodes[l].r, add, 4, "moved", 5, NULL), RAFT_OK);
+    node_ready(c, l);
+    settle(c);
+    tick_all(c, 4 * HEARTBEAT);
+    st = status_of(c, l);
+    assert_true(config_is(&st.config, add, 4) && st.config.extra_len == 5);
+    assert_int_equal(raft_propose_config(c->nodes[l].r, add, 4, "moved", 5, NULL), RAFT_EINVAL);
+    assert_int_equal(raft_propose_config(c->nodes[l].r, same, 3, NULL, 0, NULL), RAFT_OK);
     cluster_free(c);
 }
 
@@ -1703,7 +1744,7 @@ static void test_truncated_config_rewinds(void **state)
             c->cut[l][i] = true;
     const struct raft_member next[] = {{1, true}, {2, true}, {3, true}, {4, true}};
     int64_t joint = 0;
-    assert_int_equal(raft_propose_config(c->nodes[l].r, next, 4, &joint), RAFT_OK);
+    assert_int_equal(raft_propose_config(c->nodes[l].r, next, 4, NULL, 0, &joint), RAFT_OK);
     node_ready(c, l);
     settle(c);
     assert_true(log_has(c->nodes[f].r, joint));
