@@ -43,6 +43,8 @@ struct raft_peer {
     uint32_t snap_elapsed; /* leader: ticks since that SNAP left */
     uint64_t read_ack;     /* leader: highest read_ctx echoed this term */
     int64_t snap_wanted;   /* leader: it asked for a SNAP at or above this (0: no) */
+    int64_t resync_sent;   /* leader: the SNAP sent for that ask (0: none yet) */
+    uint32_t resync_elapsed; /* leader: ticks since it left */
 };
 
 /* A ReadIndex request the leader holds until a quorum confirms it. */
@@ -108,6 +110,9 @@ struct raft {
      * rebuild its state machine from (raft_request_snapshot); it is the
      * lowest snapshot zxid that keeps every log entry this node holds */
     int64_t want_snap_from;
+    /* a resync's snapshot is in r->snap, not yet handed out: the state
+     * machine is still the diverged one until the ready installs it */
+    bool resync_handing;
 
     bool in_ready; /* between raft_ready and raft_advance */
     struct raft_ready handed;
@@ -835,6 +840,7 @@ static void become_leader(struct raft *r)
         p->snap_pending = false;
         p->read_ack = 0;
         p->snap_wanted = 0;
+        p->resync_sent = 0;
     }
     /* a leader has no one to resync from: what it applied is the state
      * machine now, and followers that disagree resync from it */
@@ -945,8 +951,18 @@ static void on_reject(struct raft *r, struct raft_peer *p, int64_t hint)
 static void snap_if_wanted(struct raft *r, struct raft_peer *p, int64_t want)
 {
     p->snap_wanted = want;
-    if (want > 0 && !p->snap_pending && r->snap_zxid >= want && r->snap_zxid > 0)
-        send_snap(r, p);
+    if (want == 0) {
+        p->resync_sent = 0;
+        return;
+    }
+    /* one SNAP per ask and election timeout: the asker's acks keep asking
+     * until it has installed the one on its way */
+    if (p->snap_pending || r->snap_zxid < want || r->snap_zxid == 0 ||
+        (p->resync_sent >= want && p->resync_elapsed < r->cfg.election_ticks))
+        return;
+    send_snap(r, p);
+    p->resync_sent = r->snap_zxid;
+    p->resync_elapsed = 0;
 }
 
 static void on_append_resp(struct raft *r, const struct raft_msg *m)
@@ -986,9 +1002,12 @@ static void check_quorum(struct raft *r)
 
 static void leader_tick(struct raft *r)
 {
-    for (uint32_t i = 0; i < r->n_peers; i++)
+    for (uint32_t i = 0; i < r->n_peers; i++) {
         if (r->peers[i].snap_pending)
             tick_up(&r->peers[i].snap_elapsed);
+        if (r->peers[i].resync_sent)
+            tick_up(&r->peers[i].resync_elapsed);
+    }
     tick_up(&r->quorum_elapsed);
     if (r->quorum_elapsed >= r->cfg.election_ticks) {
         r->quorum_elapsed = 0;
@@ -1156,6 +1175,7 @@ static int resync_from_snapshot(struct raft *r, const struct raft_msg *m)
     r->applied = z;
     r->snap_zxid = z; /* the driver's own newer snapshots were of the diverged state */
     r->want_snap_from = 0;
+    r->resync_handing = true;
     return RAFT_OK;
 }
 
@@ -1599,7 +1619,9 @@ int raft_request_snapshot(struct raft *r)
     BASE_ASSERT(r && !r->in_ready);
     if (r->role == RAFT_LEADER)
         return RAFT_EINVAL;
-    r->want_snap_from = r->log_base > 0 ? r->log_base : 1;
+    /* not below the snapshot point: the driver may have dropped its durable
+     * log up to there, and a snapshot below it would leave a hole in it */
+    r->want_snap_from = r->snap_zxid > 0 ? r->snap_zxid : 1;
     return RAFT_OK;
 }
 
@@ -1733,6 +1755,7 @@ void raft_advance(struct raft *r, const struct raft_ready *rd)
         free((void *)r->snap.data);
         r->snap = (struct raft_snapshot){0};
         r->snap_ready = false;
+        r->resync_handing = false;
     }
     r->truncate = false;
     r->n_stable = r->n_log;
@@ -1886,7 +1909,11 @@ void raft_status(const struct raft *r, struct raft_status *st)
     bool leader = r->role == RAFT_LEADER;
     st->config = r->conf;
     st->config_zxid = r->conf_zxid;
-    st->snap_wanted = r->want_snap_from;
+    /* until the resync's snapshot is handed out, the state machine is the
+     * diverged one: a driver keeps from snapshotting it till then */
+    st->snap_wanted = r->want_snap_from > 0 ? r->want_snap_from
+                      : r->resync_handing   ? r->snap.zxid
+                                            : 0;
     for (uint32_t i = 0; i < r->n_peers; i++) {
         if (i == r->self)
             continue;

@@ -317,7 +317,8 @@ struct raft_status {
      * an entry of the log) */
     struct raft_config config;
     int64_t config_zxid;
-    /* not a leader: > 0 while a raft_request_snapshot waits for its SNAP */
+    /* not a leader: > 0 while a raft_request_snapshot waits for its SNAP,
+     * and until the ready that hands the snapshot out */
     int64_t snap_wanted;
 };
 
@@ -380,7 +381,8 @@ int raft_read_index(struct raft *r, uint64_t ctx);
 /* Not a leader: the driver found its state machine diverged from the
  * leader's (their digests differ at a zxid both applied). Asks the leader
  * for a snapshot this node can rebuild from without losing a log entry it
- * holds: one at or above the log's base. It comes as rd.snapshot with
+ * holds: one at or above its snapshot point (the driver may have dropped
+ * its durable log below it). It comes as rd.snapshot with
  * keeps_log set, and the committed entries after it follow in
  * rd.committed, to be applied again. The driver must not take snapshots of
  * its own state meanwhile. RAFT_OK, or RAFT_EINVAL on a leader. */

@@ -364,10 +364,10 @@ bool check_config_at(struct sim *s, const struct sim_node *n, int64_t zxid,
 }
 
 bool check_snapshot(struct sim *s, const struct sim_node *n, int64_t zxid, uint64_t digest,
-                    const struct raft_config *conf, uint64_t *chain)
+                    const struct raft_config *conf, bool keeps_log, uint64_t *chain)
 {
     char z1[24], z2[24];
-    if (zxid < n->kv.applied_zxid) {
+    if (zxid < n->kv.applied_zxid && !keeps_log) {
         sim_fail(s, n->id, "n%u installs a snapshot at %s, behind its applied %s", n->id,
                  trace_zxid(zxid, z1), trace_zxid(n->kv.applied_zxid, z2));
         return false;
@@ -560,9 +560,10 @@ void check_membership(struct sim *s, const struct sim_node *n)
              from);
 }
 
-bool check_converged(struct sim *s, int64_t min_zxid)
+bool check_converged(struct sim *s, int64_t min_zxid, uint32_t *odd)
 {
     const struct check *c = &s->check;
+    *odd = 0;
     if (c->n_committed == 0 || c->committed[c->n_committed - 1].zxid < min_zxid)
         return false;
     int64_t conf_zxid;
@@ -570,16 +571,20 @@ bool check_converged(struct sim *s, int64_t min_zxid)
     if (conf->n_old > 0)
         return false; /* the leader has the final half still to commit */
     const struct check_commit *last = &c->committed[c->n_committed - 1];
+    uint32_t differs = 0;
     for (uint32_t i = 0; i < s->n_nodes; i++) {
         const struct sim_node *n = &s->nodes[i];
         if (!reconfig_has(conf, n->id))
             continue;
-        if (!n->up || n->kv.applied_zxid != last->zxid || kv_digest(&n->kv) != last->digest)
+        if (!n->up || n->kv.applied_zxid != last->zxid)
             return false;
         struct raft_status st;
         raft_status(n->r, &st);
         if (st.commit_zxid != last->zxid)
             return false;
+        if (kv_digest(&n->kv) != last->digest && differs == 0)
+            differs = n->id;
     }
-    return true;
+    *odd = differs;
+    return differs == 0;
 }

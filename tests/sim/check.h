@@ -9,11 +9,14 @@
  *     the node's previous applied zxid in one global sequence, or extends
  *     it; no node ever truncates an entry of that sequence;
  *   - state machine safety: the digest after applying a zxid is the same
- *     on every node (and for a snapshot installed at that zxid);
+ *     on every node (and for a snapshot installed at that zxid); for a
+ *     node --corrupt made wrong, node.c hands in the digest of what it
+ *     should hold until it resyncs;
  *   - durable before send: a message never claims state (term, vote,
  *     matched log) that the sender's disk does not hold;
  *   - hard state: the term never falls, a vote never changes in its term;
  *   - the core agrees with its disk after every raft_advance;
+ *   - at the end, every node of the membership agrees (check_converged);
  *   - membership: only a voter of its own membership campaigns or leads,
  *     once that membership is known committed (before, a server it leaves
  *     out may still be needed);
@@ -49,9 +52,11 @@ bool check_apply(struct sim *s, const struct sim_node *n, const struct raft_entr
                  uint64_t digest_after);
 
 /* n installs a snapshot at zxid with digest and membership conf; *chain
- * gets the committed log chain at zxid. False: a check failed. */
+ * gets the committed log chain at zxid. keeps_log: a resync
+ * (raft_request_snapshot), which may be below n's applied zxid (the
+ * entries after it are applied again). False: a check failed. */
 bool check_snapshot(struct sim *s, const struct sim_node *n, int64_t zxid, uint64_t digest,
-                    const struct raft_config *conf, uint64_t *chain);
+                    const struct raft_config *conf, bool keeps_log, uint64_t *chain);
 
 /* conf, which n says is the membership at zxid (committed), must be the
  * committed sequence's there; what names it in the message. False: the
@@ -84,8 +89,10 @@ void check_core_matches_disk(struct sim *s, const struct sim_node *n);
 const struct check_commit *check_committed_at(const struct check *c, int64_t zxid);
 
 /* The end state: the newest committed membership is not joint, and every
- * node in it applied the same last committed entry (nodes it leaves out
- * may lag: no leader sends to them). */
-bool check_converged(struct sim *s, int64_t min_zxid);
+ * node in it applied the same last committed entry with the same digest
+ * (nodes it leaves out may lag: no leader sends to them). *odd: 0, or a
+ * node whose digest alone keeps the state from converging (it applied
+ * and committed the last entry like the rest). */
+bool check_converged(struct sim *s, int64_t min_zxid, uint32_t *odd);
 
 #endif

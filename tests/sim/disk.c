@@ -96,6 +96,31 @@ void disk_install_snapshot(struct disk *d, int64_t zxid, uint64_t chain,
     d->pend_truncate = false;
 }
 
+/* Drops the first drop entries of the durable log. */
+static void log_drop_front(struct disk_log *l, size_t drop)
+{
+    for (size_t i = 0; i < drop; i++)
+        free(l->v[i].data);
+    memmove(l->v, l->v + drop, (l->n - drop) * sizeof(l->v[0]));
+    l->n -= drop;
+}
+
+bool disk_install_snapshot_keep(struct disk *d, int64_t zxid, uint64_t chain,
+                                const uint8_t *data, size_t len, const struct raft_config *conf)
+{
+    BASE_ASSERT(len == KV_SNAP_BYTES && conf != NULL);
+    BASE_ASSERT(d->pend.n == 0 && !d->pend_truncate);
+    if (zxid < d->snap_zxid)
+        return false; /* the log it dropped through its own snapshot is gone */
+    log_drop_front(&d->log, log_count_through(&d->log, zxid));
+    memcpy(d->snap, data, len);
+    d->snap_config = *conf;
+    d->snap_has_config = true;
+    d->snap_zxid = zxid;
+    d->snap_chain = chain;
+    return true;
+}
+
 void disk_truncate(struct disk *d, int64_t after)
 {
     /* The core emits truncation before this ready's entries, and every
@@ -177,11 +202,7 @@ bool disk_compact(struct disk *d, int64_t zxid, const uint8_t *data, size_t len,
             return false;
         chain = e->chain;
     }
-    size_t drop = log_count_through(&d->log, zxid);
-    for (size_t i = 0; i < drop; i++)
-        free(d->log.v[i].data);
-    memmove(d->log.v, d->log.v + drop, (d->log.n - drop) * sizeof(d->log.v[0]));
-    d->log.n -= drop;
+    log_drop_front(&d->log, log_count_through(&d->log, zxid));
     memcpy(d->snap, data, len);
     d->snap_zxid = zxid;
     d->snap_chain = chain;

@@ -73,6 +73,15 @@ void disk_last(const struct disk *d, int64_t *zxid, uint64_t *chain);
 void disk_install_snapshot(struct disk *d, int64_t zxid, uint64_t chain,
                            const uint8_t *data, size_t len, const struct raft_config *conf);
 
+/* A resync snapshot (raft_snapshot.keeps_log): replaces the snapshot like
+ * disk_install_snapshot, but the log after zxid stays (only the entries
+ * at or below zxid go). No pending write may exist. False (nothing
+ * changed): zxid is below the disk's own snapshot, whose log through it
+ * was dropped (raft_request_snapshot asks for none that old). Durable at
+ * once. */
+bool disk_install_snapshot_keep(struct disk *d, int64_t zxid, uint64_t chain,
+                                const uint8_t *data, size_t len, const struct raft_config *conf);
+
 /* Pending: drop entries above after (raft.h step 3). Only before the
  * ready's entries are appended. */
 void disk_truncate(struct disk *d, int64_t after);

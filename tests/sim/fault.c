@@ -29,6 +29,10 @@ void fault_pick_profile(struct sim *s)
      * (most attempts then meet one still under way: RAFT_EBUSY). */
     if (s->opts.reconfig)
         p->reconfig = (uint32_t)rng_range(g, 500, 8000);
+    /* Likewise --corrupt (drawn after the reconfig rate): from one
+     * corrupted follower per run to one every ~500 steps. */
+    if (s->opts.corrupt)
+        p->corrupt = (uint32_t)rng_range(g, 250, 2000);
 }
 
 /* A random node that is up, or NULL if none is. */
@@ -49,7 +53,21 @@ static void trace_fault(struct sim *s, const struct sim_node *n, uint16_t kind, 
     trace_add(&s->trace, &ev);
 }
 
-/* The node-level faults: crash, mid-ready crash, disk error, slow disk. */
+/* A random node that is up and does not lead (a corrupted leader would
+ * be authoritative: its followers would resync to its state), or NULL. */
+static struct sim_node *random_follower(struct sim *s)
+{
+    uint32_t start = (uint32_t)rng_below(&s->rng, s->n_nodes);
+    for (uint32_t i = 0; i < s->n_nodes; i++) {
+        struct sim_node *n = &s->nodes[(start + i) % s->n_nodes];
+        if (n->up && n->seen_role != RAFT_LEADER)
+            return n;
+    }
+    return NULL;
+}
+
+/* The node-level faults: crash, mid-ready crash, disk error, slow disk,
+ * and with --corrupt a follower's state machine going wrong. */
 static void strike_nodes(struct sim *s)
 {
     struct sim_node *n;
@@ -65,6 +83,10 @@ static void strike_nodes(struct sim *s)
         n->slow_until = s->now + rng_range(&s->rng, 5, 60);
         trace_fault(s, n, TR_SLOW_DISK, n->slow_until);
     }
+    /* Only with --corrupt, so that other runs keep their schedules. */
+    if (s->opts.corrupt && rng_chance(&s->rng, s->prof.corrupt) &&
+        (n = random_follower(s)) != NULL)
+        node_corrupt(s, n);
 }
 
 void fault_step(struct sim *s)

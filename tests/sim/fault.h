@@ -3,8 +3,8 @@
  * sim_profile), then every step may crash a node (between steps, or
  * armed to strike part-way through its next ready), arm a disk error
  * (ENOSPC on the next append, EIO on the next fdatasync), stall a disk,
- * or cut and heal links. Crashed nodes restart from their disks after a
- * random pause.
+ * or cut and heal links; with --corrupt, flip a bit in a follower's state
+ * machine. Crashed nodes restart from their disks after a random pause.
  *
  * Threading: part of one struct sim.
  */

@@ -16,9 +16,10 @@
 
 #include "replication/raft.h"
 
-#define KV_KEYS 6
+#define KV_KEYS 7
 #define KV_CLIENT_KEYS 5 /* keys 0..4: the clients' registers, with histories */
 #define KV_LOAD_KEY 5    /* background writes: load, checked by digest only */
+#define KV_STILL_KEY 6   /* never written: a corruption there stays (--corrupt) */
 #define KV_OP_BYTES 24                 /* kind, key, 2 pad, op id, value, expect */
 #define KV_SNAP_BYTES (8 + 8 * KV_KEYS) /* applied zxid, then each value */
 

@@ -1,8 +1,8 @@
 /*
  * larch-sim — the seeded deterministic cluster simulator (see README.md):
  *   larch-sim --seed N [--servers 3|5] [--observers 0|1] [--steps N]
- *             [--reconfig] [--spares 0..3] [--counter-limit N]
- *             [--break commit-minority|vote-log-check|config-no-joint]
+ *             [--reconfig] [--spares 0..3] [--counter-limit N] [--corrupt]
+ *             [--break commit-minority|vote-log-check|config-no-joint|no-resync]
  *             [--trace]
  *   larch-sim --seeds A..B [same options] [--expect-failure]
  *   larch-sim --self-test
@@ -34,8 +34,9 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: larch-sim --seed N | --seeds A..B | --self-test\n"
                  "  [--servers 3|5] [--observers 0|1] [--steps N] [--counter-limit N]\n"
-                 "  [--reconfig] [--spares 0..%u]\n"
-                 "  [--break commit-minority|vote-log-check|config-no-joint] [--trace]\n"
+                 "  [--reconfig] [--spares 0..%u] [--corrupt]\n"
+                 "  [--break commit-minority|vote-log-check|config-no-joint|no-resync]\n"
+                 "  [--trace]\n"
                  "  [--expect-failure]\n", SIM_SPARES_MAX);
 }
 
@@ -76,6 +77,8 @@ static bool parse_break(const char *name, struct sim_opts *o)
         o->break_bits = RAFT_BREAK_VOTE_LOG_CHECK;
     else if (name && strcmp(name, "config-no-joint") == 0)
         o->break_bits = RAFT_BREAK_CONFIG_NO_JOINT;
+    else if (name && strcmp(name, "no-resync") == 0)
+        o->sim_break = SIM_BREAK_NO_RESYNC; /* the driver's, not the core's */
     else
         return false;
     o->break_name = name;
@@ -129,6 +132,8 @@ static bool parse_args(struct cli *c, int argc, char **argv)
             c->self_test = true;
         else if (strcmp(a, "--reconfig") == 0)
             c->opts.reconfig = true;
+        else if (strcmp(a, "--corrupt") == 0)
+            c->opts.corrupt = true;
         else if (i + 1 < argc && parse_valued(c, a, argv[i + 1])) {
             have_seed = have_seed || strcmp(a, "--seed") == 0 || strcmp(a, "--seeds") == 0;
             i++;
@@ -140,6 +145,10 @@ static bool parse_args(struct cli *c, int argc, char **argv)
      * names --reconfig anyway. */
     if (c->opts.break_bits & RAFT_BREAK_CONFIG_NO_JOINT)
         c->opts.reconfig = true;
+    /* Likewise: ignoring digest mismatches shows only when state
+     * machines go wrong. */
+    if (c->opts.sim_break & SIM_BREAK_NO_RESYNC)
+        c->opts.corrupt = true;
     return c->self_test || have_seed;
 }
 
@@ -193,9 +202,10 @@ static int run_seeds(struct cli *c, struct sim *s)
         char spares[32] = "";
         if (c->opts.spares_given)
             snprintf(spares, sizeof(spares), ", %u spares", c->opts.spares);
-        printf("seeds %" PRIu64 "..%" PRIu64 " (%u servers, %u observers%s, %u steps%s%s%s): ran %"
+        printf("seeds %" PRIu64 "..%" PRIu64 " (%u servers, %u observers%s, %u steps%s%s%s%s): ran %"
                PRIu64 " failed %" PRIu64 "\n", c->first, c->last, c->opts.servers,
                c->opts.observers, spares, c->opts.steps, c->opts.reconfig ? ", reconfig" : "",
+               c->opts.corrupt ? ", corrupt" : "",
                c->opts.break_name ? ", break " : "", c->opts.break_name ? c->opts.break_name : "",
                ran, failed);
     } else if (!failed) {

@@ -33,25 +33,218 @@ static void trace_node(struct sim *s, const struct sim_node *n, uint16_t kind, i
     trace_add(&s->trace, &ev);
 }
 
+/* ---- the digest exchange (larchd's driver does the same) -------------
+ * A leader puts its state machine's digest at its applied zxid on every
+ * APPEND it sends (raft_msg.digest, digest_zxid: the core never looks at
+ * them). A follower keeps its own digest after each of its last
+ * SIM_DIGESTS applied zxids; an APPEND whose digest_zxid it has applied is
+ * compared at once, and the lowest one it has not applied yet is kept and
+ * compared when it gets there. A mismatch means this node's state machine
+ * went wrong (a leader is authoritative): raft_request_snapshot, and the
+ * leader's snapshot comes back as rd.snapshot with keeps_log. */
+
+static void digests_reset(struct sim_node *n)
+{
+    n->mismatch_ignored = false;
+    n->n_digests = 0;
+    n->digest_head = 0;
+    n->claim = (struct sim_digest){0, 0};
+    n->claim_from = 0;
+    n->resync_due = false;
+}
+
+static void digest_push(struct sim_node *n, int64_t zxid, uint64_t digest)
+{
+    n->digests[n->digest_head] = (struct sim_digest){zxid, digest};
+    n->digest_head = (n->digest_head + 1) % SIM_DIGESTS;
+    if (n->n_digests < SIM_DIGESTS)
+        n->n_digests++;
+}
+
+/* n's digest after applying zxid, if it is still in the window. */
+static const struct sim_digest *digest_at(const struct sim_node *n, int64_t zxid)
+{
+    for (uint32_t i = 0; i < n->n_digests; i++) {
+        const struct sim_digest *d =
+            &n->digests[(n->digest_head + SIM_DIGESTS - 1 - i) % SIM_DIGESTS];
+        if (d->zxid == zxid)
+            return d;
+        if (d->zxid < zxid)
+            return NULL; /* newest first: it is not there */
+    }
+    return NULL;
+}
+
+/* The state machine is known good again (or replaced): the digests of the
+ * old one go; zxid/digest is where it is now. */
+static void digests_restart(struct sim_node *n)
+{
+    digests_reset(n);
+    digest_push(n, n->kv.applied_zxid, kv_digest(&n->kv));
+}
+
+static void request_resync(struct sim_node *n)
+{
+    /* RAFT_EINVAL: n leads now, and what it applied is the state machine */
+    int rc = raft_request_snapshot(n->r);
+    BASE_ASSERT(rc == RAFT_OK || rc == RAFT_EINVAL);
+}
+
+/* n's digest at zxid is mine, leader `from` had theirs there. in_ready:
+ * between raft_ready and raft_advance (the request waits for advance). */
+static void digest_compared(struct sim *s, struct sim_node *n, uint32_t from, int64_t zxid,
+                            uint64_t mine, uint64_t theirs, bool in_ready)
+{
+    if (mine == theirs || n->resync_due)
+        return;
+    struct raft_status st;
+    raft_status(n->r, &st);
+    if (st.snap_wanted > 0 || st.role == RAFT_LEADER)
+        return; /* already asked; or it leads (its state is authoritative) */
+    bool ignore = (s->opts.sim_break & SIM_BREAK_NO_RESYNC) != 0;
+    if (ignore && n->mismatch_ignored)
+        return; /* traced once per state machine */
+    n->mismatch_ignored = ignore;
+    struct trace_event ev = {.step = s->now, .kind = TR_MISMATCH, .node = (uint8_t)n->id,
+                             .peer = (uint8_t)from, .flags = ignore ? 4 : 0, .a = zxid,
+                             .b = (int64_t)mine, .c = (int64_t)theirs};
+    trace_add(&s->trace, &ev);
+    if (ignore)
+        return;
+    if (in_ready)
+        n->resync_due = true;
+    else
+        request_resync(n);
+}
+
+/* After raft_step took m: a leader's digest to compare with n's own. */
+static void digest_receive(struct sim *s, struct sim_node *n, const struct raft_msg *m)
+{
+    if (m->type != RAFT_MSG_APPEND || m->digest_zxid <= 0 || n->seen_role == RAFT_LEADER)
+        return;
+    if (m->digest_zxid > n->kv.applied_zxid) {
+        if (n->claim.zxid == 0 || m->digest_zxid < n->claim.zxid) {
+            n->claim = (struct sim_digest){m->digest_zxid, m->digest};
+            n->claim_from = m->from;
+        }
+        return;
+    }
+    /* A resync SNAP the core took replaces the state machine in the next
+     * ready: until then snap_wanted stays set, and what the driver holds
+     * is what that snapshot repairs (FINDINGS.txt, finding 5) */
+    struct raft_status st;
+    raft_status(n->r, &st);
+    if (st.snap_wanted > 0)
+        return;
+    const struct sim_digest *d = digest_at(n, m->digest_zxid);
+    if (d != NULL)
+        digest_compared(s, n, m->from, d->zxid, d->digest, m->digest, false);
+}
+
+/* n applied zxid and has digest now: the window, and a kept leader digest
+ * that n has now reached. */
+static void digest_applied(struct sim *s, struct sim_node *n, int64_t zxid, uint64_t digest)
+{
+    digest_push(n, zxid, digest);
+    if (n->r == NULL || n->claim.zxid == 0 || zxid < n->claim.zxid)
+        return;
+    struct sim_digest claim = n->claim;
+    n->claim = (struct sim_digest){0, 0};
+    if (claim.zxid == zxid)
+        digest_compared(s, n, n->claim_from, zxid, digest, claim.digest, true);
+}
+
+/* ---- corruption (--corrupt): the checker's side ---------------------- */
+
+static bool kv_same(const struct kv *a, const struct kv *b)
+{
+    return a->applied_zxid == b->applied_zxid &&
+           memcmp(a->values, b->values, sizeof(a->values)) == 0;
+}
+
+static void trace_gone(struct sim *s, const struct sim_node *n, int why, int64_t since)
+{
+    s->corrupt_gone[why]++;
+    struct trace_event ev = {.step = s->now, .kind = TR_CORRUPT_GONE, .node = (uint8_t)n->id,
+                             .a = why, .b = since};
+    trace_add(&s->trace, &ev);
+}
+
+/* A corrupted node that becomes leader before a digest showed it would
+ * make every follower resync to its wrong state: the leader is
+ * authoritative (as in ZooKeeper), and that is out of this fault's scope.
+ * The run takes the corruption back, in memory and in the disk's
+ * snapshot, as if it had not happened. */
+static void corruption_check_leader(struct sim *s, struct sim_node *n)
+{
+    check_leader(s, n);
+    if (n->seen_role != RAFT_LEADER || (!n->diverged && !n->snap_diverged))
+        return;
+    int64_t since = n->diverged ? n->diverged_step : n->snap_diverged_step;
+    if (n->diverged)
+        n->kv = n->truth;
+    if (n->snap_diverged)
+        memcpy(n->disk.snap, n->snap_truth, KV_SNAP_BYTES);
+    n->diverged = n->snap_diverged = false;
+    digests_restart(n);
+    trace_gone(s, n, TR_GONE_LED, since);
+}
+
+void node_corrupt(struct sim *s, struct sim_node *n)
+{
+    BASE_ASSERT(n->up && n->seen_role != RAFT_LEADER);
+    int64_t key = rng_below(&s->rng, 2) ? KV_LOAD_KEY : KV_STILL_KEY;
+    uint64_t bit = (uint64_t)1 << rng_below(&s->rng, 64);
+    if (!n->diverged) {
+        n->truth = n->kv;
+        n->diverged = true;
+        n->diverged_step = s->now;
+    }
+    n->kv.values[key] = (int64_t)((uint64_t)n->kv.values[key] ^ bit);
+    struct trace_event ev = {.step = s->now, .kind = TR_CORRUPT, .node = (uint8_t)n->id,
+                             .a = key, .b = n->kv.applied_zxid};
+    trace_add(&s->trace, &ev);
+    if (kv_same(&n->kv, &n->truth)) { /* a second flip undid the first */
+        n->diverged = false;
+        trace_gone(s, n, TR_GONE_WRITE, n->diverged_step);
+    }
+}
+
 /* Applies e to n's state machine after the checks pass. False: a check
- * failed or e does not decode (nothing applied). */
+ * failed or e does not decode (nothing applied). A corrupted node applies
+ * e to its truth too, and the checks see the truth's digest: nothing is
+ * relaxed for it but that its own state may differ. */
 static bool apply_entry(struct sim *s, struct sim_node *n, const struct raft_entry *e,
                         struct kv_result *res)
 {
     char z[24];
     if (!check_apply_order(s, n, e))
         return false;
-    struct kv next = n->kv;
+    struct kv next = n->kv, truth = n->truth;
     if (!kv_apply(&next, e, res)) {
         sim_fail(s, n->id, "n%u applies %s: type %u, %zu bytes, not an op this run wrote", n->id,
                  trace_zxid(e->zxid, z), e->type, e->len);
         return false;
     }
     uint64_t digest = kv_digest(&next);
-    if (!check_apply(s, n, e, digest))
+    uint64_t checked = digest;
+    if (n->diverged) {
+        struct kv_result tres;
+        BASE_ASSERT(kv_apply(&truth, e, &tres));
+        checked = kv_digest(&truth);
+    }
+    if (!check_apply(s, n, e, checked))
         return false;
     n->kv = next;
     trace_node(s, n, TR_APPLY, e->zxid, (int64_t)digest, 0);
+    if (n->diverged) {
+        n->truth = truth;
+        if (kv_same(&n->kv, &n->truth)) {
+            n->diverged = false;
+            trace_gone(s, n, TR_GONE_WRITE, n->diverged_step);
+        }
+    }
+    digest_applied(s, n, e->zxid, digest);
     return true;
 }
 
@@ -64,6 +257,17 @@ static bool rebuild_state(struct sim *s, struct sim_node *n)
         sim_fail(s, n->id, "n%u's snapshot bytes do not match its snapshot zxid", n->id);
         return false;
     }
+    /* A corruption in memory died with the node; one its own snapshot
+     * took along comes back from the disk. */
+    if (n->diverged && !n->snap_diverged)
+        trace_gone(s, n, TR_GONE_CRASH, n->diverged_step);
+    n->diverged = n->snap_diverged;
+    if (n->diverged) {
+        n->diverged_step = n->snap_diverged_step;
+        kv_init(&n->truth);
+        BASE_ASSERT(kv_load(&n->truth, n->snap_truth, KV_SNAP_BYTES));
+    }
+    digests_restart(n);
     const struct disk_log *log = &n->disk.log;
     for (size_t i = 0; i < log->n && log->v[i].zxid <= n->disk.hard.commit_zxid; i++) {
         const struct disk_entry *de = &log->v[i];
@@ -124,7 +328,7 @@ bool node_boot(struct sim *s, struct sim_node *n)
                              .term = n->disk.hard.term, .a = n->disk.snap_zxid,
                              .b = n->kv.applied_zxid, .c = (int64_t)n->disk.log.n};
     trace_add(&s->trace, &ev);
-    check_leader(s, n);
+    corruption_check_leader(s, n);
     check_membership(s, n);
     return !s->failed;
 }
@@ -151,7 +355,7 @@ void node_crash(struct sim *s, struct sim_node *n, int why, unsigned stage)
 void node_tick(struct sim *s, struct sim_node *n)
 {
     raft_tick(n->r);
-    check_leader(s, n);
+    corruption_check_leader(s, n);
 }
 
 void node_receive(struct sim *s, struct sim_node *n, const struct raft_msg *m)
@@ -162,7 +366,9 @@ void node_receive(struct sim *s, struct sim_node *n, const struct raft_msg *m)
                            "peer's core produced", n->id, raft_msg_type_name(m->type), m->from,
                  m->term);
     BASE_ASSERT(rc != RAFT_ENOMEM);
-    check_leader(s, n);
+    corruption_check_leader(s, n);
+    if (rc == RAFT_OK && !s->failed)
+        digest_receive(s, n, m);
 }
 
 static void stage_hard(struct sim *s, struct sim_node *n, const struct raft_ready *rd)
@@ -180,12 +386,17 @@ static void stage_hard(struct sim *s, struct sim_node *n, const struct raft_read
     trace_add(&s->trace, &ev);
 }
 
+/* rd.snapshot: the state machine becomes the snapshot. keeps_log false:
+ * the whole log goes too (this node was behind the leader's compacted
+ * log). keeps_log true: a resync (raft_request_snapshot) — the log after
+ * the snapshot stays on disk, and the committed entries after it come
+ * out again in rd.committed, to be applied on top. */
 static void stage_snapshot(struct sim *s, struct sim_node *n, const struct raft_ready *rd)
 {
     const struct raft_snapshot *snap = rd->snapshot;
     if (snap == NULL)
         return;
-    char z[24];
+    char z[24], z2[24];
     struct kv next;
     kv_init(&next);
     if (!kv_load(&next, snap->data, snap->len) || next.applied_zxid != snap->zxid) {
@@ -193,12 +404,36 @@ static void stage_snapshot(struct sim *s, struct sim_node *n, const struct raft_
                  trace_zxid(snap->zxid, z));
         return;
     }
-    uint64_t chain;
-    if (!check_snapshot(s, n, snap->zxid, kv_digest(&next), &snap->config, &chain))
+    if (snap->keeps_log && snap->zxid < n->disk.snap_zxid) {
+        /* the driver dropped its log through its own snapshot: the
+         * entries between would be gone (FINDINGS.txt, finding 4) */
+        sim_fail(s, n->id, "n%u is handed a resync snapshot at %s that keeps the log after it, "
+                           "but its disk's log starts after its own snapshot at %s", n->id,
+                 trace_zxid(snap->zxid, z), trace_zxid(n->disk.snap_zxid, z2));
         return;
-    disk_install_snapshot(&n->disk, snap->zxid, chain, snap->data, snap->len, &snap->config);
+    }
+    uint64_t chain;
+    if (!check_snapshot(s, n, snap->zxid, kv_digest(&next), &snap->config, snap->keeps_log,
+                        &chain))
+        return;
+    int64_t was_applied = n->kv.applied_zxid;
+    int64_t since = n->diverged ? n->diverged_step : -1;
+    if (snap->keeps_log) {
+        bool kept = disk_install_snapshot_keep(&n->disk, snap->zxid, chain, snap->data,
+                                               snap->len, &snap->config);
+        BASE_ASSERT(kept); /* not below its own snapshot: checked above */
+    } else {
+        disk_install_snapshot(&n->disk, snap->zxid, chain, snap->data, snap->len,
+                              &snap->config);
+    }
     n->kv = next;
+    if (n->diverged && !snap->keeps_log)
+        trace_gone(s, n, TR_GONE_SNAP, since);
+    n->diverged = n->snap_diverged = false;
+    digests_restart(n);
     trace_node(s, n, TR_SNAP_INSTALL, snap->zxid, 0, 0);
+    if (snap->keeps_log)
+        trace_node(s, n, TR_RESYNC, snap->zxid, since, was_applied);
     clients_on_snapshot(s, n, snap->zxid);
 }
 
@@ -206,10 +441,16 @@ static void stage_truncate(struct sim *s, struct sim_node *n, const struct raft_
 {
     if (!rd->truncate)
         return;
-    check_truncate(s, n, rd->truncate_after);
-    disk_truncate(&n->disk, rd->truncate_after);
-    trace_node(s, n, TR_TRUNCATE, rd->truncate_after, 0, 0);
-    clients_on_truncate(s, n, rd->truncate_after);
+    int64_t after = rd->truncate_after;
+    /* A resync snapshot in the same ready may be at an entry that this
+     * ready appends after the truncation: the log holds nothing at or
+     * below the snapshot, so the truncation starts there. */
+    if (rd->snapshot != NULL && rd->snapshot->keeps_log && after < n->disk.snap_zxid)
+        after = n->disk.snap_zxid;
+    check_truncate(s, n, after);
+    disk_truncate(&n->disk, after);
+    trace_node(s, n, TR_TRUNCATE, after, 0, 0);
+    clients_on_truncate(s, n, after);
 }
 
 /* False: the node crashed (ENOSPC) or a check failed. */
@@ -223,9 +464,14 @@ static bool stage_append(struct sim *s, struct sim_node *n, const struct raft_re
         return false;
     }
     char z1[24], z2[24];
+    /* After a resync snapshot, entries of this ready at or below it are
+     * in the snapshot already. */
+    bool resync = rd->snapshot != NULL && rd->snapshot->keeps_log;
     for (size_t i = 0; i < rd->n_entries; i++) {
         int64_t last;
         uint64_t chain;
+        if (resync && rd->entries[i].zxid <= n->disk.snap_zxid)
+            continue;
         disk_last(&n->disk, &last, &chain);
         if (!disk_append(&n->disk, &rd->entries[i])) {
             sim_fail(s, n->id, "n%u is told to append %s after %s: zxids must increase", n->id,
@@ -293,6 +539,11 @@ static void stage_send(struct sim *s, struct sim_node *n, const struct raft_read
             continue;
         if (m.type == RAFT_MSG_SNAP && !attach_snapshot(s, n, &m))
             return;
+        /* The leader's digest at its applied zxid (see digest_receive). */
+        if (m.type == RAFT_MSG_APPEND && n->kv.applied_zxid > 0) {
+            m.digest = kv_digest(&n->kv);
+            m.digest_zxid = n->kv.applied_zxid;
+        }
         check_send(s, n, &m);
         if (!s->failed)
             net_send(s, &m);
@@ -347,7 +598,11 @@ static bool run_stage(struct sim *s, struct sim_node *n, struct raft_ready *rd, 
     case STAGE_ADVANCE:
         raft_advance(n->r, rd);
         check_core_matches_disk(s, n);
-        check_leader(s, n);
+        corruption_check_leader(s, n);
+        if (n->resync_due) {
+            n->resync_due = false;
+            request_resync(n);
+        }
         if (!s->failed)
             check_membership(s, n);
         break;
@@ -376,10 +631,34 @@ void node_process_ready(struct sim *s, struct sim_node *n)
     }
 }
 
+/* Whether n's core, leading, has a follower waiting for a snapshot at or
+ * below n's applied zxid that n does not hold yet (raft_request_snapshot
+ * on that follower). */
+static bool peer_wants_snapshot(const struct sim_node *n, const struct raft_status *st)
+{
+    if (st->role != RAFT_LEADER)
+        return false;
+    for (uint32_t i = 0; i < st->n_peers; i++)
+        if (st->peers[i].snap_wanted > 0 && st->peers[i].snap_wanted <= n->kv.applied_zxid)
+            return true;
+    return false;
+}
+
 void node_maybe_compact(struct sim *s, struct sim_node *n)
 {
-    if (s->failed || !n->up || n->kv.applied_zxid <= n->disk.snap_zxid ||
-        !rng_chance(&s->rng, s->prof.compact))
+    if (s->failed || !n->up || n->kv.applied_zxid <= n->disk.snap_zxid)
+        return;
+    struct raft_status st;
+    raft_status(n->r, &st);
+    /* Waiting for the leader's snapshot, and until the ready that hands it
+     * out (snap_wanted covers both): its own state machine is the diverged
+     * one, not to be kept (FINDINGS.txt, finding 5). */
+    if (st.snap_wanted > 0)
+        return;
+    /* A follower waits for a snapshot: take one now. (No draw otherwise,
+     * so runs without a resync keep their schedules.) */
+    bool wanted = peer_wants_snapshot(n, &st);
+    if (!wanted && !rng_chance(&s->rng, s->prof.compact))
         return;
     char z[24];
     uint8_t bytes[KV_SNAP_BYTES];
@@ -392,8 +671,6 @@ void node_maybe_compact(struct sim *s, struct sim_node *n)
         /* Fine only if the core took a SNAP past applied since its last
          * ready: it forgot what lies below, and hands the driver the newer
          * snapshot in its next ready, which makes this one moot. */
-        struct raft_status st;
-        raft_status(n->r, &st);
         if (st.snap_zxid <= n->kv.applied_zxid)
             sim_fail(s, n->id, "n%u's core has no membership at its applied %s", n->id,
                      trace_zxid(n->kv.applied_zxid, z));
@@ -406,8 +683,15 @@ void node_maybe_compact(struct sim *s, struct sim_node *n)
                  trace_zxid(n->kv.applied_zxid, z));
         return;
     }
+    /* The checker remembers what a snapshot of a corrupted state machine
+     * should have held. */
+    n->snap_diverged = n->diverged;
+    if (n->diverged) {
+        n->snap_diverged_step = n->diverged_step;
+        kv_save(&n->truth, n->snap_truth);
+    }
     raft_compact(n->r, n->kv.applied_zxid, keep);
-    trace_node(s, n, TR_COMPACT, n->kv.applied_zxid, (int64_t)keep, 0);
+    trace_node(s, n, TR_COMPACT, n->kv.applied_zxid, (int64_t)keep, wanted);
 }
 
 void node_free(struct sim_node *n)

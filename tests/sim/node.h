@@ -30,6 +30,11 @@ void node_process_ready(struct sim *s, struct sim_node *n);
 /* Now and then: snapshot the state machine and let the core compact. */
 void node_maybe_compact(struct sim *s, struct sim_node *n);
 
+/* --corrupt: flips a bit of one register of n's state machine (n is up
+ * and does not lead), as a bug or bad RAM would; the checker keeps what
+ * it should be (sim_node.truth) until n resyncs. */
+void node_corrupt(struct sim *s, struct sim_node *n);
+
 /* Frees n's core (end of run). */
 void node_free(struct sim_node *n);
 

@@ -214,6 +214,46 @@ static void test_disk_chain(FILE *out)
     disk_free(&b);
 }
 
+/* A resync snapshot keeps the log after it; below the disk's own
+ * snapshot, the entries it dropped go back in front, and only if they
+ * lead to that snapshot's chain. */
+static void test_disk_resync(FILE *out)
+{
+    static const uint8_t data[4] = {1, 2, 3, 4};
+    static const int64_t zxids[] = {1, 2, 3, 4, 5};
+    struct disk a, b;
+    disk_init(&a);
+    disk_init(&b);
+    append_all(&a, zxids, 5, data);
+    disk_sync(&a);
+    append_all(&b, zxids, 5, data);
+    disk_sync(&b);
+    struct kv kv;
+    kv_init(&kv);
+    uint8_t snap[KV_SNAP_BYTES];
+    struct raft_config conf = {.n_members = 1, .members = {{1, true}}};
+    kv.applied_zxid = 3;
+    kv_save(&kv, snap);
+    EXPECT(out, disk_compact(&b, 3, snap, sizeof(snap), &conf) && b.log.n == 2);
+    /* at 4, above its snapshot: the log after 4 stays */
+    kv.applied_zxid = 4;
+    kv_save(&kv, snap);
+    struct disk c;
+    disk_init(&c);
+    append_all(&c, zxids, 5, data);
+    disk_sync(&c);
+    EXPECT(out, disk_install_snapshot_keep(&c, 4, a.log.v[3].chain, snap, sizeof(snap), &conf));
+    EXPECT(out, c.snap_zxid == 4 && c.log.n == 1 && c.log.v[0].chain == a.log.v[4].chain);
+    /* at 1, below b's snapshot at 3: the log through 3 is gone, refused */
+    kv.applied_zxid = 1;
+    kv_save(&kv, snap);
+    EXPECT(out, !disk_install_snapshot_keep(&b, 1, a.log.v[0].chain, snap, sizeof(snap), &conf));
+    EXPECT(out, b.snap_zxid == 3 && b.log.n == 2);
+    disk_free(&a);
+    disk_free(&b);
+    disk_free(&c);
+}
+
 static void test_kv(FILE *out)
 {
     struct kv_op op = {.kind = KV_OP_CAS, .key = 3, .op_id = 77, .value = -9, .expect = 5};
@@ -251,6 +291,7 @@ bool selftest_run(FILE *out)
     test_lin_generated(out);
     test_disk_torn_tail(out);
     test_disk_chain(out);
+    test_disk_resync(out);
     test_kv(out);
     fprintf(out, "self-test: %s\n", failures ? "FAILED" : "ok");
     return failures == 0;

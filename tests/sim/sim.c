@@ -203,8 +203,26 @@ static void fail_liveness(struct sim *s, bool final_done)
              trace_zxid(conf_zxid, z5), conf->n_old ? ", joint" : "", buf);
 }
 
+/* Every node applied and committed the same last entry, but odd's state
+ * machine still differs after SIM_DIVERGED_STEPS: it never resynced. */
+static void fail_divergence(struct sim *s, uint32_t odd)
+{
+    const struct sim_node *n = sim_node(s, odd);
+    const struct check_commit *last = &s->check.committed[s->check.n_committed - 1];
+    char z[24], why[96];
+    if (n->diverged || n->snap_diverged)
+        snprintf(why, sizeof(why), "its state machine was corrupted at step %" PRId64
+                 " and never rebuilt", n->diverged ? n->diverged_step : n->snap_diverged_step);
+    else
+        snprintf(why, sizeof(why), "no corruption was put there");
+    sim_fail(s, odd, "divergence: %d steps after every node applied %s, n%u's digest is %016"
+             PRIx64 ", the committed one %016" PRIx64 " (%s)", SIM_DIVERGED_STEPS,
+             trace_zxid(last->zxid, z), odd, kv_digest(&n->kv), last->digest, why);
+}
+
 /* Heal everything, stop faults, then require progress: a new write
- * completes and every node applies the same last committed entry. */
+ * completes and every node applies the same last committed entry, with
+ * the same digest (a corrupted state machine must have resynced). */
 static void end_phase(struct sim *s)
 {
     fault_stop(s);
@@ -212,16 +230,24 @@ static void end_phase(struct sim *s)
     trace_phase(s, 1);
     bool final_done = false;
     int64_t final_zxid = 0;
+    int64_t odd_since = 0;
     for (int i = 0; i < SIM_END_STEPS_MAX && !s->failed; i++) {
         step(s);
         if (!final_done && !s->failed && clients_final_write(s, &final_zxid)) {
             final_done = true;
             trace_phase(s, 2);
         }
-        if (final_done && !s->failed && check_converged(s, final_zxid)) {
+        uint32_t odd = 0;
+        if (final_done && !s->failed && check_converged(s, final_zxid, &odd)) {
             trace_phase(s, 3);
             return;
         }
+        if (odd == 0)
+            odd_since = 0;
+        else if (odd_since == 0)
+            odd_since = s->now;
+        else if (s->now - odd_since >= SIM_DIVERGED_STEPS)
+            fail_divergence(s, odd);
     }
     if (!s->failed)
         fail_liveness(s, final_done);
@@ -248,6 +274,11 @@ static void add_stats(const struct sim *s, struct sim_stats *st)
     for (size_t i = 0; i < s->check.n_configs; i++)
         st->configs_done += s->check.configs[i].conf.n_old == 0;
     st->reconfigs += s->reconfigs;
+    st->corruptions += count[TR_CORRUPT];
+    st->mismatches += count[TR_MISMATCH];
+    st->resyncs += count[TR_RESYNC];
+    for (int i = 0; i < 5; i++)
+        st->corrupt_gone[i] += s->corrupt_gone[i];
 }
 
 bool sim_run(struct sim *s, const struct sim_opts *opts, struct sim_stats *stats)
@@ -278,6 +309,14 @@ void sim_print_stats(const struct sim_stats *st, FILE *out)
     if (st->reconfigs || st->configs_done)
         fprintf(out, "  membership changes: %" PRIu64 " started, %" PRIu64 " done\n",
                 st->reconfigs, st->configs_done);
+    if (st->corruptions || st->mismatches || st->resyncs)
+        fprintf(out, "  corruptions: %" PRIu64 " struck, %" PRIu64 " digest mismatches found, %"
+                     PRIu64 " resyncs; gone otherwise: %" PRIu64 " overwritten, %" PRIu64
+                     " crashed, %" PRIu64 " replaced by a SNAP, %" PRIu64
+                     " led undetected (taken back)\n",
+                st->corruptions, st->mismatches, st->resyncs, st->corrupt_gone[TR_GONE_WRITE],
+                st->corrupt_gone[TR_GONE_CRASH], st->corrupt_gone[TR_GONE_SNAP],
+                st->corrupt_gone[TR_GONE_LED]);
 }
 
 void sim_replay_cmd(const struct sim_opts *o, char *buf, size_t len)
@@ -290,6 +329,8 @@ void sim_replay_cmd(const struct sim_opts *o, char *buf, size_t len)
         n += snprintf(buf + n, len - (size_t)n, " --spares %u", o->spares);
     if (n > 0 && (size_t)n < len && o->reconfig)
         n += snprintf(buf + n, len - (size_t)n, " --reconfig");
+    if (n > 0 && (size_t)n < len && o->corrupt)
+        n += snprintf(buf + n, len - (size_t)n, " --corrupt");
     if (n > 0 && (size_t)n < len && o->counter_limit)
         n += snprintf(buf + n, len - (size_t)n, " --counter-limit %u", o->counter_limit);
     if (n > 0 && (size_t)n < len && o->break_name)

@@ -37,6 +37,7 @@
 #define SIM_OPS_MAX 150       /* history length: keeps the checker fast */
 #define SIM_FINAL_TRIES 8     /* history slots kept for the end phase's write */
 #define SIM_END_STEPS_MAX 6000 /* the end phase must converge within this */
+#define SIM_DIVERGED_STEPS 1000 /* and a lone differing digest must go within this */
 #define NET_POOL_MAX 4096     /* messages in flight */
 
 struct sim_opts {
@@ -48,11 +49,19 @@ struct sim_opts {
     bool reconfig;      /* membership changes during the run (--reconfig) */
     uint32_t steps;
     uint32_t break_bits;    /* RAFT_BREAK_* for every core */
+    uint32_t sim_break;     /* SIM_BREAK_*: the driver's own deliberate faults */
+    bool corrupt;           /* --corrupt: state machines of followers go wrong */
     uint32_t counter_limit; /* 0: chosen per seed */
     bool trace;             /* print every event */
     bool verbose_failure;   /* print the trace ring and replay line on failure */
     const char *argv0;      /* for the replay command */
     const char *break_name; /* for the replay command, or NULL */
+};
+
+/* Deliberate driver faults (--break), the simulator's own: the core is
+ * untouched. */
+enum sim_break {
+    SIM_BREAK_NO_RESYNC = 1, /* a follower ignores digest mismatches */
 };
 
 /* Per-seed fault rates, in events per million per step (or per message):
@@ -65,6 +74,16 @@ struct sim_profile {
     uint32_t tick_skip; /* per tick: clock drift */
     uint32_t load;      /* per step: a background write on the leader */
     uint32_t reconfig;  /* per step: a membership change on the leader (--reconfig) */
+    uint32_t corrupt;   /* per step: a follower's state machine goes wrong (--corrupt) */
+};
+
+/* The digests a node had after applying its recent zxids: what it
+ * compares a leader's APPEND digest with (node.c). */
+#define SIM_DIGESTS 64
+
+struct sim_digest {
+    int64_t zxid;
+    uint64_t digest;
 };
 
 struct sim_node {
@@ -84,6 +103,27 @@ struct sim_node {
     uint32_t seen_term;
     int64_t seen_conf_zxid; /* and of the membership, for membership traces */
     int64_t seen_conf_b, seen_conf_c;
+    /* The driver's digest exchange: a ring of its recent (zxid, digest)
+     * pairs, the lowest leader digest above its applied zxid (zxid 0:
+     * none) to compare once it gets there, a mismatch found in a ready,
+     * to act on after raft_advance. */
+    struct sim_digest digests[SIM_DIGESTS];
+    uint32_t n_digests, digest_head;
+    struct sim_digest claim;
+    uint32_t claim_from;
+    bool resync_due;
+    bool mismatch_ignored; /* --break no-resync: one was traced already */
+    /* The checker's knowledge of a corrupted state machine (--corrupt):
+     * while diverged, kv is wrong and truth is what it should be (every
+     * entry is applied to both, and truth is checked as kv would be);
+     * snap_diverged: the disk's snapshot was taken from a wrong kv, and
+     * snap_truth holds the bytes it should have. */
+    bool diverged;
+    int64_t diverged_step;
+    struct kv truth;
+    bool snap_diverged;
+    int64_t snap_diverged_step;
+    uint8_t snap_truth[KV_SNAP_BYTES];
 };
 
 enum node_disk_fault {
@@ -195,6 +235,10 @@ struct sim_stats {
     uint64_t msgs_sent, msgs_dropped, msgs_duplicated;
     uint64_t reconfigs;      /* raft_propose_config calls the leader took */
     uint64_t configs_done;   /* final (non-joint) CONFIG entries committed */
+    uint64_t corruptions;    /* --corrupt: state machines made wrong */
+    uint64_t mismatches;     /* digest mismatches a follower found */
+    uint64_t resyncs;        /* snapshots installed keeping the log (raft_request_snapshot) */
+    uint64_t corrupt_gone[5]; /* corruptions gone otherwise, by enum trace_gone */
 };
 
 struct sim {
@@ -217,6 +261,7 @@ struct sim {
     struct check check;
     struct clients clients;
     struct trace trace;
+    uint64_t corrupt_gone[5]; /* by enum trace_gone, for the summary */
     bool failed;
     char fail_msg[1024];
 };

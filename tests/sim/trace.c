@@ -38,6 +38,7 @@ void trace_msg(struct trace *t, int64_t step, uint16_t kind, const struct raft_m
     case RAFT_MSG_APPEND_RESP:
         ev.a = m->match_zxid;
         ev.b = m->hint_zxid;
+        ev.c = m->snap_zxid; /* > 0: raft_request_snapshot waits */
         break;
     case RAFT_MSG_SNAP:
         ev.a = m->snap_zxid;
@@ -56,7 +57,7 @@ void trace_msg(struct trace *t, int64_t step, uint16_t kind, const struct raft_m
 /* The message part of a send/deliver/drop line. */
 static void format_msg(const struct trace_event *ev, char *buf, size_t len)
 {
-    char z1[24], z2[24];
+    char z1[24], z2[24], z3[24];
     const char *flags = (ev->flags & 2) ? (ev->flags & 1 ? " pre reject" : " pre")
                                         : (ev->flags & 1 ? " reject" : "");
     const char *name = raft_msg_type_name(ev->mtype);
@@ -69,8 +70,13 @@ static void format_msg(const struct trace_event *ev, char *buf, size_t len)
                  trace_zxid(ev->a, z1), trace_zxid(ev->b, z2), ev->c);
         break;
     case RAFT_MSG_APPEND_RESP:
-        snprintf(buf, len, "%s t=%u%s match=%s hint=%s", name, ev->term, flags,
-                 trace_zxid(ev->a, z1), trace_zxid(ev->b, z2));
+        if (ev->c > 0)
+            snprintf(buf, len, "%s t=%u%s match=%s hint=%s wants snap>=%s", name, ev->term,
+                     flags, trace_zxid(ev->a, z1), trace_zxid(ev->b, z2),
+                     trace_zxid(ev->c, z3));
+        else
+            snprintf(buf, len, "%s t=%u%s match=%s hint=%s", name, ev->term, flags,
+                     trace_zxid(ev->a, z1), trace_zxid(ev->b, z2));
         break;
     case RAFT_MSG_SNAP:
         snprintf(buf, len, "%s t=%u snap=%s", name, ev->term, trace_zxid(ev->a, z1));
@@ -127,6 +133,21 @@ static const char *partition_name(int64_t kind)
         return "bridge";
     case TR_PART_ISOLATE:
         return "isolate";
+    }
+    return "?";
+}
+
+static const char *gone_why(int64_t why)
+{
+    switch (why) {
+    case TR_GONE_WRITE:
+        return "a write overwrote it";
+    case TR_GONE_CRASH:
+        return "it was in memory only, and the node crashed";
+    case TR_GONE_LED:
+        return "the node became leader before a digest showed it (taken back: out of scope)";
+    case TR_GONE_SNAP:
+        return "a snapshot from the leader replaced the state";
     }
     return "?";
 }
@@ -234,8 +255,30 @@ static void format_node(const struct trace_event *ev, char *buf, size_t len)
         snprintf(buf, len, "n%u install snapshot %s", ev->node, trace_zxid(ev->a, z1));
         break;
     case TR_COMPACT:
-        snprintf(buf, len, "n%u snapshot at %s, compact keep=%" PRId64, ev->node,
-                 trace_zxid(ev->a, z1), ev->b);
+        snprintf(buf, len, "n%u snapshot at %s, compact keep=%" PRId64 "%s", ev->node,
+                 trace_zxid(ev->a, z1), ev->b, ev->c ? " (a follower wants one)" : "");
+        break;
+    case TR_CORRUPT:
+        snprintf(buf, len, "n%u CORRUPT: key %" PRId64 " flipped in its state machine at %s",
+                 ev->node, ev->a, trace_zxid(ev->b, z1));
+        break;
+    case TR_CORRUPT_GONE:
+        snprintf(buf, len, "n%u corruption of step %" PRId64 " gone: %s", ev->node, ev->b,
+                 gone_why(ev->a));
+        break;
+    case TR_MISMATCH:
+        snprintf(buf, len, "n%u digest at %s is %016" PRIx64 ", leader n%u's %016" PRIx64 ": %s",
+                 ev->node, trace_zxid(ev->a, z1), (uint64_t)ev->b, ev->peer, (uint64_t)ev->c,
+                 (ev->flags & 4) ? "IGNORED (--break no-resync)" : "raft_request_snapshot");
+        break;
+    case TR_RESYNC:
+        if (ev->b >= 0)
+            snprintf(buf, len, "n%u RESYNC from the leader's snapshot at %s (had applied %s; "
+                     "corrupt since step %" PRId64 ")", ev->node, trace_zxid(ev->a, z1),
+                     trace_zxid(ev->c, z2), ev->b);
+        else
+            snprintf(buf, len, "n%u RESYNC from the leader's snapshot at %s (had applied %s)",
+                     ev->node, trace_zxid(ev->a, z1), trace_zxid(ev->c, z2));
         break;
     case TR_RECONFIG:
     case TR_CONFIG:

@@ -29,7 +29,7 @@ enum trace_kind {
     TR_APPLY,      /* node applied a (zxid), b = digest */
     TR_SNAP_SEND,  /* node attached its snapshot at a for peer */
     TR_SNAP_INSTALL, /* node installed a snapshot at a */
-    TR_COMPACT,    /* node snapshotted at a, b = entries kept */
+    TR_COMPACT,    /* node snapshotted at a, b = entries kept, c = 1: a peer wanted it */
     TR_CRASH,      /* node crashed: a = why (enum trace_crash), b = entries kept of c pending */
     TR_RESTART,    /* node restarted: term, a = snap, b = re-applied through, c = log entries */
     TR_SLOW_DISK,  /* node's disk stalls until step a */
@@ -47,6 +47,11 @@ enum trace_kind {
                     * b = voters mask | observers mask << 16 (bit id) */
     TR_CONFIG,     /* node's membership is now the one set at zxid a (0: not a log entry);
                     * b, c: reconfig_trace_words */
+    TR_CORRUPT,    /* node's state machine goes wrong: key a flipped, at applied b */
+    TR_CORRUPT_GONE, /* node's corruption (since step b) is gone: a = enum trace_gone */
+    TR_MISMATCH,   /* node's digest at a is b, leader peer's is c; flags bit 2: ignored */
+    TR_RESYNC,     /* node rebuilt from the leader's snapshot at a (keeps_log), having
+                    * applied c; b = the step its corruption began, or -1: none */
     TR_KINDS,      /* the number of kinds, for counting */
 };
 
@@ -62,6 +67,13 @@ enum trace_crash {
     TR_CRASH_IN_READY = 2,   /* mid-ready, before stage b... see c */
     TR_CRASH_APPEND_ERR = 3, /* ENOSPC on append */
     TR_CRASH_SYNC_ERR = 4,   /* EIO on fdatasync */
+};
+
+enum trace_gone {
+    TR_GONE_WRITE = 1, /* a write overwrote the wrong value */
+    TR_GONE_CRASH = 2, /* it was in memory only, and the node crashed */
+    TR_GONE_LED = 3,   /* the node became leader undetected: the run takes it back */
+    TR_GONE_SNAP = 4,  /* a snapshot from the leader replaced the state (behind) */
 };
 
 enum trace_partition {
