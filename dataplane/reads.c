@@ -43,12 +43,14 @@ static int lookup(const struct rd *r, struct zk_str p, struct tree_view *v)
         return ZK_ENONODE;
     int rc = tree_get(r->t, p.ptr, (size_t)p.len, v);
     const char *membership = r->c->w->dp->cfg.config_node;
-    if (rc == ZK_OK && membership && p.len == (int32_t)strlen(CONFIG_NODE) &&
+    if (rc == ZK_OK && membership && v->stat.mzxid == 0 &&
+        p.len == (int32_t)strlen(CONFIG_NODE) &&
         memcmp(p.ptr, CONFIG_NODE, strlen(CONFIG_NODE)) == 0) {
         /* as each ZooKeeper server sets this node from its own quorum
          * verifier, outside the txn log (a setData with version -1 at
          * startup): the tree's copy stays empty, so the digest and
-         * snapshots do not depend on how a member names the others */
+         * snapshots do not depend on how a member names the others. Once
+         * a reconfig committed, the tree holds the text its txn set. */
         v->data = (const uint8_t *)membership;
         v->data_len = (int32_t)strlen(membership);
         v->stat.data_length = v->data_len;

@@ -79,6 +79,8 @@
 #define ENS_SNAP_VERSION 1u
 #define ENS_SNAP_HEADER 16u
 
+#define ENS_CONFIG_PATH "/zookeeper/config"
+
 /* Pseudo auth schemes a FORWARD uses to carry the client's address and
  * super flag. A client can never hold them: addauth with an unknown scheme
  * fails and closes the connection. */
@@ -207,6 +209,16 @@ struct seq_ens {
      * the core was told, which cannot happen inside a ready) */
     bool resyncing, resync_asked;
     uint64_t digest_checks, digest_mismatches;
+
+    /* Reconfig (NULL ops: opcode 16 is RECONFIGDISABLED, in prep), and the
+     * membership the peer link was last told about (its entry's zxid) */
+    const struct seq_reconfig_ops *reconfig;
+    void *reconfig_arg;
+    int64_t links_config_zxid;
+    bool links_told;
+    /* leader: the membership and /zookeeper/config version last found to
+     * agree (leader_config_node_current), so it compares once per change */
+    int64_t node_checked_config_zxid, node_checked_mzxid;
 };
 
 static bool is_leader(const struct seq_ens *e)
@@ -589,6 +601,30 @@ static void digest_offer(struct seq *s, int64_t zxid, uint64_t digest, uint32_t 
     }
 }
 
+/* A membership entry committed: snapshots from its zxid on keep it, so it
+ * is reported before the tree reaches that zxid (a snapshot could start
+ * there at once). */
+static void note_membership(struct seq *s, const struct raft_entry *ent)
+{
+    struct seq_ens *e = s->ens;
+    if (ent->type != RAFT_ENTRY_CONFIG || !e->snap || !e->snap->membership)
+        return;
+    static struct raft_config c; /* 4 KB: off the stack; sequencer thread only */
+    int rc = raft_config_decode(ent->data, ent->len, &c);
+    BASE_ASSERT(rc == RAFT_OK); /* the core took it */
+    e->snap->membership(e->snap_arg, ent->zxid, &c);
+}
+
+/* A reconfig's txn applied: /zookeeper/config changed (dynamicConfigFile). */
+static void note_config_node(struct seq *s, const struct txn *x)
+{
+    struct seq_ens *e = s->ens;
+    if (e->reconfig && x->nops == 1 && x->ops[0].type == TXN_SETDATA &&
+        strcmp(x->ops[0].path, ENS_CONFIG_PATH) == 0 && x->ops[0].data_len > 0)
+        e->reconfig->applied(e->reconfig_arg, (const char *)x->ops[0].data,
+                             (size_t)x->ops[0].data_len);
+}
+
 static void apply_entry(struct seq *s, const struct raft_entry *ent, int64_t now_ms)
 {
     struct seq_ens *e = s->ens;
@@ -607,6 +643,7 @@ static void apply_entry(struct seq *s, const struct raft_entry *ent, int64_t now
     bool close_owner = (closes_session(&x) || moves) &&
                        local_owner(s, x.session_id, &owner_w, &owner_c);
     struct tree_op_result *res = x.nops ? calloc(x.nops, sizeof *res) : NULL;
+    note_membership(s, ent);
     atomic_store(&s->applying_zxid, x.zxid);
     int rc = tree_apply(s->tree, &x, sq_collect_event, s->evb, res);
     if (rc != ZK_OK && x.zxid > e->tolerate_repeats_until) {
@@ -619,6 +656,7 @@ static void apply_entry(struct seq *s, const struct raft_entry *ent, int64_t now
     e->applied++;
     if (x.zxid > e->tolerate_repeats_until)
         digest_note(s, x.zxid, tree_digest_running(s->tree));
+    note_config_node(s, &x);
     if (x.nops == 1 && x.ops[0].type == TXN_CREATE_SESSION) {
         /* the txn carries the leader's wall clock; expiry runs on this
          * server's monotonic one, from now */
@@ -670,13 +708,7 @@ static void persist_entries(struct seq *s, const struct raft_ready *rd)
     }
     for (size_t i = 0; i < rd->n_entries; i++) {
         const struct raft_entry *ent = &rd->entries[i];
-        int rc;
-        if (ent->type == RAFT_ENTRY_NOOP) {
-            struct txn noop = { .zxid = ent->zxid, .type = TXN_NOOP };
-            rc = txnlog_append(log, &noop);
-        } else {
-            rc = txnlog_append_encoded(log, ent->data, ent->len);
-        }
+        int rc = txnlog_append_entry(log, ent);
         if (rc != 0)
             ens_fatal("appending to the txn log failed", rc);
     }
@@ -824,7 +856,7 @@ static void install_snapshot(struct seq *s, const struct raft_snapshot *snap, in
     if (info.zxid_start != snap->zxid)
         ens_fatal("the leader's snapshot is not at the zxid it was sent for", 0);
     int64_t old_applied = tree_last_zxid(s->tree);
-    rc = e->snap->persist(e->snap_arg, snap->zxid, body, body_len);
+    rc = e->snap->persist(e->snap_arg, snap->zxid, body, body_len, &snap->config);
     if (rc != 0)
         ens_fatal("persisting the leader's snapshot failed", rc);
     /* what the log holds after this server's own applied state was never
@@ -1570,6 +1602,176 @@ static void follower_touch(struct seq *s, int64_t now_ms, uint32_t leader)
 }
 
 /* The leader's round: prep everything queued, propose one txn per request. */
+/* ---- reconfig ------------------------------------------------------------- */
+
+static bool is_reconfig(const struct seq_ens *e, const struct seq_req *r)
+{
+    return e->reconfig && r->kind == SEQ_REQ_WRITE && r->op == ZK_OP_RECONFIG;
+}
+
+/* What /zookeeper/config's version line says: the zxid of the reconfig
+ * that set it last, 0 while it is the configured membership. */
+static int64_t config_version(struct seq *s)
+{
+    struct tree_view v;
+    if (tree_get(s->tree, ENS_CONFIG_PATH, strlen(ENS_CONFIG_PATH), &v) != ZK_OK)
+        return 0;
+    return v.stat.mzxid;
+}
+
+/* Proposes one txn built here rather than by prep; false if the core
+ * refused it (the requester's member fails it on the leader change). */
+static bool propose_txn(struct seq *s, const struct txn *x)
+{
+    struct seq_ens *e = s->ens;
+    e->enc.len = 0;
+    int64_t z = 0;
+    if (txn_encode(&e->enc, x) != 0 || raft_propose(e->raft, e->enc.data, e->enc.len, &z) != 0)
+        return false;
+    BASE_ASSERT(z == x->zxid);
+    e->proposals++;
+    return true;
+}
+
+/* A refused reconfig is an error txn like any failed write: its member
+ * answers it when it applies. */
+static void reconfig_refuse(struct seq *s, const struct seq_req *r, int32_t err, int64_t wall_ms)
+{
+    struct txn_op op = { .type = TXN_ERROR, .client_type = ZK_OP_RECONFIG, .data_len = -1,
+                         .err = err };
+    struct txn x = { .zxid = raft_next_zxid(s->ens->raft), .session_id = r->session_id,
+                     .cxid = r->xid, .time_ms = wall_ms, .type = TXN_ERROR, .nops = 1,
+                     .ops = &op };
+    if (x.zxid != 0)
+        (void)propose_txn(s, &x);
+}
+
+/* The reconfig's own txn: /zookeeper/config set to the new membership with
+ * the txn's zxid as its version (as ZooKeeper logs a reconfig: a setData of
+ * it, version -1). It follows the joint CONFIG entry in the log, so when it
+ * applies the change is committed, and the core completes it. session 0:
+ * no client waits (a new leader bringing the node up to date). */
+static bool propose_config_node(struct seq *s, const struct raft_config *next, int64_t session,
+                                int32_t cxid, int64_t wall_ms)
+{
+    struct seq_ens *e = s->ens;
+    int64_t zxid = raft_next_zxid(e->raft);
+    if (zxid == 0)
+        return false;
+    char *text = e->reconfig->text(e->reconfig_arg, next, zxid);
+    if (!text)
+        return false;
+    struct txn_op op = { .type = TXN_SETDATA, .client_type = ZK_OP_RECONFIG,
+                         .path = ENS_CONFIG_PATH, .data = (uint8_t *)text,
+                         .data_len = (int32_t)strlen(text), .version = -1 };
+    struct txn x = { .zxid = zxid, .session_id = session, .cxid = cxid, .time_ms = wall_ms,
+                     .type = TXN_SETDATA, .nops = 1, .ops = &op };
+    bool ok = propose_txn(s, &x);
+    free(text);
+    return ok;
+}
+
+/* The voters this leader heard from in the last election timeout: the
+ * ones ZooKeeper's leader would count as synced followers. */
+static uint32_t synced_voters(const struct raft_status *st, uint32_t *ids)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < st->n_peers; i++)
+        if (st->peers[i].voter && st->peers[i].recently_active)
+            ids[n++] = st->peers[i].id;
+    return n;
+}
+
+/* A reconfig request at the head of the leader's input (ZooKeeper's
+ * PrepRequestProcessor, case reconfig): checked, decided by the server's
+ * plan, then the joint CONFIG entry and the txn that answers it are
+ * proposed together, in the request's place in its session's order. */
+static void leader_reconfig(struct seq *s, struct seq_req *r, int64_t wall_ms)
+{
+    struct seq_ens *e = s->ens;
+    int32_t err = sq_write_session_check(s, r);
+    struct raft_status st;
+    raft_status(e->raft, &st);
+    /* one change at a time: the last one's final entry must have committed */
+    if (err == ZK_OK && (st.config.n_old > 0 || st.config_zxid > st.commit_zxid))
+        err = ZK_ERECONFIGINPROGRESS;
+    struct seq_reconfig_plan plan = { 0 };
+    if (err == ZK_OK) {
+        uint32_t synced[RAFT_MEMBERS_MAX];
+        uint32_t n_synced = synced_voters(&st, synced);
+        err = e->reconfig->plan(e->reconfig_arg, r->body, r->body_len, r->super, &st.config,
+                                config_version(s), e->self_id, synced, n_synced, &plan);
+    }
+    if (err != ZK_OK) {
+        reconfig_refuse(s, r, err, wall_ms);
+        return;
+    }
+    struct raft_config next = { .n_members = plan.n_members };
+    memcpy(next.members, plan.members, plan.n_members * sizeof *plan.members);
+    memcpy(next.extra, plan.extra, plan.extra_len);
+    next.extra_len = (uint32_t)plan.extra_len;
+    int rc = raft_propose_config(e->raft, plan.members, plan.n_members, plan.extra,
+                                 plan.extra_len, NULL);
+    free(plan.extra);
+    /* the same members as described now: nothing for the core to change,
+     * but ZooKeeper still commits the request under a new version */
+    if (rc == RAFT_EBUSY)
+        reconfig_refuse(s, r, ZK_ERECONFIGINPROGRESS, wall_ms);
+    else if (rc == RAFT_OK || rc == RAFT_EINVAL)
+        (void)propose_config_node(s, rc == RAFT_OK ? &next : &st.config, r->session_id,
+                                  r->xid, wall_ms);
+}
+
+/* A leader whose committed membership is not what /zookeeper/config says
+ * (its predecessor's reconfig txn never made it, or was cut with its
+ * tail) sets the node itself. */
+static void leader_config_node_current(struct seq *s, int64_t wall_ms)
+{
+    struct seq_ens *e = s->ens;
+    if (!e->reconfig || e->rounds_in_flight > 0)
+        return;
+    struct raft_status st;
+    raft_status(e->raft, &st);
+    if (st.role != RAFT_LEADER || st.config.n_old > 0 || st.config_zxid > st.commit_zxid ||
+        st.config.extra_len == 0 || st.applied_zxid != st.last_zxid ||
+        raft_zxid_term(st.commit_zxid) != st.term)
+        return;
+    struct tree_view v;
+    if (tree_get(s->tree, ENS_CONFIG_PATH, strlen(ENS_CONFIG_PATH), &v) != ZK_OK)
+        return;
+    if (st.config_zxid == e->node_checked_config_zxid && v.stat.mzxid == e->node_checked_mzxid)
+        return;
+    char *want = e->reconfig->text(e->reconfig_arg, &st.config, -1);
+    if (!want)
+        return;
+    size_t n = strlen(want);
+    /* the node's text is the lines, then "version=..." */
+    bool same = v.data_len >= 0 && (size_t)v.data_len >= n && memcmp(v.data, want, n) == 0 &&
+                ((size_t)v.data_len == n || memcmp(v.data + n, "version=", 8) == 0);
+    free(want);
+    if (same) {
+        e->node_checked_config_zxid = st.config_zxid;
+        e->node_checked_mzxid = v.stat.mzxid;
+    } else {
+        (void)propose_config_node(s, &st.config, 0, 0, wall_ms);
+    }
+}
+
+/* The peer link follows the membership this server uses. */
+static void links_follow_membership(struct seq *s)
+{
+    struct seq_ens *e = s->ens;
+    if (!e->peer->membership)
+        return;
+    struct raft_status st;
+    raft_status(e->raft, &st);
+    if (e->links_told && st.config_zxid == e->links_config_zxid)
+        return;
+    e->links_told = true;
+    e->links_config_zxid = st.config_zxid;
+    e->peer->membership(e->peer_arg, &st.config);
+}
+
 static void leader_round(struct seq *s, int64_t now_ms, int64_t wall_ms)
 {
     struct seq_ens *e = s->ens;
@@ -1579,6 +1781,18 @@ static void leader_round(struct seq *s, int64_t now_ms, int64_t wall_ms)
         (e->rounds_in_flight == 0 && st.applied_zxid != st.last_zxid) ||
         housekeeping_due(s, now_ms))
         return;
+    if (is_reconfig(e, e->input[0])) {
+        /* alone, once the rounds before it have applied: it reads the
+         * committed membership and /zookeeper/config's version */
+        if (e->rounds_in_flight > 0 || raft_next_zxid(e->raft) == 0)
+            return;
+        struct seq_req *r = e->input[0];
+        memmove(e->input, e->input + 1, (e->n_input - 1) * sizeof *e->input);
+        e->n_input--;
+        leader_reconfig(s, r, wall_ms);
+        seq_req_free(r);
+        return;
+    }
     int64_t next = raft_next_zxid(e->raft);
     if (next == 0) {
         /* The term's counter is used up (ZOOKEEPER-1277). A proposal is
@@ -1589,6 +1803,9 @@ static void leader_round(struct seq *s, int64_t now_ms, int64_t wall_ms)
         return;
     }
     size_t n = e->n_input < SEQ_ROUND_MAX ? e->n_input : SEQ_ROUND_MAX;
+    for (size_t i = 1; i < n; i++)
+        if (is_reconfig(e, e->input[i]))
+            n = i; /* a round ends before a reconfig */
     s->next_zxid_counter = next;
     struct seq_round *r = seq_round_prepare(s, e->input, n, now_ms, wall_ms);
     memmove(e->input, e->input + n, (e->n_input - n) * sizeof *e->input);
@@ -1731,9 +1948,12 @@ int64_t seq_ens_step(struct seq *s, int64_t now_ms, int64_t wall_ms)
     watch_serving(s);
     /* a round that finished in this pass lets the next one start at once */
     leader_round(s, now_ms, wall_ms);
+    if (e->was_leader)
+        leader_config_node_current(s, wall_ms);
     run_ready(s, now_ms);
     compact_log(s);
     resync_requests(s);
+    links_follow_membership(s);
     release_held(s, now_ms);
     pump_pending(s, now_ms);
     flush_staged(s, false);
@@ -1793,6 +2013,8 @@ int sq_ens_new(struct seq *s, const struct seq_ensemble_cfg *cfg)
     e->snap_arg = cfg->snap_arg;
     e->commit_log_count = cfg->commit_log_count ? cfg->commit_log_count : ENS_COMMIT_LOG_COUNT;
     e->ro_enabled = cfg->read_only_mode;
+    e->reconfig = cfg->reconfig;
+    e->reconfig_arg = cfg->reconfig_arg;
     /* a restarted server starts elsewhere: its old forwards may still commit */
     e->next_cxid = (uint32_t)(cfg->raft.seed >> 17);
     s->ens = e;

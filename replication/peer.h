@@ -36,18 +36,29 @@
  *   4 APPEND          u32 term, i64 prev_zxid, i64 commit_zxid, u64 read_ctx,
  *                     u64 digest, i64 digest_zxid,
  *                     u32 n, n * {i64 zxid, u8 type, u32 len, len bytes}
+ *                     (type NOOP, DATA, or CONFIG: then the bytes are a
+ *                     membership raft_config_decode accepts)
  *   5 APPEND_RESP     u32 term, u8 flags (2 reject), i64 match_zxid, i64 hint_zxid,
  *                     u64 read_ctx, i64 snap_zxid (a resync's request, 0: none)
  *   6 READ_INDEX      u32 term, u64 read_ctx
  *   7 READ_INDEX_RESP u32 term, u8 flags (2 reject), i64 commit_zxid, u64 read_ctx
  *   8 SNAP_CHUNK      u32 term, i64 snap_zxid, u64 total_bytes, u64 offset,
- *                     u32 len, len bytes
+ *                     u32 len, len bytes, u32 config_len, config_len bytes
+ *                     (raft_config_encode: the membership at snap_zxid, in
+ *                     the chunk at offset 0 only; 0 there: none, i.e. the
+ *                     receiver's configured members)
  *   9 FORWARD         i64 session_id, i32 cxid, i32 op, u32 len, body,
  *                     u32 n, n * {u32 len, scheme, u32 len, id}
  *  10 TOUCH           u32 n, n * i64 session_id
  *
  * Flag bits a type does not define are an error, as are bytes after the
- * last field, so that each message has exactly one encoding.
+ * last field, so that each message has exactly one encoding. A membership
+ * (a CONFIG entry's data, a chunk's config) is raft_config_encode's bytes,
+ * which have one encoding too: raft_config_decode refuses every other.
+ *
+ * Version 2 added CONFIG entries and the SNAP_CHUNK membership; a version 1
+ * server refuses the HELLO of a version 2 one (PEER_EVERSION), so the two
+ * never exchange a frame the other would misread.
  *
  * Encoding is canonical: a frame that decodes re-encodes to the same bytes
  * (fuzz_peer checks it). The encoders refuse, with the decoder's own codes,
@@ -66,14 +77,16 @@
 #define PEER_FRAME_HEADER_BYTES 8u          /* u32 length, u32 CRC-32C */
 #define PEER_FRAME_BYTES_MAX (64u << 20)    /* payload bytes per frame */
 #define PEER_MAGIC 0x4c525052u              /* "LRPR", first field of HELLO */
-#define PEER_VERSION_MIN 1u                 /* protocol versions this code speaks */
-#define PEER_VERSION_MAX 1u
+#define PEER_VERSION_MIN 2u                 /* protocol versions this code speaks */
+#define PEER_VERSION_MAX 2u
 #define PEER_SERVER_ID_MAX 255u             /* myid range, as raft_member.id */
 #define PEER_APPEND_ENTRIES_MAX 65536u      /* per APPEND; raft_cfg.max_append_entries
                                              * must not exceed it */
 #define PEER_FORWARD_AUTH_MAX 64u           /* (scheme, id) pairs per FORWARD */
-#define PEER_CHUNK_OVERHEAD_BYTES 33u       /* SNAP_CHUNK payload bytes before its data */
-#define PEER_SNAP_CHUNK_BYTES_MAX (PEER_FRAME_BYTES_MAX - PEER_CHUNK_OVERHEAD_BYTES)
+#define PEER_CHUNK_OVERHEAD_BYTES 37u       /* SNAP_CHUNK payload bytes besides data and config */
+/* data bytes per chunk: the first chunk's membership fits beside them */
+#define PEER_SNAP_CHUNK_BYTES_MAX \
+    (PEER_FRAME_BYTES_MAX - PEER_CHUNK_OVERHEAD_BYTES - RAFT_CONFIG_BYTES_MAX)
 
 enum peer_frame_type {
     PEER_HELLO = 1,
@@ -104,7 +117,7 @@ enum peer_err {
     PEER_ETERM = -100111,         /* term above RAFT_TERM_MAX (message or entry's zxid) */
     PEER_EZXID = -100112,         /* negative zxid (or a SNAP_CHUNK snap_zxid of 0) */
     PEER_EORDER = -100113,        /* entries not strictly increasing above prev_zxid */
-    PEER_EENTRY = -100114,        /* entry type neither NOOP nor DATA */
+    PEER_EENTRY = -100114,        /* entry type neither NOOP, DATA nor CONFIG */
     PEER_ECOUNT = -100115,        /* a count above its bound or the bytes present */
     PEER_EFLAGS = -100116,        /* flag bits the type does not define */
     PEER_ECHUNK = -100117,        /* chunk outside its snapshot, or empty in a non-empty one */
@@ -117,7 +130,10 @@ enum peer_err {
     PEER_ESNAP_TOTAL = -100124,   /* total changed within one snapshot */
     PEER_ESNAP_GAP = -100125,     /* chunk starts past the bytes received */
     PEER_ESNAP_OVERLAP = -100126, /* chunk starts inside the bytes received (not at 0) */
+    PEER_ECONFIG = -100127,       /* a CONFIG entry or chunk membership raft_config_decode
+                                   * refuses, or a membership on a chunk not at offset 0 */
 };
+#define PEER_ERR_LAST PEER_ECONFIG /* the lowest code: PEER_E* are [PEER_ERR_LAST, PEER_ENOMEM] */
 
 struct peer_hello {
     uint16_t version; /* the sender's protocol version */
@@ -127,7 +143,9 @@ struct peer_hello {
 };
 
 /* One piece of the snapshot (term, snap_zxid), total_bytes long, starting at
- * offset. data is borrowed (into the frame, after a decode). */
+ * offset. The chunk at offset 0 may carry the membership at snap_zxid as
+ * raft_config_encode's bytes (config_len 0: none). data and config are
+ * borrowed (into the frame, after a decode). */
 struct peer_snap_chunk {
     uint32_t term;
     int64_t snap_zxid;
@@ -135,6 +153,8 @@ struct peer_snap_chunk {
     uint64_t offset;
     const uint8_t *data;
     size_t len;
+    const uint8_t *config;
+    size_t config_len;
 };
 
 /* An authenticated identity of the forwarding client's session. Borrowed
@@ -231,11 +251,19 @@ int peer_encode_frame(struct base_buf *out, const struct peer_frame *f);
  * attached) from *offset, at most chunk_bytes of data (clamped to
  * PEER_SNAP_CHUNK_BYTES_MAX; must be > 0). Advances *offset past it. 1: that
  * was the last chunk; 0: more remain; <0: nothing appended, *offset kept.
- * An empty snapshot is one empty chunk. Send as:
+ * An empty snapshot is one empty chunk. The chunk at offset 0 carries
+ * snap->snap_config (NULL: none); PEER_ECONFIG when that is not a
+ * membership raft_config_decode would accept. Send as:
  *     uint64_t off = 0; while ((rc = peer_snap_encode(b, m, &off, 1 << 20)) == 0) flush(b);
  */
 int peer_snap_encode(struct base_buf *out, const struct raft_msg *snap, uint64_t *offset,
                      size_t chunk_bytes);
+
+/* What the whole of snap takes through peer_snap_encode with chunk_bytes:
+ * its frames' bytes (headers included), and their count in *n_frames. For
+ * sizing a buffer before encoding; exact whenever the encoding succeeds. */
+size_t peer_snap_frames_bytes(const struct raft_msg *snap, size_t chunk_bytes,
+                              uint64_t *n_frames);
 
 /* ---- HELLO --------------------------------------------------------------------- */
 
@@ -262,17 +290,21 @@ struct peer_snap_rx {
     int64_t snap_zxid;
     uint64_t total_bytes;
     struct base_buf buf; /* the bytes received, in order */
+    bool has_config;     /* the first chunk carried a membership: */
+    struct raft_config config;
 };
 
 void peer_snap_rx_init(struct peer_snap_rx *rx, uint64_t bytes_max);
 
-/* Takes the next chunk c (data copied). A chunk of a newer snapshot (higher
- * term, or same term and higher snap_zxid) than the one held, or one at
- * offset 0 of the same (the leader re-sends an unacknowledged SNAP from the
- * start), drops what was held and starts again. Returns 0 (taken, more to
- * come), 1 (taken, and it completed the snapshot: *out is a RAFT_MSG_SNAP
- * with term, snap_zxid, snap_data/snap_len pointing into rx's buffer,
- * valid until the next push or reset, from/to 0 for the link to fill), or
+/* Takes the next chunk c (data and config copied). A chunk of a newer
+ * snapshot (higher term, or same term and higher snap_zxid) than the one
+ * held, or one at offset 0 of the same (the leader re-sends an
+ * unacknowledged SNAP from the start), drops what was held and starts
+ * again. Returns 0 (taken, more to come), 1 (taken, and it completed the
+ * snapshot: *out is a RAFT_MSG_SNAP with term, snap_zxid, snap_data/snap_len
+ * pointing into rx's buffer and snap_config at rx->config, or NULL when the
+ * first chunk carried none, valid until the next push or reset, from/to 0
+ * for the link to fill), or
  * an error. Two leave rx as it was: the chunk's own range error (the code
  * peer_decode gives it) and PEER_ESNAP_STALE (an older snapshot's chunk).
  * After the others rx holds nothing: PEER_ESNAP_BOUND (total above

@@ -141,6 +141,28 @@ struct kind {
 
 static const struct kind *kind_of(uint8_t type);
 
+/* ---- memberships -------------------------------------------------------------- */
+
+/* Whether p[0..len) is a membership: raft_config_decode accepts it (which
+ * also makes it the one encoding of that membership). The decoded struct
+ * is 4.4 KB of scratch on the stack, so this sits in a function of its own
+ * that only a CONFIG entry or a chunk's config calls. */
+static bool config_bytes_ok(const uint8_t *p, size_t len)
+{
+    struct raft_config c;
+    return len <= RAFT_CONFIG_BYTES_MAX && raft_config_decode(p, len, &c) == RAFT_OK;
+}
+
+/* raft_config_encode's length for c, or 0 when c is outside what it can
+ * encode (the encoder would assert; the decoder refuses such bytes). */
+static size_t config_encoded_len(const struct raft_config *c)
+{
+    if (c->n_members > RAFT_MEMBERS_MAX || c->n_old > RAFT_MEMBERS_MAX ||
+        c->extra_len > RAFT_CONFIG_EXTRA_MAX)
+        return 0;
+    return 5 + 2 * (size_t)(c->n_members + c->n_old) + c->extra_len;
+}
+
 /* ---- raft messages ------------------------------------------------------------ */
 
 static int check_entries(const struct raft_msg *m)
@@ -154,8 +176,12 @@ static int check_entries(const struct raft_msg *m)
             return PEER_EORDER;
         if (raft_zxid_term(e->zxid) > m->term)
             return PEER_ETERM; /* raft_step refuses it too: no leader writes ahead of its term */
-        if (e->type != RAFT_ENTRY_NOOP && e->type != RAFT_ENTRY_DATA)
+        if (e->type != RAFT_ENTRY_NOOP && e->type != RAFT_ENTRY_DATA &&
+            e->type != RAFT_ENTRY_CONFIG)
             return PEER_EENTRY;
+        /* raft_step would refuse the whole message: refused here, with a reason */
+        if (e->type == RAFT_ENTRY_CONFIG && !config_bytes_ok(e->data, e->len))
+            return PEER_ECONFIG;
         prev = e->zxid;
     }
     return 0;
@@ -319,7 +345,8 @@ static int decode_hello(struct base_rd *r, const struct kind *k, struct peer_fra
 }
 
 /* ---- SNAP_CHUNK --------------------------------------------------------------- */
-/* u32 term, i64 snap_zxid, u64 total bytes, u64 offset, u32 len, data */
+/* u32 term, i64 snap_zxid, u64 total bytes, u64 offset, u32 len, data,
+ * u32 config_len, config (offset 0 only) */
 
 static int check_chunk_fields(const struct peer_snap_chunk *c)
 {
@@ -331,6 +358,8 @@ static int check_chunk_fields(const struct peer_snap_chunk *c)
         return PEER_ECHUNK;
     if (c->len == 0 && c->total_bytes > 0)
         return PEER_ECHUNK; /* an empty chunk moves nothing: only an empty snapshot has one */
+    if (c->config_len > 0 && (c->offset != 0 || !config_bytes_ok(c->config, c->config_len)))
+        return PEER_ECONFIG; /* once per snapshot (or restart): one place, one encoding */
     return 0;
 }
 
@@ -345,11 +374,13 @@ static void encode_chunk(struct wr *w, const struct kind *k, const struct peer_f
     (void)k;
     const struct peer_snap_chunk *c = &f->chunk;
     BASE_ASSERT(c->len == 0 || c->data != NULL);
+    BASE_ASSERT(c->config_len == 0 || c->config != NULL);
     put_u32(w, c->term);
     put_u64(w, (uint64_t)c->snap_zxid);
     put_u64(w, c->total_bytes);
     put_u64(w, c->offset);
     put_blob(w, c->data, c->len);
+    put_blob(w, c->config, c->config_len);
 }
 
 static int decode_chunk(struct base_rd *r, const struct kind *k, struct peer_frame *f)
@@ -362,6 +393,8 @@ static int decode_chunk(struct base_rd *r, const struct kind *k, struct peer_fra
     c->offset = base_rd_be64(r);
     c->len = base_rd_be32(r);
     c->data = base_rd_take(r, c->len);
+    c->config_len = base_rd_be32(r);
+    c->config = c->config_len > 0 ? base_rd_take(r, c->config_len) : NULL;
     return 0;
 }
 
@@ -634,6 +667,27 @@ int peer_encode_touch(struct base_buf *out, const int64_t *session_ids, uint32_t
     return peer_encode_frame(out, &f);
 }
 
+static size_t snap_chunk_max(size_t chunk_bytes)
+{
+    return chunk_bytes < PEER_SNAP_CHUNK_BYTES_MAX ? chunk_bytes : PEER_SNAP_CHUNK_BYTES_MAX;
+}
+
+/* The first chunk's membership: snap_config's encoding into buf, or none. */
+static size_t snap_config_bytes(const struct raft_msg *snap, uint8_t buf[RAFT_CONFIG_BYTES_MAX],
+                                int *err)
+{
+    *err = 0;
+    if (snap->snap_config == NULL)
+        return 0;
+    if (config_encoded_len(snap->snap_config) == 0) {
+        *err = PEER_ECONFIG; /* raft_config_encode cannot even write it */
+        return 0;
+    }
+    size_t n = raft_config_encode(snap->snap_config, buf);
+    BASE_ASSERT(n == config_encoded_len(snap->snap_config));
+    return n;
+}
+
 int peer_snap_encode(struct base_buf *out, const struct raft_msg *snap, uint64_t *offset,
                      size_t chunk_bytes)
 {
@@ -644,8 +698,13 @@ int peer_snap_encode(struct base_buf *out, const struct raft_msg *snap, uint64_t
     if (*offset > snap->snap_len)
         return PEER_ECHUNK;
     size_t left = snap->snap_len - (size_t)*offset;
-    size_t n = chunk_bytes < PEER_SNAP_CHUNK_BYTES_MAX ? chunk_bytes : PEER_SNAP_CHUNK_BYTES_MAX;
+    size_t n = snap_chunk_max(chunk_bytes);
     n = left < n ? left : n;
+    uint8_t config[RAFT_CONFIG_BYTES_MAX];
+    int rc = 0;
+    size_t config_len = *offset == 0 ? snap_config_bytes(snap, config, &rc) : 0;
+    if (rc != 0)
+        return rc;
     struct peer_snap_chunk c = {
         .term = snap->term,
         .snap_zxid = snap->snap_zxid,
@@ -653,16 +712,31 @@ int peer_snap_encode(struct base_buf *out, const struct raft_msg *snap, uint64_t
         .offset = *offset,
         .data = n > 0 ? snap->snap_data + *offset : NULL,
         .len = n,
+        .config = config_len > 0 ? config : NULL,
+        .config_len = config_len,
     };
     size_t before = out->len;
-    int rc = peer_encode_chunk(out, &c);
+    rc = peer_encode_chunk(out, &c);
     if (rc != 0)
         return rc;
     /* PEER_SNAP_CHUNK_BYTES_MAX is derived from this layout: keep them paired */
-    BASE_ASSERT(out->len - before == HDR + PEER_CHUNK_OVERHEAD_BYTES + n);
+    BASE_ASSERT(out->len - before == HDR + PEER_CHUNK_OVERHEAD_BYTES + n + config_len);
     *offset += n;
     BASE_ASSERT(*offset <= snap->snap_len);
     return *offset == snap->snap_len ? 1 : 0;
+}
+
+size_t peer_snap_frames_bytes(const struct raft_msg *snap, size_t chunk_bytes,
+                              uint64_t *n_frames)
+{
+    BASE_ASSERT(snap != NULL && n_frames != NULL && chunk_bytes > 0);
+    size_t chunk = snap_chunk_max(chunk_bytes);
+    uint64_t n = snap->snap_len == 0 ? 1 : (snap->snap_len - 1) / chunk + 1;
+    size_t config_len = snap->snap_config != NULL ? config_encoded_len(snap->snap_config) : 0;
+    *n_frames = n;
+    /* snap_data holds snap_len bytes in memory: far below where this could wrap */
+    BASE_ASSERT(snap->snap_len <= (SIZE_MAX >> 8));
+    return snap->snap_len + (size_t)n * (HDR + PEER_CHUNK_OVERHEAD_BYTES) + config_len;
 }
 
 /* ---- HELLO check -------------------------------------------------------------- */
@@ -715,6 +789,11 @@ static int rx_start(struct peer_snap_rx *rx, const struct peer_snap_chunk *c)
     rx->snap_zxid = c->snap_zxid;
     rx->total_bytes = c->total_bytes;
     rx->buf.max = (size_t)c->total_bytes; /* 0 is "no limit", but then no chunk has bytes */
+    if (c->config_len > 0) {
+        int rc = raft_config_decode(c->config, c->config_len, &rx->config);
+        BASE_ASSERT(rc == RAFT_OK); /* check_chunk_fields decoded it already */
+        rx->has_config = true;
+    }
     return 0;
 }
 
@@ -756,6 +835,7 @@ int peer_snap_rx_push(struct peer_snap_rx *rx, const struct peer_snap_chunk *c,
         .snap_zxid = rx->snap_zxid,
         .snap_data = rx->buf.data != NULL ? rx->buf.data : (const uint8_t *)"",
         .snap_len = rx->buf.len,
+        .snap_config = rx->has_config ? &rx->config : NULL,
     };
     return 1;
 }
@@ -798,6 +878,7 @@ const char *peer_strerror(int err)
     case PEER_ESNAP_TOTAL: return "snapshot size changed between chunks";
     case PEER_ESNAP_GAP: return "snapshot chunk leaves a gap";
     case PEER_ESNAP_OVERLAP: return "snapshot chunk overlaps bytes received";
+    case PEER_ECONFIG: return "membership that does not decode, or on a chunk past offset 0";
     default: return "unknown peer error";
     }
 }

@@ -4,10 +4,17 @@
  * eventfd the producer, the consumer and peer_link_stop use to wake it.
  *
  * Ownership, in one place:
- *   - struct link_peer: one per other member. Its socket state (conn, the
- *     out list, backoff) is the I/O thread's; up_gen, out_bytes and the
- *     counters are atomics the other threads read (and the producer adds
- *     to: out_bytes, the drop counters).
+ *   - struct link_peer: one per server id, member or not, in an array
+ *     indexed by id, so a server's slot never moves or goes away while
+ *     the member set changes under readers on other threads. Its address
+ *     and socket state (member, conn, the out list, backoff) are the I/O
+ *     thread's; listed is the producer's view of the member set (anyone
+ *     reads it); up_gen, out_bytes and the counters are atomics the other
+ *     threads read (and the producer adds to: out_bytes, the drop
+ *     counters).
+ *   - struct member_set: built (checked and parsed) by the producer in
+ *     peer_link_set_members, carried to the I/O thread as an out_item on
+ *     the frames' queue, applied and freed there.
  *   - struct conn: one per socket, the I/O thread's only. A closed conn
  *     keeps its memory until the end of the loop pass (sweep_conns), so a
  *     frame being handled never loses the buffer it points into.
@@ -26,7 +33,10 @@
  * nonzero generation, published in up_gen; the producer stamps every item
  * with the generation it saw. The I/O thread drops an item whose
  * generation is not the current link's, so frames meant for a link that
- * went down never leak onto the next one (it starts clean).
+ * went down never leak onto the next one (it starts clean). The same rule
+ * covers member changes: a server removed and added again before the I/O
+ * thread caught up gets frames stamped with its old link's generation,
+ * which the removal ended.
  */
 #include "replication/peer_link.h"
 
@@ -73,13 +83,28 @@
 
 /* ---- types -------------------------------------------------------------------- */
 
+/* One member's address, checked and parsed. */
+struct member_addr {
+    uint32_t id;
+    struct sockaddr_storage sa;
+    socklen_t sa_len;
+    char addr[ADDR_BYTES];
+};
+
+/* The other members, in id order (self never in it). */
+struct member_set {
+    uint32_t n;
+    struct member_addr m[PEER_LINK_MEMBERS_MAX];
+};
+
 struct out_item {
     struct base_mpsc_node node; /* producer -> I/O thread */
     struct out_item *next;      /* the destination's list (I/O thread) */
-    uint32_t to;
+    uint32_t to;       /* 0: not frames but a member change (members) */
     uint64_t n_frames; /* a snapshot is many SNAP_CHUNKs, queued or dropped together */
     uint64_t gen;      /* the link generation the producer saw up */
     struct base_buf b; /* whole frames */
+    struct member_set *members; /* to == 0: the set to apply, owned */
 };
 
 struct rx_item {
@@ -87,6 +112,7 @@ struct rx_item {
     size_t bytes;               /* counted in in_bytes until drained */
     uint8_t *data;              /* the frame's bytes, or a snapshot's */
     struct peer_frame frame;    /* decoded view into data (not for a snapshot) */
+    struct raft_config *config; /* a snapshot's membership (rx.msg.snap_config), owned */
     struct peer_link_rx rx;
 };
 
@@ -125,12 +151,13 @@ struct peer_ctr {
 };
 
 struct link_peer {
-    uint32_t id;
-    bool dials; /* self_id > id */
+    uint32_t id; /* its index in pl->peers: fixed */
+    bool dials;  /* self_id > id: fixed */
+    /* I/O thread only (and the owner's before the thread starts) */
+    bool member; /* in the member set the I/O thread applied last */
     struct sockaddr_storage sa;
     socklen_t sa_len;
     char addr[ADDR_BYTES];
-    /* I/O thread only */
     struct conn *conn; /* the socket to it, in any state; NULL: none */
     uint64_t gen;      /* the established link's generation; 0: not up */
     int64_t next_dial_ms;
@@ -139,6 +166,7 @@ struct link_peer {
     struct out_item *out_head, *out_tail;
     size_t out_off; /* bytes of out_head already written */
     /* shared */
+    atomic_bool listed;         /* in the set the producer gave last: it writes, anyone reads */
     _Atomic uint64_t up_gen;    /* gen while up, else 0: the producer's view */
     _Atomic uint64_t out_bytes; /* producer adds, I/O thread subtracts */
     struct peer_ctr ctr;
@@ -149,9 +177,12 @@ struct peer_link {
     char self_addr[ADDR_BYTES];
     struct sockaddr_storage self_sa;
     socklen_t self_sa_len;
-    uint32_t n_peers;
-    struct link_peer peers[PEER_LINK_MEMBERS_MAX]; /* self excluded */
-    struct link_peer *by_id[PEER_SERVER_ID_MAX + 1];
+    /* one slot per server id ([0] and [self_id] unused): ~100 KB, for
+     * pointers that stay valid whatever the member set does */
+    struct link_peer peers[PEER_SERVER_ID_MAX + 1];
+    /* I/O thread only: the ids of the members, in id order */
+    uint32_t n_members;
+    uint32_t member_ids[PEER_LINK_MEMBERS_MAX];
     int listen_fd, epfd, io_efd, rx_efd;
     pthread_t thread;
     bool started, stopped; /* owner only */
@@ -232,9 +263,17 @@ __attribute__((format(printf, 3, 4))) static void link_log(const struct peer_lin
         fprintf(stderr, "larchd: peer: %s\n", line);
 }
 
-static struct link_peer *peer_of(const struct peer_link *pl, uint32_t id)
+/* Server id's slot, member or not; NULL for self or an id outside 1..255. */
+static struct link_peer *slot_of(struct peer_link *pl, uint32_t id)
 {
-    return id <= PEER_SERVER_ID_MAX ? pl->by_id[id] : NULL;
+    return id >= 1 && id <= PEER_SERVER_ID_MAX && id != pl->cfg.self_id ? &pl->peers[id] : NULL;
+}
+
+/* I/O thread: server id's slot if it is a member (of the set applied last). */
+static struct link_peer *member_of(struct peer_link *pl, uint32_t id)
+{
+    struct link_peer *p = slot_of(pl, id);
+    return p != NULL && p->member ? p : NULL;
 }
 
 /* Release, and written after the counters it goes with: a reader that
@@ -314,19 +353,17 @@ static void cfg_defaults(struct peer_link_cfg *c)
         c->snap_bytes_max = SNAP_BYTES_MAX_DEFAULT;
 }
 
-/* Checks one member and, unless it is self, adds it to pl->peers. */
-static bool member_add(struct peer_link *pl, const struct peer_link_member *m, char *err,
-                       size_t err_len)
+/* Checks one member and parses its address into *out. */
+static bool member_parse(const struct peer_link_member *m, struct member_addr *out, char *err,
+                         size_t err_len)
 {
-    struct sockaddr_storage sa;
-    socklen_t sa_len;
-    char text[ADDR_BYTES];
     if (m->id < 1 || m->id > PEER_SERVER_ID_MAX) {
         snprintf(err, err_len, "server id %u is outside 1..%u", m->id, PEER_SERVER_ID_MAX);
         return false;
     }
+    out->id = m->id;
     if (m->host == NULL || strnlen(m->host, PEER_LINK_HOST_BYTES_MAX) >= PEER_LINK_HOST_BYTES_MAX ||
-        parse_addr(m->host, m->port, &sa, &sa_len, text, sizeof text) != 0) {
+        parse_addr(m->host, m->port, &out->sa, &out->sa_len, out->addr, sizeof out->addr) != 0) {
         snprintf(err, err_len, "server %u: host %.64s is not an IPv4 or IPv6 literal", m->id,
                  m->host != NULL ? m->host : "(null)");
         return false;
@@ -335,41 +372,75 @@ static bool member_add(struct peer_link *pl, const struct peer_link_member *m, c
         snprintf(err, err_len, "server %u: port 0 is not a quorum port", m->id);
         return false;
     }
-    if (m->id == pl->cfg.self_id) {
-        memcpy(pl->self_addr, text, sizeof text);
-        pl->self_sa = sa;
-        pl->self_sa_len = sa_len;
-        return true;
+    return true;
+}
+
+/* Checks m[0..n) and parses every member but self into set, in id order.
+ * Self's entry goes to *self (and *self_seen is set) when self is non-NULL;
+ * with self NULL it is skipped unchecked. */
+static bool members_parse(const struct peer_link *pl, const struct peer_link_member *m,
+                          uint32_t n, struct member_set *set, struct member_addr *self,
+                          bool *self_seen, char *err, size_t err_len)
+{
+    bool seen[PEER_SERVER_ID_MAX + 1] = { false };
+    set->n = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        struct member_addr a;
+        if (m[i].id == pl->cfg.self_id && self == NULL)
+            continue;
+        if (!member_parse(&m[i], &a, err, err_len))
+            return false;
+        if (seen[a.id]) {
+            snprintf(err, err_len, "server id %u is listed twice", a.id);
+            return false;
+        }
+        seen[a.id] = true;
+        if (a.id == pl->cfg.self_id) {
+            *self = a;
+            *self_seen = true;
+            continue;
+        }
+        BASE_ASSERT(set->n < PEER_LINK_MEMBERS_MAX); /* n is bounded by the callers */
+        uint32_t j = set->n++;
+        for (; j > 0 && set->m[j - 1].id > a.id; j--) /* insertion: at most 32 */
+            set->m[j] = set->m[j - 1];
+        set->m[j] = a;
     }
-    struct link_peer *p = &pl->peers[pl->n_peers++];
-    p->id = m->id;
-    p->dials = pl->cfg.self_id > m->id;
-    p->sa = sa;
-    p->sa_len = sa_len;
-    memcpy(p->addr, text, sizeof text);
-    p->backoff_ms = pl->cfg.backoff_min_ms;
-    pl->by_id[m->id] = p;
     return true;
 }
 
 /* Two members at one address would be one server dialling itself. */
-static bool addresses_unique(const struct peer_link *pl, char *err, size_t err_len)
+static bool addresses_unique(const struct peer_link *pl, const struct member_set *set, char *err,
+                             size_t err_len)
 {
-    for (uint32_t i = 0; i < pl->n_peers; i++) {
-        if (strcmp(pl->peers[i].addr, pl->self_addr) == 0) {
-            snprintf(err, err_len, "servers %u and %u share the address %s", pl->peers[i].id,
+    for (uint32_t i = 0; i < set->n; i++) {
+        const struct member_addr *a = &set->m[i];
+        if (strcmp(a->addr, pl->self_addr) == 0) {
+            snprintf(err, err_len, "servers %u and %u share the address %s", a->id,
                      pl->cfg.self_id, pl->self_addr);
             return false;
         }
         for (uint32_t j = 0; j < i; j++)
-            if (strcmp(pl->peers[i].addr, pl->peers[j].addr) == 0) {
-                snprintf(err, err_len, "servers %u and %u share the address %s",
-                         pl->peers[j].id, pl->peers[i].id, pl->peers[i].addr);
+            if (strcmp(a->addr, set->m[j].addr) == 0) {
+                snprintf(err, err_len, "servers %u and %u share the address %s", set->m[j].id,
+                         a->id, a->addr);
                 return false;
             }
     }
     return true;
 }
+
+static void slots_init(struct peer_link *pl)
+{
+    for (uint32_t id = 0; id <= PEER_SERVER_ID_MAX; id++) {
+        struct link_peer *p = &pl->peers[id];
+        p->id = id;
+        p->dials = pl->cfg.self_id > id;
+        p->backoff_ms = pl->cfg.backoff_min_ms;
+    }
+}
+
+static void apply_members(struct peer_link *pl, const struct member_set *set, bool initial);
 
 static bool cfg_load(struct peer_link *pl, const struct peer_link_cfg *cfg, char *err,
                      size_t err_len)
@@ -384,24 +455,25 @@ static bool cfg_load(struct peer_link *pl, const struct peer_link_cfg *cfg, char
                  pl->cfg.backoff_min_ms, pl->cfg.backoff_max_ms);
         return false;
     }
+    struct member_set set;
+    struct member_addr self;
     bool self_seen = false;
-    bool seen[PEER_SERVER_ID_MAX + 1] = { false };
-    for (uint32_t i = 0; i < cfg->n_members; i++) {
-        const struct peer_link_member *m = &cfg->members[i];
-        if (!member_add(pl, m, err, err_len))
-            return false;
-        if (seen[m->id]) {
-            snprintf(err, err_len, "server id %u is listed twice", m->id);
-            return false;
-        }
-        seen[m->id] = true;
-        self_seen = self_seen || m->id == cfg->self_id;
-    }
+    if (!members_parse(pl, cfg->members, cfg->n_members, &set, &self, &self_seen, err, err_len))
+        return false;
     if (!self_seen) {
         snprintf(err, err_len, "self id %u is not a member", cfg->self_id);
         return false;
     }
-    return addresses_unique(pl, err, err_len);
+    memcpy(pl->self_addr, self.addr, sizeof self.addr);
+    pl->self_sa = self.sa;
+    pl->self_sa_len = self.sa_len;
+    if (!addresses_unique(pl, &set, err, err_len))
+        return false;
+    slots_init(pl);
+    apply_members(pl, &set, true);
+    for (uint32_t i = 0; i < set.n; i++)
+        atomic_store_explicit(&pl->peers[set.m[i].id].listed, true, memory_order_relaxed);
+    return true;
 }
 
 /* ---- sockets ------------------------------------------------------------------ */
@@ -468,6 +540,7 @@ static void close_fd(int *fd)
 static void out_item_free(struct out_item *it)
 {
     base_buf_free(&it->b);
+    free(it->members);
     free(it);
 }
 
@@ -495,15 +568,22 @@ static void out_drop_all(struct link_peer *p)
 }
 
 /* Moves everything the producer queued onto its destination's list, or
- * drops it when that link is not the one the producer saw up. */
+ * drops it when that link is not the one the producer saw up; applies a
+ * member change where it stands among the frames. */
 static void take_out_items(struct peer_link *pl)
 {
     struct base_mpsc_node *node;
     while ((node = base_mpsc_take(&pl->out_q)) != NULL) {
         struct out_item *it = ITEM_OF(node, struct out_item);
-        struct link_peer *p = peer_of(pl, it->to);
+        if (it->to == 0) {
+            BASE_ASSERT(it->members != NULL);
+            apply_members(pl, it->members, false);
+            out_item_free(it);
+            continue;
+        }
+        struct link_peer *p = slot_of(pl, it->to);
         BASE_ASSERT(p != NULL); /* the producer checked it */
-        if (p->gen == 0 || it->gen != p->gen) {
+        if (!p->member || p->gen == 0 || it->gen != p->gen) {
             out_drop(p, it, &p->ctr.dropped_no_link);
             continue;
         }
@@ -564,10 +644,11 @@ static void link_down(struct peer_link *pl, struct link_peer *p, int err)
 }
 
 /* One line per closed socket, except repeats of a dialler's failure to
- * connect (it retries every few seconds for as long as the peer is down). */
+ * connect (it retries every few seconds for as long as the peer is down),
+ * and closes a member change made (apply_members says why). */
 static void log_close(struct peer_link *pl, struct conn *c, int err)
 {
-    if (err == PEER_LINK_ESTOPPED)
+    if (err == PEER_LINK_ESTOPPED || err == PEER_LINK_EREMOVED || err == PEER_LINK_EMOVED)
         return;
     if (c->peer == NULL) {
         link_log(pl, PEER_LINK_LOG_WARNING, "%s: connection closed: %s", c->name,
@@ -702,6 +783,68 @@ static int queue_hello(struct peer_link *pl, struct conn *c)
     return peer_encode_hello(&c->hello, &h);
 }
 
+/* ---- member changes (I/O thread) --------------------------------------------- */
+
+/* p is no longer a member: its link closes, what was queued for it goes,
+ * and its HELLO is refused from now on (member_of). */
+static void peer_remove(struct peer_link *pl, struct link_peer *p)
+{
+    BASE_ASSERT(p->member);
+    p->member = false;
+    if (p->conn != NULL)
+        conn_fail(pl, p->conn, PEER_LINK_EREMOVED);
+    out_drop_all(p); /* empty already unless it was up: link_down dropped those */
+    BASE_ASSERT(p->gen == 0 && p->out_head == NULL);
+    link_log(pl, PEER_LINK_LOG_INFO, "server %u (%s): no longer a member", p->id, p->addr);
+}
+
+/* a is a member: a new one (dialled at the next pass if it is ours to
+ * dial), or one at a new address (its link closes and is dialled there),
+ * or one as it was (nothing happens). */
+static void peer_place(struct peer_link *pl, const struct member_addr *a, int64_t now,
+                       bool initial)
+{
+    struct link_peer *p = &pl->peers[a->id];
+    bool moved = p->member && (p->sa_len != a->sa_len || memcmp(&p->sa, &a->sa, a->sa_len) != 0);
+    if (p->member && !moved)
+        return;
+    if (moved && p->conn != NULL)
+        conn_fail(pl, p->conn, PEER_LINK_EMOVED);
+    if (moved)
+        link_log(pl, PEER_LINK_LOG_INFO, "server %u (%s): now at %s", p->id, p->addr, a->addr);
+    else if (!initial)
+        link_log(pl, PEER_LINK_LOG_INFO, "server %u (%s): now a member", p->id, a->addr);
+    p->sa = a->sa;
+    p->sa_len = a->sa_len;
+    memcpy(p->addr, a->addr, sizeof p->addr);
+    p->member = true;
+    p->backoff_ms = pl->cfg.backoff_min_ms;
+    p->next_dial_ms = now;
+    p->logged_err = 0;
+    BASE_ASSERT(p->conn == NULL && p->gen == 0);
+}
+
+/* Makes set the members (peer_link_set_members): removals first, so that
+ * an address a removed server held is free before another takes it. On
+ * the owner's thread at peer_link_new (initial: no log lines), else on
+ * the I/O thread, in queue order with the frames. */
+static void apply_members(struct peer_link *pl, const struct member_set *set, bool initial)
+{
+    bool listed[PEER_SERVER_ID_MAX + 1] = { false };
+    for (uint32_t i = 0; i < set->n; i++)
+        listed[set->m[i].id] = true;
+    for (uint32_t i = 0; i < pl->n_members; i++)
+        if (!listed[pl->member_ids[i]])
+            peer_remove(pl, &pl->peers[pl->member_ids[i]]);
+    int64_t now = now_ms(pl);
+    for (uint32_t i = 0; i < set->n; i++) {
+        BASE_ASSERT(set->m[i].id != pl->cfg.self_id && (i == 0 || set->m[i - 1].id < set->m[i].id));
+        peer_place(pl, &set->m[i], now, initial);
+        pl->member_ids[i] = set->m[i].id;
+    }
+    pl->n_members = set->n;
+}
+
 /* ---- dialling and accepting (I/O thread) -------------------------------------- */
 
 static void dial_failed(struct peer_link *pl, struct link_peer *p, int err, int64_t now)
@@ -741,8 +884,9 @@ static void dial(struct peer_link *pl, struct link_peer *p, int64_t now)
 
 static void dial_due(struct peer_link *pl, int64_t now)
 {
-    for (uint32_t i = 0; i < pl->n_peers; i++) {
-        struct link_peer *p = &pl->peers[i];
+    for (uint32_t i = 0; i < pl->n_members; i++) {
+        struct link_peer *p = &pl->peers[pl->member_ids[i]];
+        BASE_ASSERT(p->member);
         if (p->dials && p->conn == NULL && now >= p->next_dial_ms)
             dial(pl, p, now);
     }
@@ -837,7 +981,7 @@ static int hello_accepted(struct peer_link *pl, struct conn *c, const struct pee
     int rc = peer_hello_check(h, pl->cfg.self_id, pl->cfg.cluster_id, 0);
     if (rc != 0)
         return rc;
-    struct link_peer *p = peer_of(pl, h->from);
+    struct link_peer *p = member_of(pl, h->from);
     if (p == NULL)
         return PEER_LINK_ENOTMEMBER;
     if (p->dials)
@@ -885,6 +1029,7 @@ static void rx_item_free(struct rx_item *it)
 {
     peer_frame_free(&it->frame);
     free(it->data);
+    free(it->config);
     free(it);
 }
 
@@ -955,15 +1100,23 @@ static int on_chunk(struct peer_link *pl, struct conn *c)
     if (rc <= 0)
         return rc;
     struct rx_item *it = calloc(1, sizeof *it);
-    if (it == NULL)
+    struct raft_config *conf = snap.snap_config != NULL ? malloc(sizeof *conf) : NULL;
+    if (it == NULL || (snap.snap_config != NULL && conf == NULL)) {
+        free(it);
+        free(conf);
         return PEER_ENOMEM;
+    }
+    if (conf != NULL)
+        *conf = *snap.snap_config; /* out of the reassembler, which is reset next */
+    it->config = conf;
     it->data = c->snap.buf.data; /* snap.snap_data points at it (or at "" when empty) */
-    it->bytes = snap.snap_len;
+    it->bytes = snap.snap_len + (conf != NULL ? sizeof *conf : 0);
     c->snap.buf = (struct base_buf){ 0 };
     peer_snap_rx_reset(&c->snap);
     it->rx.kind = PEER_LINK_RX_RAFT;
     it->rx.from = c->peer->id;
     it->rx.msg = snap;
+    it->rx.msg.snap_config = conf;
     it->rx.msg.from = c->peer->id;
     it->rx.msg.to = pl->cfg.self_id;
     queue_rx(pl, it);
@@ -1241,8 +1394,8 @@ static int next_wait_ms(const struct peer_link *pl, int64_t now)
     for (const struct conn *c = pl->conns; c != NULL; c = c->next)
         if (c->fd >= 0 && c->state != CONN_UP && c->deadline_ms < next)
             next = c->deadline_ms;
-    for (uint32_t i = 0; i < pl->n_peers; i++) {
-        const struct link_peer *p = &pl->peers[i];
+    for (uint32_t i = 0; i < pl->n_members; i++) {
+        const struct link_peer *p = &pl->peers[pl->member_ids[i]];
         if (p->dials && p->conn == NULL && p->next_dial_ms < next)
             next = p->next_dial_ms;
     }
@@ -1268,8 +1421,8 @@ static int io_pass(struct peer_link *pl)
 /* Closes everything; items still queued are dropped (no link). */
 static void io_shutdown(struct peer_link *pl)
 {
-    for (uint32_t i = 0; i < pl->n_peers; i++)
-        atomic_store_explicit(&pl->peers[i].up_gen, 0, memory_order_relaxed);
+    for (uint32_t id = 0; id <= PEER_SERVER_ID_MAX; id++)
+        atomic_store_explicit(&pl->peers[id].up_gen, 0, memory_order_relaxed);
     for (struct conn *c = pl->conns; c != NULL; c = c->next)
         if (c->fd >= 0)
             conn_fail(pl, c, PEER_LINK_ESTOPPED);
@@ -1370,10 +1523,13 @@ void peer_link_free(struct peer_link *pl)
 static int out_begin(struct peer_link *pl, uint32_t to, uint64_t n_frames,
                      struct link_peer **pp, uint64_t *gen)
 {
-    struct link_peer *p = peer_of(pl, to);
+    struct link_peer *p = slot_of(pl, to);
     if (p == NULL)
         return PEER_LINK_EDEST;
-    *gen = atomic_load_explicit(&p->up_gen, memory_order_relaxed);
+    /* not listed: dropped as for a down link (a member change raced the
+     * sender's view; Raft retransmits to whoever is a member) */
+    bool listed = atomic_load_explicit(&p->listed, memory_order_relaxed);
+    *gen = listed ? atomic_load_explicit(&p->up_gen, memory_order_relaxed) : 0;
     if (*gen == 0) {
         ctr_add(&p->ctr.dropped_no_link, n_frames);
         return PEER_LINK_ENOLINK;
@@ -1430,10 +1586,8 @@ static int send_snap(struct peer_link *pl, const struct raft_msg *m)
     if (m->snap_len > pl->cfg.snap_bytes_max)
         return PEER_ESNAP_BOUND; /* the other side would refuse it and close the link */
     size_t chunk = pl->cfg.chunk_bytes;
-    uint64_t n = m->snap_len == 0 ? 1 : (m->snap_len - 1) / chunk + 1;
-    if (n > (SIZE_MAX - m->snap_len) / (HDR + PEER_CHUNK_OVERHEAD_BYTES))
-        return PEER_ENOMEM; /* cannot be held in memory: only with an absurd snap_bytes_max */
-    size_t bytes = m->snap_len + (size_t)n * (HDR + PEER_CHUNK_OVERHEAD_BYTES);
+    uint64_t n;
+    size_t bytes = peer_snap_frames_bytes(m, chunk, &n); /* its membership included */
     struct link_peer *p;
     uint64_t gen;
     int rc = out_begin(pl, m->to, n, &p, &gen);
@@ -1506,6 +1660,63 @@ void peer_link_flush(struct peer_link *pl)
     wake_if_sleeping(&pl->io_sleeping, pl->io_efd);
 }
 
+/* m[0..n) checked and parsed into a new set, or NULL with *rc set
+ * (-EINVAL with the reason in msg, or -ENOMEM). */
+static struct member_set *member_set_new(const struct peer_link *pl,
+                                         const struct peer_link_member *m, uint32_t n, char *msg,
+                                         size_t msg_len, int *rc)
+{
+    *rc = -EINVAL;
+    if (n > PEER_LINK_MEMBERS_MAX || (n > 0 && m == NULL)) {
+        snprintf(msg, msg_len, "%u members: 0..%u are allowed", n, PEER_LINK_MEMBERS_MAX);
+        return NULL;
+    }
+    struct member_set *set = malloc(sizeof *set);
+    if (set == NULL) {
+        *rc = -ENOMEM;
+        return NULL;
+    }
+    if (members_parse(pl, m, n, set, NULL, NULL, msg, msg_len) &&
+        addresses_unique(pl, set, msg, msg_len)) {
+        *rc = 0;
+        return set;
+    }
+    free(set);
+    return NULL;
+}
+
+/* The set is checked and parsed here, on the producer's thread, so the I/O
+ * thread only applies it. listed changes at once, so the producer's next
+ * send and any status reader see the new set before the I/O thread does (a
+ * send to a new member finds no link yet: ENOLINK, as for a down one). */
+int peer_link_set_members(struct peer_link *pl, const struct peer_link_member *m, uint32_t n,
+                          char *err, size_t err_len)
+{
+    char msg[LOG_LINE_BYTES] = "";
+    int rc;
+    struct member_set *set = member_set_new(pl, m, n, msg, sizeof msg, &rc);
+    struct out_item *it = set != NULL ? out_item_new(0, 0, 0) : NULL;
+    if (set != NULL && it == NULL)
+        rc = -ENOMEM;
+    if (rc != 0) {
+        free(set);
+        if (rc == -EINVAL && err != NULL && err_len > 0)
+            snprintf(err, err_len, "%s", msg);
+        return rc;
+    }
+    it->members = set;
+    bool listed[PEER_SERVER_ID_MAX + 1] = { false };
+    for (uint32_t i = 0; i < set->n; i++)
+        listed[set->m[i].id] = true;
+    for (uint32_t id = 1; id <= PEER_SERVER_ID_MAX; id++)
+        if (id != pl->cfg.self_id)
+            atomic_store_explicit(&pl->peers[id].listed, listed[id], memory_order_release);
+    base_mpsc_push(&pl->out_q, &it->node); /* after the frames sent before this call */
+    pl->flush_pending = true;
+    peer_link_flush(pl); /* a member change should not wait for the next frame */
+    return 0;
+}
+
 /* ---- consumer ----------------------------------------------------------------- */
 
 /* Gives bytes back to the inbound budget; restarts a paused I/O thread
@@ -1564,8 +1775,10 @@ int peer_link_fd(const struct peer_link *pl)
 
 int peer_link_status(const struct peer_link *pl, uint32_t id, struct peer_link_peer_status *st)
 {
-    const struct link_peer *p = peer_of(pl, id);
-    if (p == NULL)
+    if (id < 1 || id > PEER_SERVER_ID_MAX || id == pl->cfg.self_id)
+        return -ENOENT;
+    const struct link_peer *p = &pl->peers[id];
+    if (!atomic_load_explicit(&p->listed, memory_order_acquire))
         return -ENOENT;
     const struct peer_ctr *k = &p->ctr;
     /* acquire: the counters written before these are at least that new */
@@ -1619,6 +1832,8 @@ const char *peer_link_strerror(int err)
     case PEER_LINK_EREPLACED: return "replaced by a newer link from the same server";
     case PEER_LINK_ETOOMANY: return "too many connections awaiting HELLO";
     case PEER_LINK_ESTOPPED: return "link stopped";
+    case PEER_LINK_EREMOVED: return "server removed from the members";
+    case PEER_LINK_EMOVED: return "server moved to another address";
     default: break;
     }
     if (err <= PEER_ENOMEM && err > PEER_ENOMEM - 100)

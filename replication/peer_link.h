@@ -25,6 +25,14 @@
  * longer than a HELLO, and at most 64 connections may wait for theirs
  * (connect_timeout_ms each), so a stranger holds next to no memory.
  *
+ * Members. The set of servers starts as cfg.members and changes with
+ * peer_link_set_members (a reconfig): a server added is dialled or
+ * accepted from then on; a server removed has its link closed, what was
+ * queued for it dropped, and its HELLO refused (PEER_LINK_ENOTMEMBER) like
+ * any stranger's; a server whose address changed has its link closed and
+ * dialled again at the new address. This server's own address, the
+ * listening one, stays cfg's for the link's life.
+ *
  * Output. The producer encodes a frame on its own thread into a buffer it
  * then hands to the I/O thread through an MPSC queue; the I/O thread writes
  * each destination's frames in the order they were sent. A frame is
@@ -49,8 +57,11 @@
  *   owner:    peer_link_new, _start, _stop, _free. One thread, in that
  *             order; start at most once; free only after the producer and
  *             consumer have made their last call.
- *   producer: peer_link_send_*, peer_link_flush. ONE thread (the
- *             sequencer) at a time.
+ *   producer: peer_link_send_*, peer_link_flush, peer_link_set_members.
+ *             ONE thread (the sequencer) at a time. A member change goes
+ *             to the I/O thread through the same queue as the frames, so
+ *             it takes effect between the frames sent before it and those
+ *             sent after.
  *   consumer: peer_link_drain, _idle_begin, _idle_end, _ack. ONE thread
  *             (the sequencer) at a time. It may be the producer too.
  *   anyone:   peer_link_fd, peer_link_status, peer_link_stats,
@@ -109,6 +120,8 @@ enum peer_link_err {
     PEER_LINK_EREPLACED = -100210,  /* a newer link from the same server replaced this one */
     PEER_LINK_ETOOMANY = -100211,   /* too many accepted connections waiting for a HELLO */
     PEER_LINK_ESTOPPED = -100212,   /* the link was shut down by peer_link_stop */
+    PEER_LINK_EREMOVED = -100213,   /* the server left the member set (peer_link_set_members) */
+    PEER_LINK_EMOVED = -100214,     /* the server's address changed (peer_link_set_members) */
 };
 
 /* Log levels for cfg.log (syslog's numbers). */
@@ -175,9 +188,10 @@ enum peer_link_rx_kind {
 /* One inbound item. from is the sending server (from its link's HELLO).
  * For RAFT, msg.from is from and msg.to is this server; a RAFT_MSG_SNAP
  * carries the whole snapshot in snap_data/snap_len (term and snap_zxid
- * set; snap_data is never NULL). Every pointer in it (entries and their
- * data, snap_data, forward body and auth, touch ids) is owned by the link
- * and valid only during the callback: copy what you keep. */
+ * set; snap_data is never NULL) and the membership that came with it in
+ * snap_config (NULL: none came). Every pointer in it (entries and their
+ * data, snap_data, snap_config, forward body and auth, touch ids) is owned
+ * by the link and valid only during the callback: copy what you keep. */
 struct peer_link_rx {
     uint8_t kind; /* enum peer_link_rx_kind */
     uint32_t from;
@@ -196,7 +210,8 @@ enum peer_link_state {
 };
 
 /* One peer's link as the I/O thread last wrote it. Counters start at 0 and
- * only grow. */
+ * only grow, for the link's life: a server removed and added again goes on
+ * from where its counters were. */
 struct peer_link_peer_status {
     uint32_t id;
     bool dials;              /* this server dials it (self_id > id) */
@@ -257,13 +272,15 @@ void peer_link_free(struct peer_link *pl);
 /* Each encodes one message to one destination and queues it for the I/O
  * thread, which writes it after peer_link_flush (or within its next timer
  * pass, 100 ms at most). All inputs are only read, and are free to reuse on
- * return. Returns 0 (queued), PEER_LINK_ENOLINK or PEER_LINK_EFULL
- * (dropped and counted in the destination's status), PEER_LINK_EDEST,
- * PEER_ENOMEM, or the code peer_encode_* gives a value it refuses (nothing
- * queued or counted). */
+ * return. Returns 0 (queued), PEER_LINK_ENOLINK (no established link, or
+ * a server not in the member set) or PEER_LINK_EFULL (dropped and counted
+ * in the destination's status), PEER_LINK_EDEST (self, or an id outside
+ * 1..255), PEER_ENOMEM, or the code peer_encode_* gives a value it refuses
+ * (nothing queued or counted). */
 
-/* To m->to. A RAFT_MSG_SNAP carries its snapshot in snap_data/snap_len and
- * goes out as SNAP_CHUNKs of cfg.chunk_bytes (PEER_ESNAP_BOUND above
+/* To m->to. A RAFT_MSG_SNAP carries its snapshot in snap_data/snap_len
+ * (and its membership in snap_config, NULL: none) and goes out as
+ * SNAP_CHUNKs of cfg.chunk_bytes (PEER_ESNAP_BOUND above
  * cfg.snap_bytes_max, which the other side would refuse); all of its
  * chunks are queued or dropped together. */
 int peer_link_send_msg(struct peer_link *pl, const struct raft_msg *m);
@@ -273,6 +290,22 @@ int peer_link_send_touch(struct peer_link *pl, uint32_t to, const int64_t *sessi
 /* Wakes the I/O thread if anything was queued since the last flush and it
  * sleeps: at most one eventfd write. Call once per batch. */
 void peer_link_flush(struct peer_link *pl);
+
+/* Makes m[0..n) the other members (an entry for self_id is skipped: the
+ * listening address is cfg's for good), checked as peer_link_new checks
+ * cfg.members: ids 1..255 and unique, address literals, ports 1..65535, no
+ * two servers (self included) at one address, n <= PEER_LINK_MEMBERS_MAX.
+ * 0; or -EINVAL with a reason in err (when err_len > 0) and nothing
+ * changed; or -ENOMEM. Inputs are copied. Takes effect at once for the
+ * producer and for peer_link_status (a server not listed: sends to it are
+ * PEER_LINK_ENOLINK, its status -ENOENT), and on the I/O thread in order
+ * with the frames around it, woken as by peer_link_flush: links of servers
+ * not listed close (PEER_LINK_EREMOVED) and their queued frames are
+ * dropped; a server newly listed is dialled at once (higher ids dial) or
+ * accepted; a listed server at a new address is closed (PEER_LINK_EMOVED)
+ * and dialled there. Listing the same set again changes nothing. */
+int peer_link_set_members(struct peer_link *pl, const struct peer_link_member *m, uint32_t n,
+                          char *err, size_t err_len);
 
 /* ---- consumer ------------------------------------------------------------------ */
 
@@ -300,7 +333,8 @@ void peer_link_ack(struct peer_link *pl);
  * queued while the consumer sleeps. Owned by the link. */
 int peer_link_fd(const struct peer_link *pl);
 
-/* The link to server id: 0, or -ENOENT when id is not another member. */
+/* The link to server id: 0, or -ENOENT when id is not another member (of
+ * the set the producer last gave: cfg's, or peer_link_set_members'). */
 int peer_link_status(const struct peer_link *pl, uint32_t id, struct peer_link_peer_status *st);
 void peer_link_stats(const struct peer_link *pl, struct peer_link_stats *st);
 

@@ -317,6 +317,11 @@ struct seq_peer_ops {
     /* Whether anything waits to be drained (the thread's last check before
      * it sleeps); NULL: the thread relies on seq_kick alone. */
     bool (*has_input)(void *arg);
+    /* The membership this server uses changed (a CONFIG entry appended or
+     * truncated, a snapshot installed): links to every member of either
+     * half, described by c->extra (larchd: server.N lines), and none to
+     * servers that left. c is borrowed. NULL: the membership is fixed. */
+    void (*membership)(void *arg, const struct raft_config *c);
 };
 
 /* Snapshots for catch-up: the leader sends one to a follower that needs
@@ -333,9 +338,16 @@ struct seq_snap_ops {
      * checked by loading it) this server's only snapshot, durably: newer
      * ones (of a tree that diverged: a resync) go, and so do the older
      * ones and the log segments before zxid: the log below zxid may hold
-     * entries the leader never committed. Segments after zxid stay. 0 or
-     * -errno. */
-    int (*persist)(void *arg, int64_t zxid, const uint8_t *data, size_t len);
+     * entries the leader never committed. Segments after zxid stay. conf
+     * is the membership at zxid that came with it: kept with it, as
+     * membership below says. 0 or -errno. */
+    int (*persist)(void *arg, int64_t zxid, const uint8_t *data, size_t len,
+                   const struct raft_config *conf);
+    /* The membership in effect from zxid on (a CONFIG entry applied, i.e.
+     * committed): snapshots taken at zxid or later keep it, and give it
+     * back at start (raft_boot.snap_config). Any membership that changed
+     * is reported before the snapshot thread can take a snapshot past it. */
+    void (*membership)(void *arg, int64_t zxid, const struct raft_config *conf);
     /* A follower asked for a newer snapshot than newest(): take one soon
      * (returns at once; the driver compacts to it when newest() shows it). */
     void (*want)(void *arg);
@@ -345,6 +357,39 @@ struct seq_snap_ops {
      * leader before the snapshot came). */
     void (*hold)(void *arg);
     void (*hold_end)(void *arg);
+};
+
+/* ZooKeeper's dynamic reconfig (opcode 16; replication/README.md,
+ * "Reconfig"). The driver runs the protocol; the server, which knows the
+ * configuration's format, decides requests and renders /zookeeper/config.
+ * Called on the sequencer thread. */
+struct seq_reconfig_plan {
+    struct raft_member members[RAFT_MEMBERS_MAX]; /* the new membership */
+    uint32_t n_members;
+    /* the CONFIG entry's description: every member of the old and the new
+     * membership (a kept member as the new one names it); malloc'd, the
+     * caller frees it */
+    uint8_t *extra;
+    size_t extra_len;
+};
+struct seq_reconfig_ops {
+    /* Decides a reconfig request: body is its ReconfigRequest record, super
+     * whether its session is a superuser's (reconfig is theirs only), cur
+     * the membership now (its description in cur->extra; none: the
+     * configured one), version what /zookeeper/config's version says now
+     * (0 for the configured one), synced the voters heard from lately.
+     * ZK_OK with *out filled, or a ZooKeeper error code (ZK_ENOAUTH,
+     * ZK_ERECONFIGDISABLED, ZK_EBADVERSION, ZK_EBADARGUMENTS,
+     * ZK_ENEWCONFIGNOQUORUM, ...), with out->extra NULL. */
+    int (*plan)(void *arg, const uint8_t *body, size_t len, bool super,
+                const struct raft_config *cur, int64_t version, uint32_t leader_id,
+                const uint32_t *synced, uint32_t n_synced, struct seq_reconfig_plan *out);
+    /* /zookeeper/config's text for c's members (the final half) with its
+     * version line: malloc'd and NUL-terminated; NULL without memory. */
+    char *(*text)(void *arg, const struct raft_config *c, int64_t version);
+    /* A reconfig applied here: /zookeeper/config now reads text (len
+     * bytes), e.g. for dynamicConfigFile. */
+    void (*applied)(void *arg, const char *text, size_t len);
 };
 
 struct seq_ensemble_cfg {
@@ -378,6 +423,9 @@ struct seq_ensemble_cfg {
      * follower just behind gets a DIFF rather than a snapshot (ZooKeeper's
      * commitLogCount; 0: 500). */
     uint32_t commit_log_count;
+    /* NULL: reconfig (opcode 16) answers RECONFIGDISABLED */
+    const struct seq_reconfig_ops *reconfig;
+    void *reconfig_arg;
 };
 
 /* The transport's drain calls these (sequencer thread). m is a raft

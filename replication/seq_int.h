@@ -106,6 +106,11 @@ int64_t sq_clock(const struct seq *s, bool wall);
 /* Whether a reattach request r brings the password session ts recorded
  * (constant time; never when none is known). */
 bool sq_passwd_matches(const struct tree_session *ts, const struct seq_req *r);
+/* ZooKeeper's session checks on a write (checkSession): ZK_OK, or
+ * ZK_ESESSIONEXPIRED (gone or closing) or ZK_ESESSIONMOVED (sent through a
+ * member the session has left; a session no member owns yet becomes the
+ * sender's). Sequencer thread. */
+int32_t sq_write_session_check(struct seq *s, const struct seq_req *r);
 /* Writes efd when the consumer announced sleep (the Dekker pairing with
  * base_mpsc_push's seq_cst exchange). */
 void sq_wake_if_sleeping(atomic_bool *sleeping, int efd);

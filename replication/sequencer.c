@@ -396,21 +396,25 @@ static void prep_reattach(struct seq *s, struct seq_entry *e)
     ts->owner_server = r->origin;
 }
 
+int32_t sq_write_session_check(struct seq *s, const struct seq_req *r)
+{
+    if (!session_live(s, r))
+        return ZK_ESESSIONEXPIRED;
+    if (r->op != SEQ_OP_REATTACH && !session_owned_by_origin(s, r))
+        return ZK_ESESSIONMOVED;
+    return ZK_OK;
+}
+
 static void prep_write_request(struct seq *s, struct seq_entry *e, int64_t wall_ms)
 {
     struct seq_req *r = e->req;
     struct base_rd rb;
     base_rd_init(&rb, r->body, r->body_len);
-    if (!session_live(s, r)) {
-        e->err = ZK_ESESSIONEXPIRED;
+    e->err = sq_write_session_check(s, r);
+    if (e->err != ZK_OK)
         return;
-    }
     if (r->op == SEQ_OP_REATTACH) {
         prep_reattach(s, e);
-        return;
-    }
-    if (!session_owned_by_origin(s, r)) {
-        e->err = ZK_ESESSIONMOVED;
         return;
     }
     switch (r->op) {
@@ -591,10 +595,15 @@ void seq_put_txn_reply(struct zk_wbuf *w, int32_t op, int32_t xid, int64_t zxid,
     /* ZooKeeper answers a failed multi with err 0 in the header and the
      * errors in the per-op results (kazoo and the C client read them there). */
     sq_put_reply_header(w, xid, zxid, ZK_OK);
-    if (op == ZK_OP_MULTI)
+    if (op == ZK_OP_MULTI) {
         put_multi_body(w, x, results);
-    else
+    } else if (op == ZK_OP_RECONFIG && x->nops == 1) {
+        /* GetDataResponse: the new configuration and its node's stat */
+        zk_put_bytes(w, x->ops[0].data, x->ops[0].data_len);
+        zk_put_stat(w, &results[0].stat);
+    } else {
         put_op_body(w, op, &results[0]);
+    }
 }
 
 static void collect_path(void *arg, const char *path)

@@ -96,10 +96,35 @@ static bool type_known(int32_t type)
     case TXN_CLOSE_SESSION:
     case TXN_ERROR:
     case TXN_NOOP:
+    case TXN_CONFIG:
         return true;
     default:
         return false;
     }
+}
+
+/* A TXN_CONFIG txn is exactly one TXN_CONFIG op that holds nothing but a
+ * membership raft_config_decode accepts (a Raft CONFIG entry's bytes), and
+ * no other txn holds such an op: recovery turns the record back into the
+ * entry it was (txnlog_entry_type), so the two must be one-to-one. Checked
+ * by encode and by decode alike. */
+static bool config_shape_ok(const struct txn *x)
+{
+    if (x->type != TXN_CONFIG) {
+        for (uint32_t i = 0; i < x->nops; i++) {
+            if (x->ops[i].type == TXN_CONFIG)
+                return false;
+        }
+        return true;
+    }
+    if (x->nops != 1)
+        return false;
+    const struct txn_op *op = &x->ops[0];
+    if (op->type != TXN_CONFIG || op_fields(op) != F_DATA || op->data_len <= 0 ||
+        (size_t)op->data_len > RAFT_CONFIG_BYTES_MAX || op->passwd_known)
+        return false;
+    struct raft_config c;
+    return raft_config_decode(op->data, (size_t)op->data_len, &c) == RAFT_OK;
 }
 
 /* The sizes below are encode_op's layout, field by field; encode_op
@@ -197,6 +222,8 @@ static int encode_op(struct wr *w, const struct txn_op *op)
 
 int txn_encode(struct base_buf *b, const struct txn *x)
 {
+    if (!config_shape_ok(x))
+        return -EINVAL;
     size_t start = b->len;
     struct wr w = { .b = b, .err = 0 };
     put_u64(&w, (uint64_t)x->zxid);
@@ -364,7 +391,8 @@ int txn_decode_version(const uint8_t *p, size_t len, uint32_t version, struct tx
     uint32_t nops = base_rd_be32(&r);
     /* every op takes OP_MIN_BYTES, which bounds nops by the record size */
     if (r.err || len > TXNLOG_RECORD_BYTES_MAX || !type_known(out->type) ||
-        nops > (len - r.pos) / OP_MIN_BYTES || (out->type == TXN_NOOP && nops != 0))
+        nops > (len - r.pos) / OP_MIN_BYTES || (out->type == TXN_NOOP && nops != 0) ||
+        (out->type == TXN_CONFIG && version < TXNLOG_VERSION_CONFIG))
         return -EBADMSG;
     bool oom = false;
     if (nops > 0) {
@@ -377,7 +405,7 @@ int txn_decode_version(const uint8_t *p, size_t len, uint32_t version, struct tx
     }
     for (uint32_t i = 0; i < nops && !r.err && !oom; i++)
         decode_op(&r, &out->ops[i], version, &oom);
-    if (r.err || oom || r.pos != len) {
+    if (r.err || oom || r.pos != len || !config_shape_ok(out)) {
         txn_free(out);
         *out = (struct txn){ 0 };
         return oom ? -ENOMEM : -EBADMSG;
@@ -910,6 +938,58 @@ int txnlog_append_encoded(struct txnlog *log, const uint8_t *p, size_t len)
     return 0;
 }
 
+/* The txn type field of a txn_encode encoding (after zxid, session, cxid
+ * and time), for an entry the caller hands in already encoded. */
+#define TXN_TYPE_OFFSET 28u
+
+int txnlog_append_entry(struct txnlog *log, const struct raft_entry *e)
+{
+    struct txn x = { .zxid = e->zxid };
+    switch (e->type) {
+    case RAFT_ENTRY_NOOP:
+        if (e->len != 0)
+            return -EINVAL;
+        x.type = TXN_NOOP;
+        return txnlog_append(log, &x);
+    case RAFT_ENTRY_DATA: {
+        if (e->len < TXNLOG_TXN_HEADER_BYTES || (int64_t)base_get_be64(e->data) != e->zxid)
+            return -EINVAL;
+        int32_t type = (int32_t)base_get_be32(e->data + TXN_TYPE_OFFSET);
+        if (type == TXN_NOOP || type == TXN_CONFIG)
+            return -EINVAL;
+        return txnlog_append_encoded(log, e->data, e->len);
+    }
+    case RAFT_ENTRY_CONFIG: {
+        if (e->len == 0 || e->len > RAFT_CONFIG_BYTES_MAX)
+            return -EINVAL;
+        /* borrowed: txn_encode only reads the op, and x is never freed */
+        struct txn_op op = { .type = TXN_CONFIG, .client_type = ZK_OP_RECONFIG,
+                             .data = (uint8_t *)(uintptr_t)e->data,
+                             .data_len = (int32_t)e->len };
+        x.type = TXN_CONFIG;
+        x.nops = 1;
+        x.ops = &op;
+        int rc = txnlog_append(log, &x);
+        /* a membership that does not decode is refused before it is logged */
+        BASE_ASSERT(rc != 0 || log->last_zxid == e->zxid);
+        return rc;
+    }
+    default:
+        return -EINVAL;
+    }
+}
+
+uint8_t txnlog_entry_type(const struct txn *x)
+{
+    if (x->type == TXN_NOOP)
+        return RAFT_ENTRY_NOOP;
+    if (x->type != TXN_CONFIG)
+        return RAFT_ENTRY_DATA;
+    /* decode let nothing else through (config_shape_ok) */
+    BASE_ASSERT(x->nops == 1 && x->ops[0].type == TXN_CONFIG && x->ops[0].data_len > 0);
+    return RAFT_ENTRY_CONFIG;
+}
+
 /* One sync attempt: the position it started from (restored on failure)
  * and the segments it created (removed on failure). */
 struct sync_attempt {
@@ -1229,5 +1309,72 @@ int txnlog_hard_state_read(struct storage *st, const char *dir, struct raft_hard
         rc = crc;
     if (rc == 0 && !hs_decode(buf, got, hs))
         rc = TXNLOG_ECORRUPT;
+    return rc;
+}
+
+/* ---- a membership kept beside a snapshot ---------------------------------------- */
+
+#define CF_MAGIC "LRCF"
+#define CF_VERSION 1u
+#define CF_HEADER_BYTES 20u /* magic, u32 version, u64 zxid, u32 length */
+
+size_t txnlog_config_file_encode(int64_t zxid, const struct raft_config *c,
+                                 uint8_t out[TXNLOG_CONFIG_FILE_BYTES_MAX])
+{
+    size_t n = raft_config_encode(c, out + CF_HEADER_BYTES);
+    BASE_ASSERT(n > 0 && n <= RAFT_CONFIG_BYTES_MAX);
+    memcpy(out, CF_MAGIC, 4);
+    base_put_be32(out + 4, CF_VERSION);
+    base_put_be64(out + 8, (uint64_t)zxid);
+    base_put_be32(out + 16, (uint32_t)n);
+    size_t len = CF_HEADER_BYTES + n;
+    base_put_be32(out + len, base_crc32c(0, out, len));
+    return len + 4;
+}
+
+int txnlog_config_file_decode(const uint8_t *p, size_t len, int64_t *zxid,
+                              struct raft_config *out)
+{
+    if (len < CF_HEADER_BYTES + 4 || len > TXNLOG_CONFIG_FILE_BYTES_MAX ||
+        memcmp(p, CF_MAGIC, 4) != 0 || base_get_be32(p + 4) != CF_VERSION ||
+        base_get_be32(p + 16) != len - CF_HEADER_BYTES - 4 ||
+        base_get_be32(p + len - 4) != base_crc32c(0, p, len - 4))
+        return TXNLOG_ECORRUPT;
+    if (raft_config_decode(p + CF_HEADER_BYTES, len - CF_HEADER_BYTES - 4, out) != RAFT_OK)
+        return TXNLOG_ECORRUPT;
+    *zxid = (int64_t)base_get_be64(p + 8);
+    return 0;
+}
+
+int txnlog_config_file_write(struct storage *st, const char *dir, const char *path, int64_t zxid,
+                             const struct raft_config *c)
+{
+    uint8_t *buf = malloc(TXNLOG_CONFIG_FILE_BYTES_MAX);
+    if (buf == NULL)
+        return -ENOMEM;
+    size_t len = txnlog_config_file_encode(zxid, c, buf);
+    /* what is written is what a read gives back */
+    BASE_ASSERT(len <= TXNLOG_CONFIG_FILE_BYTES_MAX);
+    int rc = storage_write_whole(st, dir, path, buf, len, 0);
+    free(buf);
+    return rc;
+}
+
+int txnlog_config_file_read(struct storage *st, const char *path, int64_t *zxid,
+                            struct raft_config *out)
+{
+    struct storage_file *f = NULL;
+    int rc = storage_open(st, path, 0, &f);
+    if (rc != 0)
+        return rc;
+    uint8_t *buf = malloc(TXNLOG_CONFIG_FILE_BYTES_MAX + 1);
+    size_t got = 0;
+    rc = buf != NULL ? storage_pread(f, buf, TXNLOG_CONFIG_FILE_BYTES_MAX + 1, 0, &got) : -ENOMEM;
+    int crc = storage_close(f);
+    if (rc == 0)
+        rc = crc;
+    if (rc == 0)
+        rc = txnlog_config_file_decode(buf, got, zxid, out);
+    free(buf);
     return rc;
 }

@@ -9,7 +9,10 @@
  * followed by records [u32 payload length][u32 CRC-32C of payload][payload],
  * big-endian, CRC by base_crc32c, payload = txn_encode() of one txn in the
  * segment's version (TXNLOG_VERSION for every segment written now; older
- * ones are read, see txn_decode_version). Segments are preallocated
+ * ones are read, see txn_decode_version). An ensemble member's log is its
+ * Raft log: every entry is one record (txnlog_append_entry), no-ops and
+ * membership changes included, so recovery rebuilds the core's log as it
+ * was. Segments are preallocated
  * in chunks (ZooKeeper's FilePadding) so that fdatasync does not have to
  * write file-size metadata on every group commit; the zeros after the last
  * record mark the end of the data. A payload may itself end in zeros (every
@@ -133,10 +136,15 @@ void storage_mem_fail_sync(struct storage *s, int err, unsigned count);
 #define TXNLOG_ECORRUPT (-100001) /* damaged log contents other than a torn tail */
 #define TXNLOG_EORDER (-100002)   /* zxids not strictly increasing */
 
-/* Segment versions, which are the versions of the txn encoding: 2 records a
- * createSession's password (16 bytes after the op's fields); 1 had none. */
-#define TXNLOG_VERSION 2u     /* what the writer writes */
+/* Segment versions, which are the versions of the txn encoding: 3 adds
+ * TXN_CONFIG records (a Raft membership; nothing else changed, so a
+ * version-2 segment reads the same as version 3 and may precede one); 2
+ * records a createSession's password (16 bytes after the op's fields); 1
+ * had none. A TXN_CONFIG in a segment older than 3 is corruption, and a
+ * binary of version 2 refuses a version-3 segment instead of misreading it. */
+#define TXNLOG_VERSION 3u     /* what the writer writes */
 #define TXNLOG_VERSION_MIN 1u /* the oldest replay reads */
+#define TXNLOG_VERSION_CONFIG 3u /* the first that holds TXN_CONFIG records */
 
 #define TXNLOG_RECORD_BYTES_MAX (32u << 20) /* payload bound, far above jute.maxbuffer */
 #define TXNLOG_TXN_HEADER_BYTES 36u /* zxid, session, cxid, time, type, nops */
@@ -168,7 +176,11 @@ size_t txn_op_encoded_bytes(const struct txn_op *op);
  * then owns what txn_free frees (paths and data malloc'd, ACLs with one
  * reference; an ACL equal to world:anyone ALL is the shared
  * tree_acl_open()). 0, -ENOMEM, or -EBADMSG for malformed or out-of-bounds
- * input (*out is then empty). */
+ * input (*out is then empty). A TXN_CONFIG txn is well formed only as
+ * txnlog_append_entry writes it: one TXN_CONFIG op holding nothing but data
+ * that raft_config_decode accepts (txn_encode refuses any other with
+ * -EINVAL, decode with -EBADMSG); a TXN_CONFIG op in any other txn, like a
+ * TXN_NOOP op, is malformed. */
 int txn_decode(const uint8_t *p, size_t len, struct txn *out);
 /* The same for a record of the given version (TXNLOG_VERSION_MIN to
  * TXNLOG_VERSION, asserted), as a segment's header says. A version-1
@@ -213,6 +225,24 @@ int txnlog_append(struct txnlog *log, const struct txn *x);
  * (txn_decode): the log checks only the length (-EINVAL outside
  * [TXNLOG_TXN_HEADER_BYTES, TXNLOG_RECORD_BYTES_MAX]). 0, -ENOMEM, -EIO. */
 int txnlog_append_encoded(struct txnlog *log, const uint8_t *p, size_t len);
+/* Buffers one Raft log entry (the ensemble driver's one call; e is
+ * borrowed). Each type has its own record, so that recovery gives the
+ * entry back as it was (txnlog_entry_type):
+ *   RAFT_ENTRY_NOOP    a TXN_NOOP txn (no data allowed);
+ *   RAFT_ENTRY_DATA    data as txnlog_append_encoded; its zxid must be
+ *                      e->zxid, and its txn type neither TXN_NOOP nor
+ *                      TXN_CONFIG (those would come back as another type);
+ *   RAFT_ENTRY_CONFIG  a TXN_CONFIG txn (zxid e->zxid, no session, cxid or
+ *                      time; client type ZK_OP_RECONFIG) whose one op
+ *                      carries data, which must decode (raft_config_decode).
+ * 0, TXNLOG_EORDER, -ENOMEM, -EIO (the log is broken), or -EINVAL for an
+ * entry that breaks the rules above (nothing is buffered then). */
+int txnlog_append_entry(struct txnlog *log, const struct raft_entry *e);
+/* The type of the entry a logged txn stands for, as txnlog_append_entry
+ * wrote it: RAFT_ENTRY_NOOP for TXN_NOOP (no data), RAFT_ENTRY_CONFIG for
+ * TXN_CONFIG (data: x->ops[0].data, x->ops[0].data_len bytes, the entry's
+ * exactly), RAFT_ENTRY_DATA for every other (data: txn_encode of x). */
+uint8_t txnlog_entry_type(const struct txn *x);
 /* Group commit: writes every buffered record (rolling segments as needed)
  * and fdatasyncs. 0 when all of them are durable. On error (-errno) none of
  * this call's records is reported durable, they stay buffered, and the next
@@ -274,5 +304,27 @@ int txnlog_hard_state_write(struct storage *st, const char *dir, const struct ra
 /* 0 and *hs, -ENOENT when there is no state yet (a new server), or
  * TXNLOG_ECORRUPT when the file is not one this code wrote. */
 int txnlog_hard_state_read(struct storage *st, const char *dir, struct raft_hard_state *hs);
+
+/* ---- a membership kept beside a snapshot ------------------------------------ */
+/* The membership in effect at a snapshot's zxid (server/durability.c names
+ * the file <snapshot>.config): "LRCF", u32 version (1), u64 zxid, u32
+ * length, that many bytes of raft_config_encode, u32 CRC-32C of everything
+ * before it; big-endian, written as a whole (storage_write_whole) like the
+ * hard state. */
+#define TXNLOG_CONFIG_FILE_SUFFIX ".config"
+#define TXNLOG_CONFIG_FILE_BYTES_MAX (24u + RAFT_CONFIG_BYTES_MAX)
+/* Encodes (zxid, c) into out; returns the length. */
+size_t txnlog_config_file_encode(int64_t zxid, const struct raft_config *c,
+                                 uint8_t out[TXNLOG_CONFIG_FILE_BYTES_MAX]);
+/* 0 and *zxid, *out; TXNLOG_ECORRUPT when p is not such a file. */
+int txnlog_config_file_decode(const uint8_t *p, size_t len, int64_t *zxid,
+                              struct raft_config *out);
+/* Replaces path (in dir) with (zxid, c), durably once 0 is returned; the
+ * old file, if any, stays on failure (-errno). */
+int txnlog_config_file_write(struct storage *st, const char *dir, const char *path, int64_t zxid,
+                             const struct raft_config *c);
+/* 0, -ENOENT (no file), -errno, or TXNLOG_ECORRUPT. */
+int txnlog_config_file_read(struct storage *st, const char *path, int64_t *zxid,
+                            struct raft_config *out);
 
 #endif /* LARCH_TXNLOG_H */

@@ -1033,11 +1033,6 @@ static void apply_line(struct config *c, struct logical_line *ll, struct reporte
     }
     r->what = key;
     apply_setting(c, s, value, r);
-    if (strcmp(key, "reconfigEnabled") == 0 && c->reconfig_enabled)
-        /* a zoo.cfg that asks for reconfig gets none: refused, not served
-         * as something else */
-        report(r, SEV_ERROR, "larchd does not run dynamic reconfiguration yet: the "
-                             "membership is the server.N lines (set it to false)");
     r->what = NULL;
 }
 
@@ -1401,8 +1396,11 @@ char *config_servers_text(const struct config_server *servers, uint32_t n_server
         }
         text_put(&b, &err, "\n", 1);
     }
-    int n = snprintf(num, sizeof num, "version=%llx", (unsigned long long)version);
-    text_put(&b, &err, num, (size_t)n + 1); /* with its NUL */
+    if (version >= 0) {
+        int n = snprintf(num, sizeof num, "version=%llx", (unsigned long long)version);
+        text_put(&b, &err, num, (size_t)n);
+    }
+    text_put(&b, &err, "", 1); /* the NUL */
     if (err != 0) {
         base_buf_free(&b);
         return NULL;
@@ -1826,9 +1824,15 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
  * purpose: members may name one another differently (a server names
  * itself 0.0.0.0, peers reach it through NAT or a proxy), as ZooKeeper
  * allows. 0 is reserved for "none". */
-static uint64_t ensemble_cluster_id(const struct config_ensemble *e)
+static uint64_t ensemble_cluster_id(const struct config_ensemble *e, bool reconfig)
 {
+    /* With reconfigEnabled the membership changes at run time, and a server
+     * joins with a zoo.cfg the others' do not match: the members are left
+     * out and only the tag guards (a server of another kind of ensemble). */
     static const char tag[] = "larch-ensemble-v2";
+    static const char dynamic[] = "larch-ensemble-dynamic-v1";
+    if (reconfig)
+        return fnv1a(FNV64_OFFSET, dynamic, sizeof dynamic);
     uint64_t h = fnv1a(FNV64_OFFSET, tag, sizeof tag);
     for (uint32_t i = 0; i < e->n_members; i++) {
         const struct config_member *m = &e->members[i];
@@ -1854,7 +1858,7 @@ int config_ensemble(const struct config *c, uint32_t myid, struct config_ensembl
     out->self_id = myid;
     out->self_observer = self->observer;
     ensemble_members(c, out);
-    out->cluster_id = ensemble_cluster_id(out);
+    out->cluster_id = ensemble_cluster_id(out, c->reconfig_enabled);
     /* what raft_new checks: the caller must never be refused there */
     assert(out->n_members == c->n_servers && out->n_members >= 1);
     assert(out->heartbeat_ticks > 0 && out->election_ticks > out->heartbeat_ticks &&

@@ -168,7 +168,8 @@ bool config_is_distributed(const struct config *c);
  * then "version=" and version in hex. A malloc'd string the caller frees;
  * NULL without memory. */
 char *config_membership_text(const struct config *c, int64_t version);
-/* The same text for any servers array, in its order (a reconfig's outcome). */
+/* The same text for any servers array, in its order (a reconfig's outcome);
+ * a negative version leaves the version line out (the server.N lines only). */
 char *config_servers_text(const struct config_server *servers, uint32_t n_servers,
                           int64_t version);
 /* True when two hosts as written are one: IP literals by their address bytes
@@ -237,7 +238,9 @@ struct config_ensemble {
      * or a role changes or a member is added or removed. FNV-1a 64 over a
      * byte-order-independent encoding of the id-sorted (id, voter) pairs
      * (see ensemble_cluster_id in config.c). A guard against a server of
-     * another ensemble, not authentication. Never 0. */
+     * another ensemble, not authentication. With reconfigEnabled=true the
+     * membership changes at run time, so the members are left out: every
+     * such ensemble has one id. Never 0. */
     uint64_t cluster_id;
     int32_t raft_tick_ms;
     uint32_t heartbeat_ticks; /* in raft ticks (5) */

@@ -20,6 +20,17 @@
 #define SNAP_PREFIX "snapshot."
 #define SNAP_WRITE_CHUNK (1u << 20)
 #define SNAPS_MAX 4096
+/* Memberships kept for the snapshots to come (see memb_note): the one in
+ * effect at the oldest zxid a snapshot may still be taken at, and those
+ * reported after it, which are the changes the tree has not reached yet
+ * (a driver reports one as it applies it): one or two at a time. */
+#define MEMB_MAX 8
+
+/* A membership in effect from zxid on. */
+struct memb {
+    int64_t zxid;
+    struct raft_config conf;
+};
 
 struct durability {
     char snap_dir[4200];
@@ -50,6 +61,17 @@ struct durability {
     _Atomic int64_t last_snap_zxid;
     _Atomic uint64_t snapshots;
     _Atomic int64_t snap_error;
+    /* Memberships reported (durability_note_membership, on the sequencer
+     * thread) for the snapshot thread: memb[0..n_memb) in zxid order. lost:
+     * one that a snapshot below memb[0] would need was dropped (MEMB_MAX),
+     * so such a snapshot is not kept. pinned: a snapshot is being taken at
+     * a zxid of at least pin, so the membership in effect at pin stays. */
+    pthread_mutex_t memb_lock;
+    struct memb *memb;
+    size_t n_memb;
+    bool memb_lost;
+    bool memb_pinned;
+    int64_t memb_pin;
 };
 
 static void dirs_of(const struct config *c, char *snap_dir, char *log_dir, size_t len)
@@ -183,30 +205,207 @@ static void snap_path(const char *dir, int64_t zxid, char *out, size_t len)
     snprintf(out, len, "%s/" SNAP_PREFIX "%" PRIx64, dir, (uint64_t)zxid);
 }
 
-/* Loads the newest snapshot that validates. No snapshot at all is a fresh
+/* snapshot.<zxid>.config: the membership in effect at the snapshot's zxid
+ * (txnlog.h has the format). collect_snapshot skips the name: nothing
+ * follows the hex of a snapshot's own. */
+static void sidecar_path(const char *dir, int64_t zxid, char *out, size_t len)
+{
+    snprintf(out, len, "%s/" SNAP_PREFIX "%" PRIx64 TXNLOG_CONFIG_FILE_SUFFIX, dir,
+             (uint64_t)zxid);
+}
+
+/* The snapshot at zxid and then its membership file (missing is fine): in
+ * this order, so that a crash between the two leaves a file without a
+ * snapshot (purged later), never a snapshot without its membership. */
+static int remove_snapshot(struct storage *st, const char *dir, int64_t zxid, bool verbose)
+{
+    char path[4400];
+    snap_path(dir, zxid, path, sizeof(path));
+    int rc = storage_unlink(st, path);
+    if (rc != 0)
+        return rc;
+    if (verbose)
+        printf("removed %s\n", path);
+    sidecar_path(dir, zxid, path, sizeof(path));
+    rc = storage_unlink(st, path);
+    if (rc == 0 && verbose)
+        printf("removed %s\n", path);
+    return rc == -ENOENT ? 0 : rc;
+}
+
+/* ---- memberships for the snapshots to come ------------------------------- */
+
+/* memb_lock held. Drops what no snapshot to come can need: memb[i] once
+ * memb[i + 1] is in effect at the lowest zxid a snapshot may still be
+ * taken at (the tree's zxid, or the pin of the one under way if lower). */
+static void memb_prune(struct durability *d)
+{
+    int64_t floor = tree_last_zxid(d->tree);
+    if (d->memb_pinned && d->memb_pin < floor)
+        floor = d->memb_pin;
+    size_t drop = 0;
+    while (drop + 1 < d->n_memb && d->memb[drop + 1].zxid <= floor)
+        drop++;
+    if (drop == 0)
+        return;
+    memmove(d->memb, d->memb + drop, (d->n_memb - drop) * sizeof *d->memb);
+    d->n_memb -= drop;
+    d->memb_lost = true; /* below memb[0] nothing is known any more */
+}
+
+/* memb_lock held. Puts (zxid, conf) in zxid order; one already there for
+ * zxid is replaced (the same committed entry reported again). */
+static void memb_insert(struct durability *d, int64_t zxid, const struct raft_config *conf)
+{
+    size_t i = d->n_memb;
+    while (i > 0 && d->memb[i - 1].zxid > zxid)
+        i--;
+    if (i > 0 && d->memb[i - 1].zxid == zxid) {
+        d->memb[i - 1].conf = *conf;
+        return;
+    }
+    if (d->n_memb == MEMB_MAX) {
+        /* MEMB_MAX changes ahead of the tree (or of a snapshot under way):
+         * the oldest goes, and a snapshot that needed it is not kept */
+        d->memb_lost = true;
+        if (i == 0)
+            return; /* older than all of them: it is the one that goes */
+        memmove(d->memb, d->memb + 1, (i - 1) * sizeof *d->memb);
+        d->n_memb--;
+        i--;
+    }
+    memmove(d->memb + i + 1, d->memb + i, (d->n_memb - i) * sizeof *d->memb);
+    d->memb[i].zxid = zxid;
+    d->memb[i].conf = *conf;
+    d->n_memb++;
+}
+
+void durability_note_membership(struct durability *d, int64_t zxid, const struct raft_config *conf)
+{
+    BASE_ASSERT(zxid >= 0 && conf != NULL && conf->n_members > 0);
+    pthread_mutex_lock(&d->memb_lock);
+    memb_prune(d);
+    memb_insert(d, zxid, conf);
+    BASE_ASSERT(d->n_memb > 0 && d->n_memb <= MEMB_MAX);
+    pthread_mutex_unlock(&d->memb_lock);
+}
+
+/* A snapshot of the leader's replaced the tree: its membership (NULL: the
+ * configured one) is all that is known now. */
+static void memb_reset(struct durability *d, int64_t zxid, const struct raft_config *conf)
+{
+    pthread_mutex_lock(&d->memb_lock);
+    d->n_memb = 0;
+    d->memb_lost = false;
+    if (conf)
+        memb_insert(d, zxid, conf);
+    pthread_mutex_unlock(&d->memb_lock);
+}
+
+/* A snapshot is about to be taken: its zxid_start will be at least the
+ * tree's zxid now, so the membership in effect there stays until
+ * memb_unpin. One snapshot at a time (durability_snapshot's .tmp name). */
+static void memb_pin(struct durability *d)
+{
+    pthread_mutex_lock(&d->memb_lock);
+    BASE_ASSERT(!d->memb_pinned);
+    d->memb_pinned = true;
+    d->memb_pin = tree_last_zxid(d->tree);
+    pthread_mutex_unlock(&d->memb_lock);
+}
+
+/* Ends the pin. zxid >= 0: the membership in effect at zxid (the newest
+ * reported at or below it) into *out: 1; 0 when none was reported (the
+ * configured one holds); -EAGAIN when the one it needs was dropped, or
+ * zxid is below the pin (the tree was replaced meanwhile). */
+static int memb_unpin(struct durability *d, int64_t zxid, struct raft_config *out)
+{
+    pthread_mutex_lock(&d->memb_lock);
+    BASE_ASSERT(d->memb_pinned);
+    d->memb_pinned = false;
+    int rc = 0;
+    if (zxid >= 0 && zxid < d->memb_pin) {
+        rc = -EAGAIN;
+    } else if (zxid >= 0) {
+        size_t i = d->n_memb;
+        while (i > 0 && d->memb[i - 1].zxid > zxid)
+            i--;
+        if (i > 0)
+            *out = d->memb[i - 1].conf;
+        rc = i > 0 ? 1 : d->memb_lost ? -EAGAIN : 0;
+    }
+    pthread_mutex_unlock(&d->memb_lock);
+    return rc;
+}
+
+/* The membership kept with the snapshot at zxid: 0 and *out (malloc'd, the
+ * caller's), or NULL when it has none (taken before memberships were kept,
+ * or none was ever reported: the configured one holds); TXNLOG_ECORRUPT
+ * when the file is damaged or names another zxid; -errno. */
+static int read_sidecar(struct durability *d, int64_t zxid, struct raft_config **out)
+{
+    char path[4400];
+    sidecar_path(d->snap_dir, zxid, path, sizeof(path));
+    *out = NULL;
+    struct raft_config *c = malloc(sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    int64_t at = -1;
+    int rc = txnlog_config_file_read(d->st, path, &at, c);
+    if (rc == 0 && at != zxid)
+        rc = TXNLOG_ECORRUPT;
+    if (rc != 0) {
+        free(c);
+        return rc == -ENOENT ? 0 : rc;
+    }
+    *out = c;
+    return 0;
+}
+
+/* Loads the snapshot at path (zxid from its name) and its membership into
+ * *conf. The membership file is checked first: a snapshot whose
+ * membership is damaged is not loaded (the tree stays as it was). */
+static int load_snapshot(struct durability *d, const char *path, int64_t zxid,
+                         struct tree_snap_info *info, struct raft_config **conf)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = read_sidecar(d, zxid, conf);
+    if (rc == 0)
+        rc = read_file(d->st, path, &buf, &len);
+    if (rc == 0)
+        rc = tree_snapshot_load(d->tree, buf, len, info);
+    free(buf);
+    if (rc != 0) {
+        free(*conf);
+        *conf = NULL;
+    }
+    return rc;
+}
+
+/* Loads the newest snapshot that validates, with the membership kept with
+ * it (*conf, malloc'd, NULL when none). No snapshot at all is a fresh
  * start; snapshots of which none validates refuse the start (nothing is
  * deleted: an operator decides). */
-static int load_newest_snapshot(struct durability *d, int64_t *zxid, char *err, size_t errlen)
+static int load_newest_snapshot(struct durability *d, int64_t *zxid, struct raft_config **conf,
+                                char *err, size_t errlen)
 {
     struct snap_list *l = malloc(sizeof(*l));
     if (!l)
         return -ENOMEM;
     int rc = list_snapshots(d->st, d->snap_dir, l);
     *zxid = 0;
+    *conf = NULL;
     for (size_t i = 0; rc == 0 && i < l->n; i++) {
         char path[4300];
         snap_path(d->snap_dir, l->zxid[i], path, sizeof(path));
-        uint8_t *buf = NULL;
-        size_t len = 0;
         int64_t t0 = base_mono_ms();
-        int lrc = read_file(d->st, path, &buf, &len);
         struct tree_snap_info info;
-        if (lrc == 0)
-            lrc = tree_snapshot_load(d->tree, buf, len, &info);
-        free(buf);
+        int lrc = load_snapshot(d, path, l->zxid[i], &info, conf);
         if (lrc == 0) {
-            fprintf(stderr, "larchd: loaded %s: %" PRIu64 " nodes, %" PRIu64 " sessions in %" PRId64 " ms\n", path,
-                    info.node_count, info.session_count, base_mono_ms() - t0);
+            fprintf(stderr, "larchd: loaded %s: %" PRIu64 " nodes, %" PRIu64 " sessions in %" PRId64 " ms%s\n", path,
+                    info.node_count, info.session_count, base_mono_ms() - t0,
+                    *conf ? " (with its membership)" : "");
             *zxid = info.zxid_start;
             free(l);
             return 0;
@@ -215,7 +414,8 @@ static int load_newest_snapshot(struct durability *d, int64_t *zxid, char *err, 
             rc = lrc;
             break;
         }
-        fprintf(stderr, "larchd: snapshot %s is not valid (error %d); trying an older one\n", path, lrc);
+        fprintf(stderr, "larchd: snapshot %s (or its membership file) is not valid (error %d); "
+                        "trying an older one\n", path, lrc);
     }
     if (rc == 0 && l->n > 0) {
         snprintf(err, errlen, "none of the %zu snapshots in %s is valid; refusing to start (nothing was deleted)",
@@ -256,18 +456,41 @@ static int boot_add(struct replay_ctx *c, struct txn *x)
             op->passwd_known = true;
         }
     }
-    if (x->type != TXN_NOOP) {
+    e.type = txnlog_entry_type(x);
+    if (e.type == RAFT_ENTRY_CONFIG) {
+        /* the entry's bytes exactly, as txnlog_append_entry logged them */
+        uint8_t *p = malloc((size_t)x->ops[0].data_len);
+        if (!p)
+            return -ENOMEM;
+        memcpy(p, x->ops[0].data, (size_t)x->ops[0].data_len);
+        e.data = p; /* owned by the boot: durability_boot_free */
+        e.len = (size_t)x->ops[0].data_len;
+    } else if (e.type == RAFT_ENTRY_DATA) {
         struct base_buf enc = { 0 };
         int rc = txn_encode(&enc, x);
         if (rc != 0) {
             base_buf_free(&enc);
             return rc;
         }
-        e.type = RAFT_ENTRY_DATA;
         e.data = enc.data; /* owned by the boot: durability_boot_free */
         e.len = enc.len;
     }
+    BASE_ASSERT((e.type == RAFT_ENTRY_NOOP) == (e.len == 0));
     b->entries[b->n_entries++] = e;
+    return 0;
+}
+
+/* A membership change the tree has applied on recovery (committed): the
+ * snapshots taken from now on keep it. */
+static int note_applied_config(struct durability *d, const struct txn *x)
+{
+    struct raft_config *c = malloc(sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    int rc = raft_config_decode(x->ops[0].data, (size_t)x->ops[0].data_len, c);
+    BASE_ASSERT(rc == RAFT_OK); /* txn_decode checked it */
+    durability_note_membership(d, x->zxid, c);
+    free(c);
     return 0;
 }
 
@@ -278,7 +501,11 @@ static int replay_one(void *arg, struct txn *x)
     if (!c->boot || x->zxid <= c->apply_until)
         (void)tree_apply(c->tree, x, NULL, NULL, NULL);
     if (c->boot) {
-        int rc = boot_add(c, x);
+        int rc = 0;
+        if (x->zxid <= c->apply_until && txnlog_entry_type(x) == RAFT_ENTRY_CONFIG)
+            rc = note_applied_config(c->d, x);
+        if (rc == 0)
+            rc = boot_add(c, x);
         if (rc != 0) {
             c->err = rc;
             return rc;
@@ -292,6 +519,7 @@ void durability_boot_free(struct durability_boot *b)
     for (size_t i = 0; b->entries && i < b->n_entries; i++)
         free((void *)b->entries[i].data);
     free(b->entries);
+    free(b->snap_config);
     *b = (struct durability_boot){ 0 };
 }
 
@@ -345,14 +573,20 @@ static int recover(struct durability *d, struct durability_boot *boot, char *err
 {
     int64_t t0 = base_mono_ms();
     int64_t snap_zxid = 0;
-    int rc = load_newest_snapshot(d, &snap_zxid, err, errlen);
+    struct raft_config *snap_config = NULL;
+    int rc = load_newest_snapshot(d, &snap_zxid, &snap_config, err, errlen);
     if (rc != 0) {
         if (!err[0])
             snprintf(err, errlen, "loading snapshots from %s: %s", d->snap_dir, strerror(-rc));
         return rc;
     }
     struct replay_ctx ctx = { .d = d, .tree = d->tree, .boot = boot };
+    if (!boot)
+        free(snap_config); /* standalone: one server, no membership to keep */
     if (boot) {
+        boot->snap_config = snap_config; /* owned by the boot */
+        if (snap_config)
+            durability_note_membership(d, snap_zxid, snap_config);
         rc = read_hard_state(d, boot, err, errlen);
         if (rc != 0)
             return rc;
@@ -432,9 +666,11 @@ static int open_dirs(const struct config *c, struct storage *st, struct tree *t,
     d->purge_interval_h = c->autopurge_interval_h;
     pthread_mutex_init(&d->lock, NULL);
     pthread_mutex_init(&d->files_lock, NULL);
+    pthread_mutex_init(&d->memb_lock, NULL);
     pthread_cond_init(&d->wake, NULL);
     dirs_of(c, d->snap_dir, d->log_dir, sizeof(d->snap_dir));
-    int rc = storage_mkdirs(st, d->snap_dir);
+    d->memb = calloc(MEMB_MAX, sizeof(*d->memb));
+    int rc = d->memb ? storage_mkdirs(st, d->snap_dir) : -ENOMEM;
     if (rc == 0)
         rc = storage_mkdirs(st, d->log_dir);
     if (rc != 0) {
@@ -510,13 +746,33 @@ static int writer_out(void *arg, const void *bytes, size_t len)
     return 0;
 }
 
-/* files_lock held. When rc (the write so far) is 0: renames the written and
- * synced tmp to snapshot.<zxid> and syncs the directory, so a crash leaves
- * the old set or the new file whole. On any failure tmp goes. 0 or -errno. */
-static int publish_snapshot(struct durability *d, int rc, const char *tmp, int64_t zxid)
+/* files_lock held. Makes the membership file of the snapshot at zxid say
+ * conf, durably. conf NULL: none was ever reported (the configured
+ * membership holds), and a file an earlier try left goes. */
+static int put_sidecar(struct durability *d, int64_t zxid, const struct raft_config *conf)
+{
+    char path[4400];
+    sidecar_path(d->snap_dir, zxid, path, sizeof(path));
+    if (conf)
+        return txnlog_config_file_write(d->st, d->snap_dir, path, zxid, conf);
+    int rc = storage_unlink(d->st, path);
+    if (rc == -ENOENT)
+        return 0;
+    return rc != 0 ? rc : storage_sync_dir(d->st, d->snap_dir);
+}
+
+/* files_lock held. When rc (the write so far) is 0: writes the membership
+ * file (conf), then renames the written and synced tmp to snapshot.<zxid>
+ * and syncs the directory, so a crash leaves the old set or the new file
+ * whole, and a published snapshot never lacks its membership. On any
+ * failure tmp goes. 0 or -errno. */
+static int publish_snapshot(struct durability *d, int rc, const char *tmp, int64_t zxid,
+                            const struct raft_config *conf)
 {
     char path[4300];
     snap_path(d->snap_dir, zxid, path, sizeof(path));
+    if (rc == 0)
+        rc = put_sidecar(d, zxid, conf);
     if (rc == 0)
         rc = storage_rename(d->st, tmp, path);
     if (rc == 0)
@@ -526,12 +782,9 @@ static int publish_snapshot(struct durability *d, int rc, const char *tmp, int64
     return rc;
 }
 
-/* Writes snapshot.<zxid_start> through a .tmp file: datasync, rename, sync
- * the directory, so a crash leaves either the old set or the new file whole. */
-int durability_snapshot(struct durability *d)
+/* Writes the tree to tmp and datasyncs it. 0 or -errno. */
+static int write_snapshot_tmp(struct durability *d, const char *tmp, struct tree_snap_info *info)
 {
-    char tmp[4300];
-    snprintf(tmp, sizeof(tmp), "%s/" SNAP_PREFIX "tmp", d->snap_dir);
     struct snap_writer w = { .buf = malloc(SNAP_WRITE_CHUNK) };
     if (!w.buf)
         return -ENOMEM;
@@ -541,23 +794,39 @@ int durability_snapshot(struct durability *d)
         free(w.buf);
         return rc;
     }
-    struct tree_snap_info info;
-    int64_t t0 = base_mono_ms();
-    uint64_t installs = atomic_load(&d->installs);
-    rc = tree_snapshot_write(d->tree, writer_out, &w, &info);
+    rc = tree_snapshot_write(d->tree, writer_out, &w, info);
     if (rc == 0)
         rc = writer_flush(&w);
     if (rc == 0)
         rc = storage_datasync(w.f);
     storage_close(w.f);
     free(w.buf);
+    return rc;
+}
+
+/* Writes snapshot.<zxid_start> through a .tmp file: datasync, the
+ * membership file (the one in effect at zxid_start), rename, sync the
+ * directory, so a crash leaves either the old set or the new file whole. */
+int durability_snapshot(struct durability *d)
+{
+    char tmp[4300];
+    snprintf(tmp, sizeof(tmp), "%s/" SNAP_PREFIX "tmp", d->snap_dir);
+    struct tree_snap_info info = { 0 };
+    int64_t t0 = base_mono_ms();
+    uint64_t installs = atomic_load(&d->installs);
+    memb_pin(d);
+    int rc = write_snapshot_tmp(d, tmp, &info);
     pthread_mutex_lock(&d->files_lock);
     /* a snapshot from the leader installed meanwhile replaced what this one
      * holds; a diverged tree is never kept */
     if (rc == 0 && (atomic_load(&d->installs) != installs || atomic_load(&d->held) ||
                     atomic_load(&d->last_snap_zxid) > info.zxid_start))
         rc = -EAGAIN;
-    rc = publish_snapshot(d, rc, tmp, info.zxid_start);
+    struct raft_config conf;
+    int have = memb_unpin(d, rc == 0 ? info.zxid_start : -1, &conf);
+    if (rc == 0 && have < 0)
+        rc = have; /* its membership is not known: not kept, the next one is */
+    rc = publish_snapshot(d, rc, tmp, info.zxid_start, have > 0 ? &conf : NULL);
     if (rc != 0) {
         pthread_mutex_unlock(&d->files_lock);
         return rc;
@@ -595,9 +864,7 @@ static int remove_snapshots_after(struct durability *d, int64_t zxid)
         return -ENOMEM;
     int rc = list_snapshots(d->st, d->snap_dir, l);
     for (size_t i = 0; rc == 0 && i < l->n && l->zxid[i] > zxid; i++) {
-        char path[4300];
-        snap_path(d->snap_dir, l->zxid[i], path, sizeof(path));
-        rc = storage_unlink(d->st, path);
+        rc = remove_snapshot(d->st, d->snap_dir, l->zxid[i], false);
         if (rc == 0)
             fprintf(stderr, "larchd: removed snapshot 0x%" PRIx64 " of the diverged tree\n",
                     (uint64_t)l->zxid[i]);
@@ -609,13 +876,14 @@ static int remove_snapshots_after(struct durability *d, int64_t zxid)
 }
 
 /* Written through its own temporary name (the snapshot thread's may be in
- * use), then renamed into place and the directory synced: once this
- * returns 0 a restart recovers from it. Newer snapshots (a resync's) go
- * first, then the older ones and the log segments before it: the log
- * below zxid may hold entries this server took from a leader that lost,
- * so no older snapshot may be replayed through it. */
+ * use), its membership file written, then renamed into place and the
+ * directory synced: once this returns 0 a restart recovers from it, with
+ * conf. Newer snapshots (a resync's) go first, then the older ones and the
+ * log segments before it: the log below zxid may hold entries this server
+ * took from a leader that lost, so no older snapshot may be replayed
+ * through it. */
 int durability_install_snapshot(struct durability *d, int64_t zxid, const uint8_t *data,
-                                size_t len)
+                                size_t len, const struct raft_config *conf)
 {
     char tmp[4300];
     snprintf(tmp, sizeof(tmp), "%s/" SNAP_PREFIX "leader.tmp", d->snap_dir);
@@ -634,11 +902,14 @@ int durability_install_snapshot(struct durability *d, int64_t zxid, const uint8_
     atomic_fetch_add(&d->installs, 1);
     if (rc == 0)
         rc = remove_snapshots_after(d, zxid);
-    rc = publish_snapshot(d, rc, tmp, zxid);
+    rc = publish_snapshot(d, rc, tmp, zxid, conf);
     if (rc != 0) {
         pthread_mutex_unlock(&d->files_lock);
         return rc;
     }
+    /* the tree is the leader's at zxid now: what was reported for the old
+     * one is no longer what the snapshots to come start from */
+    memb_reset(d, zxid, conf);
     atomic_store(&d->last_snap_zxid, zxid);
     atomic_store(&d->held, false);
     atomic_fetch_add(&d->snapshots, 1);
@@ -662,9 +933,15 @@ static int ops_read(void *arg, int64_t zxid, uint8_t **data, size_t *len)
     return durability_read_snapshot(arg, zxid, data, len);
 }
 
-static int ops_persist(void *arg, int64_t zxid, const uint8_t *data, size_t len)
+static int ops_persist(void *arg, int64_t zxid, const uint8_t *data, size_t len,
+                       const struct raft_config *conf)
 {
-    return durability_install_snapshot(arg, zxid, data, len);
+    return durability_install_snapshot(arg, zxid, data, len, conf);
+}
+
+static void ops_membership(void *arg, int64_t zxid, const struct raft_config *conf)
+{
+    durability_note_membership(arg, zxid, conf);
 }
 
 void durability_want_snapshot(struct durability *d)
@@ -702,6 +979,7 @@ const struct seq_snap_ops *durability_snap_ops(void)
         .newest = ops_newest,
         .read = ops_read,
         .persist = ops_persist,
+        .membership = ops_membership,
         .want = ops_want,
         .hold = ops_hold,
         .hold_end = ops_hold_end,
@@ -709,7 +987,48 @@ const struct seq_snap_ops *durability_snap_ops(void)
     return &ops;
 }
 
-/* Keeps the newest `retain` snapshots and the log segments they need. */
+static int collect_sidecar(void *arg, const char *name)
+{
+    struct snap_list *l = arg;
+    size_t plen = strlen(SNAP_PREFIX);
+    if (strncmp(name, SNAP_PREFIX, plen) != 0 || l->n == SNAPS_MAX)
+        return 0;
+    char *end = NULL;
+    unsigned long long z = strtoull(name + plen, &end, 16);
+    if (end == name + plen || strcmp(end, TXNLOG_CONFIG_FILE_SUFFIX) != 0)
+        return 0;
+    l->zxid[l->n++] = (int64_t)z;
+    return 0;
+}
+
+/* Membership files below the oldest snapshot kept whose snapshot is gone
+ * (a crash between the two unlinks of remove_snapshot, or between a
+ * membership file and its snapshot's rename). Only below it: one above
+ * may belong to a snapshot about to be renamed into place. */
+static int remove_orphan_sidecars(struct storage *st, const char *dir, int64_t below,
+                                  bool verbose)
+{
+    struct snap_list *l = malloc(sizeof(*l));
+    if (!l)
+        return -ENOMEM;
+    l->n = 0;
+    int rc = storage_list(st, dir, collect_sidecar, l);
+    for (size_t i = 0; rc == 0 && i < l->n; i++) {
+        if (l->zxid[i] >= below)
+            continue;
+        char path[4400];
+        sidecar_path(dir, l->zxid[i], path, sizeof(path));
+        rc = storage_unlink(st, path);
+        if (rc == 0 && verbose)
+            printf("removed %s\n", path);
+        rc = rc == -ENOENT ? 0 : rc;
+    }
+    free(l);
+    return rc;
+}
+
+/* Keeps the newest `retain` snapshots (with their membership files) and
+ * the log segments they need. */
 static int purge_dirs(struct storage *st, const char *snap_dir, const char *log_dir, int32_t retain, bool verbose)
 {
     struct snap_list *l = malloc(sizeof(*l));
@@ -718,13 +1037,12 @@ static int purge_dirs(struct storage *st, const char *snap_dir, const char *log_
     int rc = list_snapshots(st, snap_dir, l);
     size_t removed = 0;
     for (size_t i = (size_t)retain; rc == 0 && i < l->n; i++) {
-        char path[4300];
-        snap_path(snap_dir, l->zxid[i], path, sizeof(path));
-        rc = storage_unlink(st, path);
+        rc = remove_snapshot(st, snap_dir, l->zxid[i], verbose);
         removed += rc == 0;
-        if (rc == 0 && verbose)
-            printf("removed %s\n", path);
     }
+    size_t kept = l->n < (size_t)retain ? l->n : (size_t)retain;
+    if (rc == 0 && kept > 0)
+        rc = remove_orphan_sidecars(st, snap_dir, l->zxid[kept - 1], verbose);
     int logs = 0;
     if (rc == 0 && l->n >= (size_t)retain) {
         /* Replay from the oldest kept snapshot needs the txns after it. */
@@ -769,7 +1087,8 @@ static void *snapshot_thread(void *arg)
             int rc = durability_snapshot(d);
             if (rc == -EAGAIN) /* not a failure: the tree is the leader's snapshot now */
                 fprintf(stderr, "larchd: snapshot discarded: the leader's snapshot replaced the "
-                                "tree while it was taken, or the tree diverged\n");
+                                "tree while it was taken, the tree diverged, or the membership "
+                                "at its zxid is not known\n");
             else
                 atomic_store(&d->snap_error, rc);
             if (rc != 0 && rc != -EAGAIN)
@@ -821,7 +1140,9 @@ void durability_free(struct durability *d)
         txnlog_close(d->log);
     pthread_mutex_destroy(&d->lock);
     pthread_mutex_destroy(&d->files_lock);
+    pthread_mutex_destroy(&d->memb_lock);
     pthread_cond_destroy(&d->wake);
+    free(d->memb);
     free(d);
 }
 

@@ -19,6 +19,8 @@
 
 #include <urcu.h>
 
+#define CONF_TEXT_MAX 16384 /* conf's text: the settings and up to 32 server.N lines */
+
 /* Appends the formatted text whole, however long (a watched path may be as
  * long as a frame): measure, reserve, then format in place. On allocation
  * failure out->err is set (the caller sends nothing). */
@@ -99,6 +101,27 @@ static const char *peer_state(const char *state)
     return "looking - election";
 }
 
+/* conf: the settings, with the membership this member uses now (a
+ * reconfig changes it from zoo.cfg's server.N lines). */
+static void put_conf(struct server *srv, struct zk_wbuf *out)
+{
+    struct config *c = malloc(sizeof *c);
+    struct seq_ens_status *st = malloc(sizeof *st);
+    char *buf = malloc(CONF_TEXT_MAX);
+    if (c && st && buf) {
+        *c = srv->cfg;
+        uint32_t n = 0;
+        if (srv->seq && seq_ens_status(srv->seq, st) &&
+            reconfig_current_servers(srv, &st->raft.config, c->servers, &n) == 0)
+            c->n_servers = n;
+        size_t len = config_format(c, buf, CONF_TEXT_MAX);
+        zk_put_raw(out, buf, len < CONF_TEXT_MAX ? len : CONF_TEXT_MAX - 1);
+    }
+    free(c);
+    free(st);
+    free(buf);
+}
+
 /* The ensemble part of mntr: ZooKeeper's names where it has them (the
  * leader's zk_followers and zk_synced_followers), ours for the rest. */
 static void put_mntr_ensemble(struct server *srv, struct zk_wbuf *out,
@@ -106,7 +129,10 @@ static void put_mntr_ensemble(struct server *srv, struct zk_wbuf *out,
 {
     const struct raft_status *r = &st->raft;
     outf(out, "zk_peer_state\t%s\n", peer_state(state));
-    outf(out, "zk_quorum_size\t%u\n", srv->ens.n_members);
+    uint32_t voters = 0;
+    for (uint32_t i = 0; i < r->config.n_members; i++)
+        voters += r->config.members[i].voter;
+    outf(out, "zk_quorum_size\t%u\n", voters); /* ZooKeeper's: the voting members */
     if (r->role == RAFT_LEADER) {
         uint32_t learners = 0, synced = 0;
         for (uint32_t i = 0; i < r->n_peers; i++) {
@@ -141,10 +167,8 @@ static void put_mntr_ensemble(struct server *srv, struct zk_wbuf *out,
     outf(out, "zk_larch_snapshots_installed\t%" PRIu64 "\n", st->snapshots_installed);
     outf(out, "zk_larch_proposals\t%" PRIu64 "\n", st->proposals);
     /* per peer: the link, and on the leader how far behind the peer is */
-    for (uint32_t i = 0; i + 1 < srv->ens.n_members; i++) {
-        struct peer_link_peer_status ps;
-        if (peers_status(srv->peers, i, &ps) != 0)
-            continue;
+    struct peer_link_peer_status ps;
+    for (uint32_t i = 0; peers_status(srv->peers, i, &ps) == 0; i++) {
         outf(out, "zk_larch_peer_%u_connected\t%d\n", ps.id, ps.connected ? 1 : 0);
         outf(out, "zk_larch_peer_%u_reconnects\t%" PRIu64 "\n", ps.id, ps.reconnects);
         outf(out, "zk_larch_peer_%u_dropped\t%" PRIu64 "\n", ps.id,
@@ -456,9 +480,7 @@ void fourlw_answer(void *arg, struct dp *dp, const char *word, struct zk_wbuf *o
     } else if (strcmp(word, "mntr") == 0) {
         put_mntr(srv, out);
     } else if (strcmp(word, "conf") == 0) {
-        char buf[8192];
-        size_t n = config_format(&srv->cfg, buf, sizeof(buf));
-        zk_put_raw(out, buf, n < sizeof(buf) ? n : sizeof(buf) - 1);
+        put_conf(srv, out);
     } else if (strcmp(word, "cons") == 0) {
         dp_each_conn(srv->dp, put_conn_full, out);
         outf(out, "\n");

@@ -4,6 +4,7 @@
  *
  *   larch-logdump DIR_OR_SEGMENT...   every record of log.* segments
  *   larch-logdump SNAPSHOT_FILE       every node and session of a snapshot
+ *   larch-logdump SNAPSHOT.config     the membership kept with a snapshot
  *
  * Read-only: unlike recovery it never truncates a torn tail; it reports
  * where the readable records end and why. Segment format: replication/txnlog.h.
@@ -62,8 +63,47 @@ static const char *txn_name(int32_t type)
     case TXN_CLOSE_SESSION: return "closeSession";
     case TXN_ERROR: return "error";
     case TXN_NOOP: return "noop";
+    case TXN_CONFIG: return "config";
     default: return "unknown";
     }
+}
+
+static void print_members(const char *what, const struct raft_member *m, uint32_t n)
+{
+    printf("      %s:", what);
+    for (uint32_t i = 0; i < n; i++)
+        printf(" %u (%s)", m[i].id, m[i].voter ? "voter" : "observer");
+    printf("\n");
+}
+
+/* A membership: who, whether a change is under way, and the driver's
+ * description (larchd: server.N lines), a line at a time. */
+static void print_config(const struct raft_config *c)
+{
+    printf("      %s\n", c->n_old ? "joint: a change under way (needs a majority of each)"
+                                   : "final");
+    print_members(c->n_old ? "new" : "members", c->members, c->n_members);
+    if (c->n_old)
+        print_members("old", c->old, c->n_old);
+    const char *p = (const char *)c->extra, *end = p + c->extra_len;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        int n = (int)((nl ? nl : end) - p);
+        printf("      | %.*s\n", n, p);
+        p += n + (nl != NULL);
+    }
+}
+
+static void print_config_op(const struct txn_op *op)
+{
+    struct raft_config *c = malloc(sizeof(*c));
+    if (!c || raft_config_decode(op->data, (size_t)op->data_len, c) != RAFT_OK)
+        printf(" (%d bytes: %s)\n", op->data_len, c ? "does not decode" : "out of memory");
+    else {
+        printf(" (%d bytes)\n", op->data_len);
+        print_config(c);
+    }
+    free(c);
 }
 
 static void print_op(const struct txn_op *op)
@@ -87,6 +127,10 @@ static void print_op(const struct txn_op *op)
     /* an ensemble's move marker: the session moved to the member it came from */
     if (op->type == TXN_ERROR && op->client_type == SEQ_OP_REATTACH)
         printf(" (session moved%s)", op->err == 0 ? "" : ": refused");
+    if (op->type == TXN_CONFIG) {
+        print_config_op(op);
+        return;
+    }
     printf("\n");
 }
 
@@ -314,13 +358,44 @@ static int dump_snapshot(const char *path)
     return walk_rc != 0;
 }
 
+static int dump_config_file(const char *path)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = read_all(path, &buf, &len);
+    if (rc != 0) {
+        fprintf(stderr, "larch-logdump: %s: %s\n", path, strerror(-rc));
+        return 1;
+    }
+    struct raft_config *c = malloc(sizeof(*c));
+    int64_t zxid = 0;
+    rc = c ? txnlog_config_file_decode(buf, len, &zxid, c) : -ENOMEM;
+    free(buf);
+    if (rc != 0) {
+        fprintf(stderr, "larch-logdump: %s: not a valid membership file\n", path);
+        free(c);
+        return 1;
+    }
+    printf("# %s: the membership at zxid 0x%" PRIx64 "\n", path, (uint64_t)zxid);
+    print_config(c);
+    free(c);
+    return 0;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         fprintf(argc < 2 ? stderr : stdout,
                 "usage: larch-logdump PATH...\n"
                 "  PATH is a txn log directory (<dataLogDir>/larch: every log.* segment in\n"
-                "  zxid order), one log.<zxid> segment, or a snapshot.<zxid> file.\n"
+                "  zxid order), one log.<zxid> segment, a snapshot.<zxid> file, or the\n"
+                "  snapshot.<zxid>.config membership file beside it.\n"
                 "  Read-only: a torn tail is reported, never truncated.\n");
         return argc < 2 ? 2 : 0;
     }
@@ -334,6 +409,9 @@ int main(int argc, char **argv)
             status = 1;
         } else if (S_ISDIR(st.st_mode)) {
             status |= dump_dir(argv[i]);
+        } else if (strncmp(base, "snapshot.", 9) == 0 &&
+                   ends_with(base, TXNLOG_CONFIG_FILE_SUFFIX)) {
+            status |= dump_config_file(argv[i]);
         } else if (strncmp(base, "snapshot.", 9) == 0) {
             status |= dump_snapshot(argv[i]);
         } else if (dump_segment(argv[i]) < 0) {

@@ -121,7 +121,8 @@ static int make_sequencer(struct server *srv, struct durability_boot *boot)
                       .max_append_bytes = 8u << 20,
                       .seed = seed },
             .boot = { .hard_state = boot->hard_state, .snap_zxid = boot->snap_zxid,
-                      .entries = boot->entries, .n_entries = boot->n_entries },
+                      .entries = boot->entries, .n_entries = boot->n_entries,
+                      .snap_config = boot->snap_config },
             .raft_tick_ms = srv->ens.raft_tick_ms,
             .peer = peers_ops(),
             .peer_arg = srv->peers,
@@ -132,6 +133,8 @@ static int make_sequencer(struct server *srv, struct durability_boot *boot)
             .snap_arg = srv->dur,
             .commit_log_count = (uint32_t)c->commit_log_count,
             .read_only_mode = c->read_only_mode,
+            .reconfig = reconfig_ops(),
+            .reconfig_arg = srv,
         };
         scfg.ensemble = &ecfg;
     }

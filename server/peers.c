@@ -3,16 +3,25 @@
  * peer_link.h) on this server's quorum address, and the adapter that makes
  * it the sequencer's peer transport (struct seq_peer_ops).
  *
- * Host names in server.N lines are resolved here, once, at start (the peer
- * link takes address literals only). The link's I/O thread wakes the
- * sequencer with seq_kick after each inbound batch; the sequencer drains
- * the link from its own thread and tells its driver when a link went down
- * (a frame sent on it may be lost) by watching each peer's status.
+ * Host names in server.N lines are resolved here (the peer link takes
+ * address literals only): at start, and when the membership changes, for
+ * the servers whose host is new (a name already resolved for that id keeps
+ * its address, so a reconfig that leaves a server's line alone does not
+ * look it up again). The link's I/O thread wakes the sequencer with
+ * seq_kick after each inbound batch; the sequencer drains the link from
+ * its own thread and tells its driver when a link went down (a frame sent
+ * on it may be lost) by watching each peer's status.
+ *
+ * Threading: every op runs on the sequencer thread. peers_status runs on
+ * any thread (a worker answering mntr): it reads the member list under mu,
+ * which ops_membership holds while it changes the list and the link's set
+ * together, so an index always names a server the link knows.
  */
 #include "server/server.h"
 
 #include <errno.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,13 +30,32 @@
 
 #include "replication/peer_link.h"
 
+/* A server's host as written and the address literal it resolved to. */
+struct resolved {
+    char host[sizeof ((struct config_server *)0)->host];
+    char addr[PEER_LINK_HOST_BYTES_MAX];
+};
+
 struct peers {
     struct peer_link *pl;
     struct seq *seq; /* set by peers_attach before any thread starts */
+    uint32_t self_id;
+    /* the other members, in id order: written under mu (sequencer thread),
+     * read under mu by peers_status */
+    pthread_mutex_t mu;
     uint32_t n;
     uint32_t ids[CONFIG_SERVERS_MAX];
-    uint64_t ups[CONFIG_SERVERS_MAX];  /* links seen established, per member */
-    bool was_up[CONFIG_SERVERS_MAX];
+    /* sequencer thread only */
+    uint64_t ups[PEER_SERVER_ID_MAX + 1]; /* links seen established, per server id */
+    bool was_up[PEER_SERVER_ID_MAX + 1];
+    struct resolved addr[PEER_SERVER_ID_MAX + 1]; /* host "" : none yet */
+    struct config_server scratch[CONFIG_SERVERS_MAX]; /* ops_membership's parse */
+    /* zoo.cfg's other members, to go back to when the membership in use
+     * has no description (a change truncated away); dynamic: not in use */
+    bool dynamic;
+    uint32_t n_static;
+    struct peer_link_member static_m[CONFIG_SERVERS_MAX];
+    char static_addr[CONFIG_SERVERS_MAX][PEER_LINK_HOST_BYTES_MAX];
 };
 
 /* ---- the sequencer's transport --------------------------------------------- */
@@ -75,19 +103,24 @@ static void deliver(void *arg, const struct peer_link_rx *rx)
 }
 
 /* A link that went down, or came back as a new link, may have lost what
- * was in flight on it: the driver fails writes it forwarded there. */
+ * was in flight on it: the driver fails writes it forwarded there. A
+ * server that left the members counts as down (its link closed with it).
+ * Sequencer thread: ids does not change under it, so no lock. */
 static void watch_links(struct peers *p, struct seq *s)
 {
-    for (uint32_t i = 0; i < p->n; i++) {
-        struct peer_link_peer_status st;
-        if (peer_link_status(p->pl, p->ids[i], &st) != 0)
+    bool member[PEER_SERVER_ID_MAX + 1] = { false };
+    for (uint32_t i = 0; i < p->n; i++)
+        member[p->ids[i]] = true;
+    for (uint32_t id = 1; id <= PEER_SERVER_ID_MAX; id++) {
+        if (!member[id] && !p->was_up[id])
             continue;
-        if ((p->was_up[i] && !st.connected) || st.ups != p->ups[i]) {
-            if (p->was_up[i])
-                seq_peer_down(s, p->ids[i]);
-        }
-        p->was_up[i] = st.connected;
-        p->ups[i] = st.ups;
+        struct peer_link_peer_status st = { 0 };
+        bool known = member[id] && peer_link_status(p->pl, id, &st) == 0;
+        if (p->was_up[id] && (!st.connected || st.ups != p->ups[id]))
+            seq_peer_down(s, id);
+        p->was_up[id] = known && st.connected;
+        if (known)
+            p->ups[id] = st.ups;
     }
 }
 
@@ -110,6 +143,105 @@ static bool ops_has_input(void *arg)
     return !empty;
 }
 
+static int resolve(const char *host, char *out, size_t len, char *err, size_t errlen);
+
+static void report_membership(void *arg, int severity, const char *msg)
+{
+    (void)arg;
+    fprintf(stderr, "larchd: peers: %s%s\n", severity ? "" : "warning: ", msg);
+}
+
+/* The address literal for server srv: the cached one when its host is as
+ * it was, else resolved now (a name: the resolver may block this thread,
+ * once per changed name). 0, or -1 after a log line. */
+static int member_addr(struct peers *p, const struct config_server *srv, const char **addr)
+{
+    struct resolved *r = &p->addr[srv->id];
+    if (r->host[0] == '\0' || strcmp(r->host, srv->host) != 0) {
+        char why[300], lit[PEER_LINK_HOST_BYTES_MAX];
+        if (resolve(srv->host, lit, sizeof lit, why, sizeof why) != 0) {
+            fprintf(stderr, "larchd: peers: server.%u: %s: no link to it\n", (unsigned)srv->id,
+                    why);
+            return -1;
+        }
+        size_t len = strnlen(srv->host, sizeof r->host - 1); /* distinct arrays of one struct */
+        memcpy(r->host, srv->host, len);
+        r->host[len] = '\0';
+        snprintf(r->addr, sizeof r->addr, "%s", lit);
+    }
+    *addr = r->addr;
+    return 0;
+}
+
+/* Makes m[0..n) (self not in it) the link's members and the list
+ * peers_status reads, together under mu. 0, or -1 after a log line with
+ * both unchanged. */
+static int links_set(struct peers *p, const struct peer_link_member *m, uint32_t n)
+{
+    char err[320];
+    pthread_mutex_lock(&p->mu);
+    int rc = peer_link_set_members(p->pl, m, n, err, sizeof err);
+    if (rc == 0) {
+        p->n = 0; /* in id order, as peers_status promises */
+        for (uint32_t id = 1; id <= PEER_SERVER_ID_MAX; id++)
+            for (uint32_t i = 0; i < n; i++)
+                if (m[i].id == id)
+                    p->ids[p->n++] = id;
+        BASE_ASSERT(p->n == n);
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (rc != 0)
+        fprintf(stderr, "larchd: peers: membership refused by the peer link: %s\n",
+                rc == -EINVAL ? err : strerror(-rc));
+    return rc == 0 ? 0 : -1;
+}
+
+/* The membership changed: links to every server its server.N lines name
+ * (both halves of a joint one), none to others. No description (extra
+ * empty): zoo.cfg's membership, the one a membership without one is. A
+ * description that does not parse leaves the links as they are. */
+static bool in_membership(const struct raft_config *c, int64_t id)
+{
+    for (uint32_t i = 0; i < c->n_members; i++)
+        if (c->members[i].id == id)
+            return true;
+    for (uint32_t i = 0; i < c->n_old; i++)
+        if (c->old[i].id == id)
+            return true;
+    return false;
+}
+
+static void ops_membership(void *arg, const struct raft_config *c)
+{
+    struct peers *p = arg;
+    uint32_t n_srv = 0;
+    if (c->extra_len == 0) {
+        if (p->dynamic && links_set(p, p->static_m, p->n_static) == 0)
+            p->dynamic = false;
+        return;
+    }
+    if (config_parse_members((const char *)c->extra, c->extra_len, "membership", p->scratch,
+                             &n_srv, report_membership, NULL) != 0) {
+        fprintf(stderr, "larchd: peers: membership not understood: links unchanged\n");
+        return;
+    }
+    struct peer_link_member m[CONFIG_SERVERS_MAX];
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < n_srv; i++) {
+        const struct config_server *srv = &p->scratch[i];
+        const char *addr;
+        /* the description also names the servers a change removed (the
+         * final entry keeps the joint one's): no link to them */
+        if ((uint32_t)srv->id == p->self_id || !in_membership(c, srv->id) ||
+            member_addr(p, srv, &addr) != 0)
+            continue;
+        m[n++] = (struct peer_link_member){ .id = (uint32_t)srv->id, .host = addr,
+                                            .port = (uint16_t)srv->quorum_port };
+    }
+    if (links_set(p, m, n) == 0)
+        p->dynamic = true;
+}
+
 static const struct seq_peer_ops PEER_OPS = {
     .send_msg = ops_send_msg,
     .send_forward = ops_send_forward,
@@ -117,6 +249,7 @@ static const struct seq_peer_ops PEER_OPS = {
     .flush = ops_flush,
     .drain = ops_drain,
     .has_input = ops_has_input,
+    .membership = ops_membership,
 };
 
 const struct seq_peer_ops *peers_ops(void)
@@ -161,20 +294,27 @@ struct peers *peers_new(const struct config_ensemble *ens, char *err, size_t err
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    char hosts[CONFIG_SERVERS_MAX][PEER_LINK_HOST_BYTES_MAX];
     struct peer_link_member members[CONFIG_SERVERS_MAX];
+    p->self_id = ens->self_id;
     for (uint32_t i = 0; i < ens->n_members; i++) {
         const struct config_member *m = &ens->members[i];
+        struct resolved *r = &p->addr[m->id];
         char why[300];
-        if (resolve(m->host, hosts[i], sizeof hosts[i], why, sizeof why) != 0) {
+        if (resolve(m->host, r->addr, sizeof r->addr, why, sizeof why) != 0) {
             snprintf(err, errlen, "%s: server.%u: %s", m->where, m->id, why);
             free(p);
             return NULL;
         }
-        members[i] = (struct peer_link_member){ .id = m->id, .host = hosts[i],
+        snprintf(r->host, sizeof r->host, "%s", m->host);
+        members[i] = (struct peer_link_member){ .id = m->id, .host = r->addr,
                                                 .port = (uint16_t)m->quorum_port };
-        if (m->id != ens->self_id)
-            p->ids[p->n++] = m->id;
+        if (m->id == ens->self_id)
+            continue;
+        p->ids[p->n++] = m->id; /* ens->members is in id order */
+        memcpy(p->static_addr[p->n_static], r->addr, sizeof r->addr);
+        p->static_m[p->n_static] = members[i];
+        p->static_m[p->n_static].host = p->static_addr[p->n_static];
+        p->n_static++;
     }
     uint64_t seed = 0;
     if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed)
@@ -203,6 +343,7 @@ struct peers *peers_new(const struct config_ensemble *ens, char *err, size_t err
         free(p);
         return NULL;
     }
+    pthread_mutex_init(&p->mu, NULL);
     return p;
 }
 
@@ -227,12 +368,18 @@ void peers_free(struct peers *p)
     if (!p)
         return;
     peer_link_free(p->pl);
+    pthread_mutex_destroy(&p->mu);
     free(p);
 }
 
-int peers_status(const struct peers *p, uint32_t i, struct peer_link_peer_status *st)
+int peers_status(struct peers *p, uint32_t i, struct peer_link_peer_status *st)
 {
-    if (i >= p->n)
-        return -ENOENT;
-    return peer_link_status(p->pl, p->ids[i], st);
+    pthread_mutex_lock(&p->mu);
+    int rc = -ENOENT;
+    if (i < p->n) {
+        rc = peer_link_status(p->pl, p->ids[i], st);
+        BASE_ASSERT(rc == 0); /* under mu the link's set is the list's */
+    }
+    pthread_mutex_unlock(&p->mu);
+    return rc;
 }

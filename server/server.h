@@ -45,8 +45,22 @@ void peers_attach(struct peers *p, struct seq *s);
 int peers_start(struct peers *p);
 void peers_stop(struct peers *p);
 void peers_free(struct peers *p);
-/* The link to the i-th other member (0-based, in id order): 0 or -ENOENT. */
-int peers_status(const struct peers *p, uint32_t i, struct peer_link_peer_status *st);
+/* The link to the i-th other member (0-based, in id order) of the current
+ * membership, which a reconfig changes (the sequencer's membership op):
+ * 0, or -ENOENT once i is past the last. Any thread; each call is
+ * consistent on its own, so iterate with
+ *     for (uint32_t i = 0; peers_status(p, i, &st) == 0; i++)
+ * (a change between two calls may shift the indexes by one). */
+int peers_status(struct peers *p, uint32_t i, struct peer_link_peer_status *st);
+
+/* ---- dynamic reconfig (reconfig_ops.c) ---------------------------------- */
+/* The sequencer's reconfig ops; arg: the struct server. */
+const struct seq_reconfig_ops *reconfig_ops(void);
+/* The servers of membership c (its description, or zoo.cfg's when it has
+ * none), in id order, with c's roles: 0, or -1 if the description does not
+ * parse. out has room for CONFIG_SERVERS_MAX. */
+int reconfig_current_servers(const struct server *srv, const struct raft_config *c,
+                             struct config_server *out, uint32_t *n);
 
 /* dp_fourlw_fn: answers one four-letter word (runs on a worker thread). */
 void fourlw_answer(void *arg, struct dp *dp, const char *word, struct zk_wbuf *out);

@@ -238,6 +238,13 @@ enum txn_type {
      * (replication/README.md, "Zxids are log positions"). No ops; applying
      * it changes nothing but the tree's zxid. */
     TXN_NOOP = -100,
+    /* Larch's own: a membership change (a Raft CONFIG entry), logged as a
+     * txn as ZooKeeper logs a reconfig. One op of this type whose data is
+     * the entry's bytes exactly (raft_config_encode); no other field is
+     * set. Applying it changes nothing but the tree's zxid: the membership
+     * is the Raft core's, not the tree's. Txn log format 3 on
+     * (replication/txnlog.h). */
+    TXN_CONFIG = -101,
 };
 /* One op of a txn. Everything is owned by the op (free with txn_free). */
 struct txn_op {

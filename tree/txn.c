@@ -337,6 +337,7 @@ static int apply_op(const struct apply_ctx *a, const struct txn_op *op,
     case TXN_SETACL:
         return apply_setacl(a, op, res);
     case TXN_CHECK:
+    case TXN_CONFIG: /* the membership is the Raft core's: only the zxid moves */
         return ZK_OK;
     case TXN_CREATE_SESSION:
         return tree_sess_add(a->t, a->x->session_id, op->timeout_ms, a->x->time_ms,

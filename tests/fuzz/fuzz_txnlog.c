@@ -9,6 +9,13 @@
  * password (passwd_known false, zeros) and cannot be written as it is: it
  * is given one first, as recovery gives its session one, and then
  * round-trips in the current version (16 bytes longer per createSession).
+ * A TXN_CONFIG txn (a membership change) holds exactly one op whose data
+ * is a membership raft_config_decode accepts, and stands for a CONFIG
+ * entry (txnlog_entry_type); no other txn holds such an op.
+ *
+ * Mode bit 0 clear and bit 4 set: the bytes are a membership file
+ * (txnlog_config_file_decode). One that decodes re-encodes to a file that
+ * decodes to the same zxid and re-encodes to the same bytes.
  *
  * Bit 0 set: the bytes are a log directory, split before each "LRCH" magic
  * into at most SEGS_MAX segments, stored in the in-memory storage as
@@ -81,8 +88,19 @@ static void check_txn(const struct txn *x, size_t len)
 {
     struct base_buf b1 = { 0 }, b2 = { 0 };
     struct txn y;
-    for (uint32_t i = 0; i < x->nops; i++)
+    for (uint32_t i = 0; i < x->nops; i++) {
         BASE_ASSERT((x->ops[i].data != NULL) == (x->ops[i].data_len >= 0));
+        BASE_ASSERT((x->ops[i].type == TXN_CONFIG) == (x->type == TXN_CONFIG));
+    }
+    uint8_t entry = txnlog_entry_type(x);
+    BASE_ASSERT(entry == (x->type == TXN_NOOP     ? RAFT_ENTRY_NOOP
+                          : x->type == TXN_CONFIG ? RAFT_ENTRY_CONFIG
+                                                  : RAFT_ENTRY_DATA));
+    if (entry == RAFT_ENTRY_CONFIG) {
+        struct raft_config c;
+        BASE_ASSERT(x->nops == 1 && raft_config_decode(x->ops[0].data,
+                                                       (size_t)x->ops[0].data_len, &c) == RAFT_OK);
+    }
     BASE_ASSERT(txn_encode(&b1, x) == 0 && b1.len <= len);
     uint8_t *exact = fuzz_dup(b1.data, b1.len);
     BASE_ASSERT(txn_decode(exact, b1.len, &y) == 0);
@@ -252,12 +270,31 @@ static void replay(const uint8_t *data, size_t len, uint8_t mode)
     free(p);
 }
 
+/* A membership file: what decodes re-encodes to a file that decodes to
+ * the same zxid and re-encodes to the same bytes. */
+static void config_file(const uint8_t *p, size_t len)
+{
+    static struct raft_config c, d;
+    static uint8_t b1[TXNLOG_CONFIG_FILE_BYTES_MAX], b2[TXNLOG_CONFIG_FILE_BYTES_MAX];
+    int64_t z1 = 0, z2 = 0;
+    if (txnlog_config_file_decode(p, len, &z1, &c) != 0)
+        return;
+    size_t n1 = txnlog_config_file_encode(z1, &c, b1);
+    BASE_ASSERT(txnlog_config_file_decode(b1, n1, &z2, &d) == 0 && z2 == z1);
+    size_t n2 = txnlog_config_file_encode(z2, &d, b2);
+    BASE_ASSERT(n2 == n1 && !memcmp(b1, b2, n1));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0)
         return 0;
     if (data[0] & 1) {
         replay(data + 1, size - 1, data[0]);
+        return 0;
+    }
+    if (data[0] & 16) {
+        config_file(data + 1, size - 1);
         return 0;
     }
     struct txn x;

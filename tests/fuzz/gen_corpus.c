@@ -327,6 +327,39 @@ static void change_nodes(struct gen *g)
     run(g, "closeSession", SID_B, (struct tree_req){ .type = ZK_OP_CLOSESESSION });
 }
 
+/* A membership change (number k: voters 1..3 and an observer, joint with
+ * 1..2 when k is odd) logged as the ensemble driver logs it, after the
+ * tree's txns (it moves no zxid the other targets' seeds hold); its txn
+ * and the membership file a snapshot at it would keep are seeds too. */
+static void log_config(struct gen *g, int64_t zxid, int k, const char *name)
+{
+    struct raft_config c = { .n_members = 0 };
+    for (uint32_t id = 1; id <= 4; id++)
+        c.members[c.n_members++] = (struct raft_member){ .id = id, .voter = id < 4 };
+    for (uint32_t id = 1; k % 2 && id <= 2; id++)
+        c.old[c.n_old++] = (struct raft_member){ .id = id, .voter = true };
+    c.extra_len = (uint32_t)snprintf((char *)c.extra, sizeof c.extra,
+                                     "server.1=a:2888:3888;2181\nserver.2=b:2888:3888;2181\n"
+                                     "server.3=c:2888:3888;2181\n"
+                                     "server.4=d:2888:3888:observer;2181\nversion=%x", k);
+    uint8_t bytes[RAFT_CONFIG_BYTES_MAX];
+    struct raft_entry e = { .zxid = zxid, .type = RAFT_ENTRY_CONFIG, .data = bytes,
+                            .len = raft_config_encode(&c, bytes) };
+    BASE_ASSERT(txnlog_append_entry(g->log, &e) == 0 && txnlog_sync(g->log) == 0);
+    struct txn_op op = { .type = TXN_CONFIG, .client_type = ZK_OP_RECONFIG, .data = bytes,
+                         .data_len = (int32_t)e.len };
+    struct txn x = { .zxid = zxid, .type = TXN_CONFIG, .nops = 1, .ops = &op };
+    struct base_buf b = { 0 };
+    char file[64];
+    BASE_ASSERT(txn_encode(&b, &x) == 0);
+    snprintf(file, sizeof file, "txn-%s", name);
+    emit_mode("fuzz_txnlog", file, 0, b.data, b.len);
+    base_buf_free(&b);
+    uint8_t cf[TXNLOG_CONFIG_FILE_BYTES_MAX];
+    snprintf(file, sizeof file, "file-%s", name);
+    emit_mode("fuzz_txnlog", file, 16, cf, txnlog_config_file_encode(zxid, &c, cf));
+}
+
 /* Collects the names of the log's segments. */
 struct seg_names {
     char names[64][64];
@@ -387,6 +420,21 @@ static void emit_upgraded_log(const struct base_buf *v1, const uint8_t *b, size_
     BASE_ASSERT(base_buf_append(&m, second, len - (size_t)(second - b)) == 0);
     emit_mode("fuzz_txnlog", "log-v1-then-v2", 1, m.data, m.len);
     base_buf_free(&m);
+}
+
+/* The log as format 2 wrote it (format 3 only added membership records):
+ * the log so far, before any, with every segment header saying 2. */
+static void emit_v2_log(struct storage *st)
+{
+    uint8_t *b;
+    size_t len = log_bytes(st, &b);
+    for (uint8_t *h = b; h != NULL && (size_t)(h - b) + 8 <= len;
+         h = memmem(h + 1, len - (size_t)(h - b) - 1, "LRCH", 4)) {
+        BASE_ASSERT(!memcmp(h, "LRCH", 4) && base_get_be32(h + 4) == TXNLOG_VERSION);
+        base_put_be32(h + 4, 2);
+    }
+    emit_mode("fuzz_txnlog", "log-v2", 1, b, len);
+    free(b);
 }
 
 /* Mode bits: see fuzz_txnlog.c. */
@@ -499,6 +547,9 @@ static void trees_and_logs(void)
     change_nodes(&g);
     emit_snapshot(g.t, "snap-changed");
     emit("fuzz_apply", "txns-changed", g.seq.data, g.seq.len);
+    emit_v2_log(st);
+    log_config(&g, g.zxid + 1, 1, "config-joint");
+    log_config(&g, g.zxid + 2, 2, "config");
     base_buf_free(&g.seq);
     txnlog_close(g.log);
     emit_logs(st, &g.v1log);
@@ -519,6 +570,19 @@ static void emit_peer(struct base_buf *b, const char *name)
     snprintf(file, sizeof file, "%s-recrc", name);
     emit_mode("fuzz_peer", file, 2, b->data, b->len);
     b->len = 0;
+}
+
+/* A joint membership, 1-3 to 1-4, with the server.N lines it describes. */
+static struct raft_config peer_membership(void)
+{
+    static const char lines[] = "server.4=127.0.0.4:2888:3888:participant;127.0.0.4:2181\n";
+    struct raft_config c = { .n_members = 4, .n_old = 3, .extra_len = sizeof lines - 1 };
+    for (uint32_t i = 0; i < 4; i++)
+        c.members[i] = (struct raft_member){ i + 1, true };
+    for (uint32_t i = 0; i < 3; i++)
+        c.old[i] = (struct raft_member){ i + 1, true };
+    memcpy(c.extra, lines, sizeof lines - 1);
+    return c;
 }
 
 static void peer_link(struct base_buf *b)
@@ -545,12 +609,23 @@ static void peer_link(struct base_buf *b)
                             .read_ctx = 11, .commit_zxid = 0x500000002LL };
     struct raft_msg vresp = { .type = RAFT_MSG_VOTE_RESP, .term = 5, .pre_vote = true };
     struct raft_msg beat = { .type = RAFT_MSG_APPEND, .term = 5, .prev_zxid = 0x500000002LL };
+    struct raft_config conf = peer_membership();
+    static uint8_t conf_bytes[RAFT_CONFIG_BYTES_MAX];
+    struct raft_entry conf_ents[] = {
+        { 0x500000003LL, RAFT_ENTRY_DATA, peer_data, 9 },
+        { 0x500000004LL, RAFT_ENTRY_CONFIG, conf_bytes, raft_config_encode(&conf, conf_bytes) },
+    };
+    struct raft_msg append_conf = { .type = RAFT_MSG_APPEND, .term = 5,
+                                    .prev_zxid = 0x500000002LL, .commit_zxid = 0x500000002LL,
+                                    .entries = conf_ents, .n_entries = 2 };
     struct peer_forward fwd = { SID_A, 7, ZK_OP_CREATE, peer_data, 20, auth, 2 };
     BASE_ASSERT(peer_encode_hello(b, &h) == 0);
     emit_peer(b, "hello");
-    const struct raft_msg *msgs[] = { &vote, &vresp, &append, &beat, &resp, &ri, &rir };
+    const struct raft_msg *msgs[] = { &vote, &vresp, &append, &beat, &resp, &ri, &rir,
+                                      &append_conf };
     static const char *names[] = { "vote-req", "vote-resp", "append", "heartbeat",
-                                   "append-resp", "read-index", "read-index-resp" };
+                                   "append-resp", "read-index", "read-index-resp",
+                                   "append-config" };
     for (size_t i = 0; i < sizeof msgs / sizeof msgs[0]; i++) {
         BASE_ASSERT(peer_encode_msg(b, msgs[i]) == 0);
         emit_peer(b, names[i]);
@@ -566,11 +641,12 @@ static void peer_link(struct base_buf *b)
     emit_peer(b, "link");
 }
 
-/* A snapshot in chunks of chunk bytes, as frames. */
-static void peer_snap_frames(struct base_buf *b, uint32_t term, size_t len, size_t chunk)
+/* A snapshot in chunks of chunk bytes, as frames (with conf: its membership). */
+static void peer_snap_frames(struct base_buf *b, uint32_t term, size_t len, size_t chunk,
+                             const struct raft_config *conf)
 {
     struct raft_msg snap = { .type = RAFT_MSG_SNAP, .term = term, .snap_zxid = 0x500000002LL,
-                             .snap_data = peer_data, .snap_len = len };
+                             .snap_data = peer_data, .snap_len = len, .snap_config = conf };
     uint64_t off = 0;
     int rc;
     while ((rc = peer_snap_encode(b, &snap, &off, chunk)) == 0)
@@ -588,12 +664,15 @@ static void peer_push(struct base_buf *b, uint8_t key, uint8_t total, uint8_t of
 
 static void peer_chunks(struct base_buf *b)
 {
-    peer_snap_frames(b, 5, sizeof peer_data, 16);
+    struct raft_config conf = peer_membership();
+    peer_snap_frames(b, 5, sizeof peer_data, 16, NULL);
     emit_peer(b, "snap");
-    peer_snap_frames(b, 5, 0, 16);
+    peer_snap_frames(b, 5, sizeof peer_data, 16, &conf);
+    emit_peer(b, "snap-config");
+    peer_snap_frames(b, 5, 0, 16, NULL);
     emit_peer(b, "snap-empty");
-    peer_snap_frames(b, 5, 30, 7);
-    peer_snap_frames(b, 6, sizeof peer_data, 40); /* a newer term restarts */
+    peer_snap_frames(b, 5, 30, 7, &conf);
+    peer_snap_frames(b, 6, sizeof peer_data, 40, NULL); /* a newer term restarts */
     emit_peer(b, "snap-restart");
     peer_push(b, 1, 30, 0, 10), peer_push(b, 1, 30, 10, 10), peer_push(b, 1, 30, 20, 10);
     emit_mode("fuzz_peer", "push-in-order", 1, b->data, b->len);
@@ -604,6 +683,12 @@ static void peer_chunks(struct base_buf *b)
     peer_push(b, 2, 30, 0, 10), peer_push(b, 1, 30, 10, 10), peer_push(b, 6, 20, 0, 20);
     peer_push(b, 6, 20, 0, 5), peer_push(b, 0x80, 20, 5, 5), peer_push(b, 6, 250, 0, 5);
     emit_mode("fuzz_peer", "push-stale-newer-bound", 1, b->data, b->len);
+    b->len = 0;
+    /* memberships (key bit 4, bit 6 the other one, bit 5 a broken one): at
+     * 0, refused past 0, a restart with the other, a broken one */
+    peer_push(b, 0x11, 30, 0, 10), peer_push(b, 0x11, 30, 10, 10), peer_push(b, 1, 30, 20, 10);
+    peer_push(b, 0x51, 30, 0, 30), peer_push(b, 0x21, 30, 0, 10), peer_push(b, 0x12, 0, 0, 0);
+    emit_mode("fuzz_peer", "push-membership", 1, b->data, b->len);
     b->len = 0;
 }
 

@@ -1079,11 +1079,17 @@ class Ensemble:
     line keeps its real port). Only the higher id of a pair dials (peer_link.c),
     so proxy (j, i) with j < i carries nothing; partition() and the other
     fault methods act on both proxies of a pair, whoever dialled.
+
+    spares=k starts k more servers (ids n+1..n+k) that are no members yet:
+    each one's zoo.cfg names the members and itself, the members' name only
+    the members, as a server about to join by reconfig is set up. `ids` is
+    every server, `members` the first n.
     """
 
     def __init__(self, n=3, binary=None, tick_ms=100, sync_limit=5, cfg_lines=(),
-                 session_timeout_ms=None, observers=0, proxied=False):
+                 session_timeout_ms=None, observers=0, proxied=False, spares=0):
         self.n = n
+        self.spares = spares
         self.proxied = proxied
         self.proxies = {}  # (i, j): the proxy i dials to reach j (proxied only)
         self.observers = observers  # the last `observers` members do not vote
@@ -1109,7 +1115,18 @@ class Ensemble:
 
     @property
     def ids(self):
+        return list(range(1, self.n + self.spares + 1))
+
+    @property
+    def members(self):
         return list(range(1, self.n + 1))
+
+    def server_line(self, sid, other):
+        """server.N=... for other as sid's zoo.cfg names it."""
+        role = ":observer" if self.n - self.observers < other <= self.n else ":participant"
+        return "server.%d=%s:%d:%d%s;%s:%d" % (other, HOST, self.peer_port(sid, other),
+                                              self.election_ports[other], role, HOST,
+                                              self.client_ports[other])
 
     def hosts(self, ids=None):
         return ",".join("%s:%d" % (HOST, self.client_ports[i]) for i in (ids or self.ids))
@@ -1161,11 +1178,15 @@ class Ensemble:
                  "DigestAuthenticationProvider.superDigest=%s" % SUPER_DIGEST]
         if self.session_timeout_ms:
             lines.append("minSessionTimeout=%d" % self.session_timeout_ms)
-        for other in self.ids:
+        named = self.members + ([sid] if sid > self.n else [])
+        for other in named:
+            if self.spares:
+                lines.append(self.server_line(sid, other))
+                continue
             role = ":observer" if other > self.n - self.observers else ""
             lines.append("server.%d=%s:%d:%d%s" % (other, HOST, self.peer_port(sid, other),
                                                    self.election_ports[other], role))
-        if sid > self.n - self.observers:
+        if self.n - self.observers < sid <= self.n:
             lines.append("peerType=observer")
         return lines + self.cfg_lines
 

@@ -573,16 +573,13 @@ static void test_replicated_mode_needs_a_data_dir(void **state)
                                    "server.2=127.0.0.2:2888:3888\ndataDir=/var/lib/zk\n"), 0);
     assert_int_equal(config_finish(&c, collect, &m), 0);
     assert_int_equal(m.n, 0);
-    /* what larchd cannot do yet is refused, naming the line */
+    /* dynamic reconfig, and without it the membership is the server.N lines */
     assert_int_equal(parse(&c, &m, "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\n"
                                    "dataDir=/d\nreadonlymode.enabled=true\nreconfigEnabled=true\n"),
-                     -1);
-    assert_int_equal(m.errors, 1);
-    assert_int_equal(m.n, 1);
-    assert_true(has_msg(&m, 1, "zoo.cfg:5: reconfigEnabled: larchd does not run dynamic "
-                               "reconfiguration yet: the membership is the server.N lines "
-                               "(set it to false)"));
-    /* false is what larchd does: accepted, and read-only mode is served */
+                     0);
+    assert_true(c.reconfig_enabled);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_int_equal(m.n, 0);
     assert_int_equal(parse(&c, &m, "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\n"
                                    "dataDir=/d\nreadonlymode.enabled=true\nreconfigEnabled=false\n"),
                      0);
@@ -1303,6 +1300,16 @@ static void test_ensemble_cluster_id(void **state)
     for (size_t i = 0; i < sizeof different / sizeof different[0]; i++)
         if (cluster_id_of(different[i], 1) == id)
             fail_msg("case %zu has the same cluster id", i);
+    /* with reconfigEnabled the membership changes at run time: the id leaves
+     * it out (a server joins with a zoo.cfg the members' do not match) */
+    char text[1024];
+    snprintf(text, sizeof text, "reconfigEnabled=true\n%s", base);
+    uint64_t dynamic = cluster_id_of(text, 1);
+    assert_true(dynamic != id);
+    for (size_t i = 0; i < sizeof different / sizeof different[0]; i++) {
+        snprintf(text, sizeof text, "reconfigEnabled=true\n%s", different[i]);
+        assert_int_equal(cluster_id_of(text, 1), dynamic);
+    }
 }
 
 /* Every refusal: -1, exactly one error, and its exact text. */

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <unistd.h>
 #include <urcu.h>
 
 #include "server/durability.h"
@@ -585,6 +586,481 @@ static void test_member_applies_only_committed_and_boots_the_log(void **state)
     storage_destroy(st);
 }
 
+/* ---- memberships: CONFIG entries in the log, memberships with snapshots ---- */
+
+/* Membership k: voters 1..3 (and 4 when k is odd), joint (leaving 1..3)
+ * when k % 3 == 1, and a description that names k. */
+static void member_config(int64_t k, struct raft_config *c)
+{
+    *c = (struct raft_config){ .n_members = 0 };
+    for (uint32_t id = 1; id <= (k % 2 ? 4u : 3u); id++)
+        c->members[c->n_members++] = (struct raft_member){ .id = id, .voter = true };
+    for (uint32_t id = 1; k % 3 == 1 && id <= 3; id++)
+        c->old[c->n_old++] = (struct raft_member){ .id = id, .voter = true };
+    c->extra_len = (uint32_t)snprintf((char *)c->extra, sizeof c->extra,
+                                      "server.1=a:2888:3888;2181\nversion=%llx",
+                                      (unsigned long long)k);
+}
+
+static void assert_config_is(const struct raft_config *got, int64_t k)
+{
+    assert_non_null(got);
+    struct raft_config want;
+    member_config(k, &want);
+    uint8_t a[RAFT_CONFIG_BYTES_MAX], b[RAFT_CONFIG_BYTES_MAX];
+    size_t alen = raft_config_encode(&want, a), blen = raft_config_encode(got, b);
+    if (alen != blen || memcmp(a, b, alen) != 0)
+        fail_msg("membership %.*s, want version=%llx", (int)got->extra_len,
+                 (const char *)got->extra, (unsigned long long)k);
+}
+
+struct member {
+    struct config cfg;
+    struct tree *t;
+    struct durability *d;
+    struct durability_boot boot;
+};
+
+static void member_open(struct member *m, struct storage *st)
+{
+    config_for_test(&m->cfg);
+    m->t = tree_new();
+    assert_non_null(m->t);
+    char err[512] = "";
+    int rc = durability_open_member(&m->cfg, st, m->t, &m->d, &m->boot, err, sizeof err);
+    if (rc != 0)
+        fail_msg("durability_open_member: %d: %s", rc, err);
+}
+
+static void member_close(struct member *m)
+{
+    durability_boot_free(&m->boot);
+    durability_free(m->d);
+    rcu_barrier();
+    tree_free(m->t);
+}
+
+/* Raft entry i of a member's log: zxid term:counter, and its bytes in b
+ * (the caller's). Data: a create of /n<counter>; config: membership i. */
+static struct raft_entry member_entry(uint8_t type, uint32_t term, uint32_t counter,
+                                      struct base_buf *b)
+{
+    struct raft_entry e = { .zxid = raft_make_zxid(term, counter), .type = type };
+    *b = (struct base_buf){ 0 };
+    if (type == RAFT_ENTRY_DATA) {
+        char path[32];
+        snprintf(path, sizeof path, "/n%u-%u", term, counter);
+        struct txn_op op = { .type = TXN_CREATE, .client_type = ZK_OP_CREATE, .path = path,
+                             .data = (uint8_t *)"v", .data_len = 1, .acl = tree_acl_open(),
+                             .parent_cversion = -1 };
+        struct txn x = { .zxid = e.zxid, .time_ms = WALL, .type = TXN_CREATE, .nops = 1,
+                         .ops = &op };
+        assert_int_equal(txn_encode(b, &x), 0);
+    } else if (type == RAFT_ENTRY_CONFIG) {
+        struct raft_config c;
+        member_config(e.zxid, &c);
+        assert_int_equal(base_buf_reserve(b, RAFT_CONFIG_BYTES_MAX), 0);
+        b->len = raft_config_encode(&c, b->data);
+    }
+    e.data = b->data;
+    e.len = b->len;
+    return e;
+}
+
+/* A member's log: term 1's no-op, a create, a joint membership, a create,
+ * the final membership; term 2's no-op, a create, another membership. */
+static const struct {
+    uint8_t type;
+    uint32_t term, counter;
+} member_log[] = {
+    { RAFT_ENTRY_NOOP, 1, 0 }, { RAFT_ENTRY_DATA, 1, 1 },   { RAFT_ENTRY_CONFIG, 1, 2 },
+    { RAFT_ENTRY_DATA, 1, 3 }, { RAFT_ENTRY_CONFIG, 1, 4 }, { RAFT_ENTRY_NOOP, 2, 0 },
+    { RAFT_ENTRY_DATA, 2, 1 }, { RAFT_ENTRY_CONFIG, 2, 2 },
+};
+#define MEMBER_LOG_LEN (sizeof member_log / sizeof member_log[0])
+
+static struct raft_entry member_log_entry(size_t i, struct base_buf *b)
+{
+    return member_entry(member_log[i].type, member_log[i].term, member_log[i].counter, b);
+}
+
+/* Appends entries [from, to) of member_log to d's log and syncs. */
+static void member_append(struct durability *d, size_t from, size_t to)
+{
+    for (size_t i = from; i < to; i++) {
+        struct base_buf b;
+        struct raft_entry e = member_log_entry(i, &b);
+        assert_int_equal(txnlog_append_entry(durability_log(d), &e), 0);
+        base_buf_free(&b);
+    }
+    assert_int_equal(txnlog_sync(durability_log(d)), 0);
+}
+
+/* boot's entries are member_log's from first on, n of them: same type,
+ * zxid and bytes, in order. */
+static void assert_boot_entries(const struct durability_boot *boot, size_t first, size_t n)
+{
+    assert_int_equal(boot->n_entries, n);
+    for (size_t i = 0; i < n; i++) {
+        struct base_buf b;
+        struct raft_entry want = member_log_entry(first + i, &b);
+        const struct raft_entry *got = &boot->entries[i];
+        assert_true(got->zxid == want.zxid);
+        assert_int_equal(got->type, want.type);
+        assert_int_equal(got->len, want.len);
+        if (want.len > 0)
+            assert_memory_equal(got->data, want.data, want.len);
+        base_buf_free(&b);
+    }
+}
+
+static bool has_node(struct tree *t, const char *path)
+{
+    struct tree_view v;
+    rcu_read_lock();
+    int rc = tree_get(t, path, strlen(path), &v);
+    rcu_read_unlock();
+    return rc == ZK_OK;
+}
+
+/* CONFIG entries go through the log and come back to the Raft core with
+ * their bytes, in order among the no-ops and data; the committed ones
+ * count as reported memberships (a snapshot right after start keeps the
+ * newest), and a standalone start applies them as no-ops. */
+static void test_member_boots_config_entries(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct member m;
+    member_open(&m, st);
+    assert_null(m.boot.snap_config);
+    member_append(m.d, 0, MEMBER_LOG_LEN);
+    member_close(&m);
+    struct raft_hard_state hs = { .term = 2, .vote = 1, .commit_zxid = raft_make_zxid(1, 4) };
+    assert_int_equal(txnlog_hard_state_write(st, SNAP_DIR, &hs), 0);
+
+    member_open(&m, st);
+    assert_boot_entries(&m.boot, 0, MEMBER_LOG_LEN);
+    assert_null(m.boot.snap_config);
+    assert_true(tree_last_zxid(m.t) == raft_make_zxid(1, 4));
+    assert_true(has_node(m.t, "/n1-3") && !has_node(m.t, "/n2-1"));
+    /* the final membership at 1:4 is committed and applied: a snapshot keeps it */
+    assert_int_equal(durability_snapshot(m.d), 0);
+    member_close(&m);
+
+    member_open(&m, st);
+    assert_true(m.boot.snap_zxid == raft_make_zxid(1, 4));
+    assert_config_is(m.boot.snap_config, raft_make_zxid(1, 4));
+    assert_boot_entries(&m.boot, 5, MEMBER_LOG_LEN - 5);
+    member_close(&m);
+
+    struct node n; /* standalone: every record applies, memberships as no-ops */
+    node_open_ok(&n, st);
+    assert_true(tree_last_zxid(n.t) == raft_make_zxid(2, 2));
+    assert_true(has_node(n.t, "/n2-1"));
+    node_close(&n);
+    storage_destroy(st);
+}
+
+/* The power goes while a CONFIG record is written (its sync failed, so it
+ * was never durable): cut in its frame, its txn header, its op, its
+ * membership, or not at all, the member boots with the entries before it,
+ * or with it whole, never with part of a membership (test_txnlog tears
+ * such a record at every byte). */
+static void test_member_torn_config_record(void **state)
+{
+    struct base_buf b;
+    struct raft_entry e = member_log_entry(2, &b);
+    size_t record = 8 + TXNLOG_TXN_HEADER_BYTES + 9 + 4 + e.len; /* frame, txn, op, data */
+    base_buf_free(&b);
+    const size_t cuts[] = { 0, 1, 7, 8, 30, 44, 50, 53, 54, record / 2, record - 1, record };
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+        size_t cut = cuts[i];
+        struct storage *st = storage_mem_new();
+        struct member m;
+        member_open(&m, st);
+        member_append(m.d, 0, 2);
+        e = member_log_entry(2, &b);
+        assert_int_equal(txnlog_append_entry(durability_log(m.d), &e), 0);
+        base_buf_free(&b);
+        storage_mem_fail_sync(st, -EIO, 1);
+        assert_int_equal(txnlog_sync(durability_log(m.d)), -EIO);
+        storage_mem_crash(st, cut, (cut & 1) != 0);
+        member_close(&m);
+
+        member_open(&m, st);
+        assert_boot_entries(&m.boot, 0, cut == record ? 3 : 2);
+        member_close(&m);
+        storage_destroy(st);
+    }
+}
+
+/* Applies a txn at zxid to m's tree as the driver does: a membership is
+ * reported before its entry is applied. */
+static void member_apply(struct member *m, uint8_t type, int64_t zxid)
+{
+    struct base_buf b;
+    (void)member_entry(type, raft_zxid_term(zxid), raft_zxid_counter(zxid), &b);
+    struct txn x = { .zxid = zxid, .type = TXN_NOOP };
+    if (type == RAFT_ENTRY_CONFIG) {
+        struct raft_config c;
+        member_config(zxid, &c);
+        durability_note_membership(m->d, zxid, &c);
+        struct txn_op op = { .type = TXN_CONFIG, .client_type = ZK_OP_RECONFIG,
+                             .data = b.data, .data_len = (int32_t)b.len };
+        x = (struct txn){ .zxid = zxid, .type = TXN_CONFIG, .nops = 1, .ops = &op };
+        assert_int_equal(tree_apply(m->t, &x, NULL, NULL, NULL), ZK_OK);
+    } else {
+        if (type == RAFT_ENTRY_DATA)
+            assert_int_equal(txn_decode(b.data, b.len, &x), 0);
+        assert_int_equal(tree_apply(m->t, &x, NULL, NULL, NULL), ZK_OK);
+        txn_free(&x);
+    }
+    base_buf_free(&b);
+}
+
+static void assert_sidecar_is(struct storage *st, int64_t snap, int64_t k)
+{
+    char path[128];
+    snprintf(path, sizeof path, SNAP_DIR "/snapshot.%llx.config", (unsigned long long)snap);
+    struct raft_config c;
+    int64_t zxid = 0;
+    assert_int_equal(txnlog_config_file_read(st, path, &zxid, &c), 0);
+    assert_true(zxid == snap);
+    assert_config_is(&c, k);
+}
+
+/* A snapshot at Z keeps the membership in effect at Z: the newest one
+ * reported at or below Z, not one reported for a later zxid that the tree
+ * has not reached; boot gives it back. */
+static void test_snapshot_keeps_membership_at_its_zxid(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct member m;
+    member_open(&m, st);
+    int64_t a = raft_make_zxid(1, 2), z = raft_make_zxid(1, 3), b = raft_make_zxid(1, 5);
+    member_apply(&m, RAFT_ENTRY_NOOP, raft_make_zxid(1, 0));
+    member_apply(&m, RAFT_ENTRY_DATA, raft_make_zxid(1, 1));
+    assert_int_equal(durability_snapshot(m.d), 0); /* nothing reported yet: no file */
+    member_apply(&m, RAFT_ENTRY_CONFIG, a);
+    member_apply(&m, RAFT_ENTRY_DATA, z);
+    struct raft_config c;
+    member_config(b, &c);
+    durability_note_membership(m.d, b, &c); /* reported, not applied yet */
+    assert_int_equal(durability_snapshot(m.d), 0);
+    assert_sidecar_is(st, z, a);
+    member_apply(&m, RAFT_ENTRY_DATA, raft_make_zxid(1, 4));
+    member_apply(&m, RAFT_ENTRY_CONFIG, b); /* reported again as it applies */
+    member_apply(&m, RAFT_ENTRY_DATA, raft_make_zxid(1, 6));
+    member_close(&m);
+
+    member_open(&m, st);
+    assert_true(m.boot.snap_zxid == z);
+    assert_config_is(m.boot.snap_config, a);
+    assert_int_equal(durability_snapshot(m.d), 0); /* the tree is at 1:3 again */
+    member_apply(&m, RAFT_ENTRY_DATA, raft_make_zxid(1, 4));
+    member_apply(&m, RAFT_ENTRY_CONFIG, b);
+    assert_int_equal(durability_snapshot(m.d), 0);
+    assert_sidecar_is(st, b, b);
+    assert_sidecar_is(st, z, a);
+    member_close(&m);
+    member_open(&m, st);
+    assert_true(m.boot.snap_zxid == b);
+    assert_config_is(m.boot.snap_config, b);
+    member_close(&m);
+    storage_destroy(st);
+}
+
+/* More memberships reported ahead of the tree than are kept: a snapshot
+ * that needed a dropped one is not taken (never kept with a wrong one),
+ * and once the tree has caught up snapshots are kept again. */
+static void test_membership_memory_is_bounded(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct member m;
+    member_open(&m, st);
+    member_apply(&m, RAFT_ENTRY_NOOP, raft_make_zxid(1, 0));
+    member_apply(&m, RAFT_ENTRY_CONFIG, raft_make_zxid(1, 1));
+    for (uint32_t i = 2; i < 66; i++) {
+        struct raft_config c;
+        member_config(raft_make_zxid(1, i), &c);
+        durability_note_membership(m.d, raft_make_zxid(1, i), &c);
+    }
+    assert_int_equal(durability_snapshot(m.d), -EAGAIN);
+    char names[1024];
+    list_names(st, names);
+    assert_null(strstr(names, "snapshot.100000001"));
+    for (uint32_t i = 2; i < 66; i++)
+        member_apply(&m, RAFT_ENTRY_CONFIG, raft_make_zxid(1, i));
+    assert_int_equal(durability_snapshot(m.d), 0);
+    member_close(&m);
+    member_open(&m, st);
+    assert_config_is(m.boot.snap_config, raft_make_zxid(1, 65));
+    member_close(&m);
+    storage_destroy(st);
+}
+
+static int snapshot_bytes(void *arg, const void *bytes, size_t len)
+{
+    return base_buf_append(arg, bytes, len);
+}
+
+/* A snapshot from the leader is installed with the membership it came
+ * with: boot gives both back, and the snapshots before it go with their
+ * membership files. */
+static void test_install_keeps_the_leaders_membership(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct member m;
+    member_open(&m, st);
+    member_apply(&m, RAFT_ENTRY_NOOP, raft_make_zxid(1, 0));
+    member_apply(&m, RAFT_ENTRY_CONFIG, raft_make_zxid(1, 1));
+    assert_int_equal(durability_snapshot(m.d), 0);
+    assert_sidecar_is(st, raft_make_zxid(1, 1), raft_make_zxid(1, 1));
+
+    struct member leader;
+    struct storage *lst = storage_mem_new();
+    member_open(&leader, lst);
+    member_apply(&leader, RAFT_ENTRY_NOOP, raft_make_zxid(3, 0));
+    member_apply(&leader, RAFT_ENTRY_DATA, raft_make_zxid(3, 1));
+    struct base_buf snap = { 0 };
+    struct tree_snap_info info;
+    assert_int_equal(tree_snapshot_write(leader.t, snapshot_bytes, &snap, &info), 0);
+    member_close(&leader);
+    storage_destroy(lst);
+
+    int64_t z = raft_make_zxid(3, 1);
+    struct raft_config c;
+    member_config(7, &c);
+    assert_int_equal(durability_install_snapshot(m.d, z, snap.data, snap.len, &c), 0);
+    char names[1024];
+    list_names(st, names);
+    assert_null(strstr(names, "snapshot.100000001"));
+    assert_non_null(strstr(names, "snapshot.300000001.config"));
+    member_close(&m);
+    member_open(&m, st);
+    assert_true(m.boot.snap_zxid == z && tree_last_zxid(m.t) == z);
+    assert_true(has_node(m.t, "/n3-1"));
+    assert_config_is(m.boot.snap_config, 7);
+    member_close(&m);
+    base_buf_free(&snap);
+    storage_destroy(st);
+}
+
+/* Purge removes a snapshot's membership file with it, and membership
+ * files left below the oldest snapshot kept (a crash between the two). */
+static void test_purge_removes_membership_files(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct member m;
+    member_open(&m, st);
+    member_apply(&m, RAFT_ENTRY_NOOP, raft_make_zxid(1, 0));
+    for (uint32_t i = 1; i <= 5; i++) {
+        member_apply(&m, RAFT_ENTRY_CONFIG, raft_make_zxid(1, i));
+        assert_int_equal(durability_snapshot(m.d), 0);
+    }
+    struct raft_config c;
+    member_config(1, &c);
+    assert_int_equal(txnlog_config_file_write(st, SNAP_DIR, SNAP_DIR "/snapshot.5.config", 5, &c), 0);
+    member_close(&m);
+    struct config cfg;
+    config_for_test(&cfg);
+    cfg.autopurge_snap_retain = 3;
+    assert_int_equal(durability_purge(&cfg, st), 0);
+    char names[1024];
+    list_names(st, names);
+    for (uint32_t i = 1; i <= 5; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "snapshot.10000000%u ", i);
+        assert_true((strstr(names, name) != NULL) == (i >= 3));
+        snprintf(name, sizeof name, "snapshot.10000000%u.config ", i);
+        assert_true((strstr(names, name) != NULL) == (i >= 3));
+    }
+    assert_null(strstr(names, "snapshot.5.config"));
+    member_open(&m, st);
+    assert_config_is(m.boot.snap_config, raft_make_zxid(1, 5));
+    member_close(&m);
+    storage_destroy(st);
+}
+
+/* A damaged membership file makes its snapshot invalid: recovery falls
+ * back to the older snapshot and its membership, deleting nothing. */
+static void test_damaged_membership_file_falls_back(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct member m;
+    member_open(&m, st);
+    member_apply(&m, RAFT_ENTRY_NOOP, raft_make_zxid(1, 0));
+    member_apply(&m, RAFT_ENTRY_CONFIG, raft_make_zxid(1, 1));
+    assert_int_equal(durability_snapshot(m.d), 0);
+    member_apply(&m, RAFT_ENTRY_CONFIG, raft_make_zxid(1, 2));
+    assert_int_equal(durability_snapshot(m.d), 0);
+    member_close(&m);
+    struct storage_file *f;
+    assert_int_equal(storage_open(st, SNAP_DIR "/snapshot.100000002.config", 0, &f), 0);
+    uint8_t junk = 0xee;
+    assert_int_equal(storage_pwrite(f, &junk, 1, 30), 0);
+    assert_int_equal(storage_datasync(f), 0);
+    storage_close(f);
+    char before[1024], after[1024];
+    list_names(st, before);
+    member_open(&m, st);
+    assert_true(m.boot.snap_zxid == raft_make_zxid(1, 1));
+    assert_config_is(m.boot.snap_config, raft_make_zxid(1, 1));
+    member_close(&m);
+    list_names(st, after);
+    assert_string_equal(before, after);
+    storage_destroy(st);
+}
+
+static int rm_name(void *arg, const char *name)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", (const char *)arg, name);
+    return unlink(path) == 0 ? 0 : -errno;
+}
+
+/* The snapshot thread takes snapshots (on real files) while the sequencer
+ * (this thread) reports a membership for every zxid and applies it: each
+ * snapshot keeps exactly the one at its zxid. Run under TSan too. */
+static void test_snapshot_thread_keeps_membership_at_its_zxid(void **state)
+{
+    char dir[] = "/tmp/larch-test-durability-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct storage *st = storage_posix_new();
+    struct member m;
+    config_for_test(&m.cfg);
+    snprintf(m.cfg.data_dir, sizeof m.cfg.data_dir, "%s", dir);
+    m.t = tree_new();
+    char err[512] = "";
+    assert_int_equal(durability_open_member(&m.cfg, st, m.t, &m.d, &m.boot, err, sizeof err), 0);
+    assert_int_equal(durability_start(m.d), 0);
+    struct durability_stats ds = { 0 };
+    int64_t t0 = base_mono_ms();
+    for (uint32_t i = 1; ds.snapshots < 3 && base_mono_ms() - t0 < 30000; i++) {
+        member_apply(&m, RAFT_ENTRY_CONFIG, raft_make_zxid(1, i));
+        if (i % 7 == 0)
+            durability_want_snapshot(m.d);
+        usleep(100);
+        durability_get_stats(m.d, &ds);
+    }
+    durability_stop(m.d);
+    durability_get_stats(m.d, &ds);
+    assert_true(ds.snapshots >= 3);
+    member_close(&m);
+
+    m.t = tree_new();
+    assert_int_equal(durability_open_member(&m.cfg, st, m.t, &m.d, &m.boot, err, sizeof err), 0);
+    assert_true(m.boot.snap_zxid == ds.last_snapshot_zxid);
+    assert_config_is(m.boot.snap_config, m.boot.snap_zxid);
+    member_close(&m);
+    char larch[4200];
+    snprintf(larch, sizeof larch, "%s/larch", dir);
+    assert_int_equal(storage_list(st, larch, rm_name, larch), 0);
+    assert_int_equal(rmdir(larch), 0);
+    assert_int_equal(rmdir(dir), 0);
+    storage_destroy(st);
+}
+
 int main(void)
 {
     rcu_register_thread();
@@ -598,6 +1074,14 @@ int main(void)
         cmocka_unit_test(test_member_applies_only_committed_and_boots_the_log),
         cmocka_unit_test(test_password_survives_restart_and_key_change),
         cmocka_unit_test(test_version_1_datadir_recovers),
+        cmocka_unit_test(test_member_boots_config_entries),
+        cmocka_unit_test(test_member_torn_config_record),
+        cmocka_unit_test(test_snapshot_keeps_membership_at_its_zxid),
+        cmocka_unit_test(test_membership_memory_is_bounded),
+        cmocka_unit_test(test_install_keeps_the_leaders_membership),
+        cmocka_unit_test(test_purge_removes_membership_files),
+        cmocka_unit_test(test_damaged_membership_file_falls_back),
+        cmocka_unit_test(test_snapshot_thread_keeps_membership_at_its_zxid),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     rcu_unregister_thread();

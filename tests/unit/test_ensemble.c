@@ -247,8 +247,10 @@ static void store_set(struct store *st, int64_t zxid, const uint8_t *p, size_t l
 
 static bool SNAP_HELD[N_MAX];
 
-static int s_persist(void *arg, int64_t zxid, const uint8_t *data, size_t len)
+static int s_persist(void *arg, int64_t zxid, const uint8_t *data, size_t len,
+                     const struct raft_config *conf)
 {
+    (void)conf;
     struct store *st = &STORE[((struct node *)arg)->id - 1];
     store_set(st, zxid, data, len);
     st->persists++;

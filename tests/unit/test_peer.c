@@ -3,8 +3,10 @@
  * trip of every frame type at its boundary values, every decode error
  * (truncation at every length, every single-bit flip, each range rule on
  * both the encoder and the decoder), frame splitting, the HELLO checks, and
- * snapshot chunking and reassembly. Frames are decoded from exact-size heap
- * copies, so the sanitizer builds catch a read one byte past the end.
+ * snapshot chunking and reassembly, memberships included (CONFIG entries in
+ * an APPEND, the membership a snapshot carries). Frames are decoded from
+ * exact-size heap copies, so the sanitizer builds catch a read one byte
+ * past the end.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -98,7 +100,49 @@ static const struct peer_auth auths[] = {
 };
 static const int64_t touched[] = { 0x0100000000000001LL, INT64_MAX, INT64_MIN, 0, -1 };
 
-#define N_SAMPLES 16
+/* A joint membership: servers 1-3 leaving for 2-4, with the driver's text. */
+static struct raft_config joint_config(void)
+{
+    static const char extra[] = "server.4=127.0.0.4:2888:3888:participant;127.0.0.4:2181\n";
+    struct raft_config c = { .n_members = 3, .n_old = 3, .extra_len = sizeof extra - 1 };
+    for (uint32_t i = 0; i < 3; i++) {
+        c.members[i] = (struct raft_member){ 2 + i, i != 2 };
+        c.old[i] = (struct raft_member){ 1 + i, true };
+    }
+    memcpy(c.extra, extra, sizeof extra - 1);
+    return c;
+}
+
+/* The largest membership raft_config_encode writes: RAFT_CONFIG_BYTES_MAX
+ * (both halves full; their union may hold no more than RAFT_MEMBERS_MAX, so
+ * they list the same servers, voting differently). */
+static struct raft_config max_config(void)
+{
+    struct raft_config c = { .n_members = RAFT_MEMBERS_MAX, .n_old = RAFT_MEMBERS_MAX,
+                             .extra_len = RAFT_CONFIG_EXTRA_MAX };
+    for (uint32_t i = 0; i < RAFT_MEMBERS_MAX; i++) {
+        c.members[i] = (struct raft_member){ 1 + i, true };
+        c.old[i] = (struct raft_member){ 1 + i, i % 2 == 0 };
+    }
+    memset(c.extra, 'x', sizeof c.extra);
+    return c;
+}
+
+static uint8_t joint_bytes[RAFT_CONFIG_BYTES_MAX];
+static size_t joint_len; /* set by setup_joint */
+
+static int setup_joint(void **state)
+{
+    (void)state;
+    struct raft_config c = joint_config();
+    joint_len = raft_config_encode(&c, joint_bytes);
+    return 0;
+}
+
+/* An APPEND carrying a membership change between two data entries. */
+static struct raft_entry entries_config[3];
+
+#define N_SAMPLES 18
 
 /* Frame i of the samples: every type, boundary values. */
 static struct peer_frame sample(int i)
@@ -106,8 +150,14 @@ static struct peer_frame sample(int i)
     struct peer_frame f = { 0 };
     struct raft_msg m = { .term = RAFT_TERM_MAX };
     switch (i) {
-    case 0: f.type = PEER_HELLO; f.hello = (struct peer_hello){ 1, 1, 255, UINT64_MAX }; return f;
-    case 1: f.type = PEER_HELLO; f.hello = (struct peer_hello){ 1, 3, 2, 0 }; return f;
+    case 0:
+        f.type = PEER_HELLO;
+        f.hello = (struct peer_hello){ PEER_VERSION_MAX, 1, 255, UINT64_MAX };
+        return f;
+    case 1:
+        f.type = PEER_HELLO;
+        f.hello = (struct peer_hello){ PEER_VERSION_MIN, 3, 2, 0 };
+        return f;
     case 2: m.type = RAFT_MSG_VOTE_REQ; m.pre_vote = true; m.last_zxid = INT64_MAX; break;
     case 3: m.type = RAFT_MSG_VOTE_REQ; m.term = 0; break;
     case 4: m.type = RAFT_MSG_VOTE_RESP; m.pre_vote = true; m.reject = true; break;
@@ -134,11 +184,11 @@ static struct peer_frame sample(int i)
     case 9: m.type = RAFT_MSG_READ_INDEX_RESP; m.reject = true; m.commit_zxid = INT64_MAX; break;
     case 10:
         f.type = PEER_SNAP_CHUNK;
-        f.chunk = (struct peer_snap_chunk){ RAFT_TERM_MAX, INT64_MAX, 8, 3, data_a, 5 };
+        f.chunk = (struct peer_snap_chunk){ RAFT_TERM_MAX, INT64_MAX, 8, 3, data_a, 5, NULL, 0 };
         return f;
     case 11: /* the one chunk of an empty snapshot */
         f.type = PEER_SNAP_CHUNK;
-        f.chunk = (struct peer_snap_chunk){ 0, 1, 0, 0, NULL, 0 };
+        f.chunk = (struct peer_snap_chunk){ 0, 1, 0, 0, NULL, 0, NULL, 0 };
         return f;
     case 12:
         f.type = PEER_FORWARD;
@@ -150,6 +200,22 @@ static struct peer_frame sample(int i)
         return f;
     case 14: f.type = PEER_TOUCH; f.touch = (struct peer_touch){ touched, 5 }; return f;
     case 15: f.type = PEER_TOUCH; f.touch = (struct peer_touch){ NULL, 0 }; return f;
+    case 16:
+        m.type = RAFT_MSG_APPEND;
+        m.term = 7;
+        m.prev_zxid = raft_make_zxid(7, 1);
+        entries_config[0] = (struct raft_entry){ raft_make_zxid(7, 2), RAFT_ENTRY_DATA, data_a, 5 };
+        entries_config[1] =
+            (struct raft_entry){ raft_make_zxid(7, 3), RAFT_ENTRY_CONFIG, joint_bytes, joint_len };
+        entries_config[2] = (struct raft_entry){ raft_make_zxid(7, 4), RAFT_ENTRY_DATA, data_a, 1 };
+        m.entries = entries_config;
+        m.n_entries = 3;
+        break;
+    case 17: /* a snapshot's first chunk, with the membership at its zxid */
+        f.type = PEER_SNAP_CHUNK;
+        f.chunk = (struct peer_snap_chunk){ 7, raft_make_zxid(7, 3), 8, 0, data_a, 5,
+                                            joint_bytes, joint_len };
+        return f;
     default: fail();
     }
     f.type = (uint8_t)(m.type == RAFT_MSG_VOTE_REQ       ? PEER_VOTE_REQ
@@ -217,6 +283,8 @@ static void assert_frame_equal(const struct peer_frame *a, const struct peer_fra
         assert_true(a->chunk.total_bytes == b->chunk.total_bytes);
         assert_true(a->chunk.offset == b->chunk.offset);
         assert_true(bytes_eq(a->chunk.data, a->chunk.len, b->chunk.data, b->chunk.len));
+        assert_true(bytes_eq(a->chunk.config, a->chunk.config_len, b->chunk.config,
+                             b->chunk.config_len));
         break;
     case PEER_FORWARD:
         assert_true(a->forward.session_id == b->forward.session_id);
@@ -324,15 +392,19 @@ static void test_max_entries(void **state)
     base_buf_free(&again);
 }
 
-/* The largest chunk fits exactly; one more byte is PEER_ETOOBIG, refused
- * before anything is copied. */
+/* The largest chunk, with the largest membership, fits exactly; one more
+ * byte is PEER_ETOOBIG, refused before anything is copied. */
 static void test_frame_size_limit(void **state)
 {
     (void)state;
     uint8_t *big = calloc(PEER_SNAP_CHUNK_BYTES_MAX + 1, 1);
     assert_non_null(big);
+    struct raft_config conf = max_config();
+    static uint8_t conf_bytes[RAFT_CONFIG_BYTES_MAX];
+    assert_int_equal(raft_config_encode(&conf, conf_bytes), RAFT_CONFIG_BYTES_MAX);
     struct peer_snap_chunk c = { 1, 1, PEER_SNAP_CHUNK_BYTES_MAX + 1, 0, big,
-                                 PEER_SNAP_CHUNK_BYTES_MAX + 1 };
+                                 PEER_SNAP_CHUNK_BYTES_MAX + 1, conf_bytes,
+                                 RAFT_CONFIG_BYTES_MAX };
     struct base_buf b = { 0 };
     assert_int_equal(peer_encode_chunk(&b, &c), PEER_ETOOBIG);
     assert_int_equal(b.len, 0);
@@ -340,16 +412,19 @@ static void test_frame_size_limit(void **state)
     assert_int_equal(peer_encode_chunk(&b, &c), 0);
     assert_int_equal(b.len, HDR + PEER_FRAME_BYTES_MAX);
     assert_int_equal(decode_once(b.data, b.len), 0);
-    /* peer_snap_encode clamps its chunk size to what fits */
+    /* peer_snap_encode clamps its chunk size to what fits beside the membership */
     struct raft_msg snap = { .type = RAFT_MSG_SNAP, .term = 1, .snap_zxid = 1, .snap_data = big,
-                             .snap_len = PEER_SNAP_CHUNK_BYTES_MAX + 1 };
-    uint64_t off = 0;
+                             .snap_len = PEER_SNAP_CHUNK_BYTES_MAX + 1, .snap_config = &conf };
+    uint64_t off = 0, n_frames = 0;
+    size_t want = peer_snap_frames_bytes(&snap, SIZE_MAX, &n_frames);
+    assert_int_equal(n_frames, 2);
     b.len = 0;
     assert_int_equal(peer_snap_encode(&b, &snap, &off, SIZE_MAX), 0);
     assert_true(off == PEER_SNAP_CHUNK_BYTES_MAX);
-    b.len = 0;
+    assert_int_equal(b.len, HDR + PEER_FRAME_BYTES_MAX);
     assert_int_equal(peer_snap_encode(&b, &snap, &off, SIZE_MAX), 1);
     assert_true(off == snap.snap_len);
+    assert_int_equal(b.len, want);
     free(big);
     base_buf_free(&b);
 }
@@ -465,9 +540,11 @@ static void test_decode_refuses_bad_header_and_hello(void **state)
     assert_int_equal(decode_once(b.data, b.len), PEER_ETRUNC);
     /* HELLO: magic, version, ids */
     assert_int_equal(decode_patched32(0, 1, 0x4c525053), PEER_EMAGIC);
-    assert_int_equal(decode_patched(0, 5, "\x01", 1), PEER_EVERSION); /* version 257 */
+    assert_int_equal(decode_patched(0, 5, "\x01", 1), PEER_EVERSION); /* version 258 */
     assert_int_equal(decode_patched(0, 6, "\x00", 1), PEER_EVERSION); /* version 0 */
-    assert_int_equal(decode_patched(0, 6, "\x02", 1), PEER_EVERSION);
+    assert_int_equal(decode_patched(0, 6, "\x03", 1), PEER_EVERSION);
+    /* version 1: no CONFIG entries, no membership in SNAP_CHUNK (peer.h) */
+    assert_int_equal(decode_patched(0, 6, "\x01", 1), PEER_EVERSION);
     assert_int_equal(decode_patched32(0, 7, 0), PEER_EID);
     assert_int_equal(decode_patched32(0, 11, 256), PEER_EID);
     assert_int_equal(decode_patched32(0, 11, 1), PEER_EID); /* from == to */
@@ -500,8 +577,10 @@ static void test_decode_refuses_bad_message_fields(void **state)
                      PEER_EORDER); /* first entry not above prev */
     assert_int_equal(decode_patched64(5, 62, (uint64_t)raft_make_zxid(RAFT_TERM_MAX, 0)),
                      PEER_EORDER); /* second entry equal to the first */
-    assert_int_equal(decode_patched(5, 57, "\x03", 1), PEER_EENTRY);
+    assert_int_equal(decode_patched(5, 57, "\x04", 1), PEER_EENTRY);
     assert_int_equal(decode_patched(5, 57, "\x00", 1), PEER_EENTRY);
+    /* a NOOP made a CONFIG: its empty data is not a membership */
+    assert_int_equal(decode_patched(5, 57, "\x03", 1), PEER_ECONFIG);
     assert_int_equal(decode_patched32(5, 1, RAFT_TERM_MAX - 1), PEER_ETERM); /* entry ahead */
     assert_int_equal(decode_patched32(5, 45, 5), PEER_ECOUNT);
     assert_int_equal(decode_patched32(5, 45, UINT32_MAX), PEER_ECOUNT);
@@ -542,7 +621,9 @@ static void test_encode_refuses_bad_fields(void **state)
 {
     (void)state;
     struct peer_frame f = sample(0);
-    f.hello.version = 2;
+    f.hello.version = PEER_VERSION_MAX + 1;
+    assert_encode_refuses(&f, PEER_EVERSION);
+    f.hello.version = PEER_VERSION_MIN - 1;
     assert_encode_refuses(&f, PEER_EVERSION);
     f = sample(0);
     f.hello.from = 0;
@@ -576,6 +657,8 @@ static void test_encode_refuses_bad_fields(void **state)
     f.msg.entries = e;
     e[2].type = 9;
     assert_encode_refuses(&f, PEER_EENTRY);
+    e[2].type = RAFT_ENTRY_CONFIG; /* data_a is no membership */
+    assert_encode_refuses(&f, PEER_ECONFIG);
     f = sample(10);
     f.chunk.snap_zxid = 0;
     assert_encode_refuses(&f, PEER_EZXID);
@@ -636,7 +719,7 @@ static void test_frame_split(void **state)
 static void test_hello_check(void **state)
 {
     (void)state;
-    struct peer_hello h = { 1, 3, 2, CLUSTER };
+    struct peer_hello h = { PEER_VERSION_MAX, 3, 2, CLUSTER };
     assert_int_equal(peer_hello_check(&h, 2, CLUSTER, 3), 0);
     assert_int_equal(peer_hello_check(&h, 2, CLUSTER, 0), 0);
     assert_int_equal(peer_hello_check(&h, 1, CLUSTER, 3), PEER_EWRONG_SERVER);
@@ -663,14 +746,15 @@ static void test_strerror_names_every_code(void **state)
     (void)state;
     const char *seen[32] = { 0 };
     int n = 0;
-    for (int code = PEER_ESNAP_OVERLAP; code <= PEER_ENOMEM; code++) {
+    for (int code = PEER_ERR_LAST; code <= PEER_ENOMEM; code++) {
         const char *s = peer_strerror(code);
         assert_true(strlen(s) > 0 && strcmp(s, "unknown peer error") != 0);
         for (int i = 0; i < n; i++)
             assert_string_not_equal(s, seen[i]);
         seen[n++] = s;
     }
-    assert_int_equal(n, 26);
+    assert_int_equal(n, 27);
+    assert_string_equal(peer_strerror(PEER_ERR_LAST - 1), "unknown peer error");
     assert_string_equal(peer_strerror(-1), "unknown peer error");
     assert_string_equal(peer_frame_type_name(0), "?");
     assert_string_equal(peer_frame_type_name(PEER_SNAP_CHUNK), "SNAP_CHUNK");
@@ -705,6 +789,18 @@ static struct raft_msg send_snapshot(struct peer_snap_rx *rx, const struct raft_
     return got;
 }
 
+/* Two memberships are equal when they encode alike (one encoding each). */
+static void assert_config_equal(const struct raft_config *a, const struct raft_config *b)
+{
+    static uint8_t ea[RAFT_CONFIG_BYTES_MAX], eb[RAFT_CONFIG_BYTES_MAX];
+    if (a == NULL || b == NULL) {
+        assert_true(a == b);
+        return;
+    }
+    size_t na = raft_config_encode(a, ea), nb = raft_config_encode(b, eb);
+    assert_true(bytes_eq(ea, na, eb, nb));
+}
+
 static void assert_snap(const struct raft_msg *got, const struct raft_msg *snap)
 {
     assert_int_equal(got->type, RAFT_MSG_SNAP);
@@ -712,6 +808,7 @@ static void assert_snap(const struct raft_msg *got, const struct raft_msg *snap)
     assert_true(got->snap_zxid == snap->snap_zxid);
     assert_non_null(got->snap_data);
     assert_true(bytes_eq(got->snap_data, got->snap_len, snap->snap_data, snap->snap_len));
+    assert_config_equal(got->snap_config, snap->snap_config);
 }
 
 static void test_snap_in_order(void **state)
@@ -750,7 +847,7 @@ static int push(struct peer_snap_rx *rx, uint32_t term, int64_t zxid, uint64_t t
 {
     static uint8_t data[64];
     struct raft_msg out = { 0 };
-    struct peer_snap_chunk c = { term, zxid, total, off, data, len };
+    struct peer_snap_chunk c = { term, zxid, total, off, data, len, NULL, 0 };
     return peer_snap_rx_push(rx, &c, &out);
 }
 
@@ -819,7 +916,7 @@ static void test_snap_multi_mib(void **state)
     peer_snap_rx_reset(&rx);
     /* the same bytes, one bound too small: refused at the first chunk */
     peer_snap_rx_init(&rx, len - 1);
-    struct peer_snap_chunk c = { 9, 1, len, 0, data, 100 };
+    struct peer_snap_chunk c = { 9, 1, len, 0, data, 100, NULL, 0 };
     assert_int_equal(peer_snap_rx_push(&rx, &c, &got), PEER_ESNAP_BOUND);
     assert_null(rx.buf.data);
     free(data);
@@ -844,6 +941,175 @@ static void test_snap_encode_arguments(void **state)
     base_buf_free(&b);
 }
 
+/* ---- memberships -------------------------------------------------------------- */
+
+/* An APPEND carrying CONFIG entries arrives with their bytes intact; one
+ * whose data raft_config_decode refuses is PEER_ECONFIG both ways. */
+static void test_append_config_entries(void **state)
+{
+    (void)state;
+    struct base_buf b = { 0 };
+    struct peer_frame f = { 0 };
+    uint8_t *copy;
+    encode_sample(&b, 16);
+    assert_int_equal(decode_copy(b.data, b.len, &f, &copy), 0);
+    assert_int_equal(f.msg.n_entries, 3);
+    const struct raft_entry *e = &f.msg.entries[1];
+    assert_int_equal(e->type, RAFT_ENTRY_CONFIG);
+    struct raft_config got, want = joint_config();
+    assert_int_equal(raft_config_decode(e->data, e->len, &got), RAFT_OK);
+    assert_config_equal(&got, &want);
+    free(copy);
+    /* the largest membership rides in an entry too */
+    struct raft_config big = max_config();
+    static uint8_t big_bytes[RAFT_CONFIG_BYTES_MAX];
+    struct raft_entry one = { raft_make_zxid(7, 2), RAFT_ENTRY_CONFIG, big_bytes,
+                              raft_config_encode(&big, big_bytes) };
+    struct raft_msg m = { .type = RAFT_MSG_APPEND, .term = 7, .entries = &one, .n_entries = 1 };
+    b.len = 0;
+    assert_int_equal(peer_encode_msg(&b, &m), 0);
+    assert_int_equal(decode_copy(b.data, b.len, &f, &copy), 0);
+    assert_true(bytes_eq(f.msg.entries[0].data, f.msg.entries[0].len, big_bytes, one.len));
+    free(copy);
+    /* refusals, on the encoder and (the same bytes patched into the good
+     * frame in b) on the decoder: the entry's data starts at payload offset
+     * 1+4+8+8+8+8+8+4 (= 49) + 13 */
+    uint8_t bad[RAFT_CONFIG_BYTES_MAX];
+    memcpy(bad, big_bytes, one.len);
+    one.data = bad;
+    static const struct { size_t at; uint8_t v; } breaks[] = {
+        { 0, 2 }, /* version */
+        { 2, 0 }, /* a member id of 0 */
+        { 3, 2 }, /* voter neither 0 nor 1 */
+        { 4, 1 }, /* member 1 twice */
+    };
+    for (size_t i = 0; i < sizeof breaks / sizeof breaks[0]; i++) {
+        bad[breaks[i].at] = breaks[i].v;
+        struct base_buf keep = { 0 };
+        assert_int_equal(peer_encode_msg(&keep, &m), PEER_ECONFIG);
+        assert_int_equal(keep.len, 0);
+        struct base_buf patched = { 0 };
+        assert_int_equal(base_buf_append(&patched, b.data, b.len), 0);
+        memcpy(patched.data + HDR + 62, bad, one.len);
+        reframe(&patched);
+        assert_int_equal(decode_once(patched.data, patched.len), PEER_ECONFIG);
+        base_buf_free(&patched);
+        bad[breaks[i].at] = big_bytes[breaks[i].at];
+    }
+    assert_int_equal(decode_once(b.data, b.len), 0); /* the frame itself is fine */
+    /* a config cut short (its length one less) */
+    one.len--;
+    assert_int_equal(peer_encode_msg(&b, &m), PEER_ECONFIG);
+    peer_frame_free(&f);
+    base_buf_free(&b);
+}
+
+/* A snapshot carries its membership in its first chunk, and the reassembler
+ * hands it out with the bytes; without one, snap_config stays NULL. */
+static void test_snap_membership(void **state)
+{
+    (void)state;
+    uint8_t data[300];
+    fill_random(data, sizeof data, 3);
+    struct raft_config conf = joint_config();
+    struct raft_msg snap = { .type = RAFT_MSG_SNAP, .term = 7, .snap_zxid = raft_make_zxid(7, 3),
+                             .snap_data = data, .snap_len = sizeof data, .snap_config = &conf };
+    struct peer_snap_rx rx;
+    peer_snap_rx_init(&rx, sizeof data);
+    static const size_t chunks[] = { 1, 64, 299, 300, 4096 };
+    for (size_t i = 0; i < sizeof chunks / sizeof chunks[0]; i++) {
+        snap.snap_zxid++;
+        struct raft_msg got = send_snapshot(&rx, &snap, chunks[i]);
+        assert_snap(&got, &snap);
+        assert_true(got.snap_config == &rx.config);
+    }
+    /* a newer snapshot without one: the old membership does not linger */
+    snap.snap_zxid++;
+    snap.snap_config = NULL;
+    struct raft_msg got = send_snapshot(&rx, &snap, 100);
+    assert_snap(&got, &snap);
+    /* a restart of the same snapshot with one, then an empty snapshot with one */
+    snap.snap_config = &conf;
+    got = send_snapshot(&rx, &snap, 100);
+    assert_snap(&got, &snap);
+    snap.snap_data = NULL;
+    snap.snap_len = 0;
+    snap.term = 8;
+    got = send_snapshot(&rx, &snap, 100);
+    assert_snap(&got, &snap);
+    peer_snap_rx_reset(&rx);
+    assert_false(rx.has_config);
+
+    /* frames_bytes is what the encoder writes, with and without it */
+    struct base_buf b = { 0 };
+    snap.snap_data = data;
+    snap.snap_len = sizeof data;
+    for (int with = 0; with < 2; with++) {
+        snap.snap_config = with ? &conf : NULL;
+        uint64_t n = 0, off = 0;
+        size_t want = peer_snap_frames_bytes(&snap, 64, &n);
+        b.len = 0;
+        while (peer_snap_encode(&b, &snap, &off, 64) == 0)
+            ;
+        assert_int_equal(n, 5);
+        assert_int_equal(b.len, want);
+    }
+    base_buf_free(&b);
+}
+
+static void test_snap_membership_refusals(void **state)
+{
+    (void)state;
+    uint8_t data[10] = { 0 };
+    struct base_buf b = { 0 };
+    /* on the encoder: a membership raft_config_decode would refuse */
+    struct raft_config conf = joint_config();
+    struct raft_msg snap = { .type = RAFT_MSG_SNAP, .term = 1, .snap_zxid = 1, .snap_data = data,
+                             .snap_len = 10, .snap_config = &conf };
+    uint64_t off = 0;
+    conf.members[2].voter = true;
+    conf.old[0].voter = conf.old[1].voter = conf.old[2].voter = false; /* old has no voter */
+    assert_int_equal(peer_snap_encode(&b, &snap, &off, 4), PEER_ECONFIG);
+    conf = joint_config();
+    conf.n_members = RAFT_MEMBERS_MAX + 1; /* more than it can even write */
+    assert_int_equal(peer_snap_encode(&b, &snap, &off, 4), PEER_ECONFIG);
+    conf = joint_config();
+    conf.members[1].id = conf.members[0].id;
+    assert_int_equal(peer_snap_encode(&b, &snap, &off, 4), PEER_ECONFIG);
+    assert_int_equal(b.len, 0);
+    assert_true(off == 0);
+    /* a later chunk is not checked again: it carries none */
+    off = 4;
+    assert_int_equal(peer_snap_encode(&b, &snap, &off, 4), 0);
+    b.len = 0;
+
+    /* a chunk past offset 0 may not carry one, a chunk's one must decode */
+    struct peer_frame f = sample(17);
+    f.chunk.offset = 3;
+    assert_encode_refuses(&f, PEER_ECONFIG);
+    f = sample(17);
+    f.chunk.config_len--;
+    assert_encode_refuses(&f, PEER_ECONFIG);
+    /* the decoder: sample 17 is 1+4+8+8+8, 4+5 data, then u32 config_len */
+    assert_int_equal(decode_patched64(17, 21, 3), PEER_ECONFIG); /* offset 3, len 5, total 8 */
+    assert_int_equal(decode_patched(17, 42, "\x02", 1), PEER_ECONFIG); /* config version */
+    assert_int_equal(decode_patched32(17, 38, (uint32_t)joint_len + 1), PEER_ETRUNC);
+    assert_int_equal(decode_patched32(17, 38, (uint32_t)joint_len - 1), PEER_ETRAILING);
+    assert_int_equal(decode_patched32(17, 38, 0), PEER_ETRAILING);
+
+    /* the reassembler refuses it too, and keeps what it held */
+    struct peer_snap_rx rx;
+    struct raft_msg out;
+    peer_snap_rx_init(&rx, 100);
+    assert_int_equal(push(&rx, 2, 50, 100, 0, 10), 0);
+    struct peer_snap_chunk c = { 2, 50, 100, 10, data, 10, joint_bytes, joint_len };
+    assert_int_equal(peer_snap_rx_push(&rx, &c, &out), PEER_ECONFIG);
+    assert_int_equal(rx.buf.len, 10);
+    assert_false(rx.has_config);
+    peer_snap_rx_reset(&rx);
+    base_buf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -864,6 +1130,9 @@ int main(void)
         cmocka_unit_test(test_snap_refusals),
         cmocka_unit_test(test_snap_multi_mib),
         cmocka_unit_test(test_snap_encode_arguments),
+        cmocka_unit_test(test_append_config_entries),
+        cmocka_unit_test(test_snap_membership),
+        cmocka_unit_test(test_snap_membership_refusals),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, setup_joint, NULL);
 }

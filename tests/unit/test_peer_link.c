@@ -1,10 +1,12 @@
 /*
  * test_peer_link — the peer-I/O thread (replication/peer_link.h) over real
  * loopback sockets: links between three servers carrying every frame kind
- * exactly once and in order, a multi-MiB snapshot, a server that restarts,
- * hostile bytes on the quorum port, bounded output and input queues, prompt
- * stops, configuration errors, and the consumer's sleep protocol across
- * thousands of ping-pong round trips.
+ * exactly once and in order, a multi-MiB snapshot (and the membership a
+ * snapshot carries), a server that restarts, hostile bytes on the quorum
+ * port, bounded output and input queues, prompt stops, configuration
+ * errors, member changes (servers added, removed, added again, moved; bad
+ * sets; changes racing status readers), and the consumer's sleep protocol
+ * across thousands of ping-pong round trips.
  *
  * Servers listen on 127.0.0.2 .. 127.0.0.8 (never 127.0.0.1, the source
  * address of every loopback connect, so that no outgoing socket can hold
@@ -244,7 +246,9 @@ struct got {
     uint32_t msg_from, msg_to;
     uint32_t term;
     int64_t snap_zxid;
-    struct base_buf bytes; /* the canonical re-encoding, or a snapshot's bytes */
+    struct base_buf bytes;  /* the canonical re-encoding, or a snapshot's bytes */
+    struct base_buf config; /* a snapshot's membership, raft_config_encode'd (none: empty) */
+    bool has_config;
 };
 
 struct node {
@@ -280,6 +284,12 @@ static void collect(void *arg, const struct peer_link_rx *rx)
         if (rx->msg.type == RAFT_MSG_SNAP) {
             assert_non_null(rx->msg.snap_data);
             rc = base_buf_append(&g->bytes, rx->msg.snap_data, rx->msg.snap_len);
+            if (rx->msg.snap_config != NULL) {
+                uint8_t conf[RAFT_CONFIG_BYTES_MAX];
+                size_t n = raft_config_encode(rx->msg.snap_config, conf);
+                g->has_config = true;
+                assert_int_equal(base_buf_append(&g->config, conf, n), 0);
+            }
         } else {
             rc = peer_encode_msg(&g->bytes, &rx->msg);
         }
@@ -294,8 +304,10 @@ static void collect(void *arg, const struct peer_link_rx *rx)
 
 static void node_forget(struct node *nd)
 {
-    for (size_t i = 0; i < nd->n_got; i++)
+    for (size_t i = 0; i < nd->n_got; i++) {
         base_buf_free(&nd->got[i].bytes);
+        base_buf_free(&nd->got[i].config);
+    }
     nd->n_got = 0;
 }
 
@@ -314,6 +326,7 @@ struct cluster {
     uint32_t n;
     struct node nodes[NODES_MAX];
     struct peer_link_member members[NODES_MAX];
+    uint32_t known[NODES_MAX]; /* node i starts knowing members[0..known[i]); 0: all */
     struct peer_link_cfg tmpl; /* what each node's cfg starts from */
 };
 
@@ -348,20 +361,23 @@ static void node_cfg(struct cluster *cl, uint32_t i)
     nd->cfg = cl->tmpl;
     nd->cfg.self_id = nd->id;
     nd->cfg.members = cl->members;
-    nd->cfg.n_members = cl->n;
+    nd->cfg.n_members = cl->known[i] != 0 ? cl->known[i] : cl->n;
     nd->cfg.seed = cl->tmpl.seed + i;
     nd->cfg.log = cap_log;
     nd->cfg.log_arg = &nd->log;
 }
 
 /* n servers, ids 1..n, on 127.0.0.(first_host + i), from tmpl; started.
- * Ports are picked afresh if any server cannot bind (a bounded retry). */
-static void cluster_start(struct cluster *cl, uint32_t n, int first_host,
-                          const struct peer_link_cfg *tmpl)
+ * Node i knows the first known[i] of them (known NULL or 0: all). Ports
+ * are picked afresh if any server cannot bind (a bounded retry). */
+static void cluster_start_known(struct cluster *cl, uint32_t n, int first_host,
+                                const struct peer_link_cfg *tmpl, const uint32_t *known)
 {
     memset(cl, 0, sizeof *cl);
     cl->n = n;
     cl->tmpl = *tmpl;
+    for (uint32_t i = 0; known != NULL && i < n; i++)
+        cl->known[i] = known[i];
     for (uint32_t i = 0; i < n; i++) {
         struct node *nd = &cl->nodes[i];
         nd->id = i + 1;
@@ -391,6 +407,12 @@ static void cluster_start(struct cluster *cl, uint32_t n, int first_host,
     }
     for (uint32_t i = 0; i < n; i++)
         assert_int_equal(peer_link_start(cl->nodes[i].pl), 0);
+}
+
+static void cluster_start(struct cluster *cl, uint32_t n, int first_host,
+                          const struct peer_link_cfg *tmpl)
+{
+    cluster_start_known(cl, n, first_host, tmpl, NULL);
 }
 
 static void cluster_free(struct cluster *cl)
@@ -683,11 +705,14 @@ static void test_three_links_every_kind(void **state)
             assert_int_equal(st.out_queued_bytes, 0);
             assert_int_equal(st.bytes_in, status_of(&cl.nodes[j], cl.nodes[i].id).bytes_out);
         }
-    /* EDEST: self and non-members are no destination */
+    /* EDEST: self and ids no server has are no destination; a server that
+     * is not a member is dropped as if its link were down */
     struct gen g;
     gen_msg(&g, 1, 1, 0);
     assert_int_equal(peer_link_send_msg(cl.nodes[0].pl, &g.m), PEER_LINK_EDEST);
-    assert_int_equal(peer_link_send_touch(cl.nodes[0].pl, 9, NULL, 0), PEER_LINK_EDEST);
+    assert_int_equal(peer_link_send_touch(cl.nodes[0].pl, 0, NULL, 0), PEER_LINK_EDEST);
+    assert_int_equal(peer_link_send_touch(cl.nodes[0].pl, 256, NULL, 0), PEER_LINK_EDEST);
+    assert_int_equal(peer_link_send_touch(cl.nodes[0].pl, 9, NULL, 0), PEER_LINK_ENOLINK);
     struct peer_link_peer_status st;
     assert_int_equal(peer_link_status(cl.nodes[0].pl, 1, &st), -ENOENT);
     assert_int_equal(peer_link_status(cl.nodes[0].pl, 300, &st), -ENOENT);
@@ -715,9 +740,18 @@ static void test_large_snapshot(void **state)
     uint8_t *snap = malloc(snap_len);
     assert_non_null(snap);
     fill_pattern(snap, snap_len, 7);
+    /* the membership at the snapshot: 1 and 2 joined by 3, with the text */
+    struct raft_config conf = { .n_members = 3, .n_old = 2, .extra_len = 5 };
+    for (uint32_t i = 0; i < 3; i++)
+        conf.members[i] = (struct raft_member){ i + 1, i < 2 };
+    conf.old[0] = (struct raft_member){ 1, true };
+    conf.old[1] = (struct raft_member){ 2, true };
+    memcpy(conf.extra, "lines", 5);
+    uint8_t conf_bytes[RAFT_CONFIG_BYTES_MAX];
+    size_t conf_len = raft_config_encode(&conf, conf_bytes);
     struct raft_msg m = { .type = RAFT_MSG_SNAP, .from = 2, .to = 1, .term = 9,
                           .snap_zxid = raft_make_zxid(9, 1234), .snap_data = snap,
-                          .snap_len = snap_len };
+                          .snap_len = snap_len, .snap_config = &conf };
     struct raft_msg empty = { .type = RAFT_MSG_SNAP, .to = 1, .term = 9,
                               .snap_zxid = raft_make_zxid(9, 1300) };
     struct raft_msg big = m;
@@ -747,6 +781,10 @@ static void test_large_snapshot(void **state)
     assert_int_equal(r->got[0].snap_zxid, raft_make_zxid(9, 1234));
     assert_int_equal(r->got[0].bytes.len, snap_len);
     assert_memory_equal(r->got[0].bytes.data, snap, snap_len);
+    assert_true(r->got[0].has_config);
+    assert_int_equal(r->got[0].config.len, conf_len);
+    assert_memory_equal(r->got[0].config.data, conf_bytes, conf_len);
+    assert_false(r->got[2].has_config); /* sent without one */
     assert_int_equal(r->got[1].raft_type, RAFT_MSG_VOTE_REQ); /* in order after it */
     assert_int_equal(r->got[2].raft_type, RAFT_MSG_SNAP);
     assert_int_equal(r->got[2].snap_zxid, raft_make_zxid(9, 1300));
@@ -1558,6 +1596,401 @@ static void test_wakeup_ping_pong(void **state)
     cluster_free(&cl);
 }
 
+/* ---- 8. member changes ---------------------------------------------------------------- */
+
+/* Node i's view: the members of cl whose bit is set in mask (bit j: node j),
+ * itself left out (peer_link_set_members skips it anyway). */
+static uint32_t others(const struct cluster *cl, uint32_t i, uint32_t mask,
+                       struct peer_link_member *out)
+{
+    uint32_t n = 0;
+    for (uint32_t j = 0; j < cl->n; j++)
+        if (j != i && (mask & (1u << j)))
+            out[n++] = cl->members[j];
+    return n;
+}
+
+static void set_members(struct cluster *cl, uint32_t i, uint32_t mask)
+{
+    struct peer_link_member m[NODES_MAX];
+    char err[256] = "";
+    uint32_t n = others(cl, i, mask, m);
+    if (peer_link_set_members(cl->nodes[i].pl, m, n, err, sizeof err) != 0)
+        fail_msg("set_members on server %u: %s", cl->nodes[i].id, err);
+}
+
+struct pair {
+    uint32_t a, b; /* node indexes */
+    bool up;
+};
+
+static bool pair_is(struct cluster *cl, void *arg)
+{
+    struct pair *p = arg;
+    struct peer_link_peer_status sa, sb;
+    bool a_up = peer_link_status(cl->nodes[p->a].pl, cl->nodes[p->b].id, &sa) == 0 && sa.connected;
+    bool b_up = peer_link_status(cl->nodes[p->b].pl, cl->nodes[p->a].id, &sb) == 0 && sb.connected;
+    return p->up ? a_up && b_up : !a_up && !b_up;
+}
+
+struct logwait {
+    uint32_t node;
+    const char *a, *b;
+    int at_least;
+};
+
+static bool logged(struct cluster *cl, void *arg)
+{
+    struct logwait *w = arg;
+    return cap_count(&cl->nodes[w->node].log, w->a, w->b) >= w->at_least;
+}
+
+static bool each_got(struct cluster *cl, void *arg)
+{
+    const size_t *want = arg; /* per node */
+    for (uint32_t i = 0; i < cl->n; i++)
+        if (cl->nodes[i].n_got < want[i])
+            return false;
+    return true;
+}
+
+/* How many of what node d got came from node s. */
+static size_t got_from(const struct cluster *cl, uint32_t d, uint32_t s)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < cl->nodes[d].n_got; i++)
+        n += cl->nodes[d].got[i].from == cl->nodes[s].id;
+    return n;
+}
+
+/* Server 3, unknown to 1 and 2, is refused; added, its links come up and
+ * carry everything. */
+static void members_add(struct cluster *cl)
+{
+    struct pair p12 = { 0, 1, true };
+    pump_until(cl, pair_is, &p12, "the link 1-2");
+    /* 3 dials 1 and 2, which refuse it: a stranger's HELLO */
+    struct logwait w1 = { 0, "not a member", NULL, 1 }, w2 = { 1, "not a member", NULL, 1 };
+    pump_until(cl, logged, &w1, "server 1 to refuse server 3");
+    pump_until(cl, logged, &w2, "server 2 to refuse server 3");
+    struct peer_link_peer_status st;
+    assert_int_equal(peer_link_status(cl->nodes[0].pl, 3, &st), -ENOENT);
+    assert_int_equal(peer_link_send_touch(cl->nodes[0].pl, 3, NULL, 0), PEER_LINK_ENOLINK);
+    assert_false(status_of(&cl->nodes[2], 1).connected);
+
+    /* added at 1 and 2: listed at once (down), then up */
+    set_members(cl, 0, 0x7);
+    set_members(cl, 1, 0x7);
+    assert_int_equal(peer_link_status(cl->nodes[0].pl, 3, &st), 0);
+    assert_int_equal(st.dials, false);
+    pump_until(cl, all_up, NULL, "the links to server 3");
+    pump_for(cl, 50);
+    for (uint32_t i = 0; i < 3; i++)
+        node_forget(&cl->nodes[i]);
+    send_all_pairs(cl, 0, 16);
+    size_t want = 32;
+    pump_until(cl, got_at_least, &want, "every message, server 3 included");
+    pump_for(cl, 50);
+    for (uint32_t d = 0; d < 3; d++)
+        check_got_all_pairs(cl, d, 0, 16);
+}
+
+/* Server 3 removed at 1: frames queued for it just before, and every one
+ * sent after, are dropped or were written before the close (none is lost
+ * from the count: the caller checks it once 3 is back); 1 refuses 3's
+ * HELLO again; 2-3 and 1-2 carry on. Returns the frames sent 1 -> 3. */
+static uint32_t members_remove(struct cluster *cl)
+{
+    struct peer_link_peer_status st;
+    struct gen g;
+    uint32_t sent = 0;
+    for (uint32_t k = 200; k < 240; k++, sent++) {
+        gen_msg(&g, 1, 3, k);
+        assert_int_equal(gen_send(cl->nodes[0].pl, &g), 0);
+    }
+    set_members(cl, 0, 0x3);
+    assert_int_equal(peer_link_status(cl->nodes[0].pl, 3, &st), -ENOENT);
+    for (uint32_t k = 240; k < 250; k++, sent++) {
+        gen_msg(&g, 1, 3, k);
+        assert_int_equal(gen_send(cl->nodes[0].pl, &g), PEER_LINK_ENOLINK);
+    }
+    struct pair p13 = { 0, 2, false };
+    pump_until(cl, pair_is, &p13, "the link 1-3 to close");
+    struct logwait gone = { 0, "server 3", "no longer a member", 1 };
+    pump_until(cl, logged, &gone, "server 1 to log the removal"); /* after it closed */
+    /* 3 still lists 1 and redials: refused again */
+    int refused = cap_count(&cl->nodes[0].log, "not a member", NULL);
+    struct logwait again = { 0, "not a member", NULL, refused + 1 };
+    pump_until(cl, logged, &again, "server 1 to refuse server 3 again");
+    assert_int_equal(gen_send(cl->nodes[2].pl, &g), PEER_LINK_EDEST); /* g is 1 -> 3: to self */
+    gen_msg(&g, 3, 1, 0);
+    assert_int_equal(gen_send(cl->nodes[2].pl, &g), PEER_LINK_ENOLINK);
+    /* 2-3 and 1-2 carry on */
+    pump_for(cl, 50);
+    for (uint32_t i = 0; i < 3; i++)
+        node_forget(&cl->nodes[i]);
+    for (uint32_t k = 300; k < 308; k++) {
+        gen_msg(&g, 2, 3, k);
+        assert_int_equal(gen_send(cl->nodes[1].pl, &g), 0);
+        gen_msg(&g, 3, 2, k);
+        assert_int_equal(gen_send(cl->nodes[2].pl, &g), 0);
+        gen_msg(&g, 1, 2, k);
+        assert_int_equal(gen_send(cl->nodes[0].pl, &g), 0);
+    }
+    for (uint32_t i = 0; i < 3; i++)
+        peer_link_flush(cl->nodes[i].pl);
+    size_t each[3] = { 0, 16, 8 };
+    pump_until(cl, each_got, each, "2-3 and 1-2 after the removal");
+    pump_for(cl, 100);
+    assert_int_equal(got_from(cl, 1, 2), 8);
+    assert_int_equal(got_from(cl, 1, 0), 8);
+    assert_int_equal(got_from(cl, 2, 1), 8);
+    assert_int_equal(got_from(cl, 2, 0), 0);
+    assert_int_equal(cl->nodes[0].n_got, 0);
+    return sent;
+}
+
+/* Server 3 added again at 1: up, its counters going on from before. */
+static void members_readd(struct cluster *cl, const struct peer_link_peer_status *before,
+                          uint32_t sent)
+{
+    struct peer_link_peer_status st;
+    size_t want;
+    set_members(cl, 0, 0x7);
+    pump_until(cl, all_up, NULL, "the link 1-3 again");
+    st = status_of(&cl->nodes[0], 3);
+    assert_int_equal(st.ups, before->ups + 1);
+    assert_int_equal(st.frames_out - before->frames_out + st.dropped_no_link -
+                         before->dropped_no_link,
+                     sent);
+    assert_int_equal(st.last_err, PEER_LINK_EREMOVED);
+    pump_for(cl, 50);
+    for (uint32_t i = 0; i < 3; i++)
+        node_forget(&cl->nodes[i]);
+    send_all_pairs(cl, 400, 16);
+    want = 32;
+    pump_until(cl, got_at_least, &want, "every message after the re-add");
+    pump_for(cl, 50);
+    for (uint32_t d = 0; d < 3; d++)
+        check_got_all_pairs(cl, d, 400, 16);
+    /* listing the same set again changes nothing */
+    uint64_t ups = status_of(&cl->nodes[0], 3).ups + status_of(&cl->nodes[0], 2).ups;
+    set_members(cl, 0, 0x7);
+    pump_for(cl, 100);
+    assert_true(all_up(cl, NULL));
+    assert_int_equal(status_of(&cl->nodes[0], 3).ups + status_of(&cl->nodes[0], 2).ups, ups);
+}
+
+/* Server 3 starts unknown to 1 and 2 and is refused; added, its links come
+ * up and carry everything; removed at 1, that link closes and frames to it
+ * are dropped while 2-3 carries on; added again, it comes back clean. */
+static void test_members_add_remove_readd(void **state)
+{
+    (void)state;
+    struct cluster cl;
+    struct peer_link_cfg cfg = base_cfg();
+    const uint32_t known[3] = { 2, 2, 3 };
+    cluster_start_known(&cl, 3, 2, &cfg, known);
+    members_add(&cl);
+    struct peer_link_peer_status before = status_of(&cl.nodes[0], 3);
+    uint32_t sent = members_remove(&cl);
+    members_readd(&cl, &before, sent);
+    cluster_free(&cl);
+}
+
+struct dialled {
+    uint32_t node, id;
+    uint64_t connects;
+};
+
+static bool dialled_again(struct cluster *cl, void *arg)
+{
+    struct dialled *d = arg;
+    struct peer_link_peer_status st = status_of(&cl->nodes[d->node], d->id);
+    return !st.connected && st.connects >= d->connects;
+}
+
+/* Server 2 dials 1. Told 1 moved to where nobody listens, it closes the
+ * link and dials there in vain; when 1 does come up there, they link. */
+static void test_members_address_change(void **state)
+{
+    (void)state;
+    struct cluster cl;
+    struct peer_link_cfg cfg = base_cfg();
+    cluster_start(&cl, 2, 2, &cfg);
+    pump_until(&cl, all_up, NULL, "the link 1-2");
+    uint64_t connects = status_of(&cl.nodes[1], 1).connects;
+    struct peer_link_member moved = { 1, "127.0.0.4", free_port("127.0.0.4") };
+    char err[256] = "";
+    assert_int_equal(peer_link_set_members(cl.nodes[1].pl, &moved, 1, err, sizeof err), 0);
+    struct dialled d = { 1, 1, connects + 2 };
+    pump_until(&cl, dialled_again, &d, "server 2 to dial the new address twice");
+    struct logwait w = { 1, "server 1 (127.0.0.2:", "now at 127.0.0.4:", 1 };
+    assert_true(logged(&cl, &w));
+    struct peer_link_peer_status st = status_of(&cl.nodes[1], 1);
+    assert_int_equal(st.last_err, -ECONNREFUSED);
+    struct gen g;
+    gen_msg(&g, 2, 1, 0);
+    assert_int_equal(gen_send(cl.nodes[1].pl, &g), PEER_LINK_ENOLINK);
+    /* server 1 restarts there */
+    node_free(&cl.nodes[0]);
+    snprintf(cl.nodes[0].host, sizeof cl.nodes[0].host, "%s", moved.host);
+    cl.members[0].port = moved.port;
+    node_restart(&cl, 0);
+    pump_until(&cl, all_up, NULL, "the link to server 1 at its new address");
+    send_all_pairs(&cl, 0, 16);
+    size_t want = 16;
+    pump_until(&cl, got_at_least, &want, "every message");
+    pump_for(&cl, 50);
+    for (uint32_t i = 0; i < 2; i++)
+        check_got_all_pairs(&cl, i, 0, 16);
+    cluster_free(&cl);
+}
+
+static void expect_bad_set(struct peer_link *pl, const struct peer_link_member *m, uint32_t n,
+                           const char *words)
+{
+    char err[256] = "";
+    int rc = peer_link_set_members(pl, m, n, err, sizeof err);
+    if (rc != -EINVAL)
+        fail_msg("set_members gave %d for a set that should fail with \"%s\"", rc, words);
+    if (strstr(err, words) == NULL)
+        fail_msg("error \"%s\" does not say \"%s\"", err, words);
+}
+
+/* A bad set changes nothing; an entry for self is skipped; the empty set
+ * closes every link. */
+static void test_members_bad_sets(void **state)
+{
+    (void)state;
+    struct cluster cl;
+    struct peer_link_cfg cfg = base_cfg();
+    cluster_start(&cl, 3, 2, &cfg);
+    pump_until(&cl, all_up, NULL, "three links up");
+    struct peer_link *pl = cl.nodes[1].pl; /* server 2 */
+    struct peer_link_member m[PEER_LINK_MEMBERS_MAX + 1];
+    memcpy(m, cl.members, 3 * sizeof m[0]);
+    struct peer_link_member keep0 = m[0], keep2 = m[2];
+    m[2].id = 1;
+    expect_bad_set(pl, m, 3, "listed twice");
+    m[2] = keep2;
+    m[0].id = 0;
+    expect_bad_set(pl, m, 3, "outside 1..255");
+    m[0].id = 256;
+    expect_bad_set(pl, m, 3, "outside 1..255");
+    m[0] = keep0;
+    m[0].host = "localhost";
+    expect_bad_set(pl, m, 3, "not an IPv4 or IPv6 literal");
+    m[0].host = NULL;
+    expect_bad_set(pl, m, 3, "not an IPv4 or IPv6 literal");
+    m[0] = keep0;
+    m[0].port = 0;
+    expect_bad_set(pl, m, 3, "port 0");
+    m[0] = keep0;
+    m[2].host = m[0].host; /* 3 at 1's address */
+    m[2].port = m[0].port;
+    expect_bad_set(pl, m, 3, "share the address");
+    m[2] = keep2;
+    m[2].host = cl.members[1].host; /* 3 at this server's own */
+    m[2].port = cl.members[1].port;
+    expect_bad_set(pl, m, 3, "share the address");
+    m[2] = keep2;
+    for (uint32_t i = 0; i <= PEER_LINK_MEMBERS_MAX; i++)
+        m[i] = (struct peer_link_member){ 10 + i, "127.0.0.9", (uint16_t)(1000 + i) };
+    expect_bad_set(pl, m, PEER_LINK_MEMBERS_MAX + 1, "members");
+    expect_bad_set(pl, NULL, 1, "members");
+    /* nothing changed */
+    pump_for(&cl, 100);
+    assert_true(all_up(&cl, NULL));
+    for (uint32_t i = 0; i < 3; i++)
+        assert_int_equal(status_of(&cl.nodes[i], cl.nodes[(i + 1) % 3].id).ups, 1);
+    /* self listed at another address: skipped (the listening address stays) */
+    memcpy(m, cl.members, 3 * sizeof m[0]);
+    m[1].host = "127.0.0.9";
+    char err[256];
+    assert_int_equal(peer_link_set_members(pl, m, 3, err, sizeof err), 0);
+    pump_for(&cl, 100);
+    assert_true(all_up(&cl, NULL));
+    assert_int_equal(status_of(&cl.nodes[1], 1).ups, 1);
+    /* nobody: every link of server 2 closes */
+    assert_int_equal(peer_link_set_members(pl, NULL, 0, err, sizeof err), 0);
+    struct peer_link_peer_status st;
+    assert_int_equal(peer_link_status(pl, 1, &st), -ENOENT);
+    assert_int_equal(peer_link_status(pl, 3, &st), -ENOENT);
+    struct pair p21 = { 1, 0, false }, p23 = { 1, 2, false };
+    pump_until(&cl, pair_is, &p21, "the link 2-1 to close");
+    pump_until(&cl, pair_is, &p23, "the link 2-3 to close");
+    assert_true(link_is_up(&cl.nodes[0], &cl.nodes[2]));
+    cluster_free(&cl);
+}
+
+/* Member changes race status readers on another thread and the I/O
+ * thread's own work (the TSan build checks the races), and end with every
+ * link up and carrying everything. */
+struct reader {
+    struct peer_link *pl;
+    atomic_bool stop;
+    uint64_t reads;
+};
+
+static void *reader_main(void *arg)
+{
+    struct reader *r = arg;
+    while (!atomic_load(&r->stop)) {
+        for (uint32_t id = 1; id <= 4; id++) {
+            struct peer_link_peer_status st;
+            if (peer_link_status(r->pl, id, &st) == 0) {
+                assert_int_equal(st.id, id);
+                r->reads++;
+            }
+        }
+    }
+    return NULL;
+}
+
+static void test_members_churn(void **state)
+{
+    (void)state;
+    struct cluster cl;
+    struct peer_link_cfg cfg = base_cfg();
+    cluster_start(&cl, 4, 2, &cfg);
+    pump_until(&cl, all_up, NULL, "six links up");
+    struct reader r = { .pl = cl.nodes[1].pl };
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, reader_main, &r), 0);
+    uint64_t seed = 5;
+    struct gen g;
+    for (uint32_t round = 0; round < 200; round++) {
+        uint32_t mask = (uint32_t)(base_splitmix64(&seed) & 0xf);
+        set_members(&cl, 1, mask);
+        for (uint32_t d = 0; d < 4; d++) {
+            if (d == 1)
+                continue;
+            gen_msg(&g, 2, cl.nodes[d].id, round);
+            int rc = gen_send(cl.nodes[1].pl, &g);
+            assert_true(rc == 0 || rc == PEER_LINK_ENOLINK);
+        }
+        peer_link_flush(cl.nodes[1].pl);
+        if (round % 16 == 0)
+            pump(&cl, 1);
+    }
+    set_members(&cl, 1, 0xf);
+    pump_until(&cl, all_up, NULL, "six links up after the churn");
+    atomic_store(&r.stop, true);
+    pthread_join(t, NULL);
+    assert_true(r.reads > 0);
+    pump_for(&cl, 100);
+    for (uint32_t i = 0; i < 4; i++)
+        node_forget(&cl.nodes[i]);
+    send_all_pairs(&cl, 1000, 8);
+    size_t want = 24;
+    pump_until(&cl, got_at_least, &want, "every message after the churn");
+    pump_for(&cl, 50);
+    for (uint32_t d = 0; d < 4; d++)
+        check_got_all_pairs(&cl, d, 1000, 8);
+    cluster_free(&cl);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1575,6 +2008,10 @@ int main(void)
         cmocka_unit_test(test_port_taken),
         cmocka_unit_test(test_bad_configs),
         cmocka_unit_test(test_wakeup_ping_pong),
+        cmocka_unit_test(test_members_add_remove_readd),
+        cmocka_unit_test(test_members_address_change),
+        cmocka_unit_test(test_members_bad_sets),
+        cmocka_unit_test(test_members_churn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

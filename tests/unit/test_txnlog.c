@@ -92,9 +92,37 @@ static void txn_init(struct txn *x, int64_t zxid, int32_t type, uint32_t nops)
     assert_non_null(x->ops);
 }
 
-/* Txn number k of the 13 shapes the codec must carry: one per type plus
+/* Membership number k: voters 1..3 (and 4 when k is odd), observer 9,
+ * joint (leaving 1..3) when k % 3 == 1, described by server.N lines that
+ * name k, so two memberships differ in their bytes. */
+static void test_config(int k, struct raft_config *c)
+{
+    *c = (struct raft_config){ .n_members = 0 };
+    for (uint32_t id = 1; id <= (k % 2 ? 4u : 3u); id++)
+        c->members[c->n_members++] = (struct raft_member){ .id = id, .voter = true };
+    c->members[c->n_members++] = (struct raft_member){ .id = 9, .voter = false };
+    if (k % 3 == 1) {
+        for (uint32_t id = 1; id <= 3; id++)
+            c->old[c->n_old++] = (struct raft_member){ .id = id, .voter = true };
+    }
+    int n = snprintf((char *)c->extra, sizeof c->extra,
+                     "server.1=a:2888:3888;2181\nserver.2=b:2888:3888;2181\n"
+                     "server.3=c:2888:3888;2181\nserver.4=d:2888:3888;2181\n"
+                     "server.9=e:2888:3888:observer;2181\nversion=%x", k);
+    c->extra_len = (uint32_t)n;
+}
+
+static size_t config_bytes(int k, uint8_t out[RAFT_CONFIG_BYTES_MAX])
+{
+    struct raft_config c;
+    test_config(k, &c);
+    return raft_config_encode(&c, out);
+}
+
+/* Txn number k of the 14 shapes the codec must carry: one per type plus
  * the data / ACL / multi variants. */
-#define SHAPES 13
+#define SHAPES 14
+#define SHAPE_CONFIG 12
 static void txn_shape(int k, int64_t zxid, struct txn *x)
 {
     switch (k % SHAPES) {
@@ -161,6 +189,17 @@ static void txn_shape(int k, int64_t zxid, struct txn *x)
         x->ops[1] = op_path(TXN_DELETE, "/e1", 0, -1);
         x->ops[2] = op_path(TXN_DELETE, "/dir/e2", 0, 9);
         break;
+    case SHAPE_CONFIG: { /* a membership change, as txnlog_append_entry logs it */
+        uint8_t buf[RAFT_CONFIG_BYTES_MAX];
+        int32_t n = (int32_t)config_bytes((int)zxid, buf);
+        txn_init(x, zxid, TXN_CONFIG, 1);
+        x->session_id = 0;
+        x->cxid = 0;
+        x->time_ms = 0;
+        x->ops[0] = (struct txn_op){ .type = TXN_CONFIG, .client_type = ZK_OP_RECONFIG,
+                                     .data = xbytes((const char *)buf, n), .data_len = n };
+        break;
+    }
     default: /* empty multi */
         txn_init(x, zxid, TXN_MULTI, 0);
         break;
@@ -604,25 +643,25 @@ static void test_bit_flip_in_last_record_is_torn_tail(void **state)
     }
 }
 
-/* Tears the write of record 6 at every byte: replay yields 1..5 (all six
- * once the whole record landed), never part of a record, and the repaired
- * log accepts new records. */
-static void torn_tail_at_every_offset(bool garbage)
+/* Tears the write of record tear at every byte: replay yields 1..tear-1
+ * (all of them once the whole record landed), never part of a record, and
+ * the repaired log accepts new records. */
+static void torn_tail_at_every_offset(int64_t tear, bool garbage)
 {
-    size_t len = record_bytes(6);
+    size_t len = record_bytes(tear);
     for (size_t cut = 0; cut <= len; cut++) {
         struct storage *st = storage_mem_new();
         struct txnlog *log = log_open(st, 1 << 20, 1 << 16);
-        log_write(log, 1, 5, 5);
-        log_append_only(log, 6, 6);
+        log_write(log, 1, tear - 1, 5);
+        log_append_only(log, tear, tear);
         storage_mem_fail_sync(st, -EIO, 1);
         assert_int_equal(txnlog_sync(log), -EIO);
-        assert_int_equal(txnlog_durable_zxid(log), 5);
+        assert_int_equal(txnlog_durable_zxid(log), tear - 1);
         storage_mem_crash(st, cut, garbage);
         txnlog_close(log);
 
         struct txnlog_replay_stats s;
-        size_t want = cut == len ? 6 : 5;
+        size_t want = cut == len ? (size_t)tear : (size_t)tear - 1;
         assert_int_equal(replay_check(st, 0, 1, &s), want);
         assert_true(s.torn_bytes <= len);
         if (garbage && cut > 0 && cut < len)
@@ -641,12 +680,24 @@ static void torn_tail_at_every_offset(bool garbage)
 
 static void test_torn_tail_every_offset(void **state)
 {
-    torn_tail_at_every_offset(false);
+    torn_tail_at_every_offset(6, false);
 }
 
 static void test_torn_tail_every_offset_garbage(void **state)
 {
-    torn_tail_at_every_offset(true);
+    torn_tail_at_every_offset(6, true);
+}
+
+/* The same for a membership change: a torn CONFIG record is a torn tail
+ * like any other, never a membership half read. */
+static void test_torn_config_record_every_offset(void **state)
+{
+    struct txn x;
+    txn_shape(SHAPE_CONFIG, SHAPE_CONFIG, &x);
+    assert_int_equal(x.type, TXN_CONFIG);
+    txn_free(&x);
+    torn_tail_at_every_offset(SHAPE_CONFIG, false);
+    torn_tail_at_every_offset(SHAPE_CONFIG, true);
 }
 
 static void test_garbage_in_non_last_segment_is_refused(void **state)
@@ -1763,6 +1814,259 @@ static void test_append_encoded_equals_append(void **state)
     storage_destroy(st);
 }
 
+/* ---- membership changes: CONFIG entries and the file kept with a snapshot ----------- */
+
+/* The entries a member's log holds, in zxid order: a leader's no-op, then
+ * data and membership changes, a new term's no-op, and so on. */
+static const uint8_t entry_types[] = {
+    RAFT_ENTRY_NOOP,   RAFT_ENTRY_DATA, RAFT_ENTRY_CONFIG, RAFT_ENTRY_DATA, RAFT_ENTRY_DATA,
+    RAFT_ENTRY_CONFIG, RAFT_ENTRY_NOOP, RAFT_ENTRY_CONFIG, RAFT_ENTRY_DATA, RAFT_ENTRY_CONFIG,
+};
+#define N_ENTRIES (sizeof entry_types / sizeof entry_types[0])
+
+/* Entry i of entry_types: its zxid (term 1, then term 2 from the second
+ * no-op) and bytes (data: txn_encode of a shape; config: a membership).
+ * The bytes are the caller's (base_buf_free). */
+static struct raft_entry entry_at(size_t i, struct base_buf *b)
+{
+    uint32_t term = i < 6 ? 1 : 2, counter = (uint32_t)(i < 6 ? i : i - 6);
+    struct raft_entry e = { .zxid = raft_make_zxid(term, counter), .type = entry_types[i] };
+    *b = (struct base_buf){ 0 };
+    if (e.type == RAFT_ENTRY_DATA) {
+        struct txn x;
+        txn_shape((int)i % SHAPE_CONFIG, e.zxid, &x);
+        assert_int_equal(txn_encode(b, &x), 0);
+        txn_free(&x);
+    } else if (e.type == RAFT_ENTRY_CONFIG) {
+        assert_int_equal(base_buf_reserve(b, RAFT_CONFIG_BYTES_MAX), 0);
+        b->len = config_bytes((int)i, b->data);
+    }
+    e.data = b->data;
+    e.len = b->len;
+    return e;
+}
+
+/* Every entry type goes in through txnlog_append_entry (across segment
+ * rolls) and comes back out of replay as the entry it was: same type,
+ * zxid and bytes, in order. */
+static void test_append_entry_round_trips_every_type(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct txnlog *log = log_open(st, 300, 256);
+    for (size_t i = 0; i < N_ENTRIES; i++) {
+        struct base_buf b;
+        struct raft_entry e = entry_at(i, &b);
+        assert_int_equal(txnlog_append_entry(log, &e), 0);
+        assert_true(txnlog_last_zxid(log) == e.zxid);
+        base_buf_free(&b);
+        if (i % 3 == 2)
+            assert_int_equal(txnlog_sync(log), 0);
+    }
+    assert_int_equal(txnlog_sync(log), 0);
+    txnlog_close(log);
+    assert_true(seg_names(st).n > 1);
+
+    struct collect c = { 0 };
+    assert_int_equal(txnlog_replay(st, LOG_DIR, 0, collect_fn, &c, NULL), 0);
+    assert_int_equal(c.n, N_ENTRIES);
+    for (size_t i = 0; i < N_ENTRIES; i++) {
+        struct base_buf want, got = { 0 };
+        struct raft_entry e = entry_at(i, &want);
+        const struct txn *x = &c.items[i];
+        assert_true(x->zxid == e.zxid);
+        assert_int_equal(txnlog_entry_type(x), e.type);
+        if (e.type == RAFT_ENTRY_NOOP) {
+            assert_int_equal(x->nops, 0);
+        } else if (e.type == RAFT_ENTRY_CONFIG) {
+            assert_int_equal(x->ops[0].data_len, e.len);
+            assert_memory_equal(x->ops[0].data, e.data, e.len);
+        } else {
+            assert_int_equal(txn_encode(&got, x), 0);
+            assert_int_equal(got.len, e.len);
+            assert_memory_equal(got.data, e.data, e.len);
+        }
+        base_buf_free(&want);
+        base_buf_free(&got);
+    }
+    collect_free(&c);
+    storage_destroy(st);
+}
+
+/* An entry that would come back as something else (or not at all) is
+ * refused before anything is buffered. */
+static void test_append_entry_refuses_what_would_not_come_back(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct txnlog *log = log_open(st, 1 << 20, 1 << 16);
+    struct base_buf b;
+    struct raft_entry e = entry_at(2, &b); /* a membership at 1:2 */
+    uint8_t one = 0;
+    struct raft_entry bad = { .zxid = 5, .type = RAFT_ENTRY_NOOP, .data = &one, .len = 1 };
+    assert_int_equal(txnlog_append_entry(log, &bad), -EINVAL);
+    bad = e;
+    bad.len = 0;
+    assert_int_equal(txnlog_append_entry(log, &bad), -EINVAL);
+    bad = e;
+    b.data[0] = 9; /* not a raft_config version */
+    assert_int_equal(txnlog_append_entry(log, &bad), -EINVAL);
+    b.data[0] = 1;
+    bad.type = 7;
+    assert_int_equal(txnlog_append_entry(log, &bad), -EINVAL);
+    /* data entries: their zxid is their own, and they are no no-op or membership */
+    struct base_buf enc = { 0 };
+    struct txn x;
+    txn_shape(SHAPE_CONFIG, 9, &x);
+    assert_int_equal(txn_encode(&enc, &x), 0);
+    txn_free(&x);
+    bad = (struct raft_entry){ .zxid = 9, .type = RAFT_ENTRY_DATA, .data = enc.data, .len = enc.len };
+    assert_int_equal(txnlog_append_entry(log, &bad), -EINVAL);
+    enc.len = 0;
+    txn_init(&x, 9, TXN_NOOP, 0);
+    assert_int_equal(txn_encode(&enc, &x), 0);
+    txn_free(&x);
+    bad.data = enc.data;
+    bad.len = enc.len;
+    assert_int_equal(txnlog_append_entry(log, &bad), -EINVAL);
+    enc.len = 0;
+    txn_shape(0, 9, &x);
+    assert_int_equal(txn_encode(&enc, &x), 0);
+    txn_free(&x);
+    bad.zxid = 10;
+    bad.data = enc.data;
+    bad.len = enc.len;
+    assert_int_equal(txnlog_append_entry(log, &bad), -EINVAL);
+    bad.len = TXNLOG_TXN_HEADER_BYTES - 1;
+    assert_int_equal(txnlog_append_entry(log, &bad), -EINVAL);
+    assert_int_equal(txnlog_last_zxid(log), 0);
+    /* the good one goes in once; again at its zxid is out of order */
+    assert_int_equal(txnlog_append_entry(log, &e), 0);
+    assert_int_equal(txnlog_append_entry(log, &e), TXNLOG_EORDER);
+    assert_int_equal(txnlog_sync(log), 0);
+    txnlog_close(log);
+    size_t n = 0;
+    assert_int_equal(replay_count(st, &n, NULL), 0);
+    assert_int_equal(n, 1);
+    base_buf_free(&enc);
+    base_buf_free(&b);
+    storage_destroy(st);
+}
+
+/* A TXN_CONFIG txn is one op of nothing but a membership, and no other
+ * txn holds such an op: encode and decode both hold to it, and a segment
+ * older than version 3 cannot hold one. */
+static void test_config_txn_shape_and_version(void **state)
+{
+    struct txn x, y;
+    struct base_buf b = { 0 };
+    txn_shape(SHAPE_CONFIG, 7, &x);
+    assert_int_equal(txn_encode(&b, &x), 0);
+    assert_int_equal(txn_decode_version(b.data, b.len, TXNLOG_VERSION_CONFIG, &y), 0);
+    txn_free(&y);
+    assert_int_equal(txn_decode_version(b.data, b.len, 2, &y), -EBADMSG);
+    assert_null(y.ops);
+    assert_int_equal(txn_decode_version(b.data, b.len, 1, &y), -EBADMSG);
+    /* a membership that does not decode, or an op inside a multi */
+    b.data[TXNLOG_TXN_HEADER_BYTES + 9 + 4] = 9;
+    assert_int_equal(txn_decode(b.data, b.len, &y), -EBADMSG);
+    b.data[TXNLOG_TXN_HEADER_BYTES + 9 + 4] = 1;
+    assert_int_equal(txn_decode(b.data, b.len, &y), 0);
+    txn_free(&y);
+    base_put_be32(b.data + 28, (uint32_t)TXN_MULTI);
+    assert_int_equal(txn_decode(b.data, b.len, &y), -EBADMSG);
+    b.len = 0;
+    x.type = TXN_MULTI;
+    assert_int_equal(txn_encode(&b, &x), -EINVAL);
+    x.type = TXN_CONFIG;
+    x.ops[0].path = xstrdup("/zookeeper/config"); /* a field a membership has not */
+    assert_int_equal(txn_encode(&b, &x), -EINVAL);
+    free(x.ops[0].path);
+    x.ops[0].path = NULL;
+    x.ops[0].data[0] = 2;
+    assert_int_equal(txn_encode(&b, &x), -EINVAL);
+    assert_int_equal(b.len, 0);
+    txn_free(&x);
+    txn_init(&x, 8, TXN_CONFIG, 0);
+    assert_int_equal(txn_encode(&b, &x), -EINVAL);
+    txn_free(&x);
+    base_buf_free(&b);
+}
+
+/* Sets the version in the header of segment log.<name>. */
+static void set_segment_version(struct storage *st, int64_t name, uint32_t version)
+{
+    char path[64];
+    seg_name(name, path, sizeof path);
+    struct storage_file *f;
+    uint8_t v[4];
+    base_put_be32(v, version);
+    assert_int_equal(storage_open(st, path, 0, &f), 0);
+    assert_int_equal(storage_pwrite(f, v, sizeof v, 4), 0);
+    assert_int_equal(storage_datasync(f), 0);
+    assert_int_equal(storage_close(f), 0);
+}
+
+/* Version 3 only added TXN_CONFIG: a version-2 segment (before it) reads
+ * as it did, and one that claims to hold a membership is refused, with
+ * nothing deleted. */
+static void test_version_2_segment_reads_and_holds_no_config(void **state)
+{
+    struct storage *st = one_segment_log(SHAPE_CONFIG - 1);
+    set_segment_version(st, 1, 2);
+    assert_int_equal(replay_check(st, 0, 1, NULL), SHAPE_CONFIG - 1);
+    struct txnlog *log = log_open(st, 1 << 20, 1 << 16); /* goes on in version 3 */
+    log_write(log, SHAPE_CONFIG, SHAPE_CONFIG + 1, 2);
+    txnlog_close(log);
+    assert_int_equal(replay_check(st, 0, 1, NULL), SHAPE_CONFIG + 1);
+    storage_destroy(st);
+
+    st = one_segment_log(SHAPE_CONFIG + 1);
+    set_segment_version(st, 1, 2);
+    size_t n = 0;
+    assert_int_equal(replay_count(st, &n, NULL), TXNLOG_ECORRUPT);
+    char path[64];
+    seg_name(1, path, sizeof path);
+    assert_true(file_size(st, path) > 0);
+    set_segment_version(st, 1, TXNLOG_VERSION);
+    assert_int_equal(replay_check(st, 0, 1, NULL), SHAPE_CONFIG + 1);
+    storage_destroy(st);
+}
+
+/* The membership kept with a snapshot: written whole, read back as it
+ * was; any damage (a flipped bit anywhere, a short file) is
+ * TXNLOG_ECORRUPT, never a different membership. */
+static void test_config_file_round_trip_and_damage(void **state)
+{
+    struct storage *st = storage_mem_new();
+    struct raft_config c, got;
+    test_config(1, &c);
+    const char *path = "/snap/snapshot.100000005.config";
+    int64_t zxid = 0;
+    assert_int_equal(txnlog_config_file_read(st, path, &zxid, &got), -ENOENT);
+    assert_int_equal(txnlog_config_file_write(st, "/snap", path, 0x100000005LL, &c), 0);
+    storage_mem_crash(st, 0, true); /* durable once written */
+    assert_int_equal(txnlog_config_file_read(st, path, &zxid, &got), 0);
+    assert_true(zxid == 0x100000005LL);
+    uint8_t a[RAFT_CONFIG_BYTES_MAX], b[RAFT_CONFIG_BYTES_MAX];
+    size_t alen = raft_config_encode(&c, a), blen = raft_config_encode(&got, b);
+    assert_int_equal(alen, blen);
+    assert_memory_equal(a, b, alen);
+    assert_int_equal(got.n_old, 3);
+
+    uint8_t file[TXNLOG_CONFIG_FILE_BYTES_MAX];
+    size_t len = txnlog_config_file_encode(0x100000005LL, &c, file);
+    assert_int_equal(file_size(st, path), len);
+    for (size_t i = 0; i < len; i++) {
+        for (int bit = 0; bit < 8; bit += 3) {
+            file[i] ^= (uint8_t)(1u << bit);
+            assert_int_equal(txnlog_config_file_decode(file, len, &zxid, &got), TXNLOG_ECORRUPT);
+            file[i] ^= (uint8_t)(1u << bit);
+        }
+        assert_int_equal(txnlog_config_file_decode(file, i, &zxid, &got), TXNLOG_ECORRUPT);
+    }
+    assert_int_equal(txnlog_config_file_decode(file, len, &zxid, &got), 0);
+    storage_destroy(st);
+}
+
 int main(void)
 {
     rcu_register_thread();
@@ -1770,6 +2074,11 @@ int main(void)
         cmocka_unit_test(test_codec_round_trip_every_type),
         cmocka_unit_test(test_noop_txn_round_trips_and_stays_empty),
         cmocka_unit_test(test_append_encoded_equals_append),
+        cmocka_unit_test(test_append_entry_round_trips_every_type),
+        cmocka_unit_test(test_append_entry_refuses_what_would_not_come_back),
+        cmocka_unit_test(test_config_txn_shape_and_version),
+        cmocka_unit_test(test_version_2_segment_reads_and_holds_no_config),
+        cmocka_unit_test(test_config_file_round_trip_and_damage),
         cmocka_unit_test(test_codec_rejects_truncated_and_trailing),
         cmocka_unit_test(test_codec_rejects_absurd_lengths),
         cmocka_unit_test(test_codec_long_paths),
@@ -1780,6 +2089,7 @@ int main(void)
         cmocka_unit_test(test_bit_flip_in_last_record_is_torn_tail),
         cmocka_unit_test(test_torn_tail_every_offset),
         cmocka_unit_test(test_torn_tail_every_offset_garbage),
+        cmocka_unit_test(test_torn_config_record_every_offset),
         cmocka_unit_test(test_garbage_in_non_last_segment_is_refused),
         cmocka_unit_test(test_writer_open_refuses_corrupt_last_segment),
         cmocka_unit_test(test_zxid_order_enforced),
