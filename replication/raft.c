@@ -124,6 +124,20 @@ struct raft {
 
 /* ---- small helpers ---------------------------------------------------- */
 
+/* A copy of len bytes at data in *out (NULL for none). RAFT_OK, or
+ * RAFT_ENOMEM with *out NULL. */
+static int copy_bytes(const void *data, size_t len, uint8_t **out)
+{
+    *out = NULL;
+    if (len == 0)
+        return RAFT_OK;
+    *out = malloc(len);
+    if (!*out)
+        return RAFT_ENOMEM;
+    memcpy(*out, data, len);
+    return RAFT_OK;
+}
+
 static uint64_t rng_next(struct raft *r)
 {
     return base_splitmix64(&r->rng); /* one word of state: election jitter */
@@ -289,13 +303,9 @@ static int log_append(struct raft *r, const struct raft_entry *e)
                 e->type == RAFT_ENTRY_CONFIG);
     if (base_grow(&r->log, &r->cap_log, r->n_log + 1, sizeof *r->log) != 0)
         return RAFT_ENOMEM;
-    uint8_t *copy = NULL;
-    if (e->len) {
-        copy = malloc(e->len);
-        if (!copy)
-            return RAFT_ENOMEM;
-        memcpy(copy, e->data, e->len);
-    }
+    uint8_t *copy;
+    if (copy_bytes(e->data, e->len, &copy) != RAFT_OK)
+        return RAFT_ENOMEM;
     r->log[r->n_log++] = (struct raft_entry){e->zxid, e->type, copy, e->len};
     if (e->type == RAFT_ENTRY_CONFIG)
         conf_take(r, &r->log[r->n_log - 1]);
@@ -1119,13 +1129,9 @@ static int on_append(struct raft *r, const struct raft_msg *m, const struct appe
  * its later entries is the leader's, and none is committed. */
 static int install_snapshot(struct raft *r, const struct raft_msg *m)
 {
-    uint8_t *copy = NULL;
-    if (m->snap_len) {
-        copy = malloc(m->snap_len);
-        if (!copy)
-            return RAFT_ENOMEM;
-        memcpy(copy, m->snap_data, m->snap_len);
-    }
+    uint8_t *copy;
+    if (copy_bytes(m->snap_data, m->snap_len, &copy) != RAFT_OK)
+        return RAFT_ENOMEM;
     int64_t z = m->snap_zxid;
     BASE_ASSERT(z > r->commit);
     drop_msgs_beyond(r, 0);
@@ -1157,13 +1163,9 @@ static int resync_from_snapshot(struct raft *r, const struct raft_msg *m)
 {
     int64_t z = m->snap_zxid;
     BASE_ASSERT(z >= r->log_base && z <= log_last(r));
-    uint8_t *copy = NULL;
-    if (m->snap_len) {
-        copy = malloc(m->snap_len);
-        if (!copy)
-            return RAFT_ENOMEM;
-        memcpy(copy, m->snap_data, m->snap_len);
-    }
+    uint8_t *copy;
+    if (copy_bytes(m->snap_data, m->snap_len, &copy) != RAFT_OK)
+        return RAFT_ENOMEM;
     if (z > r->commit)
         commit_to(r, z); /* it holds z, so its log matches through z */
     if (r->snap_ready)

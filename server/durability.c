@@ -171,17 +171,23 @@ struct snap_list {
     size_t n;
 };
 
-static int collect_snapshot(void *arg, const char *name)
+/* Adds the zxid of a file named "snapshot.<hex><suffix>" to l. */
+static void collect_named(struct snap_list *l, const char *name, const char *suffix)
 {
-    struct snap_list *l = arg;
     size_t plen = strlen(SNAP_PREFIX);
     if (strncmp(name, SNAP_PREFIX, plen) != 0 || l->n == SNAPS_MAX)
-        return 0;
+        return;
     char *end = NULL;
     unsigned long long z = strtoull(name + plen, &end, 16);
-    if (end == name + plen || *end != '\0') /* ".tmp" leftovers of a crash are skipped */
-        return 0;
+    if (end == name + plen || strcmp(end, suffix) != 0)
+        return;
     l->zxid[l->n++] = (int64_t)z;
+}
+
+/* ".tmp" leftovers of a crash and membership files are not snapshots */
+static int collect_snapshot(void *arg, const char *name)
+{
+    collect_named(arg, name, "");
     return 0;
 }
 
@@ -989,15 +995,7 @@ const struct seq_snap_ops *durability_snap_ops(void)
 
 static int collect_sidecar(void *arg, const char *name)
 {
-    struct snap_list *l = arg;
-    size_t plen = strlen(SNAP_PREFIX);
-    if (strncmp(name, SNAP_PREFIX, plen) != 0 || l->n == SNAPS_MAX)
-        return 0;
-    char *end = NULL;
-    unsigned long long z = strtoull(name + plen, &end, 16);
-    if (end == name + plen || strcmp(end, TXNLOG_CONFIG_FILE_SUFFIX) != 0)
-        return 0;
-    l->zxid[l->n++] = (int64_t)z;
+    collect_named(arg, name, TXNLOG_CONFIG_FILE_SUFFIX);
     return 0;
 }
 

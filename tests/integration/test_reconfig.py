@@ -9,32 +9,24 @@ Every process is started and stopped by PID (harness.Ensemble), every wait
 is bounded.
 """
 
-import time
+import os
+import subprocess
 import unittest
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import BadArgumentsError, BadVersionError, NoAuthError
 
 from harness import OP, SUPER_AUTH, Ensemble, Writer, connect_raw, sut_kind, wait_until
-from test_ensemble import assert_digests_agree
+from test_ensemble import assert_digests_agree, stop_client
+from test_ensemble import client as ensemble_client
 
-CONNECT_TIMEOUT_S = 15.0
 RECONFIG_CFG = ["reconfigEnabled=true"]
+ZKCLI = "/usr/share/zookeeper/bin/zkCli.sh"
+ZKCLI_TIMEOUT_S = 60
 
 
 def client(hosts, superuser=False):
     auth = [("digest", SUPER_AUTH.decode())] if superuser else None
-    c = KazooClient(hosts=hosts, timeout=10.0, auth_data=auth)
-    c.start(timeout=CONNECT_TIMEOUT_S)
-    return c
-
-
-def stop_client(c):
-    try:
-        c.stop()
-        c.close()
-    except Exception:  # noqa: BLE001 - best effort at teardown
-        pass
+    return ensemble_client(hosts, auth_data=auth)
 
 
 def config_lines(data):
@@ -186,6 +178,29 @@ class ReconfigTest(unittest.TestCase):
         finally:
             stop_client(su)
             stop_client(plain)
+
+    def test_zkcli_reconfig_and_config(self):
+        """The stock Java CLI: reconfig -remove as a superuser, then config
+        shows the new membership with its version."""
+        if not os.access(ZKCLI, os.X_OK):
+            self.skipTest("%s not installed" % ZKCLI)
+        ens = self.start(spares=0)
+        leader = ens.wait_leader()
+        gone = [i for i in ens.ids if i != leader][0]
+        p = subprocess.run([ZKCLI, "-server", ens.hosts([leader])],
+                           input="addauth digest %s\nreconfig -remove %d\nconfig\nquit\n" % (
+                               SUPER_AUTH.decode(), gone),
+                           capture_output=True, text=True, timeout=ZKCLI_TIMEOUT_S)
+        out = p.stdout
+        self.assertIn("Committed new configuration:", out, out[-3000:] + p.stderr[-2000:])
+        data, stat = self.config_on(leader)
+        lines = config_lines(data)[0]
+        self.assertEqual([int(l.split("=")[0].split(".")[1]) for l in lines],
+                         [i for i in ens.ids if i != gone])
+        # printed twice: by reconfig, then by config, as every member reads it
+        shown = sorted(l for l in out.splitlines() if l.startswith("server."))
+        self.assertEqual(shown, sorted(lines * 2))
+        self.assertEqual(out.count("version=%x" % stat.mzxid), 2)
 
     def test_reconfig_disabled(self):
         """Without reconfigEnabled=true the request is refused with
