@@ -33,7 +33,7 @@
  *   1 HELLO           u32 PEER_MAGIC, u16 version, u32 from, u32 to, u64 cluster_id
  *   2 VOTE_REQ        u32 term, u8 flags (1 pre_vote), i64 last_zxid
  *   3 VOTE_RESP       u32 term, u8 flags (1 pre_vote, 2 reject)
- *   4 APPEND          u32 term, i64 prev_zxid, i64 commit_zxid, u64 read_ctx,
+ *   4 APPEND          u32 term, u8 flags (4 no_ack), i64 prev_zxid, i64 commit_zxid, u64 read_ctx,
  *                     u64 digest, i64 digest_zxid,
  *                     u32 n, n * {i64 zxid, u8 type, u32 len, len bytes}
  *                     (type NOOP, DATA, or CONFIG: then the bytes are a

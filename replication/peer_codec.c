@@ -19,6 +19,7 @@
 #define HDR PEER_FRAME_HEADER_BYTES
 #define FLAG_PRE_VOTE 0x1u
 #define FLAG_REJECT 0x2u
+#define FLAG_NO_ACK 0x4u
 #define ENTRY_MIN_BYTES 13u /* zxid, type, data length */
 #define AUTH_MIN_BYTES 8u   /* scheme length, id length */
 #define ID_BYTES 8u         /* one TOUCH session id */
@@ -223,7 +224,8 @@ static void encode_msg(struct wr *w, const struct kind *k, const struct peer_fra
     const struct raft_msg *m = &f->msg;
     put_u32(w, m->term);
     if (k->fields & F_FLAGS)
-        put_u8(w, (uint8_t)(((m->pre_vote ? FLAG_PRE_VOTE : 0) | (m->reject ? FLAG_REJECT : 0)) &
+        put_u8(w, (uint8_t)(((m->pre_vote ? FLAG_PRE_VOTE : 0) | (m->reject ? FLAG_REJECT : 0) |
+                             (m->no_ack ? FLAG_NO_ACK : 0)) &
                             k->flags));
     if (k->fields & F_LAST)
         put_u64(w, (uint64_t)m->last_zxid);
@@ -279,6 +281,7 @@ static int decode_msg(struct base_rd *r, const struct kind *k, struct peer_frame
             return PEER_EFLAGS; /* refused, so that a round trip is byte-exact */
         m->pre_vote = (flags & FLAG_PRE_VOTE) != 0;
         m->reject = (flags & FLAG_REJECT) != 0;
+        m->no_ack = (flags & FLAG_NO_ACK) != 0;
     }
     if (k->fields & F_LAST)
         m->last_zxid = (int64_t)base_rd_be64(r);
@@ -509,8 +512,8 @@ static const struct kind kinds[] = {
       decode_msg, check_msg },
     { PEER_VOTE_RESP, RAFT_MSG_VOTE_RESP, F_FLAGS, FLAG_PRE_VOTE | FLAG_REJECT, "VOTE_RESP",
       encode_msg, decode_msg, check_msg },
-    { PEER_APPEND, RAFT_MSG_APPEND, F_PREV | F_COMMIT | F_READ_CTX | F_DIGEST | F_ENTRIES, 0,
-      "APPEND", encode_msg, decode_msg, check_msg },
+    { PEER_APPEND, RAFT_MSG_APPEND, F_FLAGS | F_PREV | F_COMMIT | F_READ_CTX | F_DIGEST | F_ENTRIES,
+      FLAG_NO_ACK, "APPEND", encode_msg, decode_msg, check_msg },
     { PEER_APPEND_RESP, RAFT_MSG_APPEND_RESP, F_FLAGS | F_MATCH | F_HINT | F_READ_CTX | F_WANT_SNAP,
       FLAG_REJECT, "APPEND_RESP", encode_msg, decode_msg, check_msg },
     { PEER_READ_INDEX, RAFT_MSG_READ_INDEX, F_READ_CTX, 0, "READ_INDEX", encode_msg, decode_msg,

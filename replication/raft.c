@@ -786,11 +786,19 @@ static uint32_t append_batch(const struct raft *r, size_t first)
     return n;
 }
 
+enum append_kind {
+    APPEND_ENTRIES = 0, /* entries waiting, else nothing */
+    APPEND_HEARTBEAT,   /* entries waiting, else an empty APPEND to answer */
+    APPEND_NOTICE,      /* entries waiting, else an empty APPEND that says the
+                         * commit moved and wants no answer (no_ack) */
+};
+
 /* Sends p the entries after p->prev (optimistically: prev moves to the
- * last one sent), or an empty APPEND if heartbeat, or a SNAP when the
- * entries p needs are compacted away. */
-static void send_append(struct raft *r, struct raft_peer *p, bool heartbeat)
+ * last one sent), or an empty APPEND (kind), or a SNAP when the entries p
+ * needs are compacted away. */
+static void send_append(struct raft *r, struct raft_peer *p, enum append_kind kind)
 {
+    bool heartbeat = kind != APPEND_ENTRIES;
     if (p->snap_pending) {
         if (!heartbeat)
             return;
@@ -814,17 +822,18 @@ static void send_append(struct raft *r, struct raft_peer *p, bool heartbeat)
     if (n == 0 && !heartbeat)
         return;
     struct raft_msg m = {.type = RAFT_MSG_APPEND, .to = p->id, .prev_zxid = p->prev,
-                         .commit_zxid = r->commit, .read_ctx = r->read_seq, .n_entries = n};
+                         .commit_zxid = r->commit, .read_ctx = r->read_seq, .n_entries = n,
+                         .no_ack = n == 0 && kind == APPEND_NOTICE};
     send(r, m, n ? r->log[first].zxid : 0);
     if (n)
         p->prev = r->log[first + n - 1].zxid;
 }
 
-static void broadcast_append(struct raft *r, bool heartbeat)
+static void broadcast_append(struct raft *r, enum append_kind kind)
 {
     for (uint32_t i = 0; i < r->n_peers; i++)
         if (i != r->self && r->peers[i].member)
-            send_append(r, &r->peers[i], heartbeat);
+            send_append(r, &r->peers[i], kind);
 }
 
 static int leader_append(struct raft *r, const struct raft_entry *e)
@@ -862,7 +871,7 @@ static void become_leader(struct raft *r)
         become_follower(r, r->term, 0); /* retry the election later */
         return;
     }
-    broadcast_append(r, false);
+    broadcast_append(r, APPEND_ENTRIES);
 }
 
 static int64_t durable_match(const struct raft *r, uint32_t i)
@@ -878,7 +887,7 @@ static int64_t quorum_match(const struct raft *r)
     return quorum_value(r, durable_match);
 }
 
-static void start_read_round(struct raft *r);
+static bool start_read_round(struct raft *r);
 static void release_reads(struct raft *r);
 static void leader_after_commit(struct raft *r);
 
@@ -901,8 +910,11 @@ static void leader_maybe_commit(struct raft *r)
     if (z <= r->commit || raft_zxid_term(z) != r->term)
         return;
     commit_to(r, z);
-    start_read_round(r);
-    broadcast_append(r, true); /* followers learn the commit now */
+    /* followers learn the commit now: a read round's heartbeat tells them,
+     * else a notice they need not answer (the acks would only repeat what
+     * their acks of the entries said, and cost a message each) */
+    if (!start_read_round(r))
+        broadcast_append(r, APPEND_NOTICE);
     release_reads(r);
     leader_after_commit(r);
 }
@@ -924,7 +936,7 @@ static void on_accept(struct raft *r, struct raft_peer *p, int64_t match)
      * is rebuilt) or ended this leadership */
     p = peer_by_id(r, id);
     if (r->role == RAFT_LEADER && p && p->member && p != &r->peers[r->self])
-        send_append(r, p, false);
+        send_append(r, p, APPEND_ENTRIES);
 }
 
 /* The follower lacks p->prev (or an older prev): back up to just after our
@@ -952,7 +964,7 @@ static void on_reject(struct raft *r, struct raft_peer *p, int64_t hint)
     if (target >= p->prev)
         return; /* stale: a later APPEND already went out from lower */
     p->prev = target;
-    send_append(r, p, true);
+    send_append(r, p, APPEND_HEARTBEAT);
 }
 
 /* The follower asked for a snapshot at or above want (0: it no longer
@@ -1028,7 +1040,7 @@ static void leader_tick(struct raft *r)
     tick_up(&r->heartbeat_elapsed);
     if (r->heartbeat_elapsed >= r->cfg.heartbeat_ticks) {
         r->heartbeat_elapsed = 0;
-        broadcast_append(r, true);
+        broadcast_append(r, APPEND_HEARTBEAT);
         leader_after_commit(r); /* a final entry that could not be appended */
     }
 }
@@ -1120,6 +1132,10 @@ static int on_append(struct raft *r, const struct raft_msg *m, const struct appe
     int64_t c = m->commit_zxid < matched ? m->commit_zxid : matched;
     if (c > r->commit)
         commit_to(r, c);
+    /* a commit notice is not answered, unless this node has something to
+     * ask (a resync); a reject always is */
+    if (m->no_ack && m->n_entries == 0 && r->want_snap_from == 0)
+        return RAFT_OK;
     send_append_resp(r, m, false, matched, 0);
     return RAFT_OK;
 }
@@ -1226,10 +1242,10 @@ static void answer_read(struct raft *r, const struct raft_pending_read *pr, bool
 /* Starts one heartbeat round for every read not yet started, once this
  * term has committed an entry (before that the commit zxid may be behind
  * what an earlier leader committed). */
-static void start_read_round(struct raft *r)
+static bool start_read_round(struct raft *r)
 {
     if (r->role != RAFT_LEADER || raft_zxid_term(r->commit) != r->term)
-        return;
+        return false;
     bool any = false;
     for (size_t i = 0; i < r->n_pending; i++) {
         if (r->pending[i].seq)
@@ -1241,7 +1257,8 @@ static void start_read_round(struct raft *r)
         r->pending[i].seq = r->read_seq;
     }
     if (any)
-        broadcast_append(r, true); /* nothing to send in a one-member ensemble */
+        broadcast_append(r, APPEND_HEARTBEAT); /* nothing to send in a one-member ensemble */
+    return any;
 }
 
 static int64_t read_acked(const struct raft *r, uint32_t i)
@@ -1711,7 +1728,7 @@ void raft_ready(struct raft *r, struct raft_ready *rd)
 {
     BASE_ASSERT(r && rd && !r->in_ready);
     if (r->append_pending && r->role == RAFT_LEADER)
-        broadcast_append(r, false);
+        broadcast_append(r, APPEND_ENTRIES);
     r->append_pending = false;
     memset(rd, 0, sizeof *rd);
     rd->hard_state_changed = hard_state_changed(r);

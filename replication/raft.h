@@ -200,7 +200,10 @@ struct raft_boot {
 enum raft_msg_type {
     RAFT_MSG_VOTE_REQ = 1,   /* term, pre_vote, last_zxid */
     RAFT_MSG_VOTE_RESP = 2,  /* term, pre_vote, reject */
-    RAFT_MSG_APPEND = 3,     /* term, prev_zxid, commit_zxid, entries (none: heartbeat), read_ctx */
+    RAFT_MSG_APPEND = 3,     /* term, prev_zxid, commit_zxid, entries (none: heartbeat), read_ctx,
+                              * no_ack (an empty one that only says the commit
+                              * moved: a follower that holds prev_zxid does
+                              * not answer it) */
     RAFT_MSG_APPEND_RESP = 4, /* term, reject, match_zxid (accepted: the follower
                                * holds the leader's log through it), hint_zxid
                                * (rejected: the follower's last zxid not above
@@ -221,6 +224,7 @@ struct raft_msg {
     uint32_t term;
     bool pre_vote;
     bool reject;
+    bool no_ack; /* APPEND: a commit notice (see RAFT_MSG_APPEND) */
     int64_t last_zxid;
     int64_t prev_zxid;
     int64_t commit_zxid;

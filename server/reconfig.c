@@ -422,7 +422,8 @@ int reconfig_plan(const struct reconfig_leader *l, const struct reconfig_request
         rc = plan_bulk(l, req->new_members, out, n_out, msg, msg_len);
     } else {
         /* PRP:459-519: leaving first, then joining, on the last seen config */
-        memcpy(out, l->members, l->n_members * sizeof *out);
+        if (l->n_members > 0)
+            memcpy(out, l->members, l->n_members * sizeof *out);
         *n_out = l->n_members;
         rc = apply_leaving(req->leaving, out, n_out, msg, msg_len);
         if (rc == ZK_OK)

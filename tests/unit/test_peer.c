@@ -171,7 +171,12 @@ static struct peer_frame sample(int i)
         m.entries = entries_max;
         m.n_entries = 4;
         break;
-    case 6: m.type = RAFT_MSG_APPEND; m.term = 1; m.read_ctx = 9; break; /* heartbeat */
+    case 6: /* a commit notice */
+        m.type = RAFT_MSG_APPEND;
+        m.term = 1;
+        m.read_ctx = 9;
+        m.no_ack = true;
+        break;
     case 7:
         m.type = RAFT_MSG_APPEND_RESP;
         m.reject = true;
@@ -251,6 +256,7 @@ static void assert_msg_equal(const struct raft_msg *a, const struct raft_msg *b)
     assert_int_equal(a->from, 0);
     assert_int_equal(a->to, 0);
     bool flags_carried = a->type != RAFT_MSG_APPEND && a->type != RAFT_MSG_READ_INDEX;
+    assert_int_equal(a->no_ack, a->type == RAFT_MSG_APPEND && b->no_ack);
     assert_int_equal(a->pre_vote, flags_carried && b->pre_vote &&
                                       (a->type == RAFT_MSG_VOTE_REQ || a->type == RAFT_MSG_VOTE_RESP));
     assert_int_equal(a->reject, flags_carried && b->reject && a->type != RAFT_MSG_VOTE_REQ);
@@ -378,7 +384,7 @@ static void test_max_entries(void **state)
     size_t len = b.len;
     assert_int_equal(peer_encode_msg(&b, &m), PEER_ECOUNT);
     assert_int_equal(b.len, len);
-    base_put_be32(b.data + HDR + 45, PEER_APPEND_ENTRIES_MAX + 1);
+    base_put_be32(b.data + HDR + 46, PEER_APPEND_ENTRIES_MAX + 1);
     reframe(&b);
     assert_int_equal(decode_once(b.data, b.len), PEER_ECOUNT);
     /* a small frame decoded into the same struct after the big one */
@@ -568,22 +574,24 @@ static void test_decode_refuses_bad_message_fields(void **state)
     assert_int_equal(decode_patched64(7, 6, (uint64_t)INT64_MIN), PEER_EZXID);
     assert_int_equal(decode_patched64(7, 14, (uint64_t)-2), PEER_EZXID);
     assert_int_equal(decode_patched64(9, 6, (uint64_t)-1), PEER_EZXID);
-    /* APPEND: 1 type, 4 term, 8 prev, 8 commit, 8 ctx, 8 digest, 8 digest
-     * zxid, 4 n, then entries */
-    assert_int_equal(decode_patched64(5, 5, (uint64_t)-1), PEER_EZXID);
-    assert_int_equal(decode_patched64(5, 13, (uint64_t)-1), PEER_EZXID);
-    assert_int_equal(decode_patched64(5, 37, (uint64_t)-1), PEER_EZXID); /* digest zxid */
-    assert_int_equal(decode_patched64(5, 5, (uint64_t)raft_make_zxid(RAFT_TERM_MAX, 0)),
+    /* APPEND: 1 type, 4 term, 1 flags, 8 prev, 8 commit, 8 ctx, 8 digest,
+     * 8 digest zxid, 4 n, then entries */
+    assert_int_equal(decode_patched(5, 5, "\x01", 1), PEER_EFLAGS); /* only no_ack */
+    assert_int_equal(decode_patched(6, 5, "\x02", 1), PEER_EFLAGS);
+    assert_int_equal(decode_patched64(5, 6, (uint64_t)-1), PEER_EZXID);
+    assert_int_equal(decode_patched64(5, 14, (uint64_t)-1), PEER_EZXID);
+    assert_int_equal(decode_patched64(5, 38, (uint64_t)-1), PEER_EZXID); /* digest zxid */
+    assert_int_equal(decode_patched64(5, 6, (uint64_t)raft_make_zxid(RAFT_TERM_MAX, 0)),
                      PEER_EORDER); /* first entry not above prev */
-    assert_int_equal(decode_patched64(5, 62, (uint64_t)raft_make_zxid(RAFT_TERM_MAX, 0)),
+    assert_int_equal(decode_patched64(5, 63, (uint64_t)raft_make_zxid(RAFT_TERM_MAX, 0)),
                      PEER_EORDER); /* second entry equal to the first */
-    assert_int_equal(decode_patched(5, 57, "\x04", 1), PEER_EENTRY);
-    assert_int_equal(decode_patched(5, 57, "\x00", 1), PEER_EENTRY);
+    assert_int_equal(decode_patched(5, 58, "\x04", 1), PEER_EENTRY);
+    assert_int_equal(decode_patched(5, 58, "\x00", 1), PEER_EENTRY);
     /* a NOOP made a CONFIG: its empty data is not a membership */
-    assert_int_equal(decode_patched(5, 57, "\x03", 1), PEER_ECONFIG);
+    assert_int_equal(decode_patched(5, 58, "\x03", 1), PEER_ECONFIG);
     assert_int_equal(decode_patched32(5, 1, RAFT_TERM_MAX - 1), PEER_ETERM); /* entry ahead */
-    assert_int_equal(decode_patched32(5, 45, 5), PEER_ECOUNT);
-    assert_int_equal(decode_patched32(5, 45, UINT32_MAX), PEER_ECOUNT);
+    assert_int_equal(decode_patched32(5, 46, 5), PEER_ECOUNT);
+    assert_int_equal(decode_patched32(5, 46, UINT32_MAX), PEER_ECOUNT);
     /* APPEND_RESP: 1, 4 term, 1 flags, 8 match, 8 hint, 8 ctx, 8 want */
     assert_int_equal(decode_patched64(7, 30, (uint64_t)-1), PEER_EZXID);
     /* SNAP_CHUNK: 1, 4 term, 8 zxid, 8 total, 8 offset, 4 len */
@@ -973,7 +981,7 @@ static void test_append_config_entries(void **state)
     free(copy);
     /* refusals, on the encoder and (the same bytes patched into the good
      * frame in b) on the decoder: the entry's data starts at payload offset
-     * 1+4+8+8+8+8+8+4 (= 49) + 13 */
+     * 1+4+1+8+8+8+8+8+4 (= 50) + 13 */
     uint8_t bad[RAFT_CONFIG_BYTES_MAX];
     memcpy(bad, big_bytes, one.len);
     one.data = bad;
@@ -990,7 +998,7 @@ static void test_append_config_entries(void **state)
         assert_int_equal(keep.len, 0);
         struct base_buf patched = { 0 };
         assert_int_equal(base_buf_append(&patched, b.data, b.len), 0);
-        memcpy(patched.data + HDR + 62, bad, one.len);
+        memcpy(patched.data + HDR + 63, bad, one.len);
         reframe(&patched);
         assert_int_equal(decode_once(patched.data, patched.len), PEER_ECONFIG);
         base_buf_free(&patched);

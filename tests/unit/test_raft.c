@@ -1923,6 +1923,65 @@ static void test_resync_waits_for_a_snapshot_above_its_log_base(void **state)
     cluster_free(c);
 }
 
+/* ---- commit notices ------------------------------------------------------ */
+
+static unsigned NOTICES, APPEND_ANSWERS;
+static int64_t LAST_NOTICE_PREV;
+
+static bool count_appends(const struct cluster *c, const struct raft_msg *m)
+{
+    (void)c;
+    if (m->type == RAFT_MSG_APPEND && m->no_ack) {
+        assert_int_equal(m->n_entries, 0); /* only an empty APPEND is a notice */
+        NOTICES++;
+        LAST_NOTICE_PREV = m->prev_zxid;
+    }
+    if (m->type == RAFT_MSG_APPEND_RESP)
+        APPEND_ANSWERS++;
+    return false;
+}
+
+/* The leader tells followers of a commit with an APPEND they need not
+ * answer: a round costs one ack per follower, not two. Heartbeats are still
+ * answered (CheckQuorum, probing), and so is a notice whose prev a follower
+ * lacks. */
+static void test_commit_notice_is_not_answered(void **state)
+{
+    (void)state;
+    int li;
+    struct cluster *c = stable_cluster(3, 0, 91, &li);
+    uint32_t l = (uint32_t)li;
+    c->drop = count_appends;
+    NOTICES = APPEND_ANSWERS = 0;
+    int64_t z = propose(c, l, "one");
+    settle(c);
+    /* the entries' APPENDs are answered (2), the notices (2) are not */
+    assert_int_equal(NOTICES, 2);
+    assert_int_equal(LAST_NOTICE_PREV, z);
+    assert_int_equal(APPEND_ANSWERS, 2);
+    for (uint32_t i = 0; i < 3; i++)
+        assert_true(sm_has(&c->nodes[i], z)); /* and the followers applied it */
+    /* heartbeats are answered */
+    APPEND_ANSWERS = 0;
+    tick_node(c, l, HEARTBEAT);
+    settle(c);
+    assert_int_equal(APPEND_ANSWERS, 2);
+    /* a follower that lost the entries rejects the notice, answering it */
+    uint32_t f = (l + 1) % 3;
+    c->cut[l][f] = true;
+    propose(c, l, "two");
+    settle(c);
+    c->cut[l][f] = false;
+    APPEND_ANSWERS = NOTICES = 0;
+    int64_t z3 = propose(c, l, "three");
+    settle(c);
+    assert_true(NOTICES >= 1);
+    tick_all(c, 2 * HEARTBEAT);
+    assert_true(sm_has(&c->nodes[f], z3));
+    assert_all_agree(c);
+    cluster_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1961,6 +2020,7 @@ int main(void)
         cmocka_unit_test(test_membership_in_snapshots),
         cmocka_unit_test(test_resync_rebuilds_from_leaders_snapshot_keeping_the_log),
         cmocka_unit_test(test_resync_waits_for_a_snapshot_above_its_log_base),
+        cmocka_unit_test(test_commit_notice_is_not_answered),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -62,7 +62,8 @@ static void leader(struct fx *f, const char *members)
 
 static void set_synced(struct fx *f, uint32_t n, const uint32_t *ids)
 {
-    memcpy(f->synced, ids, n * sizeof *ids);
+    if (n > 0)
+        memcpy(f->synced, ids, n * sizeof *ids);
     f->l.n_synced = n;
 }
 
