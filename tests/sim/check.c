@@ -246,7 +246,7 @@ static long committed_successor(struct sim *s, const struct sim_node *n, int64_t
     size_t next = (size_t)(at + 1);
     if (next == c->n_committed) {
         uint64_t chain = hash_chain(at < 0 ? 0 : c->committed[at].chain, e->zxid, h);
-        committed_push(c, (struct check_commit){e->zxid, h, chain, digest_after, n->id});
+        committed_push(c, (struct check_commit){e->zxid, h, chain, digest_after, n->id, s->now});
         configs_push(c, e);
         return (long)next;
     }
@@ -401,9 +401,17 @@ void check_truncate(struct sim *s, const struct sim_node *n, int64_t after)
     const struct disk_log *log = &n->disk.log;
     for (size_t i = log->n; i > 0 && log->v[i - 1].zxid > after; i--) {
         const struct check_commit *cc = check_committed_at(&s->check, log->v[i - 1].zxid);
-        if (cc != NULL && cc->chain == log->v[i - 1].chain) {
-            sim_fail(s, n->id, "n%u truncates after %s, dropping committed entry %s", n->id,
-                     trace_zxid(after, z1), trace_zxid(cc->zxid, z2));
+        /* The core decides a truncation when it steps a message; a stalled
+         * disk holds the ready that carries it back, so only an entry
+         * committed before the stall began was committed when the
+         * truncation was decided (Raft truncates none of those; one
+         * committed since counted none of this node's pending acks) */
+        int64_t decided_by = n->slow_since ? n->slow_since : s->now;
+        if (cc != NULL && cc->chain == log->v[i - 1].chain && cc->step < decided_by) {
+            sim_fail(s, n->id, "n%u truncates after %s, dropping committed entry %s "
+                     "(committed by step %lld; the truncation was decided from step %lld)",
+                     n->id, trace_zxid(after, z1), trace_zxid(cc->zxid, z2),
+                     (long long)cc->step, (long long)decided_by);
             return;
         }
     }

@@ -72,7 +72,8 @@ void check_membership(struct sim *s, const struct sim_node *n);
  * initial one). */
 const struct raft_config *check_committed_config(const struct check *c, int64_t *zxid);
 
-/* n drops its log entries after `after`. */
+/* n drops its log entries after `after`: none committed when the core
+ * decided it (n->slow_since: the ready may have waited for a slow disk). */
 void check_truncate(struct sim *s, const struct sim_node *n, int64_t after);
 
 /* n is about to persist hs. */

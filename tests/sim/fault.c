@@ -80,6 +80,8 @@ static void strike_nodes(struct sim *s)
         trace_fault(s, n, TR_DISK_FAULT, n->disk_fault == DISK_FAULT_SYNC);
     }
     if (rng_chance(&s->rng, s->prof.slow_disk) && (n = random_up_node(s)) != NULL) {
+        if (n->slow_since == 0)
+            n->slow_since = s->now;
         n->slow_until = s->now + rng_range(&s->rng, 5, 60);
         trace_fault(s, n, TR_SLOW_DISK, n->slow_until);
     }

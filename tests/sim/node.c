@@ -321,6 +321,7 @@ bool node_boot(struct sim *s, struct sim_node *n)
     n->boots++;
     n->next_tick = s->now + 1;
     n->slow_until = 0;
+    n->slow_since = 0;
     n->disk_fault = DISK_FAULT_NONE;
     n->crash_in_ready = false;
     n->seen_role = 0;
@@ -597,6 +598,7 @@ static bool run_stage(struct sim *s, struct sim_node *n, struct raft_ready *rd, 
         break;
     case STAGE_ADVANCE:
         raft_advance(n->r, rd);
+        n->slow_since = 0; /* what waited for the disk is through */
         check_core_matches_disk(s, n);
         corruption_check_leader(s, n);
         if (n->resync_due) {

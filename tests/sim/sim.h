@@ -94,6 +94,7 @@ struct sim_node {
     struct kv kv;     /* rebuilt from disk on restart */
     int64_t restart_at;
     int64_t slow_until;  /* ready processing waits until this step */
+    int64_t slow_since;  /* ... since this step (0: not waiting) */
     int64_t next_tick;
     uint8_t disk_fault;  /* enum node_disk_fault armed for the next write */
     bool crash_in_ready; /* armed: crash part-way through the next ready */
@@ -154,6 +155,7 @@ struct check_commit {
     uint64_t chain;  /* log chain through this entry */
     uint64_t digest; /* state-machine digest after applying it */
     uint32_t first_node; /* who handed it out first */
+    int64_t step;        /* when it was first applied (it committed by then) */
 };
 
 struct check_config {
