@@ -65,16 +65,16 @@
 #define ENS_CXID_BITS 23
 #define ENS_CXID_MASK ((1u << ENS_CXID_BITS) - 1)
 
-/* A snapshot travels as a 16-byte header and the snapshot file's bytes:
- * "LRSX", u32 version (1), i64 repeats_until, little-endian. The snapshot
- * is fuzzy (tree.h): it may already hold txns after its zxid_start, up to
- * the sender's applied zxid, which is repeats_until. The receiver applies
- * those again and must tolerate that they no longer fit. */
 /* The digests after the last applies this server remembers, to compare
  * with a leader's for a zxid it has already passed. The leader's is never
  * far behind: it sends the digest of what it applied last. */
 #define ENS_DIGEST_RING 256u
 
+/* A snapshot travels as a 16-byte header and the snapshot file's bytes:
+ * "LRSX", u32 version (1), i64 repeats_until, little-endian. The snapshot
+ * is fuzzy (tree.h): it may already hold txns after its zxid_start, up to
+ * the sender's applied zxid, which is repeats_until. The receiver applies
+ * those again and must tolerate that they no longer fit. */
 #define ENS_SNAP_MAGIC "LRSX"
 #define ENS_SNAP_VERSION 1u
 #define ENS_SNAP_HEADER 16u
@@ -1781,18 +1781,6 @@ static void leader_round(struct seq *s, int64_t now_ms, int64_t wall_ms)
         (e->rounds_in_flight == 0 && st.applied_zxid != st.last_zxid) ||
         housekeeping_due(s, now_ms))
         return;
-    if (is_reconfig(e, e->input[0])) {
-        /* alone, once the rounds before it have applied: it reads the
-         * committed membership and /zookeeper/config's version */
-        if (e->rounds_in_flight > 0 || raft_next_zxid(e->raft) == 0)
-            return;
-        struct seq_req *r = e->input[0];
-        memmove(e->input, e->input + 1, (e->n_input - 1) * sizeof *e->input);
-        e->n_input--;
-        leader_reconfig(s, r, wall_ms);
-        seq_req_free(r);
-        return;
-    }
     int64_t next = raft_next_zxid(e->raft);
     if (next == 0) {
         /* The term's counter is used up (ZOOKEEPER-1277). A proposal is
@@ -1800,6 +1788,18 @@ static void leader_round(struct seq *s, int64_t now_ms, int64_t wall_ms)
          * it this leader would sit on its queue for good. */
         int rc = raft_propose(e->raft, NULL, 0, NULL);
         BASE_ASSERT(rc == RAFT_ELIMIT);
+        return;
+    }
+    if (is_reconfig(e, e->input[0])) {
+        /* alone, once the rounds before it have applied: it reads the
+         * committed membership and /zookeeper/config's version */
+        if (e->rounds_in_flight > 0)
+            return;
+        struct seq_req *r = e->input[0];
+        memmove(e->input, e->input + 1, (e->n_input - 1) * sizeof *e->input);
+        e->n_input--;
+        leader_reconfig(s, r, wall_ms);
+        seq_req_free(r);
         return;
     }
     size_t n = e->n_input < SEQ_ROUND_MAX ? e->n_input : SEQ_ROUND_MAX;
