@@ -1087,9 +1087,11 @@ class Ensemble:
     """
 
     def __init__(self, n=3, binary=None, tick_ms=100, sync_limit=5, cfg_lines=(),
-                 session_timeout_ms=None, observers=0, proxied=False, spares=0):
+                 session_timeout_ms=None, observers=0, proxied=False, spares=0,
+                 dynamic_file=False):
         self.n = n
         self.spares = spares
+        self.dynamic_file = dynamic_file  # server.N lines in <dir>/zoo.cfg.dynamic
         self.proxied = proxied
         self.proxies = {}  # (i, j): the proxy i dials to reach j (proxied only)
         self.observers = observers  # the last `observers` members do not vote
@@ -1134,6 +1136,9 @@ class Ensemble:
     def dir_of(self, sid):
         return os.path.join(self.root, "s%d" % sid)
 
+    def dynamic_path(self, sid):
+        return os.path.join(self.dir_of(sid), "zoo.cfg.dynamic")
+
     def start(self):
         self.root = tempfile.mkdtemp(prefix="larch-it-ensemble-")
         _LIVE_ENSEMBLES.add(self)
@@ -1159,8 +1164,15 @@ class Ensemble:
                 os.makedirs(data)
                 with open(os.path.join(data, "myid"), "w") as f:
                     f.write("%d\n" % sid)
+                lines = self.cfg_text(sid)
+                if self.dynamic_file:
+                    dyn = self.dynamic_path(sid)
+                    with open(dyn, "w") as f:
+                        f.write("\n".join(l for l in lines if l.startswith("server.")) + "\n")
+                    lines = [l for l in lines if not l.startswith("server.")]
+                    lines.append("dynamicConfigFile=%s" % dyn)
                 with open(os.path.join(self.dir_of(sid), "zoo.cfg"), "w") as f:
-                    f.write("\n".join(self.cfg_text(sid)) + "\n")
+                    f.write("\n".join(lines) + "\n")
             for sid in self.ids:
                 self.spawn(sid)
             for sid in self.ids:

@@ -156,6 +156,32 @@ class ReconfigTest(unittest.TestCase):
         finally:
             stop_client(c)
 
+    def test_dynamic_config_file_follows(self):
+        """With dynamicConfigFile, every member rewrites it when a reconfig
+        applies (ZooKeeper's text, version line included), and a member
+        restarted reads the new membership from it."""
+        self.ens = Ensemble(n=3, spares=1, cfg_lines=RECONFIG_CFG, dynamic_file=True)
+        ens = self.ens
+        ens.start()
+        ens.wait_leader(among=ens.members)
+        su = client(ens.hosts(ens.members), superuser=True)
+        try:
+            data, _ = su.reconfig(joining=ens.server_line(4, 4), leaving=None,
+                                  new_members=None)
+        finally:
+            stop_client(su)
+
+        def written(sid):
+            with open(ens.dynamic_path(sid), "rb") as f:
+                return f.read()
+        for sid in ens.ids:
+            self.assertTrue(wait_until(lambda: written(sid) == data, 10.0),
+                            "server %d: %r" % (sid, written(sid)))
+        f = ens.members[-1]
+        ens.kill(f)
+        ens.restart(f)
+        self.wait_member(f, {ens.wait_leader(among=ens.ids)})
+
     def test_refused_requests_change_nothing(self):
         ens = self.start(spares=0)
         ens.wait_leader()
