@@ -21,10 +21,12 @@
  * it) comes in as struct reconfig_leader, so the decision is a pure
  * function of its inputs.
  *
- * Not here, the caller's part: the session check, ZUNIMPLEMENTED on a
- * standalone server, and the ACL check (WRITE on /zookeeper/config), which
- * ZooKeeper makes after every check below (a refused reconfig answers its
- * own error before ZNOAUTH); proposing, committing, answering.
+ * The caller (larchd's ensemble driver, server/reconfig_ops.c) does the
+ * rest: the session check, the superuser check (ZooKeeper's WRITE check
+ * on /zookeeper/config, made after every check below, so a refused
+ * reconfig answers its own error before ZNOAUTH), and proposing,
+ * committing and answering the change. A standalone server never gets
+ * here: it answers RECONFIGDISABLED.
  *
  * Pure: no I/O, no clocks, no globals; allocates only scratch it frees (the
  * bulk form's parse). Safe from any thread on distinct arguments. Every

@@ -22,14 +22,14 @@
 #define NEW_VERSION 0x100000007LL /* the zxid the reconfig txn would carry */
 
 /* Three participants, client ports without address (";2181"). */
-#define THREE "server.1=10.0.0.1:2888:3888;2181\n" \
-              "server.2=10.0.0.2:2888:3888;2181\n" \
-              "server.3=10.0.0.3:2888:3888;2181\n"
-#define LINE1 "server.1=10.0.0.1:2888:3888:participant;0.0.0.0:2181\n"
-#define LINE2 "server.2=10.0.0.2:2888:3888:participant;0.0.0.0:2181\n"
-#define LINE3 "server.3=10.0.0.3:2888:3888:participant;0.0.0.0:2181\n"
-#define JOIN4 "server.4=10.0.0.4:2888:3888;10.0.0.4:2181"
-#define LINE4 "server.4=10.0.0.4:2888:3888:participant;10.0.0.4:2181\n"
+#define THREE "server.1=198.18.0.1:2888:3888;2181\n" \
+              "server.2=198.18.0.2:2888:3888;2181\n" \
+              "server.3=198.18.0.3:2888:3888;2181\n"
+#define LINE1 "server.1=198.18.0.1:2888:3888:participant;0.0.0.0:2181\n"
+#define LINE2 "server.2=198.18.0.2:2888:3888:participant;0.0.0.0:2181\n"
+#define LINE3 "server.3=198.18.0.3:2888:3888:participant;0.0.0.0:2181\n"
+#define JOIN4 "server.4=198.18.0.4:2888:3888;198.18.0.4:2181"
+#define LINE4 "server.4=198.18.0.4:2888:3888:participant;198.18.0.4:2181\n"
 #define VERSION_LINE "version=100000007"
 
 struct fx {
@@ -111,7 +111,7 @@ static void test_add_participant(void **state)
     /* "N=spec" is accepted too (the id follows the last '.', if any), and
      * blank and empty words are skipped */
     leader(&f, THREE);
-    want_text(&f, plan(&f, " , 4 = 10.0.0.4:2888:3888;10.0.0.4:2181 ,, ", NULL, NULL, -1),
+    want_text(&f, plan(&f, " , 4 = 198.18.0.4:2888:3888;198.18.0.4:2181 ,, ", NULL, NULL, -1),
               LINE1 LINE2 LINE3 LINE4 VERSION_LINE);
 }
 
@@ -130,36 +130,36 @@ static void test_add_observer(void **state)
 static void test_remove(void **state)
 {
     struct fx f;
-    leader(&f, THREE "server.4=10.0.0.4:2888:3888:observer\n");
+    leader(&f, THREE "server.4=198.18.0.4:2888:3888:observer\n");
     want_text(&f, plan(&f, NULL, "3", NULL, -1), LINE1 LINE2
-              "server.4=10.0.0.4:2888:3888:observer\n" VERSION_LINE);
+              "server.4=198.18.0.4:2888:3888:observer\n" VERSION_LINE);
     /* several ids; an id that is no member is ignored (HashMap.remove) */
-    leader(&f, THREE "server.4=10.0.0.4:2888:3888:observer\n");
+    leader(&f, THREE "server.4=198.18.0.4:2888:3888:observer\n");
     want_text(&f, plan(&f, NULL, " 4 ,9,, 3", NULL, -1), LINE1 LINE2 VERSION_LINE);
     /* leaving is applied before joining: a server may leave and come back */
     leader(&f, THREE);
-    want_text(&f, plan(&f, "server.3=10.0.0.3:2888:3888:observer;2181", "3", NULL, -1),
-              LINE1 LINE2 "server.3=10.0.0.3:2888:3888:observer;0.0.0.0:2181\n" VERSION_LINE);
+    want_text(&f, plan(&f, "server.3=198.18.0.3:2888:3888:observer;2181", "3", NULL, -1),
+              LINE1 LINE2 "server.3=198.18.0.3:2888:3888:observer;0.0.0.0:2181\n" VERSION_LINE);
 }
 
 static void test_change_role_and_address(void **state)
 {
     struct fx f;
     /* participant -> observer: joining with the same id replaces it */
-    leader(&f, THREE "server.4=10.0.0.4:2888:3888;2181\n");
-    want_text(&f, plan(&f, "server.4=10.0.0.4:2888:3888:observer;2181", NULL, NULL, -1),
-              LINE1 LINE2 LINE3 "server.4=10.0.0.4:2888:3888:observer;0.0.0.0:2181\n"
+    leader(&f, THREE "server.4=198.18.0.4:2888:3888;2181\n");
+    want_text(&f, plan(&f, "server.4=198.18.0.4:2888:3888:observer;2181", NULL, NULL, -1),
+              LINE1 LINE2 LINE3 "server.4=198.18.0.4:2888:3888:observer;0.0.0.0:2181\n"
               VERSION_LINE);
     /* observer -> participant (4 is a synced follower: "remove, then add
      * back" leaves it one, zookeeperReconfig.md) */
-    leader(&f, THREE "server.4=10.0.0.4:2888:3888:observer;2181\n");
-    want_text(&f, plan(&f, "server.4=10.0.0.4:2888:3888:participant;2181", NULL, NULL, -1),
-              LINE1 LINE2 LINE3 "server.4=10.0.0.4:2888:3888:participant;0.0.0.0:2181\n"
+    leader(&f, THREE "server.4=198.18.0.4:2888:3888:observer;2181\n");
+    want_text(&f, plan(&f, "server.4=198.18.0.4:2888:3888:participant;2181", NULL, NULL, -1),
+              LINE1 LINE2 LINE3 "server.4=198.18.0.4:2888:3888:participant;0.0.0.0:2181\n"
               VERSION_LINE);
     /* new ports for a member: its old addresses do not conflict with it */
     leader(&f, THREE);
-    want_text(&f, plan(&f, "server.2=10.0.0.2:3888:2888;10.0.0.2:2888", NULL, NULL, -1),
-              LINE1 "server.2=10.0.0.2:3888:2888:participant;10.0.0.2:2888\n" LINE3
+    want_text(&f, plan(&f, "server.2=198.18.0.2:3888:2888;198.18.0.2:2888", NULL, NULL, -1),
+              LINE1 "server.2=198.18.0.2:3888:2888:participant;198.18.0.2:2888\n" LINE3
               VERSION_LINE);
 }
 
@@ -221,33 +221,33 @@ static void test_malformed_joining(void **state)
         { "server.4=a:1:2;3=x", ZK_EBADARGUMENTS, "joiningServers: 'server.4=a:1:2;3=x' is "
           "not server.N=host:quorumPort:electionPort[:participant|observer];"
           "[clientAddress:]clientPort" },
-        { "server.4=10.0.0.4:2888", ZK_EBADARGUMENTS, "joiningServers: server.4: "
-          "'10.0.0.4:2888' is not host:quorumPort:electionPort[:participant|observer]"
+        { "server.4=198.18.0.4:2888", ZK_EBADARGUMENTS, "joiningServers: server.4: "
+          "'198.18.0.4:2888' is not host:quorumPort:electionPort[:participant|observer]"
           "[;[clientAddress:]clientPort]" },
-        { "server.4=10.0.0.4:2888:3888:leader;2181", ZK_EBADARGUMENTS, "joiningServers: "
-          "server.4: '10.0.0.4:2888:3888:leader;2181' is not host:quorumPort:electionPort"
+        { "server.4=198.18.0.4:2888:3888:leader;2181", ZK_EBADARGUMENTS, "joiningServers: "
+          "server.4: '198.18.0.4:2888:3888:leader;2181' is not host:quorumPort:electionPort"
           "[:participant|observer][;[clientAddress:]clientPort]" },
-        { "server.4=10.0.0.4:2888:3888;2181;2182", ZK_EBADARGUMENTS, "joiningServers: "
-          "server.4: '10.0.0.4:2888:3888;2181;2182' is not host:quorumPort:electionPort"
+        { "server.4=198.18.0.4:2888:3888;2181;2182", ZK_EBADARGUMENTS, "joiningServers: "
+          "server.4: '198.18.0.4:2888:3888;2181;2182' is not host:quorumPort:electionPort"
           "[:participant|observer][;[clientAddress:]clientPort]" },
-        { "server.4=10.0.0.4:2888:3888", ZK_EBADARGUMENTS, "joiningServers: server.4: a "
-          "joining server needs its client port ('10.0.0.4:2888:3888;[clientAddress:]"
+        { "server.4=198.18.0.4:2888:3888", ZK_EBADARGUMENTS, "joiningServers: server.4: a "
+          "joining server needs its client port ('198.18.0.4:2888:3888;[clientAddress:]"
           "clientPort')" },
-        { "server.4=10.0.0.4:2888:2888;2181", ZK_EBADARGUMENTS, "joiningServers: server.4: "
-          "'10.0.0.4:2888:2888;2181': the quorum and election ports must differ" },
+        { "server.4=198.18.0.4:2888:2888;2181", ZK_EBADARGUMENTS, "joiningServers: server.4: "
+          "'198.18.0.4:2888:2888;2181': the quorum and election ports must differ" },
         { "server.4=a:1:2|b:1:2;2181", ZK_EBADARGUMENTS, "joiningServers: server.4: several "
           "addresses for one server (multiAddress) are not supported" },
-        { "server.0=10.0.0.4:2888:3888;2181", ZK_EBADARGUMENTS, "joiningServers: server.0: "
+        { "server.0=198.18.0.4:2888:3888;2181", ZK_EBADARGUMENTS, "joiningServers: server.0: "
           "'0' is not a server id (1-255)" },
-        { "server.256=10.0.0.4:2888:3888;2181", ZK_EBADARGUMENTS, "joiningServers: "
+        { "server.256=198.18.0.4:2888:3888;2181", ZK_EBADARGUMENTS, "joiningServers: "
           "server.256: '256' is not a server id (1-255)" },
-        { "server.+4=10.0.0.4:2888:3888;2181", ZK_EBADARGUMENTS, "joiningServers: server.+4: "
+        { "server.+4=198.18.0.4:2888:3888;2181", ZK_EBADARGUMENTS, "joiningServers: server.+4: "
           "'+4' is not a server id (1-255)" },
-        { "server.255=10.0.0.4:2888:3888;2181", ZK_EBADARGUMENTS, "joiningServers: "
+        { "server.255=198.18.0.4:2888:3888;2181", ZK_EBADARGUMENTS, "joiningServers: "
           "server.255: ids above 254 are not allowed with zookeeper.extendedTypesEnabled=true" },
         /* Long.parseLong fails uncaught in ZooKeeper: a marshalling error */
-        { "server.x=10.0.0.4:2888:3888;2181", ZK_EBADARGUMENTS, "joiningServers: "
-          "'server.x=10.0.0.4:2888:3888;2181': 'x' is not a server id" },
+        { "server.x=198.18.0.4:2888:3888;2181", ZK_EBADARGUMENTS, "joiningServers: "
+          "'server.x=198.18.0.4:2888:3888;2181': 'x' is not a server id" },
         { "server.99999999999999999999=h:1:2;3", ZK_EBADARGUMENTS, "joiningServers: "
           "'server.99999999999999999999=h:1:2;3': '99999999999999999999' is not a server id" },
         { JOIN4 "," JOIN4, ZK_EBADARGUMENTS, "joiningServers: server.4 is given twice" },
@@ -262,8 +262,8 @@ static void test_malformed_joining(void **state)
     struct fx f;
     leader(&f, THREE);
     f.l.extended_types = false; /* 255 is a good id then */
-    want_text(&f, plan(&f, "server.255=10.0.0.4:2888:3888;2181", NULL, NULL, -1),
-              LINE1 LINE2 LINE3 "server.255=10.0.0.4:2888:3888:participant;0.0.0.0:2181\n"
+    want_text(&f, plan(&f, "server.255=198.18.0.4:2888:3888;2181", NULL, NULL, -1),
+              LINE1 LINE2 LINE3 "server.255=198.18.0.4:2888:3888:participant;0.0.0.0:2181\n"
               VERSION_LINE);
 }
 
@@ -284,20 +284,20 @@ static void test_address_conflicts(void **state)
 {
     struct fx f;
     leader(&f, THREE);
-    want_error(&f, plan(&f, "server.4=10.0.0.3:2888:3999;2182", NULL, NULL, -1),
-               ZK_EBADARGUMENTS, "joiningServers: server.4: 10.0.0.3:2888 is also an address "
+    want_error(&f, plan(&f, "server.4=198.18.0.3:2888:3999;2182", NULL, NULL, -1),
+               ZK_EBADARGUMENTS, "joiningServers: server.4: 198.18.0.3:2888 is also an address "
                "of server.3");
     /* any of quorum, client, election against any of the other's */
-    want_error(&f, plan(&f, "server.4=10.0.0.4:2888:3888;10.0.0.2:3888", NULL, NULL, -1),
-               ZK_EBADARGUMENTS, "joiningServers: server.4: 10.0.0.2:3888 is also an address "
+    want_error(&f, plan(&f, "server.4=198.18.0.4:2888:3888;198.18.0.2:3888", NULL, NULL, -1),
+               ZK_EBADARGUMENTS, "joiningServers: server.4: 198.18.0.2:3888 is also an address "
                "of server.2");
     /* against the joiners before it, and host names compare without case */
     want_error(&f, plan(&f, "server.4=zk4:2888:3888;2181,server.5=ZK4:2889:2888;2181", NULL,
                         NULL, -1), ZK_EBADARGUMENTS, "joiningServers: server.5: ZK4:2888 is "
                "also an address of server.4");
     /* a member that leaves frees its addresses */
-    want_text(&f, plan(&f, "server.4=10.0.0.3:2888:3888;2181", "3", NULL, -1),
-              LINE1 LINE2 "server.4=10.0.0.3:2888:3888:participant;0.0.0.0:2181\n"
+    want_text(&f, plan(&f, "server.4=198.18.0.3:2888:3888;2181", "3", NULL, -1),
+              LINE1 LINE2 "server.4=198.18.0.3:2888:3888:participant;0.0.0.0:2181\n"
               VERSION_LINE);
     /* loopback and wildcard addresses are not compared (QuorumServer's
      * excludedSpecialAddresses) */
@@ -318,12 +318,12 @@ static void test_too_many_servers(void **state)
     struct fx f;
     leader(&f, members);
     assert_int_equal(f.l.n_members, CONFIG_SERVERS_MAX);
-    snprintf(joining, sizeof joining, "server.%d=10.0.1.99:2888:3888;2181",
+    snprintf(joining, sizeof joining, "server.%d=198.18.1.99:2888:3888;2181",
              CONFIG_SERVERS_MAX + 1);
     want_error(&f, plan(&f, joining, NULL, NULL, -1), ZK_EBADARGUMENTS,
                "joiningServers: server.33: more than 32 servers");
     /* replacing one is no growth */
-    assert_int_equal(plan(&f, "server.32=10.0.1.32:2889:3889;2182", NULL, NULL, -1), ZK_OK);
+    assert_int_equal(plan(&f, "server.32=198.18.1.32:2889:3889;2182", NULL, NULL, -1), ZK_OK);
     assert_int_equal(f.n_out, CONFIG_SERVERS_MAX);
     assert_int_equal(f.out[31].id, 32);
     assert_int_equal(f.out[31].quorum_port, 2889);
@@ -337,20 +337,20 @@ static void test_new_members(void **state)
     struct fx f;
     leader(&f, THREE);
     /* commas or newlines; any order; the version line is ignored */
-    want_text(&f, plan(&f, NULL, NULL, "server.3=10.0.0.3:2888:3888;2181,version=1f,"
-                       "server.1=10.0.0.1:2888:3888;2181\nserver.5=10.0.0.5:2888:3888:observer",
+    want_text(&f, plan(&f, NULL, NULL, "server.3=198.18.0.3:2888:3888;2181,version=1f,"
+                       "server.1=198.18.0.1:2888:3888;2181\nserver.5=198.18.0.5:2888:3888:observer",
                        -1),
-              LINE1 LINE3 "server.5=10.0.0.5:2888:3888:observer\n" VERSION_LINE);
+              LINE1 LINE3 "server.5=198.18.0.5:2888:3888:observer\n" VERSION_LINE);
     assert_string_equal(f.out[0].where, "newMembers:3");
     assert_string_equal(f.out[2].where, "newMembers:4");
     /* joiningServers and leavingServers are ignored when newMembers is given */
     want_text(&f, plan(&f, JOIN4, "1", THREE, -1), LINE1 LINE2 LINE3 VERSION_LINE);
     /* no client port needed here; an address may be any member's (no check
      * in parseDynamicConfig) */
-    want_text(&f, plan(&f, NULL, NULL, "server.1=10.0.0.1:2888:3888,server.2=10.0.0.1:2888:3889",
+    want_text(&f, plan(&f, NULL, NULL, "server.1=198.18.0.1:2888:3888,server.2=198.18.0.1:2888:3889",
                        -1),
-              "server.1=10.0.0.1:2888:3888:participant\n"
-              "server.2=10.0.0.1:2888:3889:participant\n" VERSION_LINE);
+              "server.1=198.18.0.1:2888:3888:participant\n"
+              "server.2=198.18.0.1:2888:3889:participant\n" VERSION_LINE);
 }
 
 static void test_new_members_errors(void **state)
@@ -363,12 +363,12 @@ static void test_new_members_errors(void **state)
     } cases[] = {
         { "", true, ZK_EBADARGUMENTS, "the new configuration would have 0 participants: it "
           "needs at least 2 (standaloneEnabled=true)" },
-        { "server.1=10.0.0.1:2888:3888", true, ZK_EBADARGUMENTS, "the new configuration would "
+        { "server.1=198.18.0.1:2888:3888", true, ZK_EBADARGUMENTS, "the new configuration would "
           "have 1 participant: it needs at least 2 (standaloneEnabled=true)" },
-        { "server.1=10.0.0.1:2888:3888,tickTime=2000", true, ZK_EBADARGUMENTS, "newMembers:2: "
+        { "server.1=198.18.0.1:2888:3888,tickTime=2000", true, ZK_EBADARGUMENTS, "newMembers:2: "
           "'tickTime' does not belong in a dynamic configuration file (server.N and version "
           "lines only)" },
-        { "server.1=10.0.0.1:2888:3888,group.1=1", true, ZK_EBADARGUMENTS, "newMembers:2: "
+        { "server.1=198.18.0.1:2888:3888,group.1=1", true, ZK_EBADARGUMENTS, "newMembers:2: "
           "'group.1': hierarchical quorums (group.N, weight.N) are not supported: larchd "
           "counts a majority of participants" },
         { "server.1=a:1:2,server.2=b:1:2,server.1=c:1:2", true, ZK_EBADARGUMENTS,
@@ -405,7 +405,7 @@ static void test_new_members_errors(void **state)
 static void test_voters_left(void **state)
 {
     struct fx f;
-    leader(&f, THREE "server.4=10.0.0.4:2888:3888:observer\n");
+    leader(&f, THREE "server.4=198.18.0.4:2888:3888:observer\n");
     want_error(&f, plan(&f, NULL, "1,2,3", NULL, -1), ZK_EBADARGUMENTS,
                "the new configuration would have 0 participants: it needs at least 2 "
                "(standaloneEnabled=true)");
@@ -413,12 +413,12 @@ static void test_voters_left(void **state)
                "the new configuration would have 1 participant: it needs at least 2 "
                "(standaloneEnabled=true)");
     /* demoting voters counts too */
-    want_error(&f, plan(&f, "server.2=10.0.0.2:2888:3888:observer;2181", "3", NULL, -1),
+    want_error(&f, plan(&f, "server.2=198.18.0.2:2888:3888:observer;2181", "3", NULL, -1),
                ZK_EBADARGUMENTS, "the new configuration would have 1 participant: it needs "
                "at least 2 (standaloneEnabled=true)");
     f.l.standalone_enabled = false;
     want_text(&f, plan(&f, NULL, "2,3", NULL, -1),
-              LINE1 "server.4=10.0.0.4:2888:3888:observer\n" VERSION_LINE);
+              LINE1 "server.4=198.18.0.4:2888:3888:observer\n" VERSION_LINE);
     want_error(&f, plan(&f, NULL, "1,2,3", NULL, -1), ZK_EBADARGUMENTS,
                "the new configuration would have 0 participants: it needs at least 1");
 }
@@ -429,19 +429,19 @@ static void test_synced_quorum(void **state)
     leader(&f, THREE);
     /* 5 voters need 3: the leader and follower 2 are 2 */
     set_synced(&f, 1, (const uint32_t[]){ 2 });
-    want_error(&f, plan(&f, JOIN4 ",server.5=10.0.0.5:2888:3888;2181", NULL, NULL, -1),
+    want_error(&f, plan(&f, JOIN4 ",server.5=198.18.0.5:2888:3888;2181", NULL, NULL, -1),
                ZK_ENEWCONFIGNOQUORUM, "2 of the new configuration's 5 participants are this "
                "leader or followers synced with it: 3 are needed");
     /* repeats, the leader's id, ids of no voter count nothing */
     set_synced(&f, 5, (const uint32_t[]){ 2, 2, 1, 99, 100000 });
-    want_error(&f, plan(&f, JOIN4 ",server.5=10.0.0.5:2888:3888;2181", NULL, NULL, -1),
+    want_error(&f, plan(&f, JOIN4 ",server.5=198.18.0.5:2888:3888;2181", NULL, NULL, -1),
                ZK_ENEWCONFIGNOQUORUM, "2 of the new configuration's 5 participants are this "
                "leader or followers synced with it: 3 are needed");
     /* a joiner synced as a (non-voting) follower counts */
     set_synced(&f, 2, (const uint32_t[]){ 2, 4 });
-    want_text(&f, plan(&f, JOIN4 ",server.5=10.0.0.5:2888:3888;2181", NULL, NULL, -1),
+    want_text(&f, plan(&f, JOIN4 ",server.5=198.18.0.5:2888:3888;2181", NULL, NULL, -1),
               LINE1 LINE2 LINE3 LINE4
-              "server.5=10.0.0.5:2888:3888:participant;0.0.0.0:2181\n" VERSION_LINE);
+              "server.5=198.18.0.5:2888:3888:participant;0.0.0.0:2181\n" VERSION_LINE);
     /* a leader that leaves counts for nothing: voters 2, 3 need both */
     set_synced(&f, 1, (const uint32_t[]){ 2 });
     want_error(&f, plan(&f, NULL, "1", NULL, -1), ZK_ENEWCONFIGNOQUORUM,
@@ -452,14 +452,14 @@ static void test_synced_quorum(void **state)
     /* a follower this reconfig makes an observer votes no more: voters 1, 2 */
     leader(&f, THREE);
     set_synced(&f, 1, (const uint32_t[]){ 3 });
-    want_error(&f, plan(&f, "server.3=10.0.0.3:2888:3888:observer;2181", NULL, NULL, -1),
+    want_error(&f, plan(&f, "server.3=198.18.0.3:2888:3888:observer;2181", NULL, NULL, -1),
                ZK_ENEWCONFIGNOQUORUM, "1 of the new configuration's 2 participants are this "
                "leader or followers synced with it: 2 are needed");
     /* zookeeperReconfig.md: A leads, B crashed, C follows, D observes; D
      * cannot become a participant in one step (an observer is no follower) */
-    leader(&f, THREE "server.4=10.0.0.4:2888:3888:observer;2181\n");
+    leader(&f, THREE "server.4=198.18.0.4:2888:3888:observer;2181\n");
     set_synced(&f, 1, (const uint32_t[]){ 3 });
-    want_error(&f, plan(&f, "server.4=10.0.0.4:2888:3888;2181", NULL, NULL, -1),
+    want_error(&f, plan(&f, "server.4=198.18.0.4:2888:3888;2181", NULL, NULL, -1),
                ZK_ENEWCONFIGNOQUORUM, "2 of the new configuration's 4 participants are this "
                "leader or followers synced with it: 3 are needed");
     /* the voter-count rule is checked before the quorum */
@@ -475,14 +475,14 @@ static void test_parse_server(void **state)
 {
     struct config_server sv;
     char msg[CONFIG_MSG_MAX];
-    assert_int_equal(config_parse_server("7", " [::1]:2888:3888:Observer ; 10.1.1.1:2181 ", &sv,
+    assert_int_equal(config_parse_server("7", " [::1]:2888:3888:Observer ; 198.18.1.1:2181 ", &sv,
                                          msg, sizeof msg), CONFIG_SERVER_OK);
     assert_int_equal(sv.id, 7);
     assert_string_equal(sv.host, "::1");
     assert_int_equal(sv.quorum_port, 2888);
     assert_int_equal(sv.election_port, 3888);
     assert_true(sv.observer);
-    assert_string_equal(sv.client_address, "10.1.1.1");
+    assert_string_equal(sv.client_address, "198.18.1.1");
     assert_int_equal(sv.client_port, 2181);
     assert_string_equal(sv.where, "");
     assert_int_equal(config_parse_server("x", "a:1:2", &sv, msg, sizeof msg),
