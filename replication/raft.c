@@ -89,6 +89,11 @@ struct raft {
     size_t n_log, cap_log, n_stable;
     int64_t log_base, snap_zxid;
     int64_t commit, applied, durable;
+    /* cfg.async_log: the log batches handed out and not yet synced, oldest
+     * first, each as the zxid through which it leaves the log durable
+     * (lowered when a later truncation cuts into it) */
+    int64_t batch_last[RAFT_LOG_BATCHES_MAX];
+    size_t batch_head, n_batches;
 
     uint32_t election_elapsed, election_timeout, lease_elapsed;
     uint32_t heartbeat_elapsed, quorum_elapsed;
@@ -335,6 +340,17 @@ static void drop_msgs_beyond(struct raft *r, size_t keep)
 
 static void conf_rewind(struct raft *r);
 
+/* A batch still on its way to the disk makes the log durable only up to
+ * what the log holds now: a truncation cuts it back to after. */
+static void batches_cap(struct raft *r, int64_t after)
+{
+    for (size_t i = 0; i < r->n_batches; i++) {
+        int64_t *last = &r->batch_last[(r->batch_head + i) % RAFT_LOG_BATCHES_MAX];
+        if (*last > after)
+            *last = after;
+    }
+}
+
 /* Drops every entry with zxid > after and reports it in the next ready.
  * Committed entries are never dropped: that would lose acknowledged data.
  * A membership they held goes with them. */
@@ -351,6 +367,7 @@ static void log_truncate_after(struct raft *r, int64_t after)
         r->n_stable = keep;
     if (r->durable > after)
         r->durable = after;
+    batches_cap(r, after);
     if (!r->truncate || after < r->truncate_after)
         r->truncate_after = after;
     r->truncate = true;
@@ -1157,6 +1174,7 @@ static int install_snapshot(struct raft *r, const struct raft_msg *m)
      * until the snapshot is persisted */
     if (r->durable > r->commit)
         r->durable = r->commit;
+    batches_cap(r, r->commit);
     r->n_log = r->n_stable = 0;
     r->truncate = false;
     r->log_base = r->snap_zxid = z;
@@ -1683,11 +1701,11 @@ static bool hard_state_changed(const struct raft *r)
     return r->term != r->persisted.term || r->vote != r->persisted.vote;
 }
 
-/* Log indices [*first, *end) of the entries committed, durable and not
- * yet applied. */
+/* Log indices [*first, *end) of the entries committed and not yet
+ * applied; without async_log, only the durable ones (raft.h). */
 static void committed_range(const struct raft *r, size_t *first, size_t *end)
 {
-    int64_t upto = r->commit < r->durable ? r->commit : r->durable;
+    int64_t upto = r->cfg.async_log || r->commit < r->durable ? r->commit : r->durable;
     *first = log_upper(r, r->applied);
     *end = upto > r->applied ? log_upper(r, upto) : *first;
 }
@@ -1727,6 +1745,7 @@ static void resolve_msgs(struct raft *r)
 void raft_ready(struct raft *r, struct raft_ready *rd)
 {
     BASE_ASSERT(r && rd && !r->in_ready);
+    BASE_ASSERT(r->n_batches < RAFT_LOG_BATCHES_MAX); /* room for this ready's batch */
     if (r->append_pending && r->role == RAFT_LEADER)
         broadcast_append(r, APPEND_ENTRIES);
     r->append_pending = false;
@@ -1778,13 +1797,44 @@ void raft_advance(struct raft *r, const struct raft_ready *rd)
     }
     r->truncate = false;
     r->n_stable = r->n_log;
-    r->durable = log_last(r);
+    if (!r->cfg.async_log) {
+        r->durable = log_last(r);
+    } else {
+        /* a snapshot is persisted before the ready advances (step 2) */
+        if (rd->snapshot && !rd->snapshot->keeps_log && rd->snapshot->zxid > r->durable)
+            r->durable = rd->snapshot->zxid;
+        if (rd->n_entries > 0 || rd->truncate) {
+            BASE_ASSERT(r->n_batches < RAFT_LOG_BATCHES_MAX);
+            size_t at = (r->batch_head + r->n_batches++) % RAFT_LOG_BATCHES_MAX;
+            r->batch_last[at] = log_last(r);
+        }
+    }
     if (rd->n_committed)
         r->applied = rd->committed[rd->n_committed - 1].zxid;
     BASE_ASSERT(r->applied <= r->commit && r->commit <= log_last(r));
     r->n_msgs = 0;
     r->n_reads = 0;
     leader_maybe_commit(r); /* the leader's own entries now count */
+}
+
+void raft_log_synced(struct raft *r, size_t n)
+{
+    BASE_ASSERT(r && !r->in_ready && r->cfg.async_log);
+    BASE_ASSERT(n <= r->n_batches);
+    for (; n > 0; n--) {
+        int64_t last = r->batch_last[r->batch_head];
+        r->batch_head = (r->batch_head + 1) % RAFT_LOG_BATCHES_MAX;
+        r->n_batches--;
+        if (last > r->durable)
+            r->durable = last;
+    }
+    BASE_ASSERT(r->durable <= log_last(r));
+    leader_maybe_commit(r);
+}
+
+size_t raft_log_unsynced(const struct raft *r)
+{
+    return r->n_batches;
 }
 
 /* ---- construction and inspection -------------------------------------- */

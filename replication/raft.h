@@ -38,6 +38,21 @@
  *      machine has applied through its zxid);
  *   8. call raft_advance(r, &rd).
  * Between raft_ready and raft_advance the driver calls nothing else on r.
+ *
+ * With cfg.async_log, steps 3 and 4 may finish after raft_advance, on
+ * another thread (the Raft thesis, 10.2.1; etcd's asynchronous storage
+ * writes): a ready with entries or a truncation is a log batch, and the
+ * driver carries out batches in the order it got them, each truncation
+ * before the appends after it. The core counts nothing in a batch as
+ * durable until raft_log_synced says it is: no entry commits on this
+ * node's ack. rd.committed may hold entries this node has not made
+ * durable yet: a quorum holds them, so applying them is safe, and a
+ * leader must apply what it committed before it preps requests that
+ * depend on it (a client may have seen the commit through a follower).
+ * Step 5's late messages (raft_msg_early false) still depend on
+ * the disk: the driver sends them only once every batch handed out up to
+ * and including their ready is durable. Step 1 (term and vote) and step 2
+ * (a snapshot, once the batches before it are durable) stay synchronous.
  * Everything rd points at is owned by the core and stays valid until
  * raft_advance. If a step fails (EIO, ENOSPC), the driver must not call
  * raft_advance: it stops the server (a real one restarts from its disk; the
@@ -164,7 +179,15 @@ struct raft_cfg {
     /* Tests only (tests/sim --break): faults put in on purpose to show
      * that the simulator's checks catch them. 0 in every real server. */
     uint32_t break_on_purpose; /* RAFT_BREAK_* bits */
+    /* The driver makes log batches durable after raft_advance (the Ready
+     * contract above) and reports them with raft_log_synced. */
+    bool async_log;
 };
+
+/* With cfg.async_log: how many log batches may be handed out and not yet
+ * synced. The driver waits for its disk before a raft_ready that could
+ * exceed it (raft_log_unsynced). */
+#define RAFT_LOG_BATCHES_MAX 256u
 
 /* Faults for break_on_purpose. */
 #define RAFT_BREAK_COMMIT_MINORITY 0x1u /* the leader commits on its own ack */
@@ -400,6 +423,14 @@ void raft_compact(struct raft *r, int64_t zxid, size_t keep_entries);
 bool raft_has_ready(const struct raft *r);
 void raft_ready(struct raft *r, struct raft_ready *rd);
 void raft_advance(struct raft *r, const struct raft_ready *rd);
+
+/* cfg.async_log only. The oldest n log batches not yet synced are durable
+ * (truncations and appends done, fdatasync returned), in the order they
+ * were handed out. Not between raft_ready and raft_advance. */
+void raft_log_synced(struct raft *r, size_t n);
+/* cfg.async_log: the log batches handed out and not yet synced (a ready
+ * may add one; at most RAFT_LOG_BATCHES_MAX). 0 without async_log. */
+size_t raft_log_unsynced(const struct raft *r);
 
 void raft_status(const struct raft *r, struct raft_status *st);
 

@@ -1982,6 +1982,151 @@ static void test_commit_notice_is_not_answered(void **state)
     cluster_free(c);
 }
 
+/* ---- cfg.async_log: the log is made durable after raft_advance ---------- */
+
+static struct raft *async_follower(void)
+{
+    static const struct raft_member members[] = { { 1, true }, { 2, true }, { 3, true } };
+    struct raft_cfg cfg = { .self_id = 2, .members = members, .n_members = 3,
+                            .election_ticks = ELECTION, .heartbeat_ticks = HEARTBEAT,
+                            .seed = 7, .async_log = true };
+    struct raft *r = raft_new(&cfg, NULL);
+    assert_non_null(r);
+    return r;
+}
+
+/* Steps an APPEND of entries at zxids zs (no-ops) after prev from the
+ * leader of term, then runs the ready without touching the disk: returns
+ * how many messages it would send (the ack among them). */
+static size_t async_append(struct raft *r, uint32_t leader, uint32_t term, int64_t prev,
+                           const int64_t *zs, uint32_t n, int64_t commit)
+{
+    struct raft_entry ents[4];
+    assert_true(n <= 4);
+    for (uint32_t i = 0; i < n; i++)
+        ents[i] = (struct raft_entry){ .zxid = zs[i], .type = RAFT_ENTRY_NOOP };
+    struct raft_msg m = { .type = RAFT_MSG_APPEND, .from = leader, .to = 2, .term = term,
+                          .prev_zxid = prev, .commit_zxid = commit, .entries = ents,
+                          .n_entries = n };
+    assert_int_equal(raft_step(r, &m), RAFT_OK);
+    struct raft_ready rd;
+    raft_ready(r, &rd);
+    size_t n_msgs = rd.n_msgs;
+    for (size_t i = 0; i < rd.n_msgs; i++)
+        assert_false(raft_msg_early(&rd.msgs[i])); /* a follower's acks wait for the disk */
+    raft_advance(r, &rd);
+    return n_msgs;
+}
+
+static int64_t durable_of(const struct raft *r)
+{
+    struct raft_status st;
+    raft_status(r, &st);
+    return st.durable_zxid;
+}
+
+/* Batches become durable in order, as the driver reports them; a
+ * truncation cuts what a batch still on its way makes durable, even when
+ * the entries that replace the cut ones have lower zxids than the batch's
+ * last (they come from an older term than the ones truncated). */
+static void test_async_log_batches_and_truncation(void **state)
+{
+    (void)state;
+    struct raft *r = async_follower();
+    const int64_t z10 = raft_make_zxid(1, 0), z11 = raft_make_zxid(1, 1);
+    const int64_t z20 = raft_make_zxid(2, 0), z21 = raft_make_zxid(2, 1);
+    const int64_t z30 = raft_make_zxid(3, 0);
+    /* term 2's leader (3) sends (1,0) (2,0) (2,1): one batch, not durable */
+    const int64_t first[] = { z10, z20, z21 };
+    assert_int_equal(async_append(r, 3, 2, 0, first, 3, 0), 1);
+    assert_int_equal(raft_log_unsynced(r), 1);
+    assert_true(durable_of(r) == 0);
+    /* term 3's leader (1) holds (1,0) (1,1) (3,0): the tail after (1,0) goes */
+    const int64_t second[] = { z11, z30 };
+    assert_int_equal(async_append(r, 1, 3, z10, second, 2, 0), 1);
+    assert_int_equal(raft_log_unsynced(r), 2);
+    /* the first batch on disk holds (1,0) of this log, nothing more: (2,1)
+     * is above (1,1) but (1,1) is not on the disk yet */
+    raft_log_synced(r, 1);
+    assert_true(durable_of(r) == z10);
+    assert_int_equal(raft_log_unsynced(r), 1);
+    raft_log_synced(r, 1);
+    assert_true(durable_of(r) == z30);
+    assert_int_equal(raft_log_unsynced(r), 0);
+    raft_free(r);
+}
+
+/* Runs r's ready without a disk: returns the type of its first message
+ * (0: none) and, in *committed, how many entries it hands out to apply. */
+static uint8_t async_ready(struct raft *r, size_t *committed)
+{
+    struct raft_ready rd;
+    raft_ready(r, &rd);
+    uint8_t type = rd.n_msgs ? rd.msgs[0].type : 0;
+    if (committed)
+        *committed = rd.n_committed;
+    raft_advance(r, &rd);
+    return type;
+}
+
+/* A leader whose own disk is slow commits on its followers' acks, hands
+ * the entry out to apply at once (a client may have seen the commit
+ * through a follower already), and counts its own ack once synced. */
+static void test_async_log_leader_commits_on_followers(void **state)
+{
+    (void)state;
+    static const struct raft_member members[] = { { 1, true }, { 2, true }, { 3, true } };
+    struct raft_cfg cfg = { .self_id = 1, .members = members, .n_members = 3,
+                            .election_ticks = ELECTION, .heartbeat_ticks = HEARTBEAT,
+                            .seed = 3, .async_log = true };
+    struct raft *r = raft_new(&cfg, NULL);
+    assert_non_null(r);
+    /* pre-vote, then the vote, each granted by server 2 */
+    for (int round = 0; round < 2; round++) {
+        uint8_t type = 0;
+        for (int t = 0; t < 4 * ELECTION && type != RAFT_MSG_VOTE_REQ; t++) {
+            raft_tick(r);
+            type = raft_has_ready(r) ? async_ready(r, NULL) : 0;
+        }
+        assert_int_equal(type, RAFT_MSG_VOTE_REQ);
+        struct raft_status st;
+        raft_status(r, &st);
+        struct raft_msg grant = { .type = RAFT_MSG_VOTE_RESP, .from = 2, .to = 1,
+                                  .term = round == 0 ? st.term + 1 : st.term,
+                                  .pre_vote = round == 0 };
+        assert_int_equal(raft_step(r, &grant), RAFT_OK);
+    }
+    struct raft_status st;
+    raft_status(r, &st);
+    assert_int_equal(st.role, RAFT_LEADER);
+    size_t committed = 0;
+    assert_int_equal(async_ready(r, &committed), RAFT_MSG_APPEND); /* the no-op goes out */
+    raft_status(r, &st);
+    int64_t noop = st.last_zxid;
+    assert_true(st.durable_zxid < noop);
+    assert_int_equal(raft_log_unsynced(r), 1);
+    /* one follower's ack is not a quorum without the leader's own disk */
+    struct raft_msg ack = { .type = RAFT_MSG_APPEND_RESP, .from = 2, .to = 1, .term = st.term,
+                            .match_zxid = noop };
+    assert_int_equal(raft_step(r, &ack), RAFT_OK);
+    raft_status(r, &st);
+    assert_true(st.commit_zxid < noop);
+    /* the second follower's is */
+    ack.from = 3;
+    assert_int_equal(raft_step(r, &ack), RAFT_OK);
+    raft_status(r, &st);
+    assert_true(st.commit_zxid == noop);
+    (void)async_ready(r, &committed);
+    assert_int_equal(committed, 1);
+    raft_status(r, &st);
+    assert_true(st.applied_zxid == noop && st.durable_zxid < noop);
+    raft_log_synced(r, 1);
+    raft_status(r, &st);
+    assert_true(st.durable_zxid == noop);
+    assert_int_equal(raft_log_unsynced(r), 0);
+    raft_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2021,6 +2166,8 @@ int main(void)
         cmocka_unit_test(test_resync_rebuilds_from_leaders_snapshot_keeping_the_log),
         cmocka_unit_test(test_resync_waits_for_a_snapshot_above_its_log_base),
         cmocka_unit_test(test_commit_notice_is_not_answered),
+        cmocka_unit_test(test_async_log_batches_and_truncation),
+        cmocka_unit_test(test_async_log_leader_commits_on_followers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
