@@ -9,7 +9,9 @@
  *   unparsed input + queued requests   <= conn_max_buffer_bytes: reading
  *       pauses there and resumes once half of it is free (so one frame of
  *       jute.maxbuffer always fits: config requires the limit >= 2 frames);
- *   the request at the sequencer       one frame (FIFO holds the rest);
+ *   requests at the sequencer          one frame, or a session's writes in a
+ *                                      row (at most DP_PIPELINE_MAX) holding
+ *                                      <= conn_max_buffer_bytes;
  *   unsent output                      above conn_out_high_water_bytes the
  *       connection is neither read nor runs queued requests (a small request
  *       can ask for a 1 MiB reply); only watch notifications can push it
@@ -438,8 +440,9 @@ static void forward_to_sequencer(struct conn *c, int32_t xid, int32_t op, const 
     r->op = op;
     r->super = c->super;
     snprintf(r->peer_ip, sizeof(r->peer_ip), "%s", c->peer_ip);
-    if (c->pending == 0)
-        c->pending_since_us = arrived_us;
+    BASE_ASSERT(c->pending < DP_PIPELINE_MAX && !c->pending_barrier);
+    c->pending_barrier = !zk_op_is_write(op);
+    c->pending_arrived_us[(c->pending_head + c->pending) % DP_PIPELINE_MAX] = arrived_us;
     c->pending++;
     c->seq_bytes += sizeof(*r) + len;
     COUNTER_ADD(c->w->st_writes, 1);
@@ -461,8 +464,9 @@ static bool op_is_known(int32_t op)
            op == ZK_OP_REMOVEWATCHES;
 }
 
-/* Runs one request of an active connection. The caller guarantees nothing
- * of this connection is pending at the sequencer. */
+/* Runs one request of an active connection. The caller guarantees that
+ * nothing of this connection is pending at the sequencer, or that this
+ * request goes there behind what is (may_pipeline). */
 static void dispatch(struct conn *c, const uint8_t *frame, size_t len, int64_t arrived_us)
 {
     struct base_rd r;
@@ -505,6 +509,22 @@ static void dispatch(struct conn *c, const uint8_t *frame, size_t len, int64_t a
         conn_close(c, true);
 }
 
+/* Whether the request in frame may follow the connection's requests at
+ * the sequencer at once: the sequencer answers a session's writes in the
+ * order they came, and a sync or getEphemerals after them, so these need
+ * not wait. A read must (it has to see that write), and so must everything
+ * a worker answers itself, a read-only session's writes (answered here
+ * too), and anything after a pending sync or getEphemerals. */
+static bool may_pipeline(const struct conn *c, const uint8_t *frame, size_t len)
+{
+    if (c->pending == 0)
+        return true;
+    if (c->pending >= DP_PIPELINE_MAX || c->pending_barrier || c->read_only || len < 8 ||
+        c->seq_bytes + len > (size_t)c->w->dp->cfg.conn_max_buffer_bytes)
+        return false;
+    return op_goes_to_sequencer((int32_t)base_get_be32(frame + 4)); /* after the xid */
+}
+
 static bool enqueue_frame(struct conn *c, const uint8_t *frame, size_t len, int64_t arrived_us)
 {
     struct qframe *f = malloc(sizeof(*f) + len);
@@ -541,11 +561,11 @@ static void qframes_free(struct conn *c)
         free(dequeue_frame(c));
 }
 
-/* Runs queued frames in order until one goes to the sequencer (invariant 2)
- * or the client falls behind on its replies. */
+/* Runs queued frames in order until one must wait for the sequencer's
+ * answers (invariant 2) or the client falls behind on its replies. */
 static void run_queued(struct conn *c)
 {
-    while (c->q_head && c->pending == 0 && can_run(c)) {
+    while (c->q_head && may_pipeline(c, c->q_head->bytes, c->q_head->len) && can_run(c)) {
         struct qframe *f = dequeue_frame(c);
         dispatch(c, f->bytes, f->len, f->arrived_us);
         free(f);
@@ -558,7 +578,7 @@ static void handle_request_frame(struct conn *c, const uint8_t *frame, size_t le
     COUNTER_ADD(c->rx, 1);
     COUNTER_ADD(c->w->st_rx, 1);
     touch_session(c);
-    if (c->pending > 0 || c->q_head) {
+    if (c->q_head || !may_pipeline(c, frame, len)) {
         if (!enqueue_frame(c, frame, len, now))
             conn_close(c, true);
         return;
@@ -758,7 +778,7 @@ bool conn_has_runnable_work(const struct conn *c)
 {
     if (!can_run(c))
         return false;
-    if (c->state == CONN_ACTIVE && c->pending == 0 && c->q_head)
+    if (c->state == CONN_ACTIVE && c->q_head && may_pipeline(c, c->q_head->bytes, c->q_head->len))
         return true;
     return (!c->q_head || c->state != CONN_ACTIVE) && input_has_frame(c);
 }
@@ -783,7 +803,10 @@ void conn_init(struct conn *c, struct worker *w, int fd, const char *ip, int por
 void conn_release(struct conn *c)
 {
     struct worker *w = c->w;
-    if (c->state == CONN_ACTIVE && c->session_id != 0) {
+    /* Also when the sequencer closed it (session_id is 0 then): this is the
+     * last request of the connection it sees, and it ends what the
+     * sequencer remembers of it. */
+    if (c->state == CONN_ACTIVE) {
         struct seq_req *r = seq_req_new(SEQ_REQ_DISCONNECT, NULL, 0, NULL, 0);
         if (r) {
             r->worker = w->id;
@@ -882,13 +905,16 @@ static void on_reply(struct worker *w, struct conn *c, const struct seq_out *o)
         atomic_store_explicit(&c->last_zxid, tree_last_zxid(w->dp->tree), memory_order_relaxed);
     }
     if (o->pending_done && c->pending > 0) {
-        conn_note_latency(c, c->pending_since_us);
+        /* answers come in request order: this is the oldest's */
+        conn_note_latency(c, c->pending_arrived_us[c->pending_head]);
+        c->pending_head = (c->pending_head + 1) % DP_PIPELINE_MAX;
+        c->seq_bytes -= c->seq_bytes / c->pending; /* the requests' average */
         if (--c->pending == 0) {
             c->seq_bytes = 0;
-            conn_mark_resume(c);
-        } else {
-            c->pending_since_us = w->now_us;
+            c->pending_barrier = false;
         }
+        if (c->q_head)
+            conn_mark_resume(c); /* the queue's head may go now */
         conn_mark_dirty(c); /* the budget changed: reading may resume */
     }
     if (o->kind == SEQ_OUT_CLOSE) {

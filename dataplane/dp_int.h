@@ -27,6 +27,7 @@
 #include "dataplane/dataplane.h"
 
 #define DP_AUTH_MAX 16               /* addauth identities per connection */
+#define DP_PIPELINE_MAX 32           /* a connection's requests at the sequencer */
 #define DP_READ_CHUNK 65536          /* one recv; the worker's receive buffer */
 #define DP_HEAVY_BYTES (64u << 10)   /* under memory pressure, heavier connections are not read */
 #define DP_OUT_KEEP_BYTES (64u << 10) /* a flushed output buffer above this is freed */
@@ -92,12 +93,21 @@ struct conn {
     int64_t last_touch_ms;
     int64_t accepted_ms;      /* monotonic: the sessionless deadline counts from here */
     int64_t closing_ms;       /* monotonic: when a soft close began (it lingers at most DP_LINGER_MS) */
-    uint32_t pending;         /* requests at the sequencer (0 or 1: FIFO holds the rest) */
+    /* Requests at the sequencer: writes (and syncs) pipeline, up to
+     * DP_PIPELINE_MAX, because the sequencer answers a session's in the
+     * order they came; anything else waits in the queue below until
+     * nothing is pending (invariant 2). */
+    uint32_t pending;
     size_t seq_bytes;         /* request bytes the sequencer holds for us */
     struct qframe *q_head, *q_tail;
     uint32_t queued;
     size_t q_bytes;
-    int64_t pending_since_us; /* arrival of the oldest request at the sequencer */
+    int64_t pending_arrived_us[DP_PIPELINE_MAX]; /* a ring, oldest at pending_head */
+    uint32_t pending_head;
+    /* a sync or getEphemerals is pending: the sequencer may answer it
+     * after a write that came later, so nothing follows it until it is
+     * answered (it is the newest pending request: the rest went before) */
+    bool pending_barrier;
     size_t mem_accounted;     /* this connection's share of w->mem_bytes */
     uint32_t outstanding_accounted; /* its share of w->outstanding */
 

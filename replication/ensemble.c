@@ -115,6 +115,9 @@ struct pend {
     int64_t read_zxid;
     struct seq_req *req; /* SYNC/LOCAL: the request (its path); ATTACH/REATTACH: the
                           * connect; else NULL */
+    /* WRITE: where it went (see write_dest) */
+    uint32_t dest_id, dest_term;
+    uint64_t dest_gen;
 };
 
 /* A reply waiting for its apply batch's events to go out first. */
@@ -166,6 +169,17 @@ struct seq_ens {
     uint32_t rounds_in_flight; /* proposed since the overlay was last reset */
     int64_t round_last_zxid;   /* the last txn proposed: the overlay resets once it applies */
     int64_t last_expiry_ms, last_reap_ms, last_touch_ms;
+
+    /* Connections whose write failed (closed, its fate unknown): writes
+     * they pipelined behind it fail too, until the worker's DISCONNECT says
+     * nothing more comes (sooner is not safe: the session's order) */
+    struct dead_conn {
+        int32_t worker;
+        uint64_t conn;
+        int64_t since_ms;
+    } *dead;
+    size_t n_dead, cap_dead;
+    int64_t now_ms; /* the pass's */
 
     /* this server's clients' unanswered requests, oldest first */
     struct pend *pend;
@@ -219,6 +233,18 @@ struct seq_ens {
     /* leader: the membership and /zookeeper/config version last found to
      * agree (leader_config_node_current), so it compares once per change */
     int64_t node_checked_config_zxid, node_checked_mzxid;
+
+    /* The log writer (with a txn log): each Ready's truncation and entries
+     * go to its thread as batch number batches_submitted (counted from 1);
+     * the messages that depend on the disk wait in late, oldest first,
+     * until the batch before them is durable (raft.h, cfg.async_log). */
+    struct logw *logw;
+    uint64_t batches_submitted, batches_synced;
+    struct late_msg {
+        uint64_t batch;
+        struct raft_msg m;
+    } *late;
+    size_t late_head, n_late, cap_late;
 };
 
 static bool is_leader(const struct seq_ens *e)
@@ -293,10 +319,50 @@ static void pend_finish(struct seq *s, struct pend *p)
     atomic_fetch_sub_explicit(&s->st_outstanding, 1, memory_order_relaxed);
 }
 
+static size_t dead_find(const struct seq_ens *e, int32_t worker, uint64_t conn)
+{
+    for (size_t i = 0; i < e->n_dead; i++)
+        if (e->dead[i].worker == worker && e->dead[i].conn == conn)
+            return i;
+    return SIZE_MAX;
+}
+
+static void dead_add(struct seq_ens *e, int32_t worker, uint64_t conn)
+{
+    if (dead_find(e, worker, conn) != SIZE_MAX)
+        return;
+    if (base_grow(&e->dead, &e->cap_dead, e->n_dead + 1, sizeof *e->dead) != 0)
+        return; /* the worker closes the connection all the same */
+    e->dead[e->n_dead++] = (struct dead_conn){ worker, conn, e->now_ms };
+}
+
+static void dead_forget(struct seq_ens *e, int32_t worker, uint64_t conn)
+{
+    size_t i = dead_find(e, worker, conn);
+    if (i != SIZE_MAX)
+        e->dead[i] = e->dead[--e->n_dead];
+}
+
+/* Entries whose DISCONNECT never came (it found no memory, or the
+ * connection had gone before its write failed): by now no request of
+ * theirs can still be on its way. */
+static void dead_expire(struct seq_ens *e)
+{
+    int64_t keep_ms = 16 * e->pending_timeout_ms;
+    for (size_t i = 0; i < e->n_dead;) {
+        if (e->now_ms - e->dead[i].since_ms > keep_ms)
+            e->dead[i] = e->dead[--e->n_dead];
+        else
+            i++;
+    }
+}
+
 /* The client is not answered: its connection closes, and it reconnects
  * (to any server) with its session. */
 static void pend_fail(struct seq *s, struct pend *p)
 {
+    if (p->kind == PEND_WRITE)
+        dead_add(s->ens, p->worker, p->conn);
     struct seq_out *o = sq_out_new(SEQ_OUT_CLOSE, p->conn);
     if (o) {
         o->session_id = p->session_id;
@@ -698,9 +764,18 @@ static void apply_entry(struct seq *s, const struct raft_entry *ent, int64_t now
 
 static void persist_entries(struct seq *s, const struct raft_ready *rd)
 {
+    struct seq_ens *e = s->ens;
     struct txnlog *log = s->cfg.log;
-    if (!log)
+    if (!log || (rd->n_entries == 0 && !rd->truncate))
         return;
+    if (e->logw) {
+        int rc = logw_submit(e->logw, rd->truncate, rd->truncate_after, rd->entries,
+                             rd->n_entries);
+        if (rc != 0)
+            ens_fatal("no memory to queue the txn log's writes", rc);
+        e->batches_submitted++;
+        return;
+    }
     if (rd->truncate) {
         int rc = txnlog_truncate_after(log, rd->truncate_after);
         if (rc != 0)
@@ -712,12 +787,55 @@ static void persist_entries(struct seq *s, const struct raft_ready *rd)
         if (rc != 0)
             ens_fatal("appending to the txn log failed", rc);
     }
-    if (rd->n_entries > 0 || rd->truncate) {
-        int rc = txnlog_sync(log);
-        if (rc != 0)
-            ens_fatal("syncing the txn log failed", rc);
-        atomic_fetch_add_explicit(&s->log_syncs, 1, memory_order_relaxed);
+    int rc = txnlog_sync(log);
+    if (rc != 0)
+        ens_fatal("syncing the txn log failed", rc);
+    atomic_fetch_add_explicit(&s->log_syncs, 1, memory_order_relaxed);
+}
+
+/* A message that may leave only once the batches submitted so far are
+ * durable: queued behind them, or sent now when they are. */
+static void send_after_log(struct seq *s, const struct raft_msg *m)
+{
+    struct seq_ens *e = s->ens;
+    if (e->batches_submitted == e->batches_synced) {
+        (void)e->peer->send_msg(e->peer_arg, m); /* a drop is a loss Raft repairs */
+        return;
     }
+    /* a follower's and a candidate's messages borrow nothing from the core */
+    BASE_ASSERT(m->n_entries == 0 && !m->snap_data && !m->snap_config);
+    if (e->late_head > 0 && e->late_head == e->n_late)
+        e->late_head = e->n_late = 0;
+    if (base_grow(&e->late, &e->cap_late, e->n_late + 1, sizeof *e->late) != 0)
+        return; /* without memory it is lost, as a dropped message is */
+    e->late[e->n_late++] = (struct late_msg){ .batch = e->batches_submitted, .m = *m };
+}
+
+/* Tells the core which batches the log writer made durable and sends what
+ * waited for them. Not inside a ready. */
+static void log_collect(struct seq *s)
+{
+    struct seq_ens *e = s->ens;
+    if (!e->logw)
+        return;
+    uint64_t n = logw_take_done(e->logw);
+    if (n == 0)
+        return;
+    raft_log_synced(e->raft, (size_t)n);
+    e->batches_synced += n;
+    BASE_ASSERT(e->batches_synced <= e->batches_submitted);
+    while (e->late_head < e->n_late && e->late[e->late_head].batch <= e->batches_synced)
+        (void)e->peer->send_msg(e->peer_arg, &e->late[e->late_head++].m);
+}
+
+/* Waits for the log writer to finish everything submitted: the txn log is
+ * then this thread's (a snapshot install), or the core has room for the
+ * next ready's batch. */
+static void log_drain(struct seq *s)
+{
+    struct seq_ens *e = s->ens;
+    if (e->logw)
+        logw_wait_idle(e->logw);
 }
 
 /* The SNAP payload for the snapshot at zxid, read once and kept for
@@ -791,7 +909,10 @@ static void send_msgs(struct seq *s, const struct raft_ready *rd, bool early)
             (void)e->peer->send_msg(e->peer_arg, &with);
             continue;
         }
-        (void)e->peer->send_msg(e->peer_arg, m); /* a drop is a loss Raft repairs */
+        if (early)
+            (void)e->peer->send_msg(e->peer_arg, m); /* a drop is a loss Raft repairs */
+        else
+            send_after_log(s, m);
     }
 }
 
@@ -944,7 +1065,14 @@ static void take_read(struct seq *s, const struct raft_read *rd)
 static void run_ready(struct seq *s, int64_t now_ms)
 {
     struct seq_ens *e = s->ens;
-    for (int cycle = 0; cycle < ENS_READY_MAX && raft_has_ready(e->raft); cycle++) {
+    for (int cycle = 0; cycle < ENS_READY_MAX; cycle++) {
+        log_collect(s);
+        if (raft_log_unsynced(e->raft) >= RAFT_LOG_BATCHES_MAX) {
+            log_drain(s); /* the core has no room for another batch */
+            log_collect(s);
+        }
+        if (!raft_has_ready(e->raft))
+            break;
         struct raft_ready rd;
         raft_ready(e->raft, &rd);
         if (rd.hard_state_changed && e->hs_st) {
@@ -952,8 +1080,10 @@ static void run_ready(struct seq *s, int64_t now_ms)
             if (rc != 0)
                 ens_fatal("writing term and vote failed", rc);
         }
-        if (rd.snapshot)
+        if (rd.snapshot) {
+            log_drain(s); /* the batches before it are durable first (raft.h) */
             install_snapshot(s, rd.snapshot, now_ms);
+        }
         send_msgs(s, &rd, true);
         if (rd.n_entries > 0)
             e->peer->flush(e->peer_arg); /* on the wire while this server fsyncs */
@@ -973,10 +1103,11 @@ static void run_ready(struct seq *s, int64_t now_ms)
 static void input_push(struct seq *s, struct seq_req *r)
 {
     struct seq_ens *e = s->ens;
-    if (base_grow(&e->input, &e->cap_input, e->n_input + 1, sizeof *e->input) != 0) {
-        seq_req_free(r); /* its writer's pending entry times out */
-        return;
-    }
+    /* A leader that loses a write cannot go on: the session's next write,
+     * pipelined behind it, would commit without it. It restarts instead,
+     * which fails every write in flight, in order. */
+    if (base_grow(&e->input, &e->cap_input, e->n_input + 1, sizeof *e->input) != 0)
+        ens_fatal("no memory for the leader's input", -ENOMEM);
     e->input[e->n_input++] = r;
 }
 
@@ -989,7 +1120,7 @@ static void input_drop_all(struct seq_ens *e)
 
 /* The FORWARD for r: its body as the client sent it, its identities, and
  * the two facts ACLs also need (address, super) as pseudo identities. */
-static int forward(struct seq *s, uint32_t leader, const struct seq_req *r)
+static int forward(struct seq *s, uint32_t leader, uint32_t term, const struct seq_req *r)
 {
     struct seq_ens *e = s->ens;
     struct peer_auth auth[PEER_FORWARD_AUTH_MAX];
@@ -1005,11 +1136,12 @@ static int forward(struct seq *s, uint32_t leader, const struct seq_req *r)
     uint8_t tbody[4];
     struct peer_forward f = { .session_id = r->session_id, .cxid = r->xid, .op = r->op,
                               .body = r->body, .body_len = r->body_len, .auth = auth,
-                              .n_auth = n };
+                              .n_auth = n, .term = term };
     if (r->kind == SEQ_REQ_CONNECT) {
         base_put_be32(tbody, (uint32_t)r->timeout_ms);
         f = (struct peer_forward){ .session_id = r->session_id, .cxid = 0,
-                                   .op = ZK_OP_CREATESESSION, .body = tbody, .body_len = 4 };
+                                   .op = ZK_OP_CREATESESSION, .body = tbody, .body_len = 4,
+                                   .term = term };
     }
     e->forwards_sent++;
     return e->peer->send_forward(e->peer_arg, leader, &f);
@@ -1028,9 +1160,54 @@ static bool route(struct seq *s, struct seq_req *r)
         input_push(s, r);
         return true;
     }
-    bool sent = st.leader_id != 0 && forward(s, st.leader_id, r) == 0;
+    bool sent = st.leader_id != 0 && forward(s, st.leader_id, st.term, r) == 0;
     seq_req_free(r);
     return sent;
+}
+
+/* Where a write goes now: this server's own round (its term), or the
+ * leader over the link's current generation. False: nowhere. A session's
+ * writes pipeline (the worker sends the next before the last is
+ * answered), so one may follow the session's unanswered write only where
+ * that one went: the same leader, on the same link generation, or the
+ * first could be lost and the second commit (peer_link_gen). */
+static bool write_dest(struct seq *s, struct pend *d)
+{
+    struct seq_ens *e = s->ens;
+    struct raft_status st;
+    raft_status(e->raft, &st);
+    d->dest_term = st.term; /* a leader takes a forward only in this term */
+    if (st.role == RAFT_LEADER) {
+        d->dest_id = e->self_id;
+        d->dest_gen = 0;
+        return true;
+    }
+    if (st.leader_id == 0)
+        return false;
+    d->dest_id = st.leader_id;
+    d->dest_gen = e->peer->link_gen ? e->peer->link_gen(e->peer_arg, st.leader_id) : 1;
+    return d->dest_gen != 0;
+}
+
+static bool same_dest(const struct pend *a, const struct pend *b)
+{
+    return a->dest_id == b->dest_id && a->dest_term == b->dest_term &&
+           a->dest_gen == b->dest_gen;
+}
+
+/* The destination of the newest unanswered write of connection (worker,
+ * conn), if there is one, in *d. */
+static bool last_write_dest(const struct seq_ens *e, int32_t worker, uint64_t conn,
+                            struct pend *d)
+{
+    for (size_t i = e->pend_len; i-- > e->pend_head;) {
+        const struct pend *p = &e->pend[i];
+        if (p->kind == PEND_WRITE && p->worker == worker && p->conn == conn) {
+            *d = *p;
+            return true;
+        }
+    }
+    return false;
 }
 
 /* The next routing id (see the top). */
@@ -1253,6 +1430,14 @@ static void reattach_begin(struct seq *s, struct seq_req *r, int64_t now_ms)
 static void local_write(struct seq *s, struct seq_req *r, int64_t now_ms)
 {
     struct seq_ens *e = s->ens;
+    struct pend prev = { 0 };
+    bool has_prev = r->kind == SEQ_REQ_WRITE && zk_op_is_write(r->op) &&
+                    last_write_dest(e, r->worker, r->conn, &prev);
+    if (zk_op_is_write(r->op) && dead_find(e, r->worker, r->conn) != SIZE_MAX) {
+        seq_req_free(r); /* behind a write that failed: the connection is closing */
+        atomic_fetch_sub_explicit(&s->st_outstanding, 1, memory_order_relaxed);
+        return;
+    }
     uint8_t kind = r->op == ZK_OP_SYNC ? PEND_SYNC
                    : r->op == ZK_OP_GETEPHEMERALS ? PEND_LOCAL
                                                   : PEND_WRITE;
@@ -1275,8 +1460,12 @@ static void local_write(struct seq *s, struct seq_req *r, int64_t now_ms)
     /* from here on the write is known by its routing id (see the top) */
     p->cxid = draw_cxid(e);
     r->xid = p->cxid;
-    if (!e->serving || !route(s, r))
+    if (!e->serving || !write_dest(s, p) || (has_prev && !same_dest(&prev, p))) {
+        seq_req_free(r);
         pend_fail(s, p);
+    } else if (!route(s, r)) {
+        pend_fail(s, p);
+    }
 }
 
 static void take_local(struct seq *s, int64_t now_ms)
@@ -1298,6 +1487,7 @@ static void take_local(struct seq *s, int64_t now_ms)
                 break;
             default:
                 sq_handle_disconnect(s, r);
+                dead_forget(s->ens, r->worker, r->conn);
                 atomic_fetch_sub_explicit(&s->st_outstanding, 1, memory_order_relaxed);
                 seq_req_free(r);
                 break;
@@ -1328,8 +1518,15 @@ void seq_peer_msg(struct seq *s, const struct raft_msg *m)
 void seq_peer_forward(struct seq *s, uint32_t from, const struct peer_forward *f)
 {
     struct seq_ens *e = s->ens;
-    if (!e || !is_leader(e))
-        return; /* the forwarder's pending write fails on its leader change */
+    struct raft_status st;
+    if (!e)
+        return;
+    raft_status(e->raft, &st);
+    /* Not for this leadership: the forwarder's pending write fails on its
+     * leader change. Taking it in a later term could commit it after writes
+     * of its session that were lost with the term it was sent for. */
+    if (st.role != RAFT_LEADER || f->term != st.term)
+        return;
     struct tree_authid ids[PEER_FORWARD_AUTH_MAX];
     char *strs[2 * PEER_FORWARD_AUTH_MAX];
     int32_t n = 0, nstr = 0;
@@ -1369,8 +1566,10 @@ void seq_peer_forward(struct seq *s, uint32_t from, const struct peer_forward *f
     }
     for (int32_t i = 0; i < nstr; i++)
         free(strs[i]);
+    if (create && f->body_len != 4)
+        return; /* malformed: the new session's connect times out */
     if (!r)
-        return; /* out of memory, or a malformed createSession: the writer times out */
+        ens_fatal("no memory for a forwarded write", -ENOMEM); /* see input_push */
     r->worker = ENS_WORKER_REMOTE;
     r->session_id = f->session_id;
     r->xid = f->cxid;
@@ -1811,7 +2010,7 @@ static void leader_round(struct seq *s, int64_t now_ms, int64_t wall_ms)
     memmove(e->input, e->input + n, (e->n_input - n) * sizeof *e->input);
     e->n_input -= n;
     if (!r)
-        return; /* out of memory: the requests were dropped, their writers time out */
+        ens_fatal("no memory for a round", -ENOMEM); /* see input_push */
     int64_t last = 0;
     bool stalled = false;
     for (size_t i = 0; i < seq_round_len(r); i++) {
@@ -1820,12 +2019,16 @@ static void leader_round(struct seq *s, int64_t now_ms, int64_t wall_ms)
             continue;
         e->enc.len = 0;
         int64_t z = 0;
-        if (txn_encode(&e->enc, x) != 0 ||
-            raft_propose(e->raft, e->enc.data, e->enc.len, &z) != RAFT_OK) {
-            /* The rest never commits (their writers fail on the leader
-             * change or time out), yet the overlay holds them: no round
-             * may prep against it before it is reset, once the pipeline
-             * has drained. */
+        int rc = txn_encode(&e->enc, x) != 0 ? RAFT_ENOMEM
+                                              : raft_propose(e->raft, e->enc.data, e->enc.len, &z);
+        if (rc == RAFT_ENOMEM)
+            ens_fatal("no memory to propose a write", -ENOMEM); /* see input_push */
+        if (rc != RAFT_OK) {
+            /* No longer leading (or the term's counter is used up): the
+             * rest never commits, and nothing more of this term does
+             * (their writers fail on the leader change or time out), yet
+             * the overlay holds them: no round may prep against it before
+             * it is reset, once the pipeline has drained. */
             stalled = true;
             break;
         }
@@ -1928,6 +2131,7 @@ int64_t seq_ens_step(struct seq *s, int64_t now_ms, int64_t wall_ms)
         e->next_tick_ms = now_ms + e->tick_ms;
         e->ticking = true;
     }
+    e->now_ms = now_ms;
     take_local(s, now_ms);
     e->peer->drain(e->peer_arg, s);
     if (now_ms - e->next_tick_ms > 100 * e->tick_ms)
@@ -1952,6 +2156,7 @@ int64_t seq_ens_step(struct seq *s, int64_t now_ms, int64_t wall_ms)
         leader_config_node_current(s, wall_ms);
     run_ready(s, now_ms);
     compact_log(s);
+    dead_expire(e);
     resync_requests(s);
     links_follow_membership(s);
     release_held(s, now_ms);
@@ -1964,6 +2169,8 @@ int64_t seq_ens_step(struct seq *s, int64_t now_ms, int64_t wall_ms)
 
 bool sq_ens_has_input(const struct seq *s)
 {
+    if (s->ens->logw && logw_has_done(s->ens->logw))
+        return true;
     const struct seq_ens *e = s->ens;
     return e->peer->has_input && e->peer->has_input(e->peer_arg);
 }
@@ -1981,6 +2188,12 @@ bool seq_ens_status(struct seq *s, struct seq_ens_status *out)
 
 /* ---- lifecycle (called by seq_new / seq_free) ------------------------------ */
 
+/* The log writer made batches durable (its thread). */
+static void log_written(void *arg)
+{
+    seq_kick(arg);
+}
+
 int sq_ens_new(struct seq *s, const struct seq_ensemble_cfg *cfg)
 {
     if (!cfg->peer || !cfg->peer->send_msg || !cfg->peer->send_forward ||
@@ -1990,7 +2203,10 @@ int sq_ens_new(struct seq *s, const struct seq_ensemble_cfg *cfg)
     struct seq_ens *e = calloc(1, sizeof *e);
     if (!e)
         return -ENOMEM;
-    e->raft = raft_new(&cfg->raft, &cfg->boot);
+    /* with a txn log the core leaves the disk to the log writer */
+    struct raft_cfg rc = cfg->raft;
+    rc.async_log = s->cfg.log != NULL;
+    e->raft = raft_new(&rc, &cfg->boot);
     e->hs_dir = cfg->hard_state_dir ? strdup(cfg->hard_state_dir) : NULL;
     if (!e->raft || (cfg->hard_state_dir && !e->hs_dir) ||
         pthread_mutex_init(&e->status_lock, NULL) != 0) {
@@ -2017,6 +2233,16 @@ int sq_ens_new(struct seq *s, const struct seq_ensemble_cfg *cfg)
     e->reconfig_arg = cfg->reconfig_arg;
     /* a restarted server starts elsewhere: its old forwards may still commit */
     e->next_cxid = (uint32_t)(cfg->raft.seed >> 17);
+    if (s->cfg.log) {
+        int err = logw_start(&e->logw, s->cfg.log, &s->log_syncs, log_written, s);
+        if (err != 0) {
+            raft_free(e->raft);
+            free(e->hs_dir);
+            pthread_mutex_destroy(&e->status_lock);
+            free(e);
+            return err;
+        }
+    }
     s->ens = e;
     publish_status(s);
     return 0;
@@ -2027,6 +2253,9 @@ void sq_ens_free(struct seq *s)
     struct seq_ens *e = s->ens;
     if (!e)
         return;
+    logw_stop(e->logw); /* what it holds reaches the disk */
+    free(e->late);
+    free(e->dead);
     input_drop_all(e);
     free(e->input);
     for (size_t i = e->pend_head; i < e->pend_len; i++)

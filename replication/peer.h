@@ -47,7 +47,7 @@
  *                     (raft_config_encode: the membership at snap_zxid, in
  *                     the chunk at offset 0 only; 0 there: none, i.e. the
  *                     receiver's configured members)
- *   9 FORWARD         i64 session_id, i32 cxid, i32 op, u32 len, body,
+ *   9 FORWARD         u32 term, i64 session_id, i32 cxid, i32 op, u32 len, body,
  *                     u32 n, n * {u32 len, scheme, u32 len, id}
  *  10 TOUCH           u32 n, n * i64 session_id
  *
@@ -56,9 +56,9 @@
  * (a CONFIG entry's data, a chunk's config) is raft_config_encode's bytes,
  * which have one encoding too: raft_config_decode refuses every other.
  *
- * Version 2 added CONFIG entries and the SNAP_CHUNK membership; a version 1
- * server refuses the HELLO of a version 2 one (PEER_EVERSION), so the two
- * never exchange a frame the other would misread.
+ * Version 2 added CONFIG entries and the SNAP_CHUNK membership; version 3
+ * the FORWARD's term. A server refuses the HELLO of another version
+ * (PEER_EVERSION), so two never exchange a frame the other would misread.
  *
  * Encoding is canonical: a frame that decodes re-encodes to the same bytes
  * (fuzz_peer checks it). The encoders refuse, with the decoder's own codes,
@@ -77,8 +77,8 @@
 #define PEER_FRAME_HEADER_BYTES 8u          /* u32 length, u32 CRC-32C */
 #define PEER_FRAME_BYTES_MAX (64u << 20)    /* payload bytes per frame */
 #define PEER_MAGIC 0x4c525052u              /* "LRPR", first field of HELLO */
-#define PEER_VERSION_MIN 2u                 /* protocol versions this code speaks */
-#define PEER_VERSION_MAX 2u
+#define PEER_VERSION_MIN 3u                 /* protocol versions this code speaks */
+#define PEER_VERSION_MAX 3u
 #define PEER_SERVER_ID_MAX 255u             /* myid range, as raft_member.id */
 #define PEER_APPEND_ENTRIES_MAX 65536u      /* per APPEND; raft_cfg.max_append_entries
                                              * must not exceed it */
@@ -177,6 +177,10 @@ struct peer_forward {
     size_t body_len;
     const struct peer_auth *auth;
     uint32_t n_auth;
+    /* The term of the leader it was sent to: the leader takes it only while
+     * it leads that term, so a session's writes cannot commit out of order
+     * around a leadership it lost and won back (replication/README.md). */
+    uint32_t term;
 };
 
 /* Sessions a follower saw traffic from since its last TOUCH. Borrowed. */

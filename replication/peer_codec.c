@@ -402,7 +402,7 @@ static int decode_chunk(struct base_rd *r, const struct kind *k, struct peer_fra
 }
 
 /* ---- FORWARD ------------------------------------------------------------------ */
-/* i64 session, i32 cxid, i32 op, u32 len + body, u32 n, {u32 len + scheme, u32 len + id} */
+/* u32 term, i64 session, i32 cxid, i32 op, u32 len + body, u32 n, {u32 len + scheme, u32 len + id} */
 
 /* Auth strings become C strings on the leader (struct tree_authid): a NUL
  * inside one would silently cut it, so it is refused here. */
@@ -427,6 +427,7 @@ static void encode_forward(struct wr *w, const struct kind *k, const struct peer
     const struct peer_forward *fw = &f->forward;
     BASE_ASSERT(fw->body_len == 0 || fw->body != NULL);
     BASE_ASSERT(fw->n_auth == 0 || fw->auth != NULL);
+    put_u32(w, fw->term);
     put_u64(w, (uint64_t)fw->session_id);
     put_u32(w, (uint32_t)fw->cxid);
     put_u32(w, (uint32_t)fw->op);
@@ -444,6 +445,7 @@ static int decode_forward(struct base_rd *r, const struct kind *k, struct peer_f
     (void)k;
     struct peer_forward *fw = &f->forward;
     *fw = (struct peer_forward){ 0 };
+    fw->term = base_rd_be32(r);
     fw->session_id = (int64_t)base_rd_be64(r);
     fw->cxid = (int32_t)base_rd_be32(r);
     fw->op = (int32_t)base_rd_be32(r);

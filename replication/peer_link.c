@@ -1625,6 +1625,14 @@ int peer_link_send_msg(struct peer_link *pl, const struct raft_msg *m)
     return out_commit(pl, p, it, peer_encode_msg(&it->b, m));
 }
 
+uint64_t peer_link_gen(struct peer_link *pl, uint32_t to)
+{
+    struct link_peer *p = slot_of(pl, to);
+    if (p == NULL || !atomic_load_explicit(&p->listed, memory_order_relaxed))
+        return 0;
+    return atomic_load_explicit(&p->up_gen, memory_order_relaxed);
+}
+
 int peer_link_send_forward(struct peer_link *pl, uint32_t to, const struct peer_forward *f)
 {
     struct link_peer *p;

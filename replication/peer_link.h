@@ -287,6 +287,13 @@ int peer_link_send_msg(struct peer_link *pl, const struct raft_msg *m);
 int peer_link_send_forward(struct peer_link *pl, uint32_t to, const struct peer_forward *f);
 int peer_link_send_touch(struct peer_link *pl, uint32_t to, const int64_t *session_ids,
                          uint32_t n);
+/* The generation of the link to `to` that a frame sent now is stamped
+ * with; 0 when none is up. Frames of one generation arrive in the order
+ * they were sent, or, from the first one lost on, not at all; a later
+ * generation starts clean. So two frames sent under one generation that
+ * did not change between them cannot arrive the other way round, or the
+ * second without the first. */
+uint64_t peer_link_gen(struct peer_link *pl, uint32_t to);
 /* Wakes the I/O thread if anything was queued since the last flush and it
  * sleeps: at most one eventfd write. Call once per batch. */
 void peer_link_flush(struct peer_link *pl);

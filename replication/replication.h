@@ -307,6 +307,12 @@ struct seq_peer_ops {
      * link, queue full): Raft retransmits, a forward's writer times out. */
     int (*send_msg)(void *arg, const struct raft_msg *m);
     int (*send_forward)(void *arg, uint32_t to, const struct peer_forward *f);
+    /* The generation of the link to `to` a frame sent now travels on (0:
+     * none up): frames of one generation arrive in order, or from the
+     * first loss on not at all (peer_link_gen). A session's write may
+     * follow its unanswered one only on the same generation. NULL: the
+     * transport never loses a frame it accepted (tests). */
+    uint64_t (*link_gen)(void *arg, uint32_t to);
     int (*send_touch)(void *arg, uint32_t to, const int64_t *ids, uint32_t n);
     /* After a batch of sends. */
     void (*flush)(void *arg);

@@ -136,6 +136,32 @@ void sq_put_ephemerals(struct seq *s, struct zk_wbuf *w, int64_t session_id,
                        const struct zk_str *p);
 /* Frees a round's entries and requests without touching the stats. */
 void sq_round_discard(struct seq_round *r);
+/* The log writer (log_writer.c): an ensemble member's txn log on a thread
+ * of its own, so that the sequencer never waits for fdatasync (raft.h,
+ * cfg.async_log). The sequencer submits one batch per Ready that has a
+ * truncation or entries (copied: the caller's may go at once); the writer
+ * carries them out in order, syncs once per group, counts the sync in
+ * *syncs and calls on_done(arg) from its thread. Everything else is for
+ * the sequencer thread. Failures of the disk are fatal (abort), as they
+ * are on the sequencer. */
+struct logw;
+struct txnlog;
+int logw_start(struct logw **out, struct txnlog *log, _Atomic uint64_t *syncs,
+               void (*on_done)(void *arg), void *arg);
+/* 0 or -ENOMEM (nothing queued then). */
+int logw_submit(struct logw *w, bool truncate, int64_t after, const struct raft_entry *entries,
+                size_t n);
+/* Batches made durable since the last call (for raft_log_synced). */
+uint64_t logw_take_done(struct logw *w);
+/* Whether logw_take_done has something (any thread: the sleep check). */
+bool logw_has_done(const struct logw *w);
+/* Blocks until every submitted batch is durable; the txn log is then the
+ * caller's until the next submit. */
+void logw_wait_idle(struct logw *w);
+/* Writes and syncs what is queued, then ends the thread and frees w. NULL
+ * is ignored. */
+void logw_stop(struct logw *w);
+
 /* The ensemble driver's state (ensemble.c): 0 or -EINVAL / -ENOMEM. */
 int sq_ens_new(struct seq *s, const struct seq_ensemble_cfg *cfg);
 void sq_ens_free(struct seq *s);

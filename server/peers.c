@@ -72,6 +72,12 @@ static int ops_send_forward(void *arg, uint32_t to, const struct peer_forward *f
     return peer_link_send_forward(p->pl, to, f);
 }
 
+static uint64_t ops_link_gen(void *arg, uint32_t to)
+{
+    struct peers *p = arg;
+    return peer_link_gen(p->pl, to);
+}
+
 static int ops_send_touch(void *arg, uint32_t to, const int64_t *ids, uint32_t n)
 {
     struct peers *p = arg;
@@ -245,6 +251,7 @@ static void ops_membership(void *arg, const struct raft_config *c)
 static const struct seq_peer_ops PEER_OPS = {
     .send_msg = ops_send_msg,
     .send_forward = ops_send_forward,
+    .link_gen = ops_link_gen,
     .send_touch = ops_send_touch,
     .flush = ops_flush,
     .drain = ops_drain,

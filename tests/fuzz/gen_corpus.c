@@ -618,7 +618,7 @@ static void peer_link(struct base_buf *b)
     struct raft_msg append_conf = { .type = RAFT_MSG_APPEND, .term = 5,
                                     .prev_zxid = 0x500000002LL, .commit_zxid = 0x500000002LL,
                                     .entries = conf_ents, .n_entries = 2 };
-    struct peer_forward fwd = { SID_A, 7, ZK_OP_CREATE, peer_data, 20, auth, 2 };
+    struct peer_forward fwd = { SID_A, 7, ZK_OP_CREATE, peer_data, 20, auth, 2, 5 };
     BASE_ASSERT(peer_encode_hello(b, &h) == 0);
     emit_peer(b, "hello");
     const struct raft_msg *msgs[] = { &vote, &vresp, &append, &beat, &resp, &ri, &rir,

@@ -154,6 +154,49 @@ class EnsembleTest(unittest.TestCase):
         self.assertEqual(m["zk_synced_followers"], 2)
         self.assertGreater(int(ens.mntr(follower)["zk_larch_forwards_sent"]), 50)
 
+    def test_pipelined_writes_keep_their_order_on_every_member(self):
+        # A client that does not wait for its writes' answers: through a
+        # follower they go to the leader one after the other, before the
+        # first is answered. They must commit in the order sent, be answered
+        # in that order, and a read or a sync behind them must see them all
+        # (invariant 2, DESIGN.md).
+        ens = self.start(3)
+        ens.wait_leader()
+        for sid in ens.ids:
+            c = connect_raw(ens.client_ports[sid], timeout_ms=30000)
+            try:
+                path = "/pipe%d" % sid
+                self.assertEqual(c.create(path, b"").err, 0)
+                sent = []  # (xid, what, the value a read must see)
+                for i in range(1, 301):
+                    if i % 50 == 25:
+                        sent.append((c.send_request(OP["sync"], Writer().string(path).bytes()),
+                                     "sync", None))
+                    elif i % 10 == 0:
+                        sent.append((c.send_request(OP["getData"],
+                                                    Writer().string(path).bool(False).bytes()),
+                                     "get", sent_value))
+                    else:
+                        sent_value = b"%d" % i
+                        sent.append((c.send_request(OP["setData"], Writer().string(path)
+                                                    .buffer(sent_value).int(-1).bytes()),
+                                     "set", sent_value))
+                version = 0
+                for xid, what, value in sent:
+                    rep = c.read_one(20.0)
+                    self.assertEqual(rep.xid, xid, "server %d: replies out of order" % sid)
+                    self.assertEqual(rep.err, 0, "server %d: %s xid %d" % (sid, what, xid))
+                    if what == "set":
+                        version += 1
+                        self.assertEqual(rep.body.stat().version, version,
+                                         "server %d: setData committed out of order" % sid)
+                    elif what == "get":
+                        self.assertEqual(rep.body.buffer(), value,
+                                         "server %d: a read missed the writes before it" % sid)
+            finally:
+                c.close()
+        assert_digests_agree(self, ens)
+
     def test_leader_killed_while_clients_write(self):
         """SIGKILL of the leader under load: writes resume through the others,
         no acknowledged write is lost, and the killed server rejoins and

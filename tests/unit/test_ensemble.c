@@ -19,7 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include <pthread.h>
 #include <urcu.h>
 
 #include "replication/replication.h"
@@ -56,6 +58,10 @@ struct net {
     bool down[N_MAX + 1]; /* server id: crashed, gets and sends nothing */
     bool paused[N_MAX + 1]; /* server id: not stepped; what is sent to it waits */
     bool hold_forwards[N_MAX + 1]; /* server id: its forwards wait in the queue */
+    bool refuse_forwards[N_MAX + 1]; /* server id: its forwards are dropped at send */
+    /* [from][to]: the link's generation (peer_link_gen); a test bumps it to
+     * stand for a link that dropped and came back */
+    uint64_t gen[N_MAX + 1][N_MAX + 1];
     uint64_t forwards, touches;
 };
 
@@ -73,12 +79,172 @@ struct outs {
 
 static void outs_free(struct outs *os);
 
+/* A txn log whose fdatasync waits at a gate the test opens: a disk that is
+ * slow for as long as the test wants. The log writer's thread blocks in
+ * it; everything else passes through to an in-memory storage, used by that
+ * thread alone while the log is open. */
+struct gated {
+    struct storage base;
+    struct storage *inner;
+    pthread_mutex_t lock;
+    pthread_cond_t opened;
+    bool open;
+    unsigned syncs; /* datasyncs that went through */
+};
+struct gated_file {
+    struct storage_file base;
+    struct storage_file *in;
+};
+
+static struct gated *gated_of(struct storage *s)
+{
+    return (struct gated *)s;
+}
+
+static struct storage_file *inner_file(struct storage_file *f)
+{
+    return ((struct gated_file *)f)->in;
+}
+
+static int g_open(struct storage *s, const char *path, int flags, struct storage_file **out)
+{
+    struct gated_file *f = calloc(1, sizeof *f);
+    if (!f)
+        return -ENOMEM;
+    int rc = storage_open(gated_of(s)->inner, path, flags, &f->in);
+    if (rc != 0) {
+        free(f);
+        return rc;
+    }
+    f->base.st = s;
+    *out = &f->base;
+    return 0;
+}
+
+static int g_pwrite(struct storage_file *f, const void *buf, size_t len, uint64_t off)
+{
+    return storage_pwrite(inner_file(f), buf, len, off);
+}
+
+static int g_pread(struct storage_file *f, void *buf, size_t len, uint64_t off, size_t *got)
+{
+    return storage_pread(inner_file(f), buf, len, off, got);
+}
+
+static int g_datasync(struct storage_file *f)
+{
+    struct gated *g = gated_of(f->st);
+    pthread_mutex_lock(&g->lock);
+    while (!g->open)
+        pthread_cond_wait(&g->opened, &g->lock);
+    g->syncs++;
+    pthread_mutex_unlock(&g->lock);
+    return storage_datasync(inner_file(f));
+}
+
+static int g_truncate(struct storage_file *f, uint64_t size)
+{
+    return storage_truncate(inner_file(f), size);
+}
+
+static int g_preallocate(struct storage_file *f, uint64_t off, uint64_t len)
+{
+    return storage_preallocate(inner_file(f), off, len);
+}
+
+static int g_size(struct storage_file *f, uint64_t *out)
+{
+    return storage_size(inner_file(f), out);
+}
+
+static int g_close(struct storage_file *f)
+{
+    int rc = storage_close(inner_file(f));
+    free(f);
+    return rc;
+}
+
+static int g_list(struct storage *s, const char *dir, storage_name_fn fn, void *arg)
+{
+    return storage_list(gated_of(s)->inner, dir, fn, arg);
+}
+
+static int g_unlink(struct storage *s, const char *path)
+{
+    return storage_unlink(gated_of(s)->inner, path);
+}
+
+static int g_rename(struct storage *s, const char *from, const char *to)
+{
+    return storage_rename(gated_of(s)->inner, from, to);
+}
+
+static int g_sync_dir(struct storage *s, const char *dir)
+{
+    return storage_sync_dir(gated_of(s)->inner, dir);
+}
+
+static int g_mkdirs(struct storage *s, const char *dir)
+{
+    return storage_mkdirs(gated_of(s)->inner, dir);
+}
+
+static void g_destroy(struct storage *s)
+{
+    struct gated *g = gated_of(s);
+    storage_destroy(g->inner);
+    pthread_cond_destroy(&g->opened);
+    pthread_mutex_destroy(&g->lock);
+    free(g);
+}
+
+static const struct storage_ops GATED_OPS = {
+    .open = g_open, .pwrite = g_pwrite, .pread = g_pread, .datasync = g_datasync,
+    .truncate = g_truncate, .preallocate = g_preallocate, .size = g_size, .close = g_close,
+    .list = g_list, .unlink = g_unlink, .rename = g_rename, .sync_dir = g_sync_dir,
+    .mkdirs = g_mkdirs, .destroy = g_destroy,
+};
+
+static struct gated *gated_new(void)
+{
+    struct gated *g = calloc(1, sizeof *g);
+    assert_non_null(g);
+    g->base.ops = &GATED_OPS;
+    g->inner = storage_mem_new();
+    assert_non_null(g->inner);
+    assert_int_equal(pthread_mutex_init(&g->lock, NULL), 0);
+    assert_int_equal(pthread_cond_init(&g->opened, NULL), 0);
+    g->open = true;
+    return g;
+}
+
+static void gate_set(struct gated *g, bool open)
+{
+    pthread_mutex_lock(&g->lock);
+    g->open = open;
+    pthread_cond_broadcast(&g->opened);
+    pthread_mutex_unlock(&g->lock);
+}
+
+static unsigned gate_syncs(struct gated *g)
+{
+    pthread_mutex_lock(&g->lock);
+    unsigned n = g->syncs;
+    pthread_mutex_unlock(&g->lock);
+    return n;
+}
+
 static struct net NET;
 /* Outputs drained from a server's worker but not yet looked at, in order
  * (event batches are dropped: these tests look at answers). */
 static struct outs STASH[N_MAX];
 static struct node NODES[N_MAX];
 static bool RO_MODE; /* cluster_up: readonlymode.enabled */
+/* cluster_up: the servers (by id) whose txn log is on a gated storage;
+ * the others keep none */
+static bool GATED[N_MAX + 1];
+static struct gated *GATE[N_MAX + 1];
+static struct txnlog *LOG[N_MAX + 1];
 static int64_t NOW = 1000000;
 
 static void item_free(struct item *it)
@@ -142,7 +308,7 @@ static int t_send_msg(void *arg, const struct raft_msg *m)
 static int t_send_forward(void *arg, uint32_t to, const struct peer_forward *f)
 {
     struct node *nd = arg;
-    if (nd->net->down[nd->id] || nd->net->down[to])
+    if (nd->net->down[nd->id] || nd->net->down[to] || nd->net->refuse_forwards[nd->id])
         return -1;
     struct item *it = push_item(nd->net, 2, nd->id, to);
     it->f = *f;
@@ -171,6 +337,27 @@ static int t_send_touch(void *arg, uint32_t to, const int64_t *ids, uint32_t n)
     it->n_ids = n;
     nd->net->touches++;
     return 0;
+}
+
+static uint64_t t_link_gen(void *arg, uint32_t to)
+{
+    struct node *nd = arg;
+    return nd->net->down[to] ? 0 : nd->net->gen[nd->id][to];
+}
+
+/* A link from `from` to `to` that dropped and came back: the forwards
+ * queued on it are lost, and a new generation starts. */
+static void link_bounce(uint32_t from, uint32_t to)
+{
+    size_t keep = 0;
+    for (size_t i = 0; i < NET.n_q; i++) {
+        if (NET.q[i].from == from && NET.q[i].to == to)
+            item_free(&NET.q[i]);
+        else
+            NET.q[keep++] = NET.q[i];
+    }
+    NET.n_q = keep;
+    NET.gen[from][to]++;
 }
 
 static void t_flush(void *arg)
@@ -304,6 +491,7 @@ static int64_t take_snapshot(uint32_t id)
 }
 
 static const struct seq_peer_ops T_OPS = { .send_msg = t_send_msg, .send_forward = t_send_forward,
+                                           .link_gen = t_link_gen,
                                            .send_touch = t_send_touch, .flush = t_flush,
                                            .drain = t_drain };
 
@@ -317,6 +505,9 @@ static void cluster_up(uint32_t n)
     memset(&NET, 0, sizeof NET);
     NET.nodes = NODES;
     NET.n = n;
+    for (uint32_t i = 0; i <= N_MAX; i++)
+        for (uint32_t j = 0; j <= N_MAX; j++)
+            NET.gen[i][j] = 1;
     struct raft_member members[N_MAX];
     for (uint32_t i = 0; i < n; i++)
         members[i] = (struct raft_member){ .id = i + 1, .voter = true };
@@ -342,6 +533,12 @@ static void cluster_up(uint32_t n)
                                .container_check_ms = 60000, .ttl_enabled = true,
                                .tick_ms = 50, .clock_ms = clock_of_test,
                                .passwd_key_set = true, .ensemble = &ecfg };
+        if (GATED[i + 1]) {
+            GATE[i + 1] = gated_new();
+            struct txnlog_opts lo = { .db_id = 1, .prealloc_bytes = 4096 };
+            assert_int_equal(txnlog_open(&GATE[i + 1]->base, "log", &lo, &LOG[i + 1]), 0);
+            cfg.log = LOG[i + 1];
+        }
         memset(cfg.passwd_key, 0x5a, sizeof cfg.passwd_key); /* one key: see README */
         nd->s = seq_new(nd->t, &cfg, 1);
         assert_non_null(nd->s);
@@ -356,9 +553,21 @@ static void cluster_down(void)
         STORE[i] = (struct store){ 0 };
         SNAP_WANTED[i] = SNAP_HELD[i] = false;
     }
+    for (uint32_t i = 1; i <= N_MAX; i++)
+        if (GATE[i])
+            gate_set(GATE[i], true); /* the log writer finishes what it holds */
     for (uint32_t i = 0; i < NET.n; i++) {
         seq_free(NODES[i].s);
         NODES[i].s = NULL;
+    }
+    for (uint32_t i = 1; i <= N_MAX; i++) {
+        if (LOG[i])
+            txnlog_close(LOG[i]);
+        if (GATE[i])
+            storage_destroy(&GATE[i]->base);
+        LOG[i] = NULL;
+        GATE[i] = NULL;
+        GATED[i] = false;
     }
     rcu_barrier();
     for (uint32_t i = 0; i < NET.n; i++)
@@ -370,13 +579,44 @@ static void cluster_down(void)
     memset(&NET, 0, sizeof NET);
 }
 
+static bool gate_is_open(struct gated *g)
+{
+    pthread_mutex_lock(&g->lock);
+    bool open = g->open;
+    pthread_mutex_unlock(&g->lock);
+    return open;
+}
+
+static struct seq_ens_status status_of(uint32_t id);
+
+/* A server whose txn log is gated but open: its log writer's thread runs
+ * in real time while the clock here is the test's, so the pass waits for
+ * it (a fast disk), lest elections time out while it writes. */
+static void wait_log_writer(uint32_t id)
+{
+    if (!GATE[id] || !gate_is_open(GATE[id]))
+        return;
+    for (int k = 0; k < 100000; k++) {
+        struct seq_ens_status st = status_of(id);
+        if (st.raft.durable_zxid == st.raft.last_zxid)
+            return;
+        struct timespec pause = { .tv_sec = 0, .tv_nsec = 20000 };
+        nanosleep(&pause, NULL);
+        (void)seq_ens_step(NODES[id - 1].s, NOW, WALL0 + NOW); /* takes what it synced */
+    }
+    fail_msg("server %u: its log writer never caught up", id);
+}
+
 /* One pass of every live server, then the clock moves one millisecond. */
 static void step_all(void)
 {
     rcu_read_lock();
-    for (uint32_t i = 0; i < NET.n; i++)
-        if (!NET.down[i + 1] && !NET.paused[i + 1])
+    for (uint32_t i = 0; i < NET.n; i++) {
+        if (!NET.down[i + 1] && !NET.paused[i + 1]) {
             (void)seq_ens_step(NODES[i].s, NOW, WALL0 + NOW);
+            wait_log_writer(i + 1);
+        }
+    }
     rcu_read_unlock();
     for (uint32_t i = 0; i < NET.n; i++)
         seq_ens_release(NODES[i].s); /* old trees a snapshot replaced */
@@ -1220,6 +1460,172 @@ static void test_write_left_behind_by_a_move_is_refused(void **state)
     cluster_down();
 }
 
+static void submit_create(uint32_t id, uint64_t conn, int64_t session, int32_t xid,
+                          const char *path)
+{
+    struct zk_wbuf b;
+    create_body(&b, path, ZK_PERSISTENT);
+    submit_write(id, conn, session, xid, ZK_OP_CREATE, &b);
+    zk_wbuf_free(&b);
+}
+
+static void submit_disconnect(uint32_t id, uint64_t conn)
+{
+    struct seq_req *r = seq_req_new(SEQ_REQ_DISCONNECT, NULL, 0, NULL, 0);
+    assert_non_null(r);
+    r->worker = 0;
+    r->conn = conn;
+    seq_submit(NODES[id - 1].s, r);
+}
+
+/* A session's writes pipeline through a follower, so the second may be
+ * forwarded before the first is answered. When the link to the leader
+ * drops in between, the first is lost with it; the second must not go on
+ * the link that came back, or it would commit without the first. */
+static void test_pipelined_write_stays_on_its_link(void **state)
+{
+    (void)state;
+    cluster_up(3);
+    uint32_t leader = wait_leader();
+    uint32_t f = a_follower(leader, 0);
+    int64_t sid = connect_via(f, 61, 30000, NULL);
+    settle(leader);
+    NET.hold_forwards[f] = true;
+    submit_create(f, 61, sid, 1, "/first");
+    for (int k = 0; k < 5; k++)
+        step_all();
+    link_bounce(f, leader); /* /first is gone with the old link */
+    NET.hold_forwards[f] = false;
+    submit_create(f, 61, sid, 2, "/second");
+    seq_out_free(wait_out(f, SEQ_OUT_CLOSE, 61)); /* its fate is the client's to find out */
+    /* the same connection's next write fails too, until the worker's
+     * DISCONNECT ends the connection */
+    submit_create(f, 61, sid, 3, "/third");
+    for (int k = 0; k < 50; k++)
+        step_all();
+    settle(leader);
+    for (uint32_t i = 1; i <= 3; i++) {
+        assert_false(exists_on(i, "/first"));
+        assert_false(exists_on(i, "/second"));
+        assert_false(exists_on(i, "/third"));
+    }
+    /* the session goes on over a new connection */
+    submit_disconnect(f, 61);
+    assert_int_equal(create_via(f, 62, sid, 4, "/fourth", ZK_PERSISTENT), ZK_OK);
+    settle(leader);
+    assert_true(exists_on(leader, "/fourth"));
+    assert_live_trees_agree();
+    cluster_down();
+}
+
+/* A write that could not be forwarded fails (its connection closes); the
+ * writes its connection pipelined behind it fail with it, even once the
+ * leader can be reached again, until the worker says the connection is
+ * gone. */
+static void test_writes_behind_a_failed_one_fail(void **state)
+{
+    (void)state;
+    cluster_up(3);
+    uint32_t leader = wait_leader();
+    uint32_t f = a_follower(leader, 0);
+    int64_t sid = connect_via(f, 71, 30000, NULL);
+    settle(leader);
+    NET.refuse_forwards[f] = true;
+    submit_create(f, 71, sid, 1, "/lost");
+    seq_out_free(wait_out(f, SEQ_OUT_CLOSE, 71));
+    NET.refuse_forwards[f] = false;
+    submit_create(f, 71, sid, 2, "/behind");
+    for (int k = 0; k < 50; k++)
+        step_all();
+    settle(leader);
+    for (uint32_t i = 1; i <= 3; i++)
+        assert_false(exists_on(i, "/behind"));
+    submit_disconnect(f, 71);
+    assert_int_equal(create_via(f, 72, sid, 3, "/later", ZK_PERSISTENT), ZK_OK);
+    settle(leader);
+    assert_live_trees_agree();
+    cluster_down();
+}
+
+/* A forward names the term of the leader it was sent to; a leader takes
+ * it only in that term. Taken in another, it could commit after writes of
+ * its session that were lost with the leadership it was meant for. */
+static void test_forward_for_another_term_is_dropped(void **state)
+{
+    (void)state;
+    cluster_up(3);
+    uint32_t leader = wait_leader();
+    uint32_t f = a_follower(leader, 0);
+    int64_t sid = connect_via(f, 91, 30000, NULL);
+    settle(leader);
+    uint32_t term = status_of(leader).raft.term;
+    const uint32_t terms[] = { term - 1, term + 1, term };
+    const char *paths[] = { "/older", "/newer", "/this" };
+    for (int i = 0; i < 3; i++) {
+        struct zk_wbuf b;
+        create_body(&b, paths[i], ZK_PERSISTENT);
+        struct peer_forward fw = { .session_id = sid, .cxid = 900 + i, .op = ZK_OP_CREATE,
+                                   .body = b.p, .body_len = b.len, .term = terms[i] };
+        rcu_read_lock();
+        seq_peer_forward(NODES[leader - 1].s, f, &fw);
+        rcu_read_unlock();
+        zk_wbuf_free(&b);
+    }
+    for (int k = 0; k < 100; k++)
+        step_all();
+    settle(leader);
+    for (uint32_t i = 1; i <= 3; i++) {
+        assert_false(exists_on(i, "/older"));
+        assert_false(exists_on(i, "/newer"));
+        assert_true(exists_on(i, "/this"));
+    }
+    cluster_down();
+}
+
+/* Followers whose disks are slow: with the txn log on its own thread, a
+ * follower's pass goes on while its log syncs, but its ack of the entries
+ * waits for the sync, so nothing commits on an ack a crash could take
+ * back. Once the disks catch up, the write commits and is answered. */
+static void test_follower_acks_only_what_its_disk_holds(void **state)
+{
+    (void)state;
+    GATED[1] = GATED[2] = GATED[3] = true;
+    cluster_up(3);
+    uint32_t leader = wait_leader();
+    int64_t sid = connect_via(leader, 81, 30000, NULL);
+    settle(leader);
+    int64_t before = status_of(leader).raft.commit_zxid;
+    for (uint32_t i = 1; i <= 3; i++)
+        if (i != leader)
+            gate_set(GATE[i], false);
+    submit_create(leader, 81, sid, 1, "/slow");
+    /* long enough for acks to come back, well within an election timeout
+     * (the followers' heartbeat answers wait behind their disks too) */
+    for (int k = 0; k < 4 * HEARTBEAT_TICKS * TICK_MS; k++)
+        step_all();
+    /* the leader's own disk is quick, but it is one of three */
+    assert_true(status_of(leader).raft.durable_zxid > before);
+    assert_true(status_of(leader).raft.commit_zxid == before);
+    assert_false(exists_on(leader, "/slow"));
+    stash_drain(leader);
+    assert_null(stash_take(leader, SEQ_OUT_REPLY, 81));
+    uint32_t f = a_follower(leader, 0);
+    unsigned synced = gate_syncs(GATE[f]);
+    gate_set(GATE[f], true);
+    struct seq_out *o = wait_out(leader, SEQ_OUT_REPLY, 81);
+    struct base_rd r;
+    struct zk_reply_header h = reply_header(o, &r);
+    assert_int_equal(h.xid, 1);
+    assert_int_equal(h.err, ZK_OK);
+    seq_out_free(o);
+    assert_true(gate_syncs(GATE[f]) > synced);
+    for (uint32_t i = 1; i <= 3; i++)
+        gate_set(GATE[i], true);
+    settle(leader);
+    assert_live_trees_agree();
+    cluster_down();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1238,6 +1644,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_read_only_mode_without_a_leader, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reattach_to_a_follower_behind, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_left_behind_by_a_move_is_refused, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_pipelined_write_stays_on_its_link, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_writes_behind_a_failed_one_fail, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_forward_for_another_term_is_dropped, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_follower_acks_only_what_its_disk_holds, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

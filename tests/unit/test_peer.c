@@ -197,11 +197,11 @@ static struct peer_frame sample(int i)
         return f;
     case 12:
         f.type = PEER_FORWARD;
-        f.forward = (struct peer_forward){ INT64_MIN, INT32_MIN, INT32_MAX, data_a, 5, auths, 3 };
+        f.forward = (struct peer_forward){ INT64_MIN, INT32_MIN, INT32_MAX, data_a, 5, auths, 3, UINT32_MAX };
         return f;
     case 13:
         f.type = PEER_FORWARD;
-        f.forward = (struct peer_forward){ 1, -1, 1, NULL, 0, NULL, 0 };
+        f.forward = (struct peer_forward){ 1, -1, 1, NULL, 0, NULL, 0, 0 };
         return f;
     case 14: f.type = PEER_TOUCH; f.touch = (struct peer_touch){ touched, 5 }; return f;
     case 15: f.type = PEER_TOUCH; f.touch = (struct peer_touch){ NULL, 0 }; return f;
@@ -548,9 +548,11 @@ static void test_decode_refuses_bad_header_and_hello(void **state)
     assert_int_equal(decode_patched32(0, 1, 0x4c525053), PEER_EMAGIC);
     assert_int_equal(decode_patched(0, 5, "\x01", 1), PEER_EVERSION); /* version 258 */
     assert_int_equal(decode_patched(0, 6, "\x00", 1), PEER_EVERSION); /* version 0 */
-    assert_int_equal(decode_patched(0, 6, "\x03", 1), PEER_EVERSION);
+    assert_int_equal(decode_patched(0, 6, "\x04", 1), PEER_EVERSION);
     /* version 1: no CONFIG entries, no membership in SNAP_CHUNK (peer.h) */
     assert_int_equal(decode_patched(0, 6, "\x01", 1), PEER_EVERSION);
+    /* version 2: no term in FORWARD */
+    assert_int_equal(decode_patched(0, 6, "\x02", 1), PEER_EVERSION);
     assert_int_equal(decode_patched32(0, 7, 0), PEER_EID);
     assert_int_equal(decode_patched32(0, 11, 256), PEER_EID);
     assert_int_equal(decode_patched32(0, 11, 1), PEER_EID); /* from == to */
@@ -602,13 +604,13 @@ static void test_decode_refuses_bad_message_fields(void **state)
     assert_int_equal(decode_patched64(10, 21, UINT64_MAX), PEER_ECHUNK);
     assert_int_equal(decode_patched64(11, 13, 1), PEER_ECHUNK); /* empty chunk, total 1 */
     assert_int_equal(decode_patched32(10, 29, 6), PEER_ETRUNC);
-    /* FORWARD: 1, 8 session, 4 cxid, 4 op, 4+5 body, 4 n, 4+6 "digest" ... */
-    assert_int_equal(decode_patched32(12, 26, 10), PEER_ECOUNT); /* 73 bytes left: 9 at most */
-    assert_int_equal(decode_patched32(12, 26, 4), PEER_ETRUNC);
-    assert_int_equal(decode_patched32(12, 26, PEER_FORWARD_AUTH_MAX + 1), PEER_ECOUNT);
-    assert_int_equal(decode_patched(12, 34, "\x00", 1), PEER_ESTRING);
-    assert_int_equal(decode_patched(12, 44, "\x00", 1), PEER_ESTRING); /* in the id */
-    assert_int_equal(decode_patched32(12, 17, 1000), PEER_ETRUNC); /* body runs long */
+    /* FORWARD: 1, 4 term, 8 session, 4 cxid, 4 op, 4+5 body, 4 n, 4+6 "digest" ... */
+    assert_int_equal(decode_patched32(12, 30, 10), PEER_ECOUNT); /* 73 bytes left: 9 at most */
+    assert_int_equal(decode_patched32(12, 30, 4), PEER_ETRUNC);
+    assert_int_equal(decode_patched32(12, 30, PEER_FORWARD_AUTH_MAX + 1), PEER_ECOUNT);
+    assert_int_equal(decode_patched(12, 38, "\x00", 1), PEER_ESTRING);
+    assert_int_equal(decode_patched(12, 48, "\x00", 1), PEER_ESTRING); /* in the id */
+    assert_int_equal(decode_patched32(12, 21, 1000), PEER_ETRUNC); /* body runs long */
     /* TOUCH: 1, 4 n */
     assert_int_equal(decode_patched32(14, 1, 6), PEER_ECOUNT);
     assert_int_equal(decode_patched32(14, 1, 4), PEER_ETRAILING);
