@@ -196,8 +196,13 @@ struct raft_cfg {
                                          * phase: straight to the new one */
 
 /* What must be durable across restarts. commit_zxid is advisory: any value
- * not above the true commit point is safe, so the driver may write it
- * lazily (with the next term/vote write, say); raft_new trusts it. */
+ * not above the true commit point, nor above this node's durable log
+ * (raft_status.durable_zxid), is safe, so the driver may write it lazily
+ * (with the next term/vote write, say); raft_new trusts it, and a restart
+ * replays the log up to it. rd.hard_state's is always safe. With async_log
+ * the second bound matters: a node applies committed entries before its
+ * own disk has them, and a truncation still on its way may leave stale
+ * entries below the zxids it applied. */
 struct raft_hard_state {
     uint32_t term;
     uint32_t vote; /* server id voted for in term; 0: none */

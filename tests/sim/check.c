@@ -277,6 +277,31 @@ bool check_apply_order(struct sim *s, const struct sim_node *n, const struct raf
     return false;
 }
 
+static bool same_entry(const struct raft_entry *a, const struct raft_entry *b)
+{
+    return a->zxid == b->zxid && a->type == b->type && a->len == b->len &&
+           (a->len == 0 || memcmp(a->data, b->data, a->len) == 0);
+}
+
+/* --async-log: the entry at zxid as n's log will hold it once its log
+ * thread is through: the newest queued batch that appends zxid has it,
+ * unless a batch after that one truncates below it. NULL if no batch has
+ * it; *cut: a queued batch truncates below zxid without appending it
+ * again (so the disk's copy, if any, goes too). */
+static const struct raft_entry *queued_entry(const struct sim_node *n, int64_t zxid, bool *cut)
+{
+    *cut = false;
+    for (uint32_t i = n->n_batches; i > 0; i--) {
+        const struct sim_batch *b = &n->batches[(n->batch_head + i - 1) % RAFT_LOG_BATCHES_MAX];
+        for (size_t j = 0; j < b->n_entries; j++)
+            if (b->entries[j].zxid == zxid)
+                return *cut ? NULL : &b->entries[j];
+        if (b->truncate && b->truncate_after < zxid)
+            *cut = true;
+    }
+    return NULL;
+}
+
 bool check_apply(struct sim *s, const struct sim_node *n, const struct raft_entry *e,
                  uint64_t digest_after)
 {
@@ -284,10 +309,18 @@ bool check_apply(struct sim *s, const struct sim_node *n, const struct raft_entr
     long at = committed_successor(s, n, n->kv.applied_zxid, e, digest_after);
     if (at < 0)
         return false;
-    const struct disk_entry *de = disk_find(&n->disk, e->zxid);
-    if (de == NULL) {
-        sim_fail(s, n->id, "n%u applies %s, which is not in its durable log", n->id,
-                 trace_zxid(e->zxid, z1));
+    /* With the async log a committed entry may be applied before this
+     * node's log thread made it durable (raft.h): it must be on its way. */
+    bool cut;
+    const struct raft_entry *queued = queued_entry(n, e->zxid, &cut);
+    if (queued != NULL && same_entry(queued, e))
+        return true;
+    const struct disk_entry *de = cut ? NULL : disk_find(&n->disk, e->zxid);
+    if (queued != NULL || de == NULL) {
+        sim_fail(s, n->id, "n%u applies %s, which %s", n->id, trace_zxid(e->zxid, z1),
+                 queued != NULL ? "differs from the entry its log thread is to write there"
+                 : n->n_batches > 0 ? "is neither in its durable log nor queued for it"
+                                    : "is not in its durable log");
         return false;
     }
     if (de->chain != s->check.committed[at].chain) {
@@ -390,24 +423,30 @@ bool check_snapshot(struct sim *s, const struct sim_node *n, int64_t zxid, uint6
     return true;
 }
 
-void check_truncate(struct sim *s, const struct sim_node *n, int64_t after)
+bool check_truncate_applied(struct sim *s, const struct sim_node *n, int64_t after)
 {
     char z1[24], z2[24];
-    if (after < n->kv.applied_zxid) {
-        sim_fail(s, n->id, "n%u truncates after %s, below its applied %s", n->id,
-                 trace_zxid(after, z1), trace_zxid(n->kv.applied_zxid, z2));
-        return;
-    }
-    const struct disk_log *log = &n->disk.log;
-    for (size_t i = log->n; i > 0 && log->v[i - 1].zxid > after; i--) {
-        const struct check_commit *cc = check_committed_at(&s->check, log->v[i - 1].zxid);
-        /* The core decides a truncation when it steps a message; a stalled
-         * disk holds the ready that carries it back, so only an entry
-         * committed before the stall began was committed when the
-         * truncation was decided (Raft truncates none of those; one
-         * committed since counted none of this node's pending acks) */
-        int64_t decided_by = n->slow_since ? n->slow_since : s->now;
-        if (cc != NULL && cc->chain == log->v[i - 1].chain && cc->step < decided_by) {
+    if (after >= n->kv.applied_zxid)
+        return true;
+    sim_fail(s, n->id, "n%u truncates after %s, below its applied %s", n->id,
+             trace_zxid(after, z1), trace_zxid(n->kv.applied_zxid, z2));
+    return false;
+}
+
+void check_truncate(struct sim *s, const struct sim_node *n, int64_t after, int64_t decided_by)
+{
+    char z1[24], z2[24];
+    /* The log as the disk has it now: with the async log, entries that
+     * batches of the same group commit wrote are cut too. */
+    for (size_t i = disk_view_len(&n->disk); i > 0; i--) {
+        const struct disk_entry *de = disk_view_at(&n->disk, i - 1);
+        if (de->zxid <= after)
+            break;
+        const struct check_commit *cc = check_committed_at(&s->check, de->zxid);
+        /* An entry committed once the truncation was decided counted none
+         * of this node's acks that the truncation takes back; one committed
+         * before must never go (Raft truncates none of those). */
+        if (cc != NULL && cc->chain == de->chain && cc->step < decided_by) {
             sim_fail(s, n->id, "n%u truncates after %s, dropping committed entry %s "
                      "(committed by step %lld; the truncation was decided from step %lld)",
                      n->id, trace_zxid(after, z1), trace_zxid(cc->zxid, z2),
@@ -430,7 +469,7 @@ void check_hard_state(struct sim *s, const struct sim_node *n, const struct raft
 /* An accepted APPEND_RESP claims the log through match_zxid is durable. */
 static bool match_is_durable(const struct disk *d, int64_t match)
 {
-    return match <= d->snap_zxid || (d->pend.n == 0 && disk_find(d, match) != NULL);
+    return match <= d->snap_zxid || (!disk_has_pending(d) && disk_find(d, match) != NULL);
 }
 
 /* A vote for `to` in term is settled on disk: either the disk's term is
@@ -469,36 +508,48 @@ void check_send(struct sim *s, const struct sim_node *n, const struct raft_msg *
     }
 }
 
-/* The core's log after snap_zxid equals the disk's (zxid, type, data),
- * except for a leader's tail past what it has made durable: raft_advance
- * may commit a joint membership and append its final one at once (the
- * next ready hands it out). */
-static void check_core_log(struct sim *s, const struct sim_node *n, const struct raft_status *st)
+/* The core's log after snap_zxid, through `through`, equals the disk's
+ * (zxid, type, data), except for a leader's tail past what it has made
+ * durable: raft_advance may commit a joint membership and append its final
+ * one at once (the next ready hands it out). */
+static void check_core_log(struct sim *s, const struct sim_node *n, const struct raft_status *st,
+                           int64_t through)
 {
     int64_t core_snap = st->snap_zxid;
     const struct disk_log *log = &n->disk.log;
     int64_t from = core_snap > n->disk.snap_zxid ? core_snap : n->disk.snap_zxid;
     size_t di = 0, len = raft_log_len(n->r);
-    char z[24];
+    char z[24], z2[24];
     while (di < log->n && log->v[di].zxid <= from)
         di++;
     for (size_t i = 0; i < len; i++) {
         const struct raft_entry *e = raft_log_at(n->r, i);
         if (e == NULL || e->zxid <= from)
             continue;
+        if (e->zxid > through)
+            break;
         if (di == log->n && st->role == RAFT_LEADER && e->zxid > st->durable_zxid)
             break;
         const struct disk_entry *de = di < log->n ? &log->v[di++] : NULL;
         if (de == NULL || de->zxid != e->zxid || de->type != e->type || de->len != e->len ||
             (e->len && memcmp(de->data, e->data, e->len) != 0)) {
-            sim_fail(s, n->id, "n%u's core holds %s, which differs from its disk", n->id,
-                     trace_zxid(e->zxid, z));
+            sim_fail(s, n->id, "n%u's core holds %s, which differs from its disk (the core "
+                               "says durable through %s)", n->id, trace_zxid(e->zxid, z),
+                     trace_zxid(st->durable_zxid, z2));
             return;
         }
     }
-    if (di != log->n)
-        sim_fail(s, n->id, "n%u's disk holds %s, which its core does not", n->id,
-                 trace_zxid(log->v[di].zxid, z));
+    if (di != log->n && log->v[di].zxid <= through)
+        sim_fail(s, n->id, "n%u's disk holds %s, which its core does not (the core says "
+                           "durable through %s)", n->id, trace_zxid(log->v[di].zxid, z),
+                 trace_zxid(st->durable_zxid, z2));
+}
+
+void check_core_durable(struct sim *s, const struct sim_node *n)
+{
+    struct raft_status st;
+    raft_status(n->r, &st);
+    check_core_log(s, n, &st, st.durable_zxid);
 }
 
 void check_core_matches_disk(struct sim *s, const struct sim_node *n)
@@ -511,7 +562,9 @@ void check_core_matches_disk(struct sim *s, const struct sim_node *n)
                  trace_zxid(st.applied_zxid, z1), trace_zxid(n->kv.applied_zxid, z2));
         return;
     }
-    check_core_log(s, n, &st);
+    /* With the async log, batches still on their way to the disk hold
+     * the rest; what the core counts as durable must be there already. */
+    check_core_log(s, n, &st, n->n_batches > 0 ? st.durable_zxid : INT64_MAX);
 }
 
 /* The newest CONFIG entry in n's core log into *out, its zxid into *zxid.

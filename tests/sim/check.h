@@ -15,7 +15,8 @@
  *   - durable before send: a message never claims state (term, vote,
  *     matched log) that the sender's disk does not hold;
  *   - hard state: the term never falls, a vote never changes in its term;
- *   - the core agrees with its disk after every raft_advance;
+ *   - the core agrees with its disk after every raft_advance (with the
+ *     async log: through what it counts as durable, while batches wait);
  *   - at the end, every node of the membership agrees (check_converged);
  *   - membership: only a voter of its own membership campaigns or leads,
  *     once that membership is known committed (before, a server it leaves
@@ -46,8 +47,10 @@ void check_log_entry(struct sim *s, const struct sim_node *n, const struct disk_
  * be above the applied one. False: the check failed. */
 bool check_apply_order(struct sim *s, const struct sim_node *n, const struct raft_entry *e);
 
-/* n (check_apply_order passed) is about to apply e and reach digest_after.
- * False: a check failed (the caller applies nothing). */
+/* n (check_apply_order passed) is about to apply e and reach digest_after:
+ * it must be the committed successor, and in n's durable log with the
+ * committed chain (--async-log: or in a batch queued for n's log thread,
+ * the same entry). False: a check failed (the caller applies nothing). */
 bool check_apply(struct sim *s, const struct sim_node *n, const struct raft_entry *e,
                  uint64_t digest_after);
 
@@ -72,9 +75,14 @@ void check_membership(struct sim *s, const struct sim_node *n);
  * initial one). */
 const struct raft_config *check_committed_config(const struct check *c, int64_t *zxid);
 
-/* n drops its log entries after `after`: none committed when the core
- * decided it (n->slow_since: the ready may have waited for a slow disk). */
-void check_truncate(struct sim *s, const struct sim_node *n, int64_t after);
+/* n's ready truncates after `after`: not below what n has applied. False:
+ * the check failed. */
+bool check_truncate_applied(struct sim *s, const struct sim_node *n, int64_t after);
+
+/* n's disk drops its log entries after `after`: none committed before
+ * decided_by, the step from which the core had decided it (a stalled disk
+ * may hold the ready back, and the async log its batch). */
+void check_truncate(struct sim *s, const struct sim_node *n, int64_t after, int64_t decided_by);
 
 /* n is about to persist hs. */
 void check_hard_state(struct sim *s, const struct sim_node *n, const struct raft_hard_state *hs);
@@ -83,8 +91,15 @@ void check_hard_state(struct sim *s, const struct sim_node *n, const struct raft
 void check_send(struct sim *s, const struct sim_node *n, const struct raft_msg *m);
 
 /* After raft_advance: the core's log and applied zxid match n's disk and
- * state machine. */
+ * state machine; with log batches queued (--async-log), the log only
+ * through the core's durable_zxid (the batches hold the rest). */
 void check_core_matches_disk(struct sim *s, const struct sim_node *n);
+
+/* Any time outside a ready (--async-log: after raft_log_synced): the
+ * core's log through its durable_zxid is on n's disk. (The core may have
+ * stepped messages since its last ready; what it holds past durable_zxid
+ * the next ready hands out.) */
+void check_core_durable(struct sim *s, const struct sim_node *n);
 
 /* The committed entry at zxid, or NULL. */
 const struct check_commit *check_committed_at(const struct check *c, int64_t zxid);

@@ -6,9 +6,13 @@
  *     fsync, rename): durable as soon as it is saved;
  *   - the snapshot (state-machine bytes at a zxid, with the membership in
  *     effect there: raft.h's raft_boot.snap_config) likewise;
- *   - the log: a truncation and an append are one pending write that only
- *     becomes durable at disk_sync; a crash before that keeps nothing of it
- *     or the truncation plus a prefix of the appended entries (a torn tail).
+ *   - the log: truncations and appends are one pending write that only
+ *     becomes durable at disk_sync; a crash before that keeps a prefix of
+ *     it: nothing, or its leading truncation plus the operations after it
+ *     up to some point (a torn tail). A synchronous driver writes one
+ *     ready's truncation and entries; the async log thread (--async-log)
+ *     may write several batches before one fdatasync (group commit), so a
+ *     truncation can also follow pending entries.
  * Each entry also carries its log chain hash (hash.h), which the log
  * matching check compares across nodes.
  *
@@ -38,6 +42,13 @@ struct disk_log {
     size_t cap;
 };
 
+/* A truncation in the pending write, made after its first `at` pending
+ * entries. */
+struct disk_cut {
+    size_t at;
+    int64_t after;
+};
+
 struct disk {
     struct raft_hard_state hard;
     int64_t snap_zxid; /* 0: no snapshot (the empty state at zxid 0) */
@@ -49,10 +60,19 @@ struct disk {
     bool snap_has_config;
     struct raft_config snap_config;
     struct disk_log log; /* durable, zxid order, all above snap_zxid */
-    /* The write not yet synced: an optional truncation, then entries. */
+    /* The write not yet synced, in the order it was made: the appended
+     * entries (pend, every one of them, even those a later truncation
+     * removed) and the truncations between them (cuts, by position). */
+    struct disk_log pend;
+    struct disk_cut *cuts;
+    size_t n_cuts, cap_cuts;
+    /* The log as a reader sees it now: the durable log cut after
+     * pend_truncate_after (if pend_truncate), then the pending entries
+     * view[0..n_view) (indices into pend) that no later truncation removed. */
     bool pend_truncate;
     int64_t pend_truncate_after;
-    struct disk_log pend;
+    size_t *view;
+    size_t n_view, cap_view;
 };
 
 /* An empty disk: term 0, no vote, no snapshot (its bytes are the empty
@@ -63,8 +83,8 @@ void disk_free(struct disk *d);
 void disk_save_hard(struct disk *d, const struct raft_hard_state *hs);
 
 /* The last entry of the log as a reader would see it now (durable cut by
- * the pending truncation, then the pending entries): its zxid and chain,
- * or the snapshot's when the log is empty. */
+ * the pending truncations, then the pending entries they left): its zxid
+ * and chain, or the snapshot's when the log is empty. */
 void disk_last(const struct disk *d, int64_t *zxid, uint64_t *chain);
 
 /* Replaces the snapshot, the whole log and any pending write (raft.h
@@ -82,8 +102,7 @@ void disk_install_snapshot(struct disk *d, int64_t zxid, uint64_t chain,
 bool disk_install_snapshot_keep(struct disk *d, int64_t zxid, uint64_t chain,
                                 const uint8_t *data, size_t len, const struct raft_config *conf);
 
-/* Pending: drop entries above after (raft.h step 3). Only before the
- * ready's entries are appended. */
+/* Pending: drop entries above after (raft.h step 3), durable or pending. */
 void disk_truncate(struct disk *d, int64_t after);
 
 /* Pending: appends a copy of e with its chain computed from the last entry.
@@ -93,15 +112,39 @@ bool disk_append(struct disk *d, const struct raft_entry *e);
 /* Makes the pending write durable (fdatasync). */
 void disk_sync(struct disk *d);
 
-/* A crash: the pending write keeps nothing (keep < 0) or its truncation
- * plus its first keep entries (a torn tail). */
-void disk_crash(struct disk *d, long keep);
+/* Whether a write is pending (entries or a truncation). */
+bool disk_has_pending(const struct disk *d);
+
+/* How many operations of the pending write follow its leading truncation
+ * (if it has one): its entries and the truncations between them. With
+ * one truncation at most, in front (a synchronous ready's write), that is
+ * the number of pending entries. */
+size_t disk_pending_len(const struct disk *d);
+
+/* A crash: the pending write keeps nothing (keep < 0) or its leading
+ * truncation (if any) plus its next keep operations, in the order they
+ * were made (a torn tail). Returns how many pending entries reached the
+ * durable log. */
+size_t disk_crash(struct disk *d, long keep);
+
+/* The log as a reader sees it now (disk_last's): n entries, durable and
+ * pending, zxid-ordered; entry i by disk_view_at. */
+size_t disk_view_len(const struct disk *d);
+const struct disk_entry *disk_view_at(const struct disk *d, size_t i);
 
 /* The driver's snapshot: the state machine at zxid (bytes) and the
  * membership there (conf), at the snapshot's zxid or a durable log entry;
  * drops the log through zxid. False (nothing changed): zxid is in neither. */
 bool disk_compact(struct disk *d, int64_t zxid, const uint8_t *data, size_t len,
                   const struct raft_config *conf);
+
+/* Likewise at a zxid the durable log does not hold yet, whose log chain
+ * is chain (with the async log a state machine may have applied entries
+ * the log thread has still to write; entries at or below the snapshot
+ * are then not appended). zxid is not below the snapshot's; no write
+ * pending. */
+void disk_compact_ahead(struct disk *d, int64_t zxid, uint64_t chain, const uint8_t *data,
+                        size_t len, const struct raft_config *conf);
 
 /* The durable log entry at zxid, or NULL. */
 const struct disk_entry *disk_find(const struct disk *d, int64_t zxid);

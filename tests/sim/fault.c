@@ -33,6 +33,13 @@ void fault_pick_profile(struct sim *s)
      * corrupted follower per run to one every ~500 steps. */
     if (s->opts.corrupt)
         p->corrupt = (uint32_t)rng_range(g, 250, 2000);
+    /* Likewise --async-log (drawn last): a log thread that finishes a
+     * batch within a step or two, or one that takes five on average; one
+     * that rarely groups batches, or one that mostly does. */
+    if (s->opts.async_log) {
+        p->log_sync = (uint32_t)rng_range(g, 200000, 1000000);
+        p->log_group = (uint32_t)rng_range(g, 0, 900000);
+    }
 }
 
 /* A random node that is up, or NULL if none is. */
@@ -80,9 +87,21 @@ static void strike_nodes(struct sim *s)
         trace_fault(s, n, TR_DISK_FAULT, n->disk_fault == DISK_FAULT_SYNC);
     }
     if (rng_chance(&s->rng, s->prof.slow_disk) && (n = random_up_node(s)) != NULL) {
-        if (n->slow_since == 0)
+        int64_t stall = rng_range(&s->rng, 5, 60);
+        /* The async log's driver goes on while its disk stalls, so now and
+         * then a long stall, on the leader if there is one (it queues the
+         * most batches): its log thread may fill up to
+         * RAFT_LOG_BATCHES_MAX. Drawn only with --async-log. */
+        if (s->opts.async_log && rng_below(&s->rng, 8) == 0) {
+            struct sim_node *leader = sim_any_leader(s);
+            n = leader != NULL ? leader : n;
+            stall = rng_range(&s->rng, 200, 800);
+        }
+        /* A stall holds a synchronous driver's ready back from now; the
+         * async log's holds only its log thread (node.c, log_room). */
+        if (n->slow_since == 0 && !s->opts.async_log)
             n->slow_since = s->now;
-        n->slow_until = s->now + rng_range(&s->rng, 5, 60);
+        n->slow_until = s->now + stall;
         trace_fault(s, n, TR_SLOW_DISK, n->slow_until);
     }
     /* Only with --corrupt, so that other runs keep their schedules. */

@@ -2,7 +2,9 @@
  * larch-sim — the seeded deterministic cluster simulator (see README.md):
  *   larch-sim --seed N [--servers 3|5] [--observers 0|1] [--steps N]
  *             [--reconfig] [--spares 0..3] [--counter-limit N] [--corrupt]
- *             [--break commit-minority|vote-log-check|config-no-joint|no-resync]
+ *             [--async-log]
+ *             [--break commit-minority|vote-log-check|config-no-joint|no-resync|
+ *                      async-early-ack]
  *             [--trace]
  *   larch-sim --seeds A..B [same options] [--expect-failure]
  *   larch-sim --self-test
@@ -34,8 +36,9 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: larch-sim --seed N | --seeds A..B | --self-test\n"
                  "  [--servers 3|5] [--observers 0|1] [--steps N] [--counter-limit N]\n"
-                 "  [--reconfig] [--spares 0..%u] [--corrupt]\n"
-                 "  [--break commit-minority|vote-log-check|config-no-joint|no-resync]\n"
+                 "  [--reconfig] [--spares 0..%u] [--corrupt] [--async-log]\n"
+                 "  [--break commit-minority|vote-log-check|config-no-joint|no-resync|\n"
+                 "           async-early-ack]\n"
                  "  [--trace]\n"
                  "  [--expect-failure]\n", SIM_SPARES_MAX);
 }
@@ -79,6 +82,8 @@ static bool parse_break(const char *name, struct sim_opts *o)
         o->break_bits = RAFT_BREAK_CONFIG_NO_JOINT;
     else if (name && strcmp(name, "no-resync") == 0)
         o->sim_break = SIM_BREAK_NO_RESYNC; /* the driver's, not the core's */
+    else if (name && strcmp(name, "async-early-ack") == 0)
+        o->sim_break = SIM_BREAK_ASYNC_EARLY_ACK; /* the driver's too */
     else
         return false;
     o->break_name = name;
@@ -134,6 +139,8 @@ static bool parse_args(struct cli *c, int argc, char **argv)
             c->opts.reconfig = true;
         else if (strcmp(a, "--corrupt") == 0)
             c->opts.corrupt = true;
+        else if (strcmp(a, "--async-log") == 0)
+            c->opts.async_log = true;
         else if (i + 1 < argc && parse_valued(c, a, argv[i + 1])) {
             have_seed = have_seed || strcmp(a, "--seed") == 0 || strcmp(a, "--seeds") == 0;
             i++;
@@ -149,6 +156,9 @@ static bool parse_args(struct cli *c, int argc, char **argv)
      * machines go wrong. */
     if (c->opts.sim_break & SIM_BREAK_NO_RESYNC)
         c->opts.corrupt = true;
+    /* And acks that outrun the log thread need one. */
+    if (c->opts.sim_break & SIM_BREAK_ASYNC_EARLY_ACK)
+        c->opts.async_log = true;
     return c->self_test || have_seed;
 }
 
@@ -202,10 +212,10 @@ static int run_seeds(struct cli *c, struct sim *s)
         char spares[32] = "";
         if (c->opts.spares_given)
             snprintf(spares, sizeof(spares), ", %u spares", c->opts.spares);
-        printf("seeds %" PRIu64 "..%" PRIu64 " (%u servers, %u observers%s, %u steps%s%s%s%s): ran %"
-               PRIu64 " failed %" PRIu64 "\n", c->first, c->last, c->opts.servers,
+        printf("seeds %" PRIu64 "..%" PRIu64 " (%u servers, %u observers%s, %u steps%s%s%s%s%s): "
+               "ran %" PRIu64 " failed %" PRIu64 "\n", c->first, c->last, c->opts.servers,
                c->opts.observers, spares, c->opts.steps, c->opts.reconfig ? ", reconfig" : "",
-               c->opts.corrupt ? ", corrupt" : "",
+               c->opts.corrupt ? ", corrupt" : "", c->opts.async_log ? ", async log" : "",
                c->opts.break_name ? ", break " : "", c->opts.break_name ? c->opts.break_name : "",
                ran, failed);
     } else if (!failed) {

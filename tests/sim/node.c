@@ -23,7 +23,23 @@ enum ready_stage {
     STAGE_APPLY,
     STAGE_READS,
     STAGE_ADVANCE,
+    STAGE_QUEUE, /* --async-log: the truncation and entries go to the log thread */
+    STAGE_LOG,   /* --async-log: not a ready's; the log thread's own writes */
 };
+
+/* A synchronous driver's ready, and one with the async log, whose steps 3
+ * and 4 the log thread does after raft_advance (raft.h). Early messages
+ * go before the batch is queued: a crash between leaves followers with
+ * entries their leader never wrote. */
+static const unsigned sync_stages[] = {
+    STAGE_HARD, STAGE_SNAPSHOT, STAGE_TRUNCATE, STAGE_SEND_EARLY, STAGE_APPEND,
+    STAGE_SYNC, STAGE_SEND,     STAGE_APPLY,    STAGE_READS,      STAGE_ADVANCE,
+};
+static const unsigned async_stages[] = {
+    STAGE_HARD, STAGE_SNAPSHOT, STAGE_SEND_EARLY, STAGE_QUEUE,
+    STAGE_SEND, STAGE_APPLY,    STAGE_READS,      STAGE_ADVANCE,
+};
+#define STAGES_LEN(a) ((unsigned)(sizeof(a) / sizeof((a)[0])))
 
 static void trace_node(struct sim *s, const struct sim_node *n, uint16_t kind, int64_t a,
                        int64_t b, int64_t c)
@@ -293,11 +309,12 @@ static void fill_cfg(const struct sim *s, const struct sim_node *n, struct raft_
     cfg->max_append_entries = s->max_append_entries;
     cfg->max_append_bytes = s->max_append_bytes;
     cfg->break_on_purpose = s->opts.break_bits;
+    cfg->async_log = s->opts.async_log;
 }
 
 bool node_boot(struct sim *s, struct sim_node *n)
 {
-    BASE_ASSERT(!n->up && n->r == NULL);
+    BASE_ASSERT(!n->up && n->r == NULL && n->n_batches == 0);
     if (!rebuild_state(s, n))
         return false;
     struct raft_boot boot;
@@ -334,21 +351,39 @@ bool node_boot(struct sim *s, struct sim_node *n)
     return !s->failed;
 }
 
+static bool batch_write(struct sim *s, struct sim_node *n, const struct sim_batch *b,
+                        bool io_faults);
+static void batches_drop(struct sim_node *n);
+
+/* A crash stops the log thread wherever it was: it may have written any
+ * of its queued batches, unsynced (the torn tail then keeps a prefix of
+ * them). After an I/O error it wrote no more. */
+static void log_thread_stops(struct sim *s, struct sim_node *n, int why)
+{
+    s->log_lost += n->n_batches;
+    bool wrote = why == TR_CRASH_RANDOM || why == TR_CRASH_IN_READY;
+    for (uint32_t i = 0; wrote && i < n->n_batches && !s->failed; i++)
+        batch_write(s, n, &n->batches[(n->batch_head + i) % RAFT_LOG_BATCHES_MAX], false);
+    batches_drop(n); /* their late messages with them; and what a ready drained */
+}
+
 void node_crash(struct sim *s, struct sim_node *n, int why, unsigned stage)
 {
     BASE_ASSERT(n->up);
-    long pending = (long)n->disk.pend.n;
+    log_thread_stops(s, n, why);
+    long pending = (long)disk_pending_len(&n->disk);
+    size_t pending_entries = n->disk.pend.n;
     long keep = -1;
-    if (pending > 0 || n->disk.pend_truncate)
+    if (disk_has_pending(&n->disk))
         keep = (long)rng_range(&s->rng, -1, pending);
-    disk_crash(&n->disk, keep);
+    size_t kept = disk_crash(&n->disk, keep);
     raft_free(n->r);
     n->r = NULL;
     n->up = false;
     n->restart_at = s->now + (s->faults_on ? rng_range(&s->rng, 5, 300) : 1);
     struct trace_event ev = {.step = s->now, .kind = TR_CRASH, .node = (uint8_t)n->id,
-                             .mtype = (uint8_t)stage, .a = why, .b = keep < 0 ? 0 : keep,
-                             .c = pending};
+                             .mtype = (uint8_t)stage, .a = why, .b = (int64_t)kept,
+                             .c = (int64_t)pending_entries};
     trace_add(&s->trace, &ev);
     clients_on_crash(s, n);
 }
@@ -438,20 +473,75 @@ static void stage_snapshot(struct sim *s, struct sim_node *n, const struct raft_
     clients_on_snapshot(s, n, snap->zxid);
 }
 
+/* Whether rd installs a resync snapshot (keeps_log): the log after it
+ * stays, and the ready's truncation and entries meet it (truncate_point,
+ * write_entries). */
+static bool ready_resyncs(const struct raft_ready *rd)
+{
+    return rd->snapshot != NULL && rd->snapshot->keeps_log;
+}
+
+/* Where the disk truncates for a truncation after `after`. below_snap:
+ * the disk's snapshot may be past `after` (a resync snapshot in the same
+ * ready may be at an entry that the ready appends after the truncation;
+ * with the async log the driver may have snapshotted an applied state the
+ * log thread has not written yet); the log holds nothing at or below the
+ * snapshot, so the truncation starts there. */
+static int64_t truncate_point(const struct sim_node *n, int64_t after, bool below_snap)
+{
+    return below_snap && after < n->disk.snap_zxid ? n->disk.snap_zxid : after;
+}
+
+/* Pending: the log drops what is after `after` (the core decided it from
+ * step decided_by). */
+static void write_truncate(struct sim *s, struct sim_node *n, int64_t after, int64_t decided_by)
+{
+    check_truncate(s, n, after, decided_by);
+    disk_truncate(&n->disk, after);
+    trace_node(s, n, TR_TRUNCATE, after, 0, 0);
+}
+
+/* Where a ready's truncation was decided from: a stalled disk may have
+ * held the ready back (slow_since; with the async log only a full log
+ * thread does). */
+static int64_t decided_from(const struct sim *s, const struct sim_node *n)
+{
+    return n->slow_since ? n->slow_since : s->now;
+}
+
 static void stage_truncate(struct sim *s, struct sim_node *n, const struct raft_ready *rd)
 {
     if (!rd->truncate)
         return;
-    int64_t after = rd->truncate_after;
-    /* A resync snapshot in the same ready may be at an entry that this
-     * ready appends after the truncation: the log holds nothing at or
-     * below the snapshot, so the truncation starts there. */
-    if (rd->snapshot != NULL && rd->snapshot->keeps_log && after < n->disk.snap_zxid)
-        after = n->disk.snap_zxid;
-    check_truncate(s, n, after);
-    disk_truncate(&n->disk, after);
-    trace_node(s, n, TR_TRUNCATE, after, 0, 0);
+    int64_t after = truncate_point(n, rd->truncate_after, ready_resyncs(rd));
+    if (!check_truncate_applied(s, n, after))
+        return;
+    write_truncate(s, n, after, decided_from(s, n));
     clients_on_truncate(s, n, after);
+}
+
+/* Pending: appends count entries (count > 0). below_snap: those at or
+ * below the disk's snapshot are in it already (see truncate_point).
+ * False: a check failed. */
+static bool write_entries(struct sim *s, struct sim_node *n, const struct raft_entry *entries,
+                          size_t count, bool below_snap)
+{
+    char z1[24], z2[24];
+    for (size_t i = 0; i < count; i++) {
+        int64_t last;
+        uint64_t chain;
+        if (below_snap && entries[i].zxid <= n->disk.snap_zxid)
+            continue;
+        disk_last(&n->disk, &last, &chain);
+        if (!disk_append(&n->disk, &entries[i])) {
+            sim_fail(s, n->id, "n%u is told to append %s after %s: zxids must increase", n->id,
+                     trace_zxid(entries[i].zxid, z1), trace_zxid(last, z2));
+            return false;
+        }
+        check_log_entry(s, n, &n->disk.pend.v[n->disk.pend.n - 1]);
+    }
+    trace_node(s, n, TR_APPEND, entries[0].zxid, entries[count - 1].zxid, (int64_t)count);
+    return !s->failed;
 }
 
 /* False: the node crashed (ENOSPC) or a check failed. */
@@ -464,36 +554,18 @@ static bool stage_append(struct sim *s, struct sim_node *n, const struct raft_re
         node_crash(s, n, TR_CRASH_APPEND_ERR, STAGE_APPEND);
         return false;
     }
-    char z1[24], z2[24];
-    /* After a resync snapshot, entries of this ready at or below it are
-     * in the snapshot already. */
-    bool resync = rd->snapshot != NULL && rd->snapshot->keeps_log;
-    for (size_t i = 0; i < rd->n_entries; i++) {
-        int64_t last;
-        uint64_t chain;
-        if (resync && rd->entries[i].zxid <= n->disk.snap_zxid)
-            continue;
-        disk_last(&n->disk, &last, &chain);
-        if (!disk_append(&n->disk, &rd->entries[i])) {
-            sim_fail(s, n->id, "n%u is told to append %s after %s: zxids must increase", n->id,
-                     trace_zxid(rd->entries[i].zxid, z1), trace_zxid(last, z2));
-            return false;
-        }
-        check_log_entry(s, n, &n->disk.pend.v[n->disk.pend.n - 1]);
-    }
-    trace_node(s, n, TR_APPEND, rd->entries[0].zxid, rd->entries[rd->n_entries - 1].zxid,
-               (int64_t)rd->n_entries);
-    return !s->failed;
+    return write_entries(s, n, rd->entries, rd->n_entries, ready_resyncs(rd));
 }
 
-/* False: the node crashed (EIO on fdatasync). */
-static bool stage_sync(struct sim *s, struct sim_node *n)
+/* fdatasync of the pending write, in a ready's stage (or the log
+ * thread's). False: the node crashed (EIO on fdatasync). */
+static bool sync_disk(struct sim *s, struct sim_node *n, unsigned stage)
 {
-    if (n->disk.pend.n == 0 && !n->disk.pend_truncate)
+    if (!disk_has_pending(&n->disk))
         return true;
     if (n->disk_fault == DISK_FAULT_SYNC) {
         n->disk_fault = DISK_FAULT_NONE;
-        node_crash(s, n, TR_CRASH_SYNC_ERR, STAGE_SYNC);
+        node_crash(s, n, TR_CRASH_SYNC_ERR, stage);
         return false;
     }
     disk_sync(&n->disk);
@@ -530,25 +602,30 @@ static bool attach_snapshot(struct sim *s, struct sim_node *n, struct raft_msg *
     return true;
 }
 
+/* Sends one of n's messages (a copy: SNAP gets the driver's snapshot,
+ * APPEND the leader's digest). False: a check failed. */
+static bool send_one(struct sim *s, struct sim_node *n, struct raft_msg m)
+{
+    if (m.type == RAFT_MSG_SNAP && !attach_snapshot(s, n, &m))
+        return false;
+    /* The leader's digest at its applied zxid (see digest_receive). */
+    if (m.type == RAFT_MSG_APPEND && n->kv.applied_zxid > 0) {
+        m.digest = kv_digest(&n->kv);
+        m.digest_zxid = n->kv.applied_zxid;
+    }
+    check_send(s, n, &m);
+    if (!s->failed)
+        net_send(s, &m);
+    return !s->failed;
+}
+
 /* Sends the messages that may leave before the entries are durable
  * (early), or the rest. */
 static void stage_send(struct sim *s, struct sim_node *n, const struct raft_ready *rd, bool early)
 {
-    for (size_t i = 0; i < rd->n_msgs && !s->failed; i++) {
-        struct raft_msg m = rd->msgs[i];
-        if (raft_msg_early(&m) != early)
-            continue;
-        if (m.type == RAFT_MSG_SNAP && !attach_snapshot(s, n, &m))
+    for (size_t i = 0; i < rd->n_msgs && !s->failed; i++)
+        if (raft_msg_early(&rd->msgs[i]) == early && !send_one(s, n, rd->msgs[i]))
             return;
-        /* The leader's digest at its applied zxid (see digest_receive). */
-        if (m.type == RAFT_MSG_APPEND && n->kv.applied_zxid > 0) {
-            m.digest = kv_digest(&n->kv);
-            m.digest_zxid = n->kv.applied_zxid;
-        }
-        check_send(s, n, &m);
-        if (!s->failed)
-            net_send(s, &m);
-    }
 }
 
 static void stage_apply(struct sim *s, struct sim_node *n, const struct raft_ready *rd)
@@ -560,10 +637,270 @@ static void stage_apply(struct sim *s, struct sim_node *n, const struct raft_rea
         clients_on_apply(s, n, rd->committed[i].zxid, &res);
     }
     /* raft.h lets the driver store the commit zxid lazily: do so now and
-     * then, so that restarts re-apply from varied points. */
-    if (rd->n_committed > 0 && rng_below(&s->rng, 4) == 0 &&
-        n->kv.applied_zxid > n->disk.hard.commit_zxid)
-        n->disk.hard.commit_zxid = n->kv.applied_zxid;
+     * then, so that restarts re-apply from varied points. Not past the
+     * durable log: with --async-log this node applies entries its disk may
+     * not hold yet, and a restart replays the disk's log up to it. */
+    struct raft_status st;
+    raft_status(n->r, &st);
+    int64_t safe = n->kv.applied_zxid < st.durable_zxid ? n->kv.applied_zxid : st.durable_zxid;
+    if (rd->n_committed > 0 && rng_below(&s->rng, 4) == 0 && safe > n->disk.hard.commit_zxid)
+        n->disk.hard.commit_zxid = safe;
+}
+
+/* ---- the async log (--async-log) ---------------------------------------
+ * With cfg.async_log a driver hands each ready's truncation and entries to
+ * a log thread and goes on to raft_advance; the thread writes them and
+ * syncs, and only then do the ready's late messages leave and the core
+ * hear of it (raft_log_synced). Here the thread is sim_node.batches, a
+ * FIFO that node_log_step works off now and then, several batches to one
+ * fdatasync at times (group commit), never while the disk stalls. */
+
+static struct sim_batch *batch_at(struct sim_node *n, uint32_t i)
+{
+    BASE_ASSERT(i < n->n_batches);
+    return &n->batches[(n->batch_head + i) % RAFT_LOG_BATCHES_MAX];
+}
+
+static void batch_free(struct sim_batch *b)
+{
+    free(b->entries);
+    free(b->late);
+    memset(b, 0, sizeof(*b));
+}
+
+/* The oldest batch is done with. */
+static void batch_pop(struct sim_node *n)
+{
+    batch_free(batch_at(n, 0));
+    n->batch_head = (n->batch_head + 1) % RAFT_LOG_BATCHES_MAX;
+    n->n_batches--;
+}
+
+static void batches_drop(struct sim_node *n)
+{
+    for (uint32_t i = 0; i < RAFT_LOG_BATCHES_MAX && n->n_batches > 0; i++)
+        batch_pop(n);
+    n->batch_head = 0;
+    n->synced_in_ready = 0;
+}
+
+/* Copies of count entries and their data, in one block (NULL for none). */
+static struct raft_entry *entries_copy(const struct raft_entry *entries, size_t count)
+{
+    if (count == 0)
+        return NULL;
+    size_t size = count * sizeof(struct raft_entry);
+    for (size_t i = 0; i < count; i++)
+        size += entries[i].len;
+    struct raft_entry *copy = malloc(size);
+    BASE_ASSERT(copy != NULL);
+    uint8_t *data = (uint8_t *)(copy + count);
+    for (size_t i = 0; i < count; i++) {
+        copy[i] = entries[i];
+        copy[i].data = entries[i].len ? data : NULL;
+        if (entries[i].len)
+            memcpy(data, entries[i].data, entries[i].len);
+        data += entries[i].len;
+    }
+    return copy;
+}
+
+/* A late message waits with batch b (those are votes, acks and reads: no
+ * APPEND or SNAP, so nothing the core lends goes with them). */
+static void batch_add_late(struct sim_batch *b, const struct raft_msg *m)
+{
+    BASE_ASSERT(m->n_entries == 0 && m->snap_config == NULL && m->snap_len == 0);
+    if (b->n_late == b->cap_late) {
+        size_t cap = b->cap_late ? 2 * b->cap_late : 4;
+        struct raft_msg *v = realloc(b->late, cap * sizeof(*v));
+        BASE_ASSERT(v != NULL);
+        b->late = v;
+        b->cap_late = cap;
+    }
+    b->late[b->n_late] = *m;
+    b->late[b->n_late].entries = NULL;
+    b->n_late++;
+}
+
+/* Carries batch b out on the disk, unsynced: its truncation, then its
+ * entries; none at or below the disk's snapshot (the driver may have
+ * snapshotted an applied state that was not durable yet). io_faults: an
+ * armed ENOSPC strikes (not while a crash writes out what the thread had
+ * queued). False: the node crashed or a check failed. */
+static bool batch_write(struct sim *s, struct sim_node *n, const struct sim_batch *b,
+                        bool io_faults)
+{
+    if (b->truncate)
+        write_truncate(s, n, truncate_point(n, b->truncate_after, true), b->decided_by);
+    if (b->n_entries == 0 || s->failed)
+        return !s->failed;
+    if (io_faults && n->disk_fault == DISK_FAULT_APPEND) {
+        n->disk_fault = DISK_FAULT_NONE;
+        node_crash(s, n, TR_CRASH_APPEND_ERR, STAGE_LOG);
+        return false;
+    }
+    return write_entries(s, n, b->entries, b->n_entries, true);
+}
+
+/* The log thread makes the oldest k batches durable (their writes in
+ * order, one fdatasync), then their late messages leave, in order. The
+ * caller tells the core. False: the node crashed (ENOSPC, EIO) or a
+ * check failed. */
+static bool log_complete(struct sim *s, struct sim_node *n, uint32_t k)
+{
+    BASE_ASSERT(k >= 1 && k <= n->n_batches);
+    for (uint32_t i = 0; i < k; i++)
+        if (!batch_write(s, n, batch_at(n, i), true))
+            return false;
+    if (!sync_disk(s, n, STAGE_LOG))
+        return false;
+    size_t late = 0;
+    for (uint32_t i = 0; i < k; i++)
+        late += batch_at(n, i)->n_late;
+    struct trace_event ev = {.step = s->now, .kind = TR_LOG_SYNCED, .node = (uint8_t)n->id,
+                             .a = k, .b = n->n_batches - k, .c = (int64_t)late};
+    trace_add(&s->trace, &ev);
+    if (k > 1)
+        s->log_grouped++;
+    for (uint32_t i = 0; i < k && !s->failed; i++) {
+        const struct sim_batch *b = batch_at(n, 0);
+        for (size_t j = 0; j < b->n_late && !s->failed; j++)
+            send_one(s, n, b->late[j]);
+        batch_pop(n);
+    }
+    return !s->failed;
+}
+
+/* Between readies: k batches become durable, and the core hears of it. */
+static void log_synced(struct sim *s, struct sim_node *n, uint32_t k)
+{
+    if (!log_complete(s, n, k))
+        return;
+    raft_log_synced(n->r, k);
+    /* The core may have stepped messages since its last ready (a SNAP
+     * among them, whose membership the disk gets only at the next ready,
+     * which is where check_membership looks); what it counts as durable
+     * must be on the disk all the same. */
+    check_core_durable(s, n);
+    corruption_check_leader(s, n); /* a commit may end a leadership */
+}
+
+void node_log_step(struct sim *s, struct sim_node *n)
+{
+    if (!s->opts.async_log || s->failed || !n->up || n->n_batches == 0 ||
+        s->now < n->slow_until || !rng_chance(&s->rng, s->prof.log_sync))
+        return;
+    uint32_t k = 1;
+    if (n->n_batches > 1 && rng_chance(&s->rng, s->prof.log_group))
+        k = (uint32_t)rng_range(&s->rng, 2, n->n_batches);
+    log_synced(s, n, k);
+}
+
+/* raft_ready may add a batch, and the core takes at most
+ * RAFT_LOG_BATCHES_MAX unsynced: at the limit the driver waits for its
+ * log thread (while the disk stalls, the ready waits with it). False: no
+ * ready now. */
+static bool log_room(struct sim *s, struct sim_node *n)
+{
+    if (raft_log_unsynced(n->r) != n->n_batches) {
+        sim_fail(s, n->id, "n%u's core counts %zu log batches unsynced, its driver %u", n->id,
+                 raft_log_unsynced(n->r), n->n_batches);
+        return false;
+    }
+    if (n->n_batches < RAFT_LOG_BATCHES_MAX)
+        return true;
+    if (s->now < n->slow_until) {
+        if (n->slow_since == 0)
+            n->slow_since = s->now; /* the core decides what the ready will carry */
+        return false;
+    }
+    s->log_full++;
+    log_synced(s, n, 1);
+    return !s->failed && n->up;
+}
+
+/* raft.h step 2 with the async log: a snapshot goes in once the batches
+ * before it are durable (the core hears of them after raft_advance).
+ * False: the node crashed or a check failed. */
+static bool stage_drain(struct sim *s, struct sim_node *n, const struct raft_ready *rd)
+{
+    if (rd->snapshot == NULL || n->n_batches == 0)
+        return true;
+    uint32_t k = n->n_batches;
+    if (!log_complete(s, n, k))
+        return false;
+    n->synced_in_ready += k;
+    return true;
+}
+
+/* The ready's truncation and entries become one batch for the log
+ * thread (copied: the core lends them until raft_advance). False: a check
+ * failed. */
+static bool stage_queue(struct sim *s, struct sim_node *n, const struct raft_ready *rd)
+{
+    if (!rd->truncate && rd->n_entries == 0)
+        return true;
+    /* Judged now, against what the state machine has applied: by the time
+     * the log thread truncates, it may have applied committed entries that
+     * the batch appends after the truncation (raft.h). */
+    int64_t after = truncate_point(n, rd->truncate_after, true);
+    if (rd->truncate && !check_truncate_applied(s, n, after))
+        return false;
+    BASE_ASSERT(n->n_batches < RAFT_LOG_BATCHES_MAX); /* log_room */
+    n->n_batches++;
+    struct sim_batch *b = batch_at(n, n->n_batches - 1);
+    *b = (struct sim_batch){.truncate = rd->truncate, .truncate_after = rd->truncate_after,
+                            .decided_by = decided_from(s, n),
+                            .entries = entries_copy(rd->entries, rd->n_entries),
+                            .n_entries = rd->n_entries};
+    if (n->n_batches > s->log_depth_max)
+        s->log_depth_max = n->n_batches;
+    struct trace_event ev = {.step = s->now, .kind = TR_LOG_QUEUE, .node = (uint8_t)n->id,
+                             .flags = rd->truncate ? 1 : 0, .term = (uint32_t)rd->n_entries,
+                             .a = rd->truncate_after};
+    if (rd->n_entries > 0) {
+        ev.b = rd->entries[0].zxid;
+        ev.c = rd->entries[rd->n_entries - 1].zxid;
+    }
+    trace_add(&s->trace, &ev);
+    /* The core's log lost what is after it now, whenever the disk does. */
+    if (rd->truncate)
+        clients_on_truncate(s, n, after);
+    return true;
+}
+
+/* Late messages (raft_msg_early false) leave once the disk holds what
+ * they depend on: at once if no batch is queued, else with the newest
+ * batch, when it and every one before it are durable. */
+static void stage_send_late(struct sim *s, struct sim_node *n, const struct raft_ready *rd)
+{
+    bool early_ack = (s->opts.sim_break & SIM_BREAK_ASYNC_EARLY_ACK) != 0;
+    if (n->n_batches == 0 || early_ack) {
+        stage_send(s, n, rd, false);
+        return;
+    }
+    struct sim_batch *newest = batch_at(n, n->n_batches - 1);
+    for (size_t i = 0; i < rd->n_msgs; i++)
+        if (!raft_msg_early(&rd->msgs[i]))
+            batch_add_late(newest, &rd->msgs[i]);
+}
+
+static void stage_advance(struct sim *s, struct sim_node *n, const struct raft_ready *rd)
+{
+    raft_advance(n->r, rd);
+    n->slow_since = 0; /* what waited for the disk is through */
+    if (n->synced_in_ready > 0) {
+        raft_log_synced(n->r, n->synced_in_ready);
+        n->synced_in_ready = 0;
+    }
+    check_core_matches_disk(s, n);
+    corruption_check_leader(s, n);
+    if (n->resync_due) {
+        n->resync_due = false;
+        request_resync(n);
+    }
+    if (!s->failed)
+        check_membership(s, n);
 }
 
 /* Runs one stage; false if the node crashed or a check failed. */
@@ -574,6 +911,8 @@ static bool run_stage(struct sim *s, struct sim_node *n, struct raft_ready *rd, 
         stage_hard(s, n, rd);
         break;
     case STAGE_SNAPSHOT:
+        if (!stage_drain(s, n, rd))
+            return false;
         stage_snapshot(s, n, rd);
         break;
     case STAGE_TRUNCATE:
@@ -582,12 +921,14 @@ static bool run_stage(struct sim *s, struct sim_node *n, struct raft_ready *rd, 
     case STAGE_APPEND:
         return stage_append(s, n, rd) && !s->failed;
     case STAGE_SYNC:
-        return stage_sync(s, n) && !s->failed;
+        return sync_disk(s, n, STAGE_SYNC) && !s->failed;
     case STAGE_SEND_EARLY:
         stage_send(s, n, rd, true);
         break;
+    case STAGE_QUEUE:
+        return stage_queue(s, n, rd) && !s->failed;
     case STAGE_SEND:
-        stage_send(s, n, rd, false);
+        stage_send_late(s, n, rd);
         break;
     case STAGE_APPLY:
         stage_apply(s, n, rd);
@@ -597,16 +938,7 @@ static bool run_stage(struct sim *s, struct sim_node *n, struct raft_ready *rd, 
             clients_on_read_index(s, n, &rd->reads[i]);
         break;
     case STAGE_ADVANCE:
-        raft_advance(n->r, rd);
-        n->slow_since = 0; /* what waited for the disk is through */
-        check_core_matches_disk(s, n);
-        corruption_check_leader(s, n);
-        if (n->resync_due) {
-            n->resync_due = false;
-            request_resync(n);
-        }
-        if (!s->failed)
-            check_membership(s, n);
+        stage_advance(s, n, rd);
         break;
     }
     return !s->failed;
@@ -614,21 +946,27 @@ static bool run_stage(struct sim *s, struct sim_node *n, struct raft_ready *rd, 
 
 void node_process_ready(struct sim *s, struct sim_node *n)
 {
-    if (s->failed || !n->up || s->now < n->slow_until || !raft_has_ready(n->r))
+    if (s->failed || !n->up || !raft_has_ready(n->r))
+        return;
+    /* A stalled disk holds a synchronous driver's ready back; with the
+     * async log only a log thread that is full does. */
+    if (s->opts.async_log ? !log_room(s, n) : s->now < n->slow_until)
         return;
     struct raft_ready rd;
     raft_ready(n->r, &rd);
-    unsigned crash_before = 0;
+    const unsigned *stages = s->opts.async_log ? async_stages : sync_stages;
+    unsigned n_stages = s->opts.async_log ? STAGES_LEN(async_stages) : STAGES_LEN(sync_stages);
+    unsigned crash_before = 0; /* a position in stages, from 1 */
     if (n->crash_in_ready) {
         n->crash_in_ready = false;
-        crash_before = (unsigned)rng_range(&s->rng, STAGE_HARD, STAGE_ADVANCE);
+        crash_before = (unsigned)rng_range(&s->rng, 1, n_stages);
     }
-    for (unsigned stage = STAGE_HARD; stage <= STAGE_ADVANCE; stage++) {
-        if (stage == crash_before) {
-            node_crash(s, n, TR_CRASH_IN_READY, stage);
+    for (unsigned i = 0; i < n_stages; i++) {
+        if (i + 1 == crash_before) {
+            node_crash(s, n, TR_CRASH_IN_READY, stages[i]);
             return;
         }
-        if (!run_stage(s, n, &rd, stage))
+        if (!run_stage(s, n, &rd, stages[i]))
             return;
     }
 }
@@ -644,6 +982,28 @@ static bool peer_wants_snapshot(const struct sim_node *n, const struct raft_stat
         if (st->peers[i].snap_wanted > 0 && st->peers[i].snap_wanted <= n->kv.applied_zxid)
             return true;
     return false;
+}
+
+/* The snapshot of n's state machine (bytes, at its applied zxid, with
+ * membership conf) goes to disk. With the async log the applied zxid may
+ * not be durable in the log yet (raft.h lets a node apply what a quorum
+ * holds before its own log thread has written it): the log chain there is
+ * then the committed sequence's. False: a check failed. */
+static bool snapshot_to_disk(struct sim *s, struct sim_node *n, const uint8_t *bytes,
+                             const struct raft_config *conf)
+{
+    int64_t zxid = n->kv.applied_zxid;
+    if (disk_compact(&n->disk, zxid, bytes, KV_SNAP_BYTES, conf))
+        return true;
+    const struct check_commit *cc = check_committed_at(&s->check, zxid);
+    if (!s->opts.async_log || cc == NULL) {
+        char z[24];
+        sim_fail(s, n->id, "n%u applied %s, which is not in its durable log", n->id,
+                 trace_zxid(zxid, z));
+        return false;
+    }
+    disk_compact_ahead(&n->disk, zxid, cc->chain, bytes, KV_SNAP_BYTES, conf);
+    return true;
 }
 
 void node_maybe_compact(struct sim *s, struct sim_node *n)
@@ -680,11 +1040,8 @@ void node_maybe_compact(struct sim *s, struct sim_node *n)
     }
     if (!check_config_at(s, n, n->kv.applied_zxid, &conf, "snapshot"))
         return;
-    if (!disk_compact(&n->disk, n->kv.applied_zxid, bytes, sizeof(bytes), &conf)) {
-        sim_fail(s, n->id, "n%u applied %s, which is not in its durable log", n->id,
-                 trace_zxid(n->kv.applied_zxid, z));
+    if (!snapshot_to_disk(s, n, bytes, &conf))
         return;
-    }
     /* The checker remembers what a snapshot of a corrupted state machine
      * should have held. */
     n->snap_diverged = n->diverged;
@@ -698,6 +1055,7 @@ void node_maybe_compact(struct sim *s, struct sim_node *n)
 
 void node_free(struct sim_node *n)
 {
+    batches_drop(n);
     if (n->r != NULL)
         raft_free(n->r);
     n->r = NULL;

@@ -178,6 +178,69 @@ static void test_disk_torn_tail(FILE *out)
     disk_free(&d);
 }
 
+/* 1,2,3 synced; then the async log thread writes two batches before one
+ * fdatasync: append 4,5; truncate after 4 and append 6. */
+static void group_setup(struct disk *d, const uint8_t *data)
+{
+    static const int64_t first[] = {1, 2, 3}, second[] = {4, 5}, third[] = {6};
+    disk_init(d);
+    append_all(d, first, 3, data);
+    disk_sync(d);
+    append_all(d, second, 2, data);
+    disk_truncate(d, 4);
+    append_all(d, third, 1, data);
+}
+
+/* The durable log's zxids are want[0..n). */
+static bool log_is(const struct disk *d, const int64_t *want, size_t n)
+{
+    if (d->log.n != n)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (d->log.v[i].zxid != want[i])
+            return false;
+    return true;
+}
+
+/* A crash keeps a prefix of a group commit's writes, in order: the state
+ * between two batches too (4,5 before the truncation took 5 back). */
+static void test_disk_group_commit(FILE *out)
+{
+    static const uint8_t data[4] = {1, 2, 3, 4};
+    static const int64_t two[] = {1, 2}, none[] = {1, 2, 3}, four[] = {1, 2, 3, 4},
+                         five[] = {1, 2, 3, 4, 5}, six[] = {1, 2, 3, 4, 6};
+    struct disk d;
+    group_setup(&d, data);
+    int64_t last;
+    uint64_t chain;
+    disk_last(&d, &last, &chain);
+    /* no leading truncation: 4, 5, the truncation, 6 */
+    EXPECT(out, last == 6 && disk_pending_len(&d) == 4 && disk_view_len(&d) == 5);
+    EXPECT(out, disk_view_at(&d, 4)->zxid == 6 && disk_view_at(&d, 3)->zxid == 4);
+    const struct {
+        long keep;
+        const int64_t *want;
+        size_t n;
+    } cases[] = {{-1, none, 3}, {0, none, 3}, {1, four, 4}, {2, five, 5}, {3, four, 4},
+                 {4, six, 5}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        disk_free(&d);
+        group_setup(&d, data);
+        disk_crash(&d, cases[i].keep);
+        EXPECT(out, log_is(&d, cases[i].want, cases[i].n) && !disk_has_pending(&d));
+    }
+    /* a third batch cuts into the durable log: a reader sees 1,2 only,
+     * and the sync makes it so */
+    disk_free(&d);
+    group_setup(&d, data);
+    disk_truncate(&d, 2);
+    disk_last(&d, &last, &chain);
+    EXPECT(out, last == 2 && disk_view_len(&d) == 2 && disk_pending_len(&d) == 5);
+    disk_sync(&d);
+    EXPECT(out, log_is(&d, two, 2) && !disk_has_pending(&d));
+    disk_free(&d);
+}
+
 /* Equal logs have equal chains; the chain carries over a compaction. */
 static void test_disk_chain(FILE *out)
 {
@@ -290,6 +353,7 @@ bool selftest_run(FILE *out)
     test_lin_hand_made(out);
     test_lin_generated(out);
     test_disk_torn_tail(out);
+    test_disk_group_commit(out);
     test_disk_chain(out);
     test_disk_resync(out);
     test_kv(out);

@@ -2,7 +2,8 @@
  * selftest — `larch-sim --self-test`: the simulator's own pieces checked
  * without a core: the linearizability checker on hand-made linearizable
  * and non-linearizable histories (and on large generated ones), the disk
- * model on torn tails, the state machine's encodings.
+ * model on torn tails (of one write and of a group commit), the state
+ * machine's encodings.
  *
  * Threading: single-threaded; prints to out.
  */

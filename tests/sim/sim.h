@@ -51,6 +51,7 @@ struct sim_opts {
     uint32_t break_bits;    /* RAFT_BREAK_* for every core */
     uint32_t sim_break;     /* SIM_BREAK_*: the driver's own deliberate faults */
     bool corrupt;           /* --corrupt: state machines of followers go wrong */
+    bool async_log;         /* --async-log: cfg.async_log, a log thread in each driver */
     uint32_t counter_limit; /* 0: chosen per seed */
     bool trace;             /* print every event */
     bool verbose_failure;   /* print the trace ring and replay line on failure */
@@ -61,7 +62,9 @@ struct sim_opts {
 /* Deliberate driver faults (--break), the simulator's own: the core is
  * untouched. */
 enum sim_break {
-    SIM_BREAK_NO_RESYNC = 1, /* a follower ignores digest mismatches */
+    SIM_BREAK_NO_RESYNC = 1,       /* a follower ignores digest mismatches */
+    SIM_BREAK_ASYNC_EARLY_ACK = 2, /* --async-log: late messages leave before their batch
+                                    * is durable */
 };
 
 /* Per-seed fault rates, in events per million per step (or per message):
@@ -75,6 +78,25 @@ struct sim_profile {
     uint32_t load;      /* per step: a background write on the leader */
     uint32_t reconfig;  /* per step: a membership change on the leader (--reconfig) */
     uint32_t corrupt;   /* per step: a follower's state machine goes wrong (--corrupt) */
+    /* --async-log, per node per step: the log thread makes queued batches
+     * durable; and of those times, how often several at once (group
+     * commit) */
+    uint32_t log_sync, log_group;
+};
+
+/* --async-log: a log batch the driver handed to its log thread and that
+ * is not durable yet (node.c): one ready's truncation and entries, copied
+ * (the core lends them only until raft_advance), and the late messages
+ * that wait for it (its ready's, and those of later readies that had no
+ * batch of their own). */
+struct sim_batch {
+    bool truncate;
+    int64_t truncate_after;
+    int64_t decided_by; /* the step from which the core had decided the truncation */
+    struct raft_entry *entries; /* the entries, then their data: one malloc'd block */
+    size_t n_entries;
+    struct raft_msg *late; /* plain copies: a late message borrows nothing */
+    size_t n_late, cap_late;
 };
 
 /* The digests a node had after applying its recent zxids: what it
@@ -99,6 +121,13 @@ struct sim_node {
     uint8_t disk_fault;  /* enum node_disk_fault armed for the next write */
     bool crash_in_ready; /* armed: crash part-way through the next ready */
     uint32_t boots;
+    /* --async-log: the batches queued for the log thread, oldest first
+     * (a ring from batch_head), as many as raft_log_unsynced counts; and
+     * how many a ready with a snapshot made durable, to report with
+     * raft_log_synced once raft_advance is through. */
+    struct sim_batch batches[RAFT_LOG_BATCHES_MAX];
+    uint32_t batch_head, n_batches;
+    uint32_t synced_in_ready;
     /* The checker's memory of the core, for role-change traces. */
     uint8_t seen_role;
     uint32_t seen_term;
@@ -241,6 +270,13 @@ struct sim_stats {
     uint64_t mismatches;     /* digest mismatches a follower found */
     uint64_t resyncs;        /* snapshots installed keeping the log (raft_request_snapshot) */
     uint64_t corrupt_gone[5]; /* corruptions gone otherwise, by enum trace_gone */
+    /* --async-log */
+    uint64_t log_batches;    /* batches handed to the log threads */
+    uint64_t log_syncs;      /* log thread fdatasyncs that made batches durable */
+    uint64_t log_grouped;    /* of which several batches at once */
+    uint64_t log_full;       /* readies that waited for the disk (RAFT_LOG_BATCHES_MAX) */
+    uint64_t log_lost;       /* batches a crash caught queued */
+    uint64_t log_depth_max;  /* the most batches one node had queued */
 };
 
 struct sim {
@@ -264,6 +300,9 @@ struct sim {
     struct clients clients;
     struct trace trace;
     uint64_t corrupt_gone[5]; /* by enum trace_gone, for the summary */
+    /* --async-log: group commits, readies that waited for room, batches
+     * a crash caught queued, the most batches one node had queued */
+    uint64_t log_grouped, log_full, log_lost, log_depth_max;
     bool failed;
     char fail_msg[1024];
 };

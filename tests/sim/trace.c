@@ -220,6 +220,20 @@ static void format_membership(const struct trace_event *ev, char *buf, size_t le
                  trace_membership(ev->b, ev->c, h, sizeof(h)));
 }
 
+/* A batch handed to the async log thread. */
+static void format_log_queue(const struct trace_event *ev, char *buf, size_t len)
+{
+    char z1[24], z2[24], z3[24], trunc[48] = "";
+    if (ev->flags & 1)
+        snprintf(trunc, sizeof(trunc), " truncate after %s%s", trace_zxid(ev->a, z1),
+                 ev->term ? "," : "");
+    if (ev->term)
+        snprintf(buf, len, "n%u queue log batch:%s append %s..%s (%u)", ev->node, trunc,
+                 trace_zxid(ev->b, z2), trace_zxid(ev->c, z3), ev->term);
+    else
+        snprintf(buf, len, "n%u queue log batch:%s", ev->node, trunc);
+}
+
 /* Node-local events, one line each. */
 static void format_node(const struct trace_event *ev, char *buf, size_t len)
 {
@@ -283,6 +297,14 @@ static void format_node(const struct trace_event *ev, char *buf, size_t len)
     case TR_RECONFIG:
     case TR_CONFIG:
         format_membership(ev, buf, len);
+        break;
+    case TR_LOG_QUEUE:
+        format_log_queue(ev, buf, len);
+        break;
+    case TR_LOG_SYNCED:
+        snprintf(buf, len, "n%u log thread: %" PRId64 " batch%s durable (%" PRId64
+                 " still queued), %" PRId64 " late message%s out", ev->node, ev->a,
+                 ev->a == 1 ? "" : "es", ev->b, ev->c, ev->c == 1 ? " goes" : "s go");
         break;
     default:
         snprintf(buf, len, "n%u event %u", ev->node, ev->kind);

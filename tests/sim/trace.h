@@ -52,6 +52,10 @@ enum trace_kind {
     TR_MISMATCH,   /* node's digest at a is b, leader peer's is c; flags bit 2: ignored */
     TR_RESYNC,     /* node rebuilt from the leader's snapshot at a (keeps_log), having
                     * applied c; b = the step its corruption began, or -1: none */
+    TR_LOG_QUEUE,  /* --async-log: node handed a batch to its log thread: flags bit 0:
+                    * it truncates after a; entries b..c, term = how many */
+    TR_LOG_SYNCED, /* --async-log: node's log thread made its oldest a batches durable,
+                    * b still queued; c late messages go out */
     TR_KINDS,      /* the number of kinds, for counting */
 };
 
