@@ -683,7 +683,8 @@ static int seg_deliver(struct scan *s, const uint8_t *buf, const struct seg_layo
 
 /* Removes a torn tail: the whole file when its header never landed,
  * else everything after the last intact record (the preallocated zeros go
- * too; the writer never appends to an existing segment). */
+ * too; the writer never appends to an existing segment). Also cuts a
+ * sound segment's preallocated zeros (scan_segment). */
 static int seg_repair(struct scan *s, const char *path, const struct seg_layout *lay)
 {
     if (lay->drop_file) {
@@ -723,6 +724,13 @@ static int scan_segment(struct scan *s, const struct seg_list *l, size_t i)
         s->stats.torn_bytes = lay.torn_bytes;
         if (!s->probe)
             rc = seg_repair(s, path, &lay);
+    } else if (rc == 0 && !s->probe && !lay.drop_file && lay.valid_end < len) {
+        /* Only the preallocated zeros follow the last record. The writer
+         * never appends to an existing segment, so they would only cost
+         * every later recovery a read of them (a restart starts a new
+         * segment: without this, each restart added a whole
+         * preallocation to the next recovery's reading). */
+        rc = seg_repair(s, path, &lay);
     }
     free(buf);
     return rc;

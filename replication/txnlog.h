@@ -23,6 +23,9 @@
  * record(s) of the last segment, followed only by zeros or garbage) is
  * truncated, never replayed. Damage followed by a valid record, or damage in
  * any other segment, is refused with TXNLOG_ECORRUPT and nothing is deleted.
+ * Replay also cuts the preallocated zeros after a segment's last record:
+ * the writer never appends to an existing segment, so they would only make
+ * every later recovery read them (each restart starts a new segment).
  *
  * Threading: a struct txnlog is owned by one thread (the sequencer or its log
  * flusher); nothing here locks. Replay (recovery) must run before a writer

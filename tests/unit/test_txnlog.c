@@ -1035,6 +1035,38 @@ static void test_segments_roll_and_replay_across(void **state)
     storage_destroy(st);
 }
 
+/* A segment's preallocated zeros after its last record go at the first
+ * replay: the writer never appends to an existing segment, so each restart
+ * would otherwise leave one more preallocation for every later recovery to
+ * read. The records stay, and a later writer and replay are unaffected. */
+static void test_replay_trims_preallocated_zeros(void **state)
+{
+    (void)state;
+    struct storage *st = storage_mem_new();
+    struct txnlog *log = log_open(st, 1 << 20, 1 << 16);
+    log_write(log, 1, 20, 4);
+    txnlog_close(log);
+    char path[64];
+    seg_name(1, path, sizeof path);
+    assert_int_equal(file_size(st, path), 1 << 16);
+    struct txnlog_replay_stats s;
+    assert_int_equal(replay_check(st, 0, 1, &s), 20);
+    assert_int_equal(s.torn_bytes, 0); /* zeros are not a torn tail */
+    uint64_t trimmed = file_size(st, path);
+    assert_true(trimmed > 0 && trimmed < (1 << 16));
+    assert_int_equal(replay_check(st, 0, 1, NULL), 20);
+    assert_int_equal(file_size(st, path), trimmed);
+    /* a crash now loses nothing: the cut was synced */
+    storage_mem_crash(st, 0, false);
+    assert_int_equal(replay_check(st, 0, 1, NULL), 20);
+    log = log_open(st, 1 << 20, 1 << 16);
+    log_write(log, 21, 30, 5);
+    txnlog_close(log);
+    assert_int_equal(file_size(st, path), trimmed);
+    assert_int_equal(replay_check(st, 0, 1, NULL), 30);
+    storage_destroy(st);
+}
+
 static void test_purge_keeps_what_it_must(void **state)
 {
     struct storage *st = storage_mem_new();
@@ -2101,6 +2133,7 @@ int main(void)
         cmocka_unit_test(test_open_refuses_before_dropping_torn_segment),
         cmocka_unit_test(test_empty_last_segment_is_removed),
         cmocka_unit_test(test_segments_roll_and_replay_across),
+        cmocka_unit_test(test_replay_trims_preallocated_zeros),
         cmocka_unit_test(test_purge_keeps_what_it_must),
         cmocka_unit_test(test_truncate_after_then_new_term),
         cmocka_unit_test(test_truncate_after_every_zxid_survives_crash),
