@@ -254,7 +254,7 @@ static bool is_leader(const struct seq_ens *e)
     return st.role == RAFT_LEADER;
 }
 
-_Noreturn static void ens_fatal(const char *what, int err)
+_Noreturn void sq_ens_fatal(const char *what, int err)
 {
     fprintf(stderr, "larchd: ensemble: %s (%s); stopping: this server restarts from its disk\n",
             what, err ? strerror(err < 0 ? -err : err) : "invariant");
@@ -594,7 +594,7 @@ static void digest_mismatch(struct seq *s, int64_t zxid, uint64_t mine, uint64_t
             (unsigned long long)zxid, (unsigned long long)mine, leader,
             (unsigned long long)leaders);
     if (!e->snap)
-        ens_fatal("replica diverged and this server has no snapshot store to resync", 0);
+        sq_ens_fatal("replica diverged and this server has no snapshot store to resync", 0);
     e->snap->hold(e->snap_arg);
     e->resyncing = true;
     e->resync_asked = false;
@@ -698,7 +698,7 @@ static void apply_entry(struct seq *s, const struct raft_entry *ent, int64_t now
     if (ent->type == RAFT_ENTRY_DATA) {
         int rc = txn_decode(ent->data, ent->len, &x);
         if (rc != 0)
-            ens_fatal("a committed entry does not decode", rc);
+            sq_ens_fatal("a committed entry does not decode", rc);
         BASE_ASSERT(x.zxid == ent->zxid); /* the leader encoded the entry's own zxid */
     }
     /* a session that closes, or moves to another member, leaves the
@@ -717,7 +717,7 @@ static void apply_entry(struct seq *s, const struct raft_entry *ent, int64_t now
          * does not fit means this replica diverged; serving on would spread it */
         fprintf(stderr, "larchd: ensemble: committed txn 0x%llx does not apply (%s)\n",
                 (unsigned long long)x.zxid, zk_err_name(rc));
-        ens_fatal("replica diverged", 0);
+        sq_ens_fatal("replica diverged", 0);
     }
     e->applied++;
     if (x.zxid > e->tolerate_repeats_until)
@@ -772,24 +772,24 @@ static void persist_entries(struct seq *s, const struct raft_ready *rd)
         int rc = logw_submit(e->logw, rd->truncate, rd->truncate_after, rd->entries,
                              rd->n_entries);
         if (rc != 0)
-            ens_fatal("no memory to queue the txn log's writes", rc);
+            sq_ens_fatal("no memory to queue the txn log's writes", rc);
         e->batches_submitted++;
         return;
     }
     if (rd->truncate) {
         int rc = txnlog_truncate_after(log, rd->truncate_after);
         if (rc != 0)
-            ens_fatal("truncating the txn log failed", rc);
+            sq_ens_fatal("truncating the txn log failed", rc);
     }
     for (size_t i = 0; i < rd->n_entries; i++) {
         const struct raft_entry *ent = &rd->entries[i];
         int rc = txnlog_append_entry(log, ent);
         if (rc != 0)
-            ens_fatal("appending to the txn log failed", rc);
+            sq_ens_fatal("appending to the txn log failed", rc);
     }
     int rc = txnlog_sync(log);
     if (rc != 0)
-        ens_fatal("syncing the txn log failed", rc);
+        sq_ens_fatal("syncing the txn log failed", rc);
     atomic_fetch_add_explicit(&s->log_syncs, 1, memory_order_relaxed);
 }
 
@@ -957,29 +957,29 @@ static void install_snapshot(struct seq *s, const struct raft_snapshot *snap, in
 {
     struct seq_ens *e = s->ens;
     if (!e->snap)
-        ens_fatal("the leader sent a snapshot and this server has no snapshot store", 0);
+        sq_ens_fatal("the leader sent a snapshot and this server has no snapshot store", 0);
     if (snap->len < ENS_SNAP_HEADER || memcmp(snap->data, ENS_SNAP_MAGIC, 4) != 0 ||
         base_get_le32(snap->data + 4) != ENS_SNAP_VERSION)
-        ens_fatal("the leader's snapshot has an unknown header", 0);
+        sq_ens_fatal("the leader's snapshot has an unknown header", 0);
     int64_t repeats_until = (int64_t)base_get_le64(snap->data + 8);
     const uint8_t *body = snap->data + ENS_SNAP_HEADER;
     size_t body_len = snap->len - ENS_SNAP_HEADER;
     struct tree *fresh = tree_new();
     if (!fresh)
-        ens_fatal("no memory for the leader's snapshot", -ENOMEM);
+        sq_ens_fatal("no memory for the leader's snapshot", -ENOMEM);
     struct tree_snap_info info;
     int rc = tree_snapshot_load(fresh, body, body_len, &info);
     if (rc != 0) {
         fprintf(stderr, "larchd: ensemble: the leader's snapshot 0x%llx does not load (%d)\n",
                 (unsigned long long)snap->zxid, rc);
-        ens_fatal("a snapshot from the leader does not load", 0);
+        sq_ens_fatal("a snapshot from the leader does not load", 0);
     }
     if (info.zxid_start != snap->zxid)
-        ens_fatal("the leader's snapshot is not at the zxid it was sent for", 0);
+        sq_ens_fatal("the leader's snapshot is not at the zxid it was sent for", 0);
     int64_t old_applied = tree_last_zxid(s->tree);
     rc = e->snap->persist(e->snap_arg, snap->zxid, body, body_len, &snap->config);
     if (rc != 0)
-        ens_fatal("persisting the leader's snapshot failed", rc);
+        sq_ens_fatal("persisting the leader's snapshot failed", rc);
     /* what the log holds after this server's own applied state was never
      * committed (or is in the snapshot): it goes, durably. A resync keeps
      * its log: the core holds every entry after the snapshot and hands the
@@ -987,7 +987,7 @@ static void install_snapshot(struct seq *s, const struct raft_snapshot *snap, in
     if (s->cfg.log && !snap->keeps_log) {
         rc = txnlog_truncate_after(s->cfg.log, old_applied);
         if (rc != 0)
-            ens_fatal("truncating the txn log after a snapshot failed", rc);
+            sq_ens_fatal("truncating the txn log after a snapshot failed", rc);
     }
     struct close_scan c = { .s = s };
     tree_session_each(s->tree, close_local_session, &c);
@@ -998,7 +998,7 @@ static void install_snapshot(struct seq *s, const struct raft_snapshot *snap, in
     input_drop_all(e);
     e->rounds_in_flight = 0;
     if (base_grow(&e->retired, &e->cap_retired, e->n_retired + 1, sizeof *e->retired) != 0)
-        ens_fatal("no memory to retire the old tree", -ENOMEM);
+        sq_ens_fatal("no memory to retire the old tree", -ENOMEM);
     tree_replace(s->tree, fresh);
     e->retired[e->n_retired++] = fresh; /* now the old contents */
     tree_session_each(s->tree, rearm_session, &now_ms);
@@ -1078,7 +1078,7 @@ static void run_ready(struct seq *s, int64_t now_ms)
         if (rd.hard_state_changed && e->hs_st) {
             int rc = txnlog_hard_state_write(e->hs_st, e->hs_dir, &rd.hard_state);
             if (rc != 0)
-                ens_fatal("writing term and vote failed", rc);
+                sq_ens_fatal("writing term and vote failed", rc);
         }
         if (rd.snapshot) {
             log_drain(s); /* the batches before it are durable first (raft.h) */
@@ -1107,7 +1107,7 @@ static void input_push(struct seq *s, struct seq_req *r)
      * pipelined behind it, would commit without it. It restarts instead,
      * which fails every write in flight, in order. */
     if (base_grow(&e->input, &e->cap_input, e->n_input + 1, sizeof *e->input) != 0)
-        ens_fatal("no memory for the leader's input", -ENOMEM);
+        sq_ens_fatal("no memory for the leader's input", -ENOMEM);
     e->input[e->n_input++] = r;
 }
 
@@ -1569,7 +1569,7 @@ void seq_peer_forward(struct seq *s, uint32_t from, const struct peer_forward *f
     if (create && f->body_len != 4)
         return; /* malformed: the new session's connect times out */
     if (!r)
-        ens_fatal("no memory for a forwarded write", -ENOMEM); /* see input_push */
+        sq_ens_fatal("no memory for a forwarded write", -ENOMEM); /* see input_push */
     r->worker = ENS_WORKER_REMOTE;
     r->session_id = f->session_id;
     r->xid = f->cxid;
@@ -2010,7 +2010,7 @@ static void leader_round(struct seq *s, int64_t now_ms, int64_t wall_ms)
     memmove(e->input, e->input + n, (e->n_input - n) * sizeof *e->input);
     e->n_input -= n;
     if (!r)
-        ens_fatal("no memory for a round", -ENOMEM); /* see input_push */
+        sq_ens_fatal("no memory for a round", -ENOMEM); /* see input_push */
     int64_t last = 0;
     bool stalled = false;
     for (size_t i = 0; i < seq_round_len(r); i++) {
@@ -2022,7 +2022,7 @@ static void leader_round(struct seq *s, int64_t now_ms, int64_t wall_ms)
         int rc = txn_encode(&e->enc, x) != 0 ? RAFT_ENOMEM
                                               : raft_propose(e->raft, e->enc.data, e->enc.len, &z);
         if (rc == RAFT_ENOMEM)
-            ens_fatal("no memory to propose a write", -ENOMEM); /* see input_push */
+            sq_ens_fatal("no memory to propose a write", -ENOMEM); /* see input_push */
         if (rc != RAFT_OK) {
             /* No longer leading (or the term's counter is used up): the
              * rest never commits, and nothing more of this term does

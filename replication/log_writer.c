@@ -18,7 +18,6 @@
 #include "replication/seq_int.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,13 +49,6 @@ struct logw {
     _Atomic uint64_t done;     /* batches durable, written by the thread */
     _Atomic uint64_t reported; /* of them, handed to the sequencer (logw_take_done) */
 };
-
-_Noreturn static void logw_fatal(const char *what, int err)
-{
-    fprintf(stderr, "larchd: ensemble: %s (%s); stopping: this server restarts from its disk\n",
-            what, strerror(err < 0 ? -err : err));
-    abort();
-}
 
 static void batch_free(struct logw_batch *b)
 {
@@ -104,12 +96,12 @@ static void batch_write(struct txnlog *log, const struct logw_batch *b)
     if (b->truncate) {
         int rc = txnlog_truncate_after(log, b->truncate_after);
         if (rc != 0)
-            logw_fatal("truncating the txn log failed", rc);
+            sq_ens_fatal("truncating the txn log failed", rc);
     }
     for (size_t i = 0; i < b->n_entries; i++) {
         int rc = txnlog_append_entry(log, &b->entries[i]);
         if (rc != 0)
-            logw_fatal("appending to the txn log failed", rc);
+            sq_ens_fatal("appending to the txn log failed", rc);
     }
 }
 
@@ -143,7 +135,7 @@ static void *logw_thread(void *arg)
             batch_write(w->log, b);
         int rc = txnlog_sync(w->log); /* one fdatasync for the whole group */
         if (rc != 0)
-            logw_fatal("syncing the txn log failed", rc);
+            sq_ens_fatal("syncing the txn log failed", rc);
         atomic_fetch_add_explicit(w->syncs, 1, memory_order_relaxed);
         while (list) {
             struct logw_batch *next = list->next;

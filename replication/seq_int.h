@@ -136,6 +136,10 @@ void sq_put_ephemerals(struct seq *s, struct zk_wbuf *w, int64_t session_id,
                        const struct zk_str *p);
 /* Frees a round's entries and requests without touching the stats. */
 void sq_round_discard(struct seq_round *r);
+/* Says what failed and aborts: a member whose disk or memory failed under
+ * it restarts from its disk (ensemble.c; the log writer's thread too). */
+_Noreturn void sq_ens_fatal(const char *what, int err);
+
 /* The log writer (log_writer.c): an ensemble member's txn log on a thread
  * of its own, so that the sequencer never waits for fdatasync (raft.h,
  * cfg.async_log). The sequencer submits one batch per Ready that has a
