@@ -503,6 +503,7 @@ static void worker_close_all(struct worker *w)
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
+    pthread_setname_np(pthread_self(), "larch-worker");
     rcu_register_thread();
     while (!atomic_load(&w->dp->stop))
         worker_pass(w, EPOLL_IDLE_MS);

@@ -125,6 +125,7 @@ static struct logw_batch *take_queued(struct logw *w, size_t *n, bool *stop)
 static void *logw_thread(void *arg)
 {
     struct logw *w = arg;
+    pthread_setname_np(pthread_self(), "larch-log");
     for (;;) {
         size_t n;
         bool stop;

@@ -1435,6 +1435,7 @@ static void *io_main(void *arg)
 {
     struct peer_link *pl = arg;
     int wait_ms = 0;
+    pthread_setname_np(pthread_self(), "larch-peer");
     while (!atomic_load_explicit(&pl->stop, memory_order_acquire)) {
         io_wait(pl, wait_ms);
         wait_ms = io_pass(pl);

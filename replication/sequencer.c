@@ -1168,6 +1168,7 @@ bool seq_run_inline(struct seq *s)
 static void *seq_thread(void *arg)
 {
     struct seq *s = arg;
+    pthread_setname_np(pthread_self(), "larch-seq");
     struct seq_req **reqs = calloc(SEQ_ROUND_MAX, sizeof(*reqs));
     if (!reqs) {
         fprintf(stderr, "larchd: sequencer: out of memory at start\n");

@@ -1069,6 +1069,7 @@ static int64_t txns_since(int64_t from, int64_t to)
 static void *snapshot_thread(void *arg)
 {
     struct durability *d = arg;
+    pthread_setname_np(pthread_self(), "larch-snap");
     rcu_register_thread();
     int64_t last_purge = base_mono_ms();
     pthread_mutex_lock(&d->lock);
