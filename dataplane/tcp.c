@@ -452,7 +452,9 @@ static void pass_clock(struct worker *w)
 static void worker_pass(struct worker *w, int timeout_ms)
 {
     struct epoll_event evs[128];
-    bool idle = !w->resume && !w->dirty && timeout_ms > 0 && seq_worker_idle_begin(w->dp->seq, w->id);
+    bool wants_events = atomic_load_explicit(&w->nwatches, memory_order_relaxed) > 0;
+    bool idle = !w->resume && !w->dirty && timeout_ms > 0 &&
+                seq_worker_idle_begin(w->dp->seq, w->id, wants_events);
     int n = epoll_wait(w->epfd, evs, 128, idle ? timeout_ms : 0);
     if (idle)
         seq_worker_idle_end(w->dp->seq, w->id);

@@ -514,7 +514,7 @@ static void flush_staged(struct seq *s, bool applied_any)
     e->n_staged = 0;
     for (int w = 0; w < s->nworkers; w++) {
         if (e->kicked[w] || applied_any)
-            sq_wake_if_sleeping(&s->out[w].sleeping, s->out[w].efd);
+            sq_wake_worker(s, w, e->kicked[w]);
         e->kicked[w] = false;
     }
 }

@@ -204,8 +204,12 @@ int seq_worker_fd(const struct seq *s, int w);
  * seq_worker_idle_begin before blocking; when it returns false output is
  * already queued and the worker must not block. Call seq_worker_idle_end
  * after waking, and seq_worker_ack when the eventfd was readable. The
- * sequencer writes the eventfd only for a worker that announced sleep. */
-bool seq_worker_idle_begin(struct seq *s, int w);
+ * sequencer writes the eventfd only for a worker that announced sleep, and
+ * for a round's watch events (SEQ_OUT_EVENTS) only when it announced
+ * wants_events (it holds watches): a worker without watches finds the
+ * batches queued when it next wakes, and a write costs no wake-up of every
+ * idle worker on every server. */
+bool seq_worker_idle_begin(struct seq *s, int w, bool wants_events);
 void seq_worker_idle_end(struct seq *s, int w);
 void seq_worker_ack(struct seq *s, int w);
 /* Worker w's thread: takes every queued output in order and calls fn for

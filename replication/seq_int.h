@@ -21,6 +21,7 @@ struct seq_outq {
     struct base_mpsc q;
     int efd;
     atomic_bool sleeping; /* the worker announced it may block in epoll_wait */
+    atomic_bool wants_events; /* ... and to be woken for watch events (it has watches) */
 };
 
 struct seq {
@@ -114,6 +115,9 @@ int32_t sq_write_session_check(struct seq *s, const struct seq_req *r);
 /* Writes efd when the consumer announced sleep (the Dekker pairing with
  * base_mpsc_push's seq_cst exchange). */
 void sq_wake_if_sleeping(atomic_bool *sleeping, int efd);
+/* Wakes worker w if it sleeps and the output is for it (addressed: a reply,
+ * a close) or it wants a round's watch events. */
+void sq_wake_worker(struct seq *s, int w, bool addressed);
 /* A session timeout within [minSessionTimeout, maxSessionTimeout]. */
 int32_t sq_clamp_timeout(const struct seq *s, int32_t want);
 /* Outputs for workers: a new one (NULL on OOM), one taking w's frame (NULL

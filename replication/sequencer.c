@@ -91,6 +91,16 @@ void sq_wake_if_sleeping(atomic_bool *sleeping, int efd)
         kick(efd);
 }
 
+void sq_wake_worker(struct seq *s, int w, bool addressed)
+{
+    struct seq_outq *o = &s->out[w];
+    /* the seq_cst load that sees the announcement also sees wants_events,
+     * stored before it */
+    if (atomic_load_explicit(&o->sleeping, memory_order_seq_cst) &&
+        (addressed || atomic_load_explicit(&o->wants_events, memory_order_relaxed)))
+        kick(o->efd);
+}
+
 int32_t sq_clamp_timeout(const struct seq *s, int32_t want)
 {
     if (want < s->cfg.min_session_timeout_ms)
@@ -848,7 +858,7 @@ void seq_round_finish(struct seq *s, struct seq_round *r)
     free(es);
     for (int w = 0; w < s->nworkers; w++)
         if (kicked[w] || after != before)
-            sq_wake_if_sleeping(&s->out[w].sleeping, s->out[w].efd);
+            sq_wake_worker(s, w, kicked[w]);
     atomic_fetch_add_explicit(&s->st_rounds, 1, memory_order_relaxed);
     if (n > atomic_load_explicit(&s->st_max_round, memory_order_relaxed))
         atomic_store_explicit(&s->st_max_round, n, memory_order_relaxed);
@@ -1358,8 +1368,10 @@ void seq_kick(struct seq *s)
     sq_wake_if_sleeping(&s->sleeping, s->in_efd);
 }
 
-bool seq_worker_idle_begin(struct seq *s, int w)
+bool seq_worker_idle_begin(struct seq *s, int w, bool wants_events)
 {
+    /* before the announcement: whoever sees it asleep sees this too */
+    atomic_store_explicit(&s->out[w].wants_events, wants_events, memory_order_relaxed);
     atomic_store(&s->out[w].sleeping, true); /* seq_cst */
     if (base_mpsc_empty(&s->out[w].q))
         return true;

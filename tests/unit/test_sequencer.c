@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include <openssl/hmac.h>
+#include <poll.h>
 #include <urcu.h>
 
 #include "replication/replication.h"
@@ -191,6 +192,55 @@ static void test_events_precede_reply_and_reach_all_workers(void **state)
     assert_int_equal(path.len, 2);
     assert_memory_equal(path.ptr, "/a", 2);
     assert_int_equal(base_rd_left(&r), 0);
+    outs_free(&o0);
+    outs_free(&o1);
+}
+
+static bool worker_woken(struct fx *f, int w)
+{
+    struct pollfd p = { .fd = seq_worker_fd(f->s, w), .events = POLLIN };
+    bool woken = poll(&p, 1, 0) == 1;
+    seq_worker_idle_end(f->s, w);
+    if (woken)
+        seq_worker_ack(f->s, w);
+    return woken;
+}
+
+static void create_from(struct fx *f, int64_t id, int32_t xid, const char *path)
+{
+    struct zk_wbuf b;
+    zk_wbuf_init(&b);
+    create_body(&b, path, ZK_PERSISTENT);
+    run(f, write_req(0, 7, id, xid, ZK_OP_CREATE, &b), NOW);
+    zk_wbuf_free(&b);
+}
+
+/* A sleeping worker is woken for output addressed to it, and for a round's
+ * watch events only when it said it wants them: a write must not wake
+ * every idle worker. The batch still waits in its queue. */
+static void test_idle_worker_woken_only_for_its_output_or_watches(void **state)
+{
+    struct fx *f = *state;
+    int64_t id = connect_session(f, 0, 7, 10000, NULL);
+    assert_true(seq_worker_idle_begin(f->s, 0, false));
+    assert_true(seq_worker_idle_begin(f->s, 1, false));
+    create_from(f, id, 11, "/quiet");
+    assert_true(worker_woken(f, 0)); /* the reply */
+    assert_false(worker_woken(f, 1)); /* only events, and no watches */
+    struct outs o0 = { 0 }, o1 = { 0 };
+    drain(f, 0, &o0);
+    drain(f, 1, &o1);
+    assert_int_equal(o1.n, 1);
+    assert_int_equal(o1.v[0]->kind, SEQ_OUT_EVENTS);
+    outs_free(&o0);
+    outs_free(&o1);
+
+    assert_true(seq_worker_idle_begin(f->s, 1, true)); /* it holds watches now */
+    create_from(f, id, 12, "/watched");
+    assert_true(worker_woken(f, 1));
+    drain(f, 0, &o0);
+    drain(f, 1, &o1);
+    assert_int_equal(o1.n, 1);
     outs_free(&o0);
     outs_free(&o1);
 }
@@ -1169,6 +1219,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_connect_clamps_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_events_precede_reply_and_reach_all_workers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idle_worker_woken_only_for_its_output_or_watches, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_error_reply_has_no_body_and_no_events, setup, teardown),
         cmocka_unit_test_setup_teardown(test_malformed_body_is_marshalling_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_multi_reports_each_op, setup, teardown),
