@@ -2167,6 +2167,18 @@ int64_t seq_ens_step(struct seq *s, int64_t now_ms, int64_t wall_ms)
     return e->next_tick_ms > now_ms ? e->next_tick_ms - now_ms : 0;
 }
 
+int64_t sq_ens_pump(struct seq *s)
+{
+    const struct seq_ens *e = s->ens;
+    return e->peer->pump ? e->peer->pump(e->peer_arg) : INT64_MAX;
+}
+
+int sq_ens_io_fd(const struct seq *s)
+{
+    const struct seq_ens *e = s->ens;
+    return e->peer->io_fd ? e->peer->io_fd(e->peer_arg) : -1;
+}
+
 bool sq_ens_has_input(const struct seq *s)
 {
     if (s->ens->logw && logw_has_done(s->ens->logw))

@@ -1480,9 +1480,11 @@ struct peer_link *peer_link_new(const struct peer_link_cfg *cfg, char *err, size
 int peer_link_start(struct peer_link *pl)
 {
     BASE_ASSERT(!pl->started && !pl->stopped);
-    int rc = pthread_create(&pl->thread, NULL, io_main, pl);
-    if (rc != 0)
-        return -rc;
+    if (!pl->cfg.inline_io) {
+        int rc = pthread_create(&pl->thread, NULL, io_main, pl);
+        if (rc != 0)
+            return -rc;
+    }
     pl->started = true;
     return 0;
 }
@@ -1492,7 +1494,11 @@ void peer_link_stop(struct peer_link *pl)
     if (pl->stopped)
         return;
     pl->stopped = true;
-    if (pl->started) {
+    if (pl->cfg.inline_io) {
+        /* the consumer made its last call: its thread's role is ours */
+        atomic_store_explicit(&pl->stop, true, memory_order_release);
+        io_shutdown(pl);
+    } else if (pl->started) {
         atomic_store_explicit(&pl->stop, true, memory_order_release);
         kick(pl->io_efd); /* whatever it is waiting for */
         pthread_join(pl->thread, NULL);
@@ -1666,7 +1672,31 @@ void peer_link_flush(struct peer_link *pl)
     if (!pl->flush_pending)
         return;
     pl->flush_pending = false;
-    wake_if_sleeping(&pl->io_sleeping, pl->io_efd);
+    if (!pl->cfg.inline_io) {
+        wake_if_sleeping(&pl->io_sleeping, pl->io_efd);
+        return;
+    }
+    if (atomic_load_explicit(&pl->stop, memory_order_acquire))
+        return;
+    take_out_items(pl);
+    write_links(pl);
+    notify_consumer(pl); /* a link that failed writing may have queued its news */
+    sweep_conns(pl);
+}
+
+int peer_link_poll(struct peer_link *pl)
+{
+    BASE_ASSERT(pl->cfg.inline_io);
+    if (atomic_load_explicit(&pl->stop, memory_order_acquire))
+        return WAIT_MS_MAX;
+    io_wait(pl, 0);
+    return io_pass(pl);
+}
+
+int peer_link_io_fd(const struct peer_link *pl)
+{
+    BASE_ASSERT(pl->cfg.inline_io);
+    return pl->epfd;
 }
 
 /* m[0..n) checked and parsed into a new set, or NULL with *rc set

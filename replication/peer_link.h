@@ -1,6 +1,7 @@
 /*
- * peer_link — the quorum port's transport: one peer-I/O thread that owns
- * the TCP links between the servers of an ensemble (DESIGN.md,
+ * peer_link — the quorum port's transport: one peer-I/O thread (or, with
+ * cfg.inline_io, its consumer's thread) that owns the TCP links between
+ * the servers of an ensemble (DESIGN.md,
  * "Replication (ensembles)" and "Threads"). It listens on this server's
  * quorum address, dials the servers it should dial, keeps exactly one
  * established link per server pair, and moves peer.h frames over them: raft
@@ -69,6 +70,20 @@
  *             I/O thread wrote, not a snapshot of all at one instant).
  * The I/O thread calls cfg.log and cfg.notify; cfg.log is also called by
  * peer_link_new on the owner's thread.
+ *
+ * Inline I/O (cfg.inline_io). There is no I/O thread: the consumer's
+ * thread, which must then be the producer too, does the I/O itself.
+ * peer_link_flush writes what was queued straight to the sockets, and
+ * peer_link_poll does a pass of everything else (accepts, dials, reads,
+ * timers, what a full socket left unsent). The consumer polls
+ * peer_link_io_fd beside its own descriptors, calls peer_link_poll when it
+ * is readable or when the time peer_link_poll returned has passed, and
+ * drains as usual. A message then costs no hand-off between threads on
+ * either side: on a server whose threads share a core, the hand-offs were
+ * most of a write's latency. Everything else is as with the thread,
+ * ownership, ordering and bounds included; start makes no thread, and stop
+ * (after the consumer's last call) closes the sockets on the owner's
+ * thread.
  *
  * Waking the consumer. The I/O thread makes peer_link_fd readable only
  * while the consumer has announced that it sleeps, the same protocol the
@@ -165,6 +180,8 @@ struct peer_link_cfg {
     size_t in_bytes_max;   /* inbound bytes awaiting peer_link_drain; 0 means 128 MiB */
     uint64_t snap_bytes_max; /* a snapshot's size, both ways; 0 means 1 GiB */
     uint64_t seed;           /* the backoff jitter's generator */
+    /* No I/O thread: the consumer's thread does the I/O (Inline I/O above). */
+    bool inline_io;
     /* I/O thread: called after each batch of inbound items is queued. It
      * must not block or call back into the link; NULL: none. */
     void (*notify)(void *arg);
@@ -253,8 +270,8 @@ struct peer_link;
  * message is logged too. Starts no thread. */
 struct peer_link *peer_link_new(const struct peer_link_cfg *cfg, char *err, size_t err_len);
 
-/* Starts the I/O thread. 0, or -errno (pthread_create) with nothing
- * started. At most once per link. */
+/* Starts the I/O thread (inline_io: none, and nothing to fail). 0, or
+ * -errno (pthread_create) with nothing started. At most once per link. */
 int peer_link_start(struct peer_link *pl);
 
 /* Stops the I/O thread (an eventfd wake: prompt, whatever its sockets are
@@ -295,7 +312,8 @@ int peer_link_send_touch(struct peer_link *pl, uint32_t to, const int64_t *sessi
  * second without the first. */
 uint64_t peer_link_gen(struct peer_link *pl, uint32_t to);
 /* Wakes the I/O thread if anything was queued since the last flush and it
- * sleeps: at most one eventfd write. Call once per batch. */
+ * sleeps: at most one eventfd write. Call once per batch. inline_io: writes
+ * what was queued to its sockets now, as far as they take it. */
 void peer_link_flush(struct peer_link *pl);
 
 /* Makes m[0..n) the other members (an entry for self_id is skipped: the
@@ -333,6 +351,16 @@ size_t peer_link_drain(struct peer_link *pl, peer_link_rx_fn fn, void *arg);
 bool peer_link_idle_begin(struct peer_link *pl);
 void peer_link_idle_end(struct peer_link *pl);
 void peer_link_ack(struct peer_link *pl);
+
+/* inline_io only. One pass of the I/O: what arrived is read and queued
+ * for peer_link_drain, connections are accepted, dialled, timed out, and
+ * what a full socket left unsent is written. Returns how many ms may pass
+ * before the next pass is due (0: at once, input is left) if
+ * peer_link_io_fd does not become readable first. No-op after stop. */
+int peer_link_poll(struct peer_link *pl);
+/* inline_io only: readable when peer_link_poll has work (an epoll set,
+ * owned by the link). */
+int peer_link_io_fd(const struct peer_link *pl);
 
 /* ---- anyone -------------------------------------------------------------------- */
 

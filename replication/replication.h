@@ -327,6 +327,13 @@ struct seq_peer_ops {
     /* Whether anything waits to be drained (the thread's last check before
      * it sleeps); NULL: the thread relies on seq_kick alone. */
     bool (*has_input)(void *arg);
+    /* A transport without a thread of its own (peer_link's inline_io): the
+     * sequencer thread calls pump before each step (it moves bytes between
+     * sockets and queues and returns the ms until it is due again, 0: at
+     * once) and sleeps on io_fd (readable: pump has work) beside its own.
+     * Sends then go out from the step itself, in flush. NULL: none. */
+    int (*pump)(void *arg);
+    int (*io_fd)(void *arg);
     /* The membership this server uses changed (a CONFIG entry appended or
      * truncated, a snapshot installed): links to every member of either
      * half, described by c->extra (larchd: server.N lines), and none to

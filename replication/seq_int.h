@@ -176,6 +176,11 @@ void sq_ens_free(struct seq *s);
 /* Whether the peer transport holds input (any thread: reads only what
  * seq_new fixed). */
 bool sq_ens_has_input(const struct seq *s);
+/* The transport's pump and descriptor when it has no thread of its own
+ * (seq_peer_ops.pump): ms until due again (INT64_MAX: no pump), and the fd
+ * to sleep on (-1: none). Sequencer thread. */
+int64_t sq_ens_pump(struct seq *s);
+int sq_ens_io_fd(const struct seq *s);
 /* The server's own requests (worker -1, super): the closeSession of ts when
  * it has been silent past its timeout at now_ms (else NULL), and the
  * deleteContainer of a node the reaper found (NULL without memory). */

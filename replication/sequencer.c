@@ -1130,7 +1130,8 @@ size_t sq_take_round(struct seq *s, struct seq_req **reqs)
  * after see us asleep and kick. */
 static void sleep_until_work(struct seq *s, int64_t wait_ms)
 {
-    struct pollfd pfd = { .fd = s->in_efd, .events = POLLIN };
+    struct pollfd pfd[2] = { { .fd = s->in_efd, .events = POLLIN },
+                             { .fd = s->ens ? sq_ens_io_fd(s) : -1, .events = POLLIN } };
     atomic_store(&s->sleeping, true); /* seq_cst */
     bool empty = true;
     if (role_try(s)) {
@@ -1143,7 +1144,8 @@ static void sleep_until_work(struct seq *s, int64_t wait_ms)
         empty = !sq_ens_has_input(s); /* fields fixed since seq_new: no role needed */
     if (wait_ms <= 0)
         empty = false;
-    if (empty && poll(&pfd, 1, (int)wait_ms) > 0) {
+    /* a negative fd is skipped; the transport's is cleared by its pump */
+    if (empty && poll(pfd, 2, (int)wait_ms) > 0 && (pfd[0].revents & POLLIN)) {
         uint64_t v;
         ssize_t r = read(s->in_efd, &v, sizeof(v));
         (void)r;
@@ -1186,12 +1188,15 @@ static void *seq_thread(void *arg)
     }
     rcu_register_thread();
     while (s->ens && !atomic_load(&s->stop)) {
+        int64_t io_ms = sq_ens_pump(s);
         role_take(s);
         rcu_read_lock();
         int64_t wait_ms = seq_ens_step(s, sq_clock(s, false), sq_clock(s, true));
         rcu_read_unlock();
         seq_ens_release(s);
         role_release(s);
+        if (io_ms < wait_ms)
+            wait_ms = io_ms;
         sleep_until_work(s, wait_ms < 100 ? wait_ms : 100);
     }
     while (!s->ens && !atomic_load(&s->stop)) {

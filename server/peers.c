@@ -149,6 +149,20 @@ static bool ops_has_input(void *arg)
     return !empty;
 }
 
+/* The link has no thread: the sequencer's does its I/O (peer_link.h,
+ * "Inline I/O"), so a raft message costs no hand-off on either side. */
+static int ops_pump(void *arg)
+{
+    struct peers *p = arg;
+    return peer_link_poll(p->pl);
+}
+
+static int ops_io_fd(void *arg)
+{
+    struct peers *p = arg;
+    return peer_link_io_fd(p->pl);
+}
+
 static int resolve(const char *host, char *out, size_t len, char *err, size_t errlen);
 
 static void report_membership(void *arg, int severity, const char *msg)
@@ -256,6 +270,8 @@ static const struct seq_peer_ops PEER_OPS = {
     .flush = ops_flush,
     .drain = ops_drain,
     .has_input = ops_has_input,
+    .pump = ops_pump,
+    .io_fd = ops_io_fd,
     .membership = ops_membership,
 };
 
@@ -332,6 +348,7 @@ struct peers *peers_new(const struct config_ensemble *ens, char *err, size_t err
         .members = members,
         .n_members = ens->n_members,
         .seed = seed,
+        .inline_io = true,
         .notify = notify_sequencer,
         .notify_arg = p,
         /* a link is given up on, and redialled, within an election timeout */

@@ -17,6 +17,11 @@
  *
  * What a server receives is re-encoded with the codec (canonical: equal
  * bytes mean equal fields) and compared with the encoding of what was sent.
+ *
+ * The test_inline_* tests run the same scenarios over links without an
+ * I/O thread (cfg.inline_io), as larchd's sequencer drives them: the test
+ * thread does every server's I/O in pump, and sends go out from
+ * peer_link_flush itself.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -344,9 +349,21 @@ static uint16_t free_port(const char *host)
     return ntohs(sa.sin_port);
 }
 
+/* Set by the test_inline_* tests: every link they make is an inline_io
+ * one. */
+static bool g_inline;
+
+static int inline_teardown(void **state)
+{
+    (void)state;
+    g_inline = false;
+    return 0;
+}
+
 static struct peer_link_cfg base_cfg(void)
 {
     return (struct peer_link_cfg){
+        .inline_io = g_inline,
         .cluster_id = CLUSTER,
         .backoff_min_ms = 20,
         .backoff_max_ms = 200,
@@ -421,10 +438,55 @@ static void cluster_free(struct cluster *cl)
         node_free(&cl->nodes[i]);
 }
 
+/* Inline links: one I/O pass of every node; returns the shortest wait
+ * they asked for. */
+static int io_passes(struct cluster *cl, int wait_ms)
+{
+    for (uint32_t i = 0; i < cl->n; i++)
+        if (cl->nodes[i].pl != NULL) {
+            int ms = peer_link_poll(cl->nodes[i].pl);
+            if (ms < wait_ms)
+                wait_ms = ms;
+        }
+    return wait_ms;
+}
+
+/* Inline links: I/O passes without draining, for about ms (what the I/O
+ * thread does in the background while the test waits). */
+static void io_only_for(struct cluster *cl, int ms)
+{
+    int64_t end = base_mono_ms() + ms;
+    do {
+        if (g_inline)
+            (void)io_passes(cl, 0);
+        poll(NULL, 0, 2);
+    } while (base_mono_ms() < end);
+}
+
+/* Inline links: an I/O pass of every node, then a drain, then a sleep on
+ * their epoll sets, at most wait_ms or what a pass asked for. */
+static void pump_inline(struct cluster *cl, int wait_ms)
+{
+    struct pollfd pfd[NODES_MAX];
+    uint32_t n = 0;
+    wait_ms = io_passes(cl, wait_ms);
+    for (uint32_t i = 0; i < cl->n; i++)
+        if (cl->nodes[i].pl != NULL) {
+            while (peer_link_drain(cl->nodes[i].pl, collect, &cl->nodes[i]) > 0)
+                ;
+            pfd[n++] = (struct pollfd){ .fd = peer_link_io_fd(cl->nodes[i].pl), .events = POLLIN };
+        }
+    poll(pfd, n, wait_ms);
+}
+
 /* Drains every node into its collector, then sleeps on their eventfds with
  * the idle protocol (so this also exercises it), at most wait_ms. */
 static void pump(struct cluster *cl, int wait_ms)
 {
+    if (g_inline) {
+        pump_inline(cl, wait_ms);
+        return;
+    }
     struct pollfd pfd[NODES_MAX];
     uint32_t n = 0;
     for (uint32_t i = 0; i < cl->n; i++)
@@ -1253,9 +1315,9 @@ static void test_inbound_backpressure(void **state)
     size_t want = max;
     while (!paused_and_full(&cl, &want)) {
         assert_true(base_mono_ms() < end);
-        poll(NULL, 0, 5);
+        io_only_for(&cl, 5);
     }
-    poll(NULL, 0, 100);
+    io_only_for(&cl, 100);
     struct peer_link_stats ls;
     peer_link_stats(cl.nodes[0].pl, &ls);
     /* one read (64 KiB) of whole frames past the bound at most */
@@ -1991,6 +2053,76 @@ static void test_members_churn(void **state)
     cluster_free(&cl);
 }
 
+/* ---- 8. inline I/O: the scenarios above with no I/O thread ------------------------ */
+
+static void test_inline_every_kind(void **state)
+{
+    g_inline = true;
+    test_three_links_every_kind(state);
+}
+
+/* A frame leaves in peer_link_flush: its receiver gets it although the
+ * sender never makes another I/O pass. */
+static void test_inline_flush_writes_at_once(void **state)
+{
+    (void)state;
+    g_inline = true;
+    struct cluster cl;
+    struct peer_link_cfg cfg = base_cfg();
+    cluster_start(&cl, 2, 2, &cfg);
+    pump_until(&cl, all_up, NULL, "link up");
+    struct gen g;
+    for (uint32_t k = 0; k < 8; k++) {
+        gen_msg(&g, 2, 1, k);
+        assert_int_equal(gen_send(cl.nodes[1].pl, &g), 0);
+    }
+    peer_link_flush(cl.nodes[1].pl);
+    assert_int_equal(status_of(&cl.nodes[1], 1).out_queued_bytes, 0);
+    assert_int_equal(status_of(&cl.nodes[1], 1).frames_out, 8);
+    struct node *rcv = &cl.nodes[0];
+    int64_t end = base_mono_ms() + DEADLINE_MS;
+    while (rcv->n_got < 8) {
+        assert_true(base_mono_ms() < end);
+        (void)peer_link_poll(rcv->pl); /* the receiver only */
+        while (peer_link_drain(rcv->pl, collect, rcv) > 0)
+            ;
+        struct pollfd pfd = { .fd = peer_link_io_fd(rcv->pl), .events = POLLIN };
+        poll(&pfd, 1, 5);
+    }
+    check_got_all_pairs(&cl, 0, 0, 8);
+    cluster_free(&cl);
+}
+
+static void test_inline_large_snapshot(void **state)
+{
+    g_inline = true;
+    test_large_snapshot(state);
+}
+
+static void test_inline_reconnect(void **state)
+{
+    g_inline = true;
+    test_reconnect(state);
+}
+
+static void test_inline_backpressure(void **state)
+{
+    g_inline = true;
+    test_inbound_backpressure(state);
+}
+
+static void test_inline_stop_with_links_up(void **state)
+{
+    g_inline = true;
+    test_stop_with_links_up(state);
+}
+
+static void test_inline_members_add_remove_readd(void **state)
+{
+    g_inline = true;
+    test_members_add_remove_readd(state);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2012,6 +2144,13 @@ int main(void)
         cmocka_unit_test(test_members_address_change),
         cmocka_unit_test(test_members_bad_sets),
         cmocka_unit_test(test_members_churn),
+        cmocka_unit_test_teardown(test_inline_every_kind, inline_teardown),
+        cmocka_unit_test_teardown(test_inline_flush_writes_at_once, inline_teardown),
+        cmocka_unit_test_teardown(test_inline_large_snapshot, inline_teardown),
+        cmocka_unit_test_teardown(test_inline_reconnect, inline_teardown),
+        cmocka_unit_test_teardown(test_inline_backpressure, inline_teardown),
+        cmocka_unit_test_teardown(test_inline_stop_with_links_up, inline_teardown),
+        cmocka_unit_test_teardown(test_inline_members_add_remove_readd, inline_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
