@@ -26,7 +26,11 @@
  *
  * Sockets are edge-triggered: an event only sets rd_ready / wr_ready, and
  * the pass that follows reads or writes until EAGAIN (or a per-pass budget,
- * so that one busy link cannot starve the others). Nothing is closed while
+ * so that one busy link cannot starve the others). A read shorter than
+ * asked for also ends it: the socket was empty then, and bytes that come
+ * later raise a new edge. Not so once the event reported the other end's
+ * close (rd_hup): the FIN raises no further edge, so such a link is read
+ * until read says EOF. Nothing is closed while
  * events are being handed out, so an event never names a freed conn.
  *
  * A link's generation. Each time a link comes up its peer gets a new
@@ -130,6 +134,7 @@ struct conn {
     enum conn_state state;
     bool dialled;
     bool rd_ready, wr_ready; /* edge-triggered readiness not used up yet */
+    bool rd_hup;             /* an event reported the other end's close or an error */
     struct link_peer *peer;  /* NULL until an accepted conn's HELLO names it */
     int64_t deadline_ms;     /* CONNECTING / HELLO: given up at this time */
     char name[NAME_BYTES];   /* for log lines */
@@ -1215,6 +1220,14 @@ static bool rx_room(struct peer_link *pl)
     return true;
 }
 
+/* The socket is empty: wait for its next edge. */
+static void read_drained(struct conn *c)
+{
+    c->rd_ready = false;
+    if (c->in.len == 0 && c->in.cap > IN_KEEP_BYTES_MAX)
+        base_buf_free(&c->in); /* one big frame does not pin its buffer */
+}
+
 /* Reads c until EAGAIN, its per-pass budget, or the consumer's bound.
  * true: it stopped with bytes perhaps left (another pass at once). */
 static bool conn_read(struct peer_link *pl, struct conn *c)
@@ -1235,12 +1248,14 @@ static bool conn_read(struct peer_link *pl, struct conn *c)
             else
                 c->bytes_in_early += (uint64_t)n;
             parse_frames(pl, c);
+            if ((size_t)n < want && !c->rd_hup && c->fd >= 0) {
+                read_drained(c); /* saves the read that would say EAGAIN */
+                return false;
+            }
         } else if (n == 0) {
             conn_fail(pl, c, PEER_LINK_ECLOSED);
         } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            c->rd_ready = false;
-            if (c->in.len == 0 && c->in.cap > IN_KEEP_BYTES_MAX)
-                base_buf_free(&c->in); /* one big frame does not pin its buffer */
+            read_drained(c);
             return false;
         } else if (errno != EINTR) {
             conn_fail(pl, c, -errno);
@@ -1364,6 +1379,8 @@ static void on_event(struct peer_link *pl, const struct epoll_event *ev)
     struct conn *c = tag; /* alive: conns are freed only after their fd is closed */
     if (ev->events & (EPOLLIN | EPOLLRDHUP | EPOLLERR | EPOLLHUP))
         c->rd_ready = true;
+    if (ev->events & (EPOLLRDHUP | EPOLLERR | EPOLLHUP))
+        c->rd_hup = true;
     if (ev->events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
         c->wr_ready = true;
 }
