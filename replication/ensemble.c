@@ -249,8 +249,7 @@ struct seq_ens {
 
 static bool is_leader(const struct seq_ens *e)
 {
-    struct raft_status st;
-    raft_status(e->raft, &st);
+    struct raft_brief st = raft_brief(e->raft);
     return st.role == RAFT_LEADER;
 }
 
@@ -1024,8 +1023,7 @@ static void compact_log(struct seq *s)
     if (!e->snap)
         return;
     int64_t newest = e->snap->newest(e->snap_arg);
-    struct raft_status st;
-    raft_status(e->raft, &st);
+    struct raft_brief st = raft_brief(e->raft);
     if (newest > st.applied_zxid)
         newest = st.applied_zxid;
     if (newest <= st.snap_zxid)
@@ -1153,8 +1151,7 @@ static int forward(struct seq *s, uint32_t leader, uint32_t term, const struct s
 static bool route(struct seq *s, struct seq_req *r)
 {
     struct seq_ens *e = s->ens;
-    struct raft_status st;
-    raft_status(e->raft, &st);
+    struct raft_brief st = raft_brief(e->raft);
     if (st.role == RAFT_LEADER) {
         r->origin = e->self_id;
         input_push(s, r);
@@ -1174,8 +1171,7 @@ static bool route(struct seq *s, struct seq_req *r)
 static bool write_dest(struct seq *s, struct pend *d)
 {
     struct seq_ens *e = s->ens;
-    struct raft_status st;
-    raft_status(e->raft, &st);
+    struct raft_brief st = raft_brief(e->raft);
     d->dest_term = st.term; /* a leader takes a forward only in this term */
     if (st.role == RAFT_LEADER) {
         d->dest_id = e->self_id;
@@ -1508,8 +1504,7 @@ void seq_peer_msg(struct seq *s, const struct raft_msg *m)
                 raft_msg_type_name(m->type), m->from);
     if (rc != RAFT_OK || m->type != RAFT_MSG_APPEND || m->digest_zxid <= 0)
         return;
-    struct raft_status st;
-    raft_status(s->ens->raft, &st);
+    struct raft_brief st = raft_brief(s->ens->raft);
     if (st.role != RAFT_LEADER && st.leader_id == m->from && st.term == m->term)
         digest_offer(s, m->digest_zxid, m->digest, m->from);
 }
@@ -1518,10 +1513,9 @@ void seq_peer_msg(struct seq *s, const struct raft_msg *m)
 void seq_peer_forward(struct seq *s, uint32_t from, const struct peer_forward *f)
 {
     struct seq_ens *e = s->ens;
-    struct raft_status st;
     if (!e)
         return;
-    raft_status(e->raft, &st);
+    struct raft_brief st = raft_brief(e->raft);
     /* Not for this leadership: the forwarder's pending write fails on its
      * leader change. Taking it in a later term could commit it after writes
      * of its session that were lost with the term it was sent for. */
@@ -1612,8 +1606,7 @@ void seq_peer_down(struct seq *s, uint32_t id)
 static void watch_leadership(struct seq *s, int64_t now_ms)
 {
     struct seq_ens *e = s->ens;
-    struct raft_status st;
-    raft_status(e->raft, &st);
+    struct raft_brief st = raft_brief(e->raft);
     bool leader = st.role == RAFT_LEADER;
     if (st.term == e->known_term && st.leader_id == e->known_leader && leader == e->was_leader)
         return;
@@ -1677,8 +1670,7 @@ static void release_held(struct seq *s, int64_t now_ms)
 static void watch_serving(struct seq *s)
 {
     struct seq_ens *e = s->ens;
-    struct raft_status st;
-    raft_status(e->raft, &st);
+    struct raft_brief st = raft_brief(e->raft);
     bool serving = st.leader_id != 0 && st.leader_lease && !e->resyncing;
     if (serving == e->serving)
         return;

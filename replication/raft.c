@@ -1962,6 +1962,13 @@ void raft_free(struct raft *r)
     free(r);
 }
 
+struct raft_brief raft_brief(const struct raft *r)
+{
+    return (struct raft_brief){ .role = r->role, .term = r->term, .leader_id = r->leader_id,
+                                .leader_lease = in_lease(r), .applied_zxid = r->applied,
+                                .snap_zxid = r->snap_zxid };
+}
+
 void raft_status(const struct raft *r, struct raft_status *st)
 {
     memset(st, 0, sizeof *st);

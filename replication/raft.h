@@ -439,6 +439,18 @@ size_t raft_log_unsynced(const struct raft *r);
 
 void raft_status(const struct raft *r, struct raft_status *st);
 
+/* raft_status's first fields alone, for the driver's per-message paths:
+ * raft_status also copies the peers and the membership (kilobytes). */
+struct raft_brief {
+    enum raft_role role;
+    uint32_t term;
+    uint32_t leader_id; /* 0: unknown */
+    bool leader_lease;
+    int64_t applied_zxid;
+    int64_t snap_zxid;
+};
+struct raft_brief raft_brief(const struct raft *r);
+
 /* The zxid-ordered log the core holds (after snap_zxid), for checkers:
  * entry i of n, or NULL past the end. */
 size_t raft_log_len(const struct raft *r);
