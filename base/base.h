@@ -236,6 +236,26 @@ uint32_t base_crc32c(uint32_t crc, const void *p, size_t n);
  * torn log tail is checked against its preallocated zeros for free. */
 uint32_t base_crc32c_zeros(uint32_t crc, uint64_t n);
 
+/* ---- SipHash-2-4 (siphash.c) ------------------------------------------------------ */
+
+#define BASE_SIPHASH_KEY_BYTES 16
+/* SipHash-2-4 of n bytes at p under the 128-bit key (k0 = key[0..7], k1 =
+ * key[8..15], little-endian, as the reference reads them). The MAC of a
+ * signed UDP read (dataplane/UDP.md); p may be NULL when n is 0. */
+uint64_t base_siphash24(const uint8_t key[BASE_SIPHASH_KEY_BYTES], const void *p, size_t n);
+/* The same over pieces: init, update any number of times (p may be NULL
+ * when n is 0), final; the result equals base_siphash24 of the pieces put
+ * together. */
+struct base_sip {
+    uint64_t v[4];
+    uint64_t total;
+    uint8_t buf[8];
+    size_t nbuf;
+};
+void base_sip_init(struct base_sip *s, const uint8_t key[BASE_SIPHASH_KEY_BYTES]);
+void base_sip_update(struct base_sip *s, const void *p, size_t n);
+uint64_t base_sip_final(struct base_sip *s);
+
 /* ---- clocks ----------------------------------------------------------------------- */
 /* CLOCK_MONOTONIC (intervals, deadlines; never jumps) and CLOCK_REALTIME
  * (timestamps other machines read: ctime/mtime, 4lw). Both are vDSO calls
