@@ -394,6 +394,23 @@ static bool add_digest_identity(struct conn *c, const char *cred, size_t len)
     return true;
 }
 
+/* The identities the UDP path reads with for this connection's session
+ * (dataplane/UDP.md). A failure to publish (no memory, the session just
+ * closed) leaves the older, smaller list or none: UDP reads then see less,
+ * never more, than this connection may. */
+static void publish_session_auth(struct conn *c)
+{
+    if (c->session_id != 0)
+        (void)tree_session_publish_auth(c->w->dp->tree, c->session_id, c->auth, c->nauth,
+                                        c->super, c->w->id, c->token);
+}
+
+static void withdraw_session_auth(struct conn *c)
+{
+    if (c->session_id != 0)
+        tree_session_withdraw_auth(c->w->dp->tree, c->session_id, c->w->id, c->token);
+}
+
 static bool str_is(struct zk_str s, const char *lit)
 {
     size_t n = strlen(lit);
@@ -422,6 +439,7 @@ static void handle_auth(struct conn *c, const uint8_t *body, size_t len)
         auth_failed(c);
         return;
     }
+    publish_session_auth(c);
     reply_header_only(c, ZK_XID_AUTH, ZK_OK);
 }
 
@@ -816,6 +834,7 @@ void conn_release(struct conn *c)
             w->submitted = true;
         }
     }
+    withdraw_session_auth(c);
     pthread_mutex_lock(&w->watch_lock);
     watch_remove_conn(w->wt, c->token);
     atomic_store_explicit(&w->nwatches, watch_count(w->wt), memory_order_relaxed);
@@ -893,6 +912,7 @@ static void on_connect_result(struct conn *c, const struct seq_out *o)
     c->read_only = o->read_only;
     c->state = CONN_ACTIVE;
     c->last_touch_ms = 0;
+    publish_session_auth(c);
     touch_session(c);
     /* Frames pipelined behind the handshake run now, in order. */
     conn_mark_resume(c);
@@ -918,8 +938,10 @@ static void on_reply(struct worker *w, struct conn *c, const struct seq_out *o)
         conn_mark_dirty(c); /* the budget changed: reading may resume */
     }
     if (o->kind == SEQ_OUT_CLOSE) {
-        if (c->session_id == o->session_id || o->session_id == 0)
+        if (c->session_id == o->session_id || o->session_id == 0) {
+            withdraw_session_auth(c);
             c->session_id = 0; /* the sequencer already dropped our ownership */
+        }
         conn_close(c, false);
     }
 }

@@ -113,4 +113,53 @@ void dp_each_conn(struct dp *dp, dp_conn_fn fn, void *arg);
 typedef void (*dp_watch_fn)(void *arg, int64_t session_id, enum watch_kind kind, const char *path);
 void dp_each_watch(struct dp *dp, dp_watch_fn fn, void *arg);
 
+/* ---- the UDP read path (dataplane/UDP.md) ---------------------------------- */
+
+#define DP_UDP_MAGIC 0x4C524348u /* "LRCH" */
+#define DP_UDP_VERSION 1
+#define DP_UDP_FLAG_SESSION 0x01
+#define DP_UDP_FLAG_REPLY 0x80
+#define DP_UDP_REQUEST_HEADER_BYTES 48
+#define DP_UDP_REPLY_HEADER_BYTES 24 /* then ZooKeeper's ReplyHeader, 16 */
+
+/* A reply's status (UDP.md, "Reply"). */
+enum dp_udp_status {
+    DP_UDP_OK = 0,
+    DP_UDP_BEHIND = 1,
+    DP_UDP_TOO_BIG = 2,
+    DP_UDP_NO_SESSION = 3,
+    DP_UDP_BAD_MAC = 4,
+    DP_UDP_BAD_REQUEST = 5,
+    DP_UDP_BAD_VERSION = 6,
+    DP_UDP_STATUSES
+};
+
+/* Why a datagram got no answer. */
+enum dp_udp_drop {
+    DP_UDP_DROP_SHORT,  /* shorter than a request header */
+    DP_UDP_DROP_MAGIC,  /* not this protocol */
+    DP_UDP_DROP_REPLY,  /* a reply (never answered: no loops between servers) */
+    DP_UDP_DROP_HEADER, /* a version 1 header length other than 48 */
+    DP_UDP_DROP_NOMEM,  /* no memory for the reply */
+    DP_UDP_DROPS
+};
+
+/* One per thread that handles datagrams: plain counters, summed by
+ * whoever reports them. */
+struct dp_udp_counters {
+    uint64_t datagrams;
+    uint64_t answered[DP_UDP_STATUSES];
+    uint64_t dropped[DP_UDP_DROPS];
+};
+
+/* The packet handler: one request datagram (req, len) from peer_ip (its
+ * source address, text) in; the reply datagram, at most datagram_max
+ * bytes, built in out (reset first; the caller's, it keeps its memory for
+ * the next call). Returns the reply's length, or 0 when the datagram gets
+ * no answer. Counts the outcome in *ctr. No I/O and no clock; reads the
+ * tree under its own rcu_read_lock, so the caller is a registered RCU
+ * thread. Any number of threads at once, each with its own out and ctr. */
+size_t dp_udp_handle(struct dp *dp, const uint8_t *req, size_t len, const char *peer_ip,
+                     size_t datagram_max, struct zk_wbuf *out, struct dp_udp_counters *ctr);
+
 #endif /* LARCH_DATAPLANE_H */

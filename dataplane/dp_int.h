@@ -269,5 +269,15 @@ void conn_fence_release(struct conn *c);
  * is not a local read. */
 bool dp_serve_read(struct conn *c, int32_t xid, int32_t op, const uint8_t *body, size_t len,
                    int64_t arrived_us);
+/* An op, or a watch flag, that only the TCP path serves (not a ZooKeeper
+ * code: the UDP path answers BAD_REQUEST). */
+#define DP_READ_TCP_ONLY (-1000)
+/* A read without a connection, for the UDP path (udp.c): exists, getData,
+ * getChildren(2), getAllChildrenNumber or multiRead, watch flags false,
+ * read as auth. Writes op's response record into out and returns ZK_OK, or
+ * returns a ZooKeeper error code (out as it was; a multiRead answers ZK_OK
+ * with its errors inside) or DP_READ_TCP_ONLY. Inside rcu_read_lock. */
+int dp_read_plain(const struct dp *dp, const struct tree_auth *auth, int32_t op,
+                  struct base_rd *in, struct zk_wbuf *out);
 
 #endif /* LARCH_DP_INT_H */

@@ -21,9 +21,12 @@
 
 /* State of one read while it is being served. */
 struct rd {
-    struct conn *c;
+    struct conn *c; /* NULL: a UDP read (udp.c), which sets no watch */
     struct zk_wbuf *out;
     const struct tree *t;
+    struct tree_auth auth;   /* whose identity the read has */
+    const char *config_node; /* dp_cfg's: what /zookeeper/config reads as */
+    int64_t config_mtime;
     int64_t before_zxid; /* tree_last_zxid before the lookup */
     int64_t fence_zxid;  /* the oldest view a watch set here was registered with */
 };
@@ -42,7 +45,7 @@ static int lookup(const struct rd *r, struct zk_str p, struct tree_view *v)
     if (memchr(p.ptr, '\0', (size_t)p.len) != NULL)
         return ZK_ENONODE;
     int rc = tree_get(r->t, p.ptr, (size_t)p.len, v);
-    const char *membership = r->c->w->dp->cfg.config_node;
+    const char *membership = r->config_node;
     if (rc == ZK_OK && membership && v->stat.mzxid == 0 &&
         p.len == (int32_t)strlen(CONFIG_NODE) &&
         memcmp(p.ptr, CONFIG_NODE, strlen(CONFIG_NODE)) == 0) {
@@ -55,7 +58,7 @@ static int lookup(const struct rd *r, struct zk_str p, struct tree_view *v)
         v->data_len = (int32_t)strlen(membership);
         v->stat.data_length = v->data_len;
         v->stat.version = -1;
-        v->stat.mtime = r->c->w->dp->cfg.config_node_mtime;
+        v->stat.mtime = r->config_mtime;
     }
     return rc;
 }
@@ -86,6 +89,8 @@ static int read_exists(struct rd *r, struct base_rd *in)
     struct zk_path_watch_req q;
     if (!zk_get_path_watch_req(in, &q))
         return ZK_EMARSHALLINGERROR;
+    if (q.watch && !r->c)
+        return DP_READ_TCP_ONLY;
     if (q.path.len > 0 && memchr(q.path.ptr, '\0', (size_t)q.path.len))
         return ZK_EBADARGUMENTS; /* exists alone validates (ZooKeeper's answer) */
     struct tree_view v;
@@ -105,12 +110,13 @@ static int lookup_readable(struct rd *r, struct zk_str path, struct tree_view *v
     int rc = lookup(r, path, v);
     if (rc != ZK_OK)
         return rc;
-    struct tree_auth a = conn_auth(r->c);
-    return tree_acl_permits(v->acl, ZK_PERM_READ, &a) ? ZK_OK : ZK_ENOAUTH;
+    return tree_acl_permits(v->acl, ZK_PERM_READ, &r->auth) ? ZK_OK : ZK_ENOAUTH;
 }
 
 static int get_data_body(struct rd *r, struct zk_path_watch_req *q)
 {
+    if (q->watch && !r->c)
+        return DP_READ_TCP_ONLY;
     struct tree_view v;
     int rc = lookup_readable(r, q->path, &v);
     if (rc != ZK_OK)
@@ -156,6 +162,8 @@ static int get_children_body(struct rd *r, struct zk_path_watch_req *q, bool wit
 {
     if (q->path.len < 0)
         return ZK_EMARSHALLINGERROR;
+    if (q->watch && !r->c)
+        return DP_READ_TCP_ONLY;
     if (!path_ok(q->path))
         return ZK_ENONODE;
     struct zk_str p = q->path.len == 0 ? zk_str_c("/") : q->path; /* see lookup */
@@ -168,8 +176,7 @@ static int get_children_body(struct rd *r, struct zk_path_watch_req *q, bool wit
         r->out->len = count_at;
         return rc;
     }
-    struct tree_auth a = conn_auth(r->c);
-    if (!tree_acl_permits(v.acl, ZK_PERM_READ, &a)) {
+    if (!tree_acl_permits(v.acl, ZK_PERM_READ, &r->auth)) {
         r->out->len = count_at;
         return ZK_ENOAUTH;
     }
@@ -200,10 +207,9 @@ static int read_get_acl(struct rd *r, struct base_rd *in)
     int rc = lookup(r, q.path, &v);
     if (rc != ZK_OK)
         return rc;
-    struct tree_auth a = conn_auth(r->c);
-    if (!tree_acl_permits(v.acl, ZK_PERM_READ | ZK_PERM_ADMIN, &a))
+    if (!tree_acl_permits(v.acl, ZK_PERM_READ | ZK_PERM_ADMIN, &r->auth))
         return ZK_ENOAUTH;
-    if (tree_acl_permits(v.acl, ZK_PERM_ADMIN, &a) || !v.acl) {
+    if (tree_acl_permits(v.acl, ZK_PERM_ADMIN, &r->auth) || !v.acl) {
         tree_acl_put(r->out, v.acl);
     } else {
         zk_put_i32(r->out, v.acl->count);
@@ -392,6 +398,8 @@ static int read_multi(struct rd *r, struct base_rd *in)
         struct zk_multi_header oh = { .type = h.type, .done = false, .err = 0 };
         zk_put_multi_header(r->out, &oh);
         int rc = h.type == ZK_OP_GETDATA ? get_data_body(r, &q) : get_children_body(r, &q, false);
+        if (rc == DP_READ_TCP_ONLY)
+            return rc;
         if (rc != ZK_OK) {
             r->out->len = hdr_at;
             struct zk_multi_header eh = { .type = ZK_OP_ERROR, .done = false, .err = rc };
@@ -471,7 +479,9 @@ bool dp_serve_read(struct conn *c, int32_t xid, int32_t op, const uint8_t *body,
     size_t body_at = out->len;
     struct base_rd in;
     base_rd_init(&in, body, len);
-    struct rd r = { .c = c, .out = out, .t = w->dp->tree, .fence_zxid = INT64_MAX };
+    struct rd r = { .c = c, .out = out, .t = w->dp->tree, .auth = conn_auth(c),
+                    .config_node = w->dp->cfg.config_node,
+                    .config_mtime = w->dp->cfg.config_node_mtime, .fence_zxid = INT64_MAX };
 
     rcu_read_lock();
     r.before_zxid = tree_last_zxid(r.t);
@@ -512,4 +522,29 @@ bool dp_serve_read(struct conn *c, int32_t xid, int32_t op, const uint8_t *body,
     if (op != ZK_OP_PING)
         conn_note_latency(c, arrived_us);
     return true;
+}
+
+int dp_read_plain(const struct dp *dp, const struct tree_auth *auth, int32_t op,
+                  struct base_rd *in, struct zk_wbuf *out)
+{
+    switch (op) {
+    case ZK_OP_EXISTS:
+    case ZK_OP_GETDATA:
+    case ZK_OP_GETCHILDREN:
+    case ZK_OP_GETCHILDREN2:
+    case ZK_OP_GETALLCHILDRENNUMBER:
+    case ZK_OP_MULTIREAD:
+        break;
+    default:
+        return DP_READ_TCP_ONLY;
+    }
+    struct rd r = { .c = NULL, .out = out, .t = dp->tree, .auth = *auth,
+                    .config_node = dp->cfg.config_node,
+                    .config_mtime = dp->cfg.config_node_mtime, .fence_zxid = INT64_MAX };
+    size_t at = out->len;
+    r.before_zxid = tree_last_zxid(r.t);
+    int rc = serve(&r, op, in);
+    if (rc != ZK_OK)
+        out->len = at;
+    return rc;
 }

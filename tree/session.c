@@ -8,6 +8,7 @@
  * tree->ephemerals (see tree.c), so that closeSession can list them without
  * scanning the tree, as ZooKeeper's DataTree.ephemerals map does.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,12 +68,107 @@ int tree_sess_add(struct tree *t, int64_t id, int32_t timeout_ms, int64_t now_ms
     return 0;
 }
 
+/* A published identity list: the ids, then their strings, in one block. */
+struct sess_auth {
+    struct rcu_head rcu;
+    int32_t worker;
+    uint64_t conn;
+    bool super;
+    int32_t count;
+    struct tree_authid ids[];
+};
+
+static void sess_auth_free_cb(struct rcu_head *h)
+{
+    struct sess_auth *a = caa_container_of(h, struct sess_auth, rcu);
+    tree_tsan_grace_acquire();
+    TREE_TSAN_ACQUIRE(a);
+    free(a);
+}
+
 static void sess_free_cb(struct rcu_head *h)
 {
     struct sess *s = caa_container_of(h, struct sess, rcu);
     tree_tsan_grace_acquire();
     TREE_TSAN_ACQUIRE(s);
+    /* a grace period after the unlink: no publisher still holds s */
+    struct sess_auth *a = atomic_load_explicit(&s->auth, memory_order_acquire);
+    if (a != NULL) {
+        TREE_TSAN_ACQUIRE(a);
+        free(a);
+    }
     free(s);
+}
+
+static struct sess_auth *sess_auth_copy(const struct tree_authid *ids, int32_t count, bool super,
+                                        int32_t worker, uint64_t conn)
+{
+    size_t bytes = sizeof(struct sess_auth) + (size_t)count * sizeof(struct tree_authid);
+    for (int32_t i = 0; i < count; i++)
+        bytes += strlen(ids[i].scheme) + 1 + strlen(ids[i].id) + 1;
+    struct sess_auth *a = malloc(bytes);
+    if (a == NULL)
+        return NULL;
+    *a = (struct sess_auth){ .worker = worker, .conn = conn, .super = super, .count = count };
+    char *text = (char *)&a->ids[count];
+    for (int32_t i = 0; i < count; i++) {
+        size_t ns = strlen(ids[i].scheme) + 1, ni = strlen(ids[i].id) + 1;
+        a->ids[i].scheme = memcpy(text, ids[i].scheme, ns);
+        a->ids[i].id = memcpy(text + ns, ids[i].id, ni);
+        text += ns + ni;
+    }
+    return a;
+}
+
+int tree_session_publish_auth(struct tree *t, int64_t id, const struct tree_authid *ids,
+                              int32_t count, bool super, int32_t worker, uint64_t conn)
+{
+    struct sess_auth *a = sess_auth_copy(ids, count, super, worker, conn);
+    if (a == NULL)
+        return -ENOMEM;
+    rcu_read_lock();
+    struct sess *s = tree_sess_lookup(t, id);
+    struct sess_auth *old = NULL;
+    if (s != NULL) {
+        TREE_TSAN_RELEASE(a);
+        old = atomic_exchange_explicit(&s->auth, a, memory_order_acq_rel);
+    }
+    tree_read_unlock();
+    if (s == NULL) {
+        free(a);
+        return -ENOENT;
+    }
+    if (old != NULL) {
+        TREE_TSAN_RELEASE(old);
+        call_rcu(&old->rcu, sess_auth_free_cb);
+    }
+    return 0;
+}
+
+void tree_session_withdraw_auth(struct tree *t, int64_t id, int32_t worker, uint64_t conn)
+{
+    rcu_read_lock();
+    struct sess *s = tree_sess_lookup(t, id);
+    struct sess_auth *a = s ? atomic_load_explicit(&s->auth, memory_order_acquire) : NULL;
+    bool mine = a != NULL && a->worker == worker && a->conn == conn &&
+                atomic_compare_exchange_strong_explicit(&s->auth, &a, NULL, memory_order_acq_rel,
+                                                        memory_order_acquire);
+    tree_read_unlock();
+    if (mine) {
+        TREE_TSAN_RELEASE(a);
+        call_rcu(&a->rcu, sess_auth_free_cb);
+    }
+}
+
+bool tree_session_auth(const struct tree_session *pub, struct tree_session_auth *out)
+{
+    const struct sess *s = caa_container_of(pub, struct sess, pub);
+    struct sess_auth *a = atomic_load_explicit(&((struct sess *)s)->auth, memory_order_acquire);
+    if (a == NULL)
+        return false;
+    TREE_TSAN_ACQUIRE(a);
+    *out = (struct tree_session_auth){ .ids = a->ids, .count = a->count, .super = a->super };
+    return true;
 }
 
 void tree_sess_remove(struct tree *t, int64_t id)

@@ -196,6 +196,27 @@ struct tree_session {
 };
 /* rcu_read_lock held, any thread. NULL when no such session. */
 struct tree_session *tree_session_find(const struct tree *t, int64_t id);
+
+/* The identities a session's connection on this server authenticated with
+ * (addauth), published for reads that name the session without coming
+ * over that connection: the UDP read path (dataplane/UDP.md). */
+struct tree_session_auth {
+    const struct tree_authid *ids;
+    int32_t count;
+    bool super;
+};
+/* The worker of the session's connection (worker, conn): publishes a copy
+ * of ids[0..count) and super for session id, replacing whatever was
+ * published. 0, -ENOENT (no such session) or -ENOMEM (nothing changed).
+ * A registered RCU thread outside a read-side section. */
+int tree_session_publish_auth(struct tree *t, int64_t id, const struct tree_authid *ids,
+                              int32_t count, bool super, int32_t worker, uint64_t conn);
+/* Withdraws what (worker, conn) published for session id, if that is
+ * still what is published (a newer connection's stays). Same thread rules. */
+void tree_session_withdraw_auth(struct tree *t, int64_t id, int32_t worker, uint64_t conn);
+/* rcu_read_lock held, s from tree_session_find: what is published, valid
+ * until rcu_read_unlock; false when nothing is. */
+bool tree_session_auth(const struct tree_session *s, struct tree_session_auth *out);
 /* Calls fn for every live session (expiry scans, the dump 4lw). An RCU walk:
  * any registered thread; only the sequencer may change what fn is given. */
 typedef void (*tree_session_fn)(void *arg, struct tree_session *s);

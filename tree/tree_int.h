@@ -186,10 +186,13 @@ static inline struct cds_lfht *tree_sessions_ht(const struct tree *t)
 }
 
 /* A session as stored: the public part plus its hash node. */
+struct sess_auth; /* session.c: what tree_session_publish_auth copied */
+
 struct sess {
     struct tree_session pub;
     struct cds_lfht_node hnode;
     struct rcu_head rcu;
+    _Atomic(struct sess_auth *) auth; /* NULL: nothing published */
 };
 
 /* ---- zver / znode helpers (tree.c) ------------------------------------------ */

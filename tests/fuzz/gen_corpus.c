@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <urcu.h>
 
+#include "dataplane/dataplane.h"
 #include "replication/peer.h"
 #include "replication/txnlog.h"
 #include "tests/fuzz/fuzz.h"
@@ -704,6 +705,65 @@ static void peer_frames(void)
 
 #include "tests/fuzz/gen_configs.h"
 
+/* ---- fuzz_udp: read datagrams (mode bit 1: the target signs them) --------------- */
+
+/* A request datagram for op with record r, padded with pad zero bytes,
+ * emitted as it is and (name-signed) for the target to sign. */
+static void emit_udp(const char *name, int32_t op, const struct zk_wbuf *r, size_t pad)
+{
+    uint8_t d[1024] = { 0 };
+    BASE_ASSERT(DP_UDP_REQUEST_HEADER_BYTES + r->len + pad <= sizeof d);
+    base_put_be32(d, DP_UDP_MAGIC);
+    d[4] = DP_UDP_VERSION;
+    base_put_be16(d + 6, DP_UDP_REQUEST_HEADER_BYTES);
+    base_put_be64(d + 8, 0x1122334455667788ull);
+    base_put_be32(d + 32, (uint32_t)op);
+    memcpy(d + DP_UDP_REQUEST_HEADER_BYTES, r->p, r->len);
+    size_t n = DP_UDP_REQUEST_HEADER_BYTES + r->len + pad;
+    char file[64];
+    emit_mode("fuzz_udp", name, 0, d, n);
+    snprintf(file, sizeof file, "%s-signed", name);
+    emit_mode("fuzz_udp", file, 2, d, n);
+}
+
+static void udp_datagrams(void)
+{
+    static const struct {
+        const char *name, *path;
+        int32_t op;
+    } reads[] = {
+        { "get-a", "/a", ZK_OP_GETDATA },          { "get-bob", "/bob", ZK_OP_GETDATA },
+        { "get-lab", "/lab", ZK_OP_GETDATA },      { "exists-a", "/a", ZK_OP_EXISTS },
+        { "exists-none", "/none", ZK_OP_EXISTS },  { "children-a", "/a", ZK_OP_GETCHILDREN },
+        { "children2-a", "/a", ZK_OP_GETCHILDREN2 }, { "get-big", "/big", ZK_OP_GETDATA },
+    };
+    struct zk_wbuf r;
+    zk_wbuf_init(&r);
+    for (size_t i = 0; i < sizeof reads / sizeof reads[0]; i++) {
+        zk_wbuf_reset(&r);
+        struct zk_path_watch_req q = { .path = zk_str_c(reads[i].path), .watch = false };
+        zk_put_path_watch_req(&r, &q);
+        emit_udp(reads[i].name, reads[i].op, &r, 0);
+    }
+    emit_udp("get-big-padded", ZK_OP_GETDATA, &r, 400);
+    zk_wbuf_reset(&r);
+    zk_put_str(&r, zk_str_c("/a"));
+    emit_udp("count-a", ZK_OP_GETALLCHILDRENNUMBER, &r, 0);
+    zk_wbuf_reset(&r);
+    struct zk_multi_header h = { .type = ZK_OP_GETDATA, .done = false, .err = -1 };
+    zk_put_multi_header(&r, &h);
+    struct zk_path_watch_req q = { .path = zk_str_c("/a"), .watch = false };
+    zk_put_path_watch_req(&r, &q);
+    h.type = ZK_OP_GETCHILDREN;
+    zk_put_multi_header(&r, &h);
+    q.path = zk_str_c("/bob");
+    zk_put_path_watch_req(&r, &q);
+    zk_put_multi_end(&r);
+    emit_udp("multiread", ZK_OP_MULTIREAD, &r, 0);
+    BASE_ASSERT(!r.err);
+    zk_wbuf_free(&r);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -721,6 +781,7 @@ int main(int argc, char **argv)
     trees_and_logs();
     build_shapes();
     peer_frames();
+    udp_datagrams();
     for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++)
         emit("fuzz_config", configs[i].name, configs[i].text, strlen(configs[i].text));
     rcu_unregister_thread();

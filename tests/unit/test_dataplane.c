@@ -281,8 +281,9 @@ static void send_wbuf(struct env *e, int fd, struct zk_wbuf *w)
     zk_wbuf_reset(w);
 }
 
-/* A client with an open session. */
-static int session_open(struct env *e, struct rx *r)
+/* A client with an open session; its id and password into *sid and pw
+ * when they are not NULL. */
+static int session_open_as(struct env *e, struct rx *r, int64_t *sid, uint8_t pw[16])
 {
     int fd = client_open(e, "127.0.0.1");
     struct zk_wbuf w;
@@ -295,8 +296,19 @@ static int session_open(struct env *e, struct rx *r)
     struct zk_connect_resp resp;
     assert_true(zk_get_connect_resp(&body, &resp));
     assert_true(resp.timeout_ms > 0);
+    if (sid)
+        *sid = resp.session_id;
+    if (pw) {
+        assert_int_equal(resp.passwd.len, 16);
+        memcpy(pw, resp.passwd.ptr, 16);
+    }
     free(f);
     return fd;
+}
+
+static int session_open(struct env *e, struct rx *r)
+{
+    return session_open_as(e, r, NULL, NULL);
 }
 
 /* Reads the next reply (skipping notifications when skip_events). */
@@ -643,6 +655,399 @@ static void test_max_cnxns(void **state)
     env_free(e);
 }
 
+/* ---- the UDP read path's packet handler (dataplane/UDP.md) --------------- */
+
+#define UDP_MAX 65507
+
+/* A request datagram: the header, record, pad zero bytes; signed with pw
+ * (the session's password) when pw is not NULL. */
+static size_t udp_request(uint8_t *buf, uint64_t rid, int64_t min_zxid, int64_t sid,
+                          const uint8_t *pw, int32_t op, const struct zk_wbuf *record, size_t pad)
+{
+    memset(buf, 0, DP_UDP_REQUEST_HEADER_BYTES);
+    base_put_be32(buf, DP_UDP_MAGIC);
+    buf[4] = DP_UDP_VERSION;
+    buf[5] = pw ? DP_UDP_FLAG_SESSION : 0;
+    base_put_be16(buf + 6, DP_UDP_REQUEST_HEADER_BYTES);
+    base_put_be64(buf + 8, rid);
+    base_put_be64(buf + 16, (uint64_t)min_zxid);
+    base_put_be64(buf + 24, (uint64_t)sid);
+    base_put_be32(buf + 32, (uint32_t)op);
+    size_t n = DP_UDP_REQUEST_HEADER_BYTES;
+    if (record) {
+        memcpy(buf + n, record->p, record->len);
+        n += record->len;
+    }
+    memset(buf + n, 0, pad);
+    n += pad;
+    if (pw) /* the MAC field is still zero: what the MAC covers */
+        base_put_be64(buf + 40, base_siphash24(pw, buf, n));
+    return n;
+}
+
+static size_t udp_path_request(uint8_t *buf, uint64_t rid, int32_t op, const char *path, bool watch,
+                               int64_t sid, const uint8_t *pw)
+{
+    struct zk_wbuf b;
+    zk_wbuf_init(&b);
+    if (op == ZK_OP_GETALLCHILDRENNUMBER) {
+        zk_put_str(&b, zk_str_c(path));
+    } else {
+        struct zk_path_watch_req q = { .path = zk_str_c(path), .watch = watch };
+        zk_put_path_watch_req(&b, &q);
+    }
+    size_t n = udp_request(buf, rid, 0, sid, pw, op, &b, 0);
+    zk_wbuf_free(&b);
+    return n;
+}
+
+struct udp_reply {
+    uint64_t rid;
+    uint8_t flags;
+    int32_t status;
+    uint32_t detail;
+    struct zk_reply_header h;
+    struct base_rd rec; /* the record, if any */
+};
+
+/* Sends req through the handler; fails the test when it is dropped. */
+static struct udp_reply udp_ask(struct env *e, const uint8_t *req, size_t n, const char *ip,
+                                size_t max, struct zk_wbuf *out, struct dp_udp_counters *ctr)
+{
+    size_t len = dp_udp_handle(e->dp, req, n, ip, max, out, ctr);
+    assert_true(len > 0);
+    assert_int_equal(len, out->len);
+    assert_true(len <= max);
+    assert_true(len <= 3 * n);
+    struct base_rd r;
+    base_rd_init(&r, out->p, len);
+    struct udp_reply u;
+    assert_int_equal(base_rd_be32(&r), DP_UDP_MAGIC);
+    assert_int_equal(base_rd_u8(&r), DP_UDP_VERSION);
+    u.flags = base_rd_u8(&r);
+    assert_true(u.flags & DP_UDP_FLAG_REPLY);
+    assert_int_equal(base_rd_be16(&r), DP_UDP_REPLY_HEADER_BYTES);
+    u.rid = base_rd_be64(&r);
+    u.status = (int32_t)base_rd_be32(&r);
+    u.detail = base_rd_be32(&r);
+    assert_true(zk_get_reply_header(&r, &u.h));
+    assert_false(r.err);
+    u.rec = r;
+    if (u.status != DP_UDP_OK || u.h.err != ZK_OK)
+        assert_int_equal(base_rd_left(&r), 0); /* only a successful read has a record */
+    return u;
+}
+
+static int64_t last_zxid(struct env *e)
+{
+    rcu_read_lock();
+    int64_t z = tree_last_zxid(e->t);
+    rcu_read_unlock();
+    return z;
+}
+
+/* Every read op over UDP, anonymously, against nodes made over TCP. */
+static void test_udp_every_read_op(void **state)
+{
+    struct env *e = env_new(NULL);
+    struct rx r = { 0 };
+    int fd = session_open(e, &r);
+    struct zk_wbuf w, out;
+    zk_wbuf_init(&w);
+    zk_wbuf_init(&out);
+    frame_create(&w, 1, "/u", 5, NULL);
+    frame_create(&w, 2, "/u/a", 0, NULL);
+    frame_create(&w, 3, "/u/b", 0, NULL);
+    send_wbuf(e, fd, &w);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(next_reply(e, fd, &r, true).err, ZK_OK);
+    struct dp_udp_counters ctr = { 0 };
+    uint8_t req[512];
+
+    struct udp_reply u = udp_ask(e, req, udp_path_request(req, 77, ZK_OP_GETDATA, "/u", false, 0, NULL),
+                                 "127.0.0.1", UDP_MAX, &out, &ctr);
+    assert_int_equal(u.rid, 77);
+    assert_int_equal(u.status, DP_UDP_OK);
+    assert_int_equal(u.h.err, ZK_OK);
+    assert_int_equal(u.h.zxid, last_zxid(e));
+    struct zk_str data;
+    struct zk_stat st;
+    assert_true(zk_get_str(&u.rec, &data));
+    assert_int_equal(data.len, 5);
+    assert_true(zk_get_stat(&u.rec, &st));
+    assert_int_equal(st.num_children, 2);
+    assert_int_equal(base_rd_left(&u.rec), 0);
+
+    u = udp_ask(e, req, udp_path_request(req, 78, ZK_OP_EXISTS, "/u", false, 0, NULL), "127.0.0.1",
+                UDP_MAX, &out, &ctr);
+    assert_int_equal(u.h.err, ZK_OK);
+    assert_true(zk_get_stat(&u.rec, &st));
+    assert_int_equal(st.data_length, 5);
+    u = udp_ask(e, req, udp_path_request(req, 79, ZK_OP_EXISTS, "/nope", false, 0, NULL),
+                "127.0.0.1", UDP_MAX, &out, &ctr);
+    assert_int_equal(u.status, DP_UDP_OK);
+    assert_int_equal(u.h.err, ZK_ENONODE);
+
+    u = udp_ask(e, req, udp_path_request(req, 80, ZK_OP_GETCHILDREN2, "/u", false, 0, NULL),
+                "127.0.0.1", UDP_MAX, &out, &ctr);
+    assert_int_equal(u.h.err, ZK_OK);
+    struct zk_strvec kids;
+    assert_true(zk_get_strvec(&u.rec, &kids));
+    assert_int_equal(kids.count, 2);
+    zk_strvec_free(&kids);
+    assert_true(zk_get_stat(&u.rec, &st));
+    assert_int_equal(base_rd_left(&u.rec), 0);
+    u = udp_ask(e, req, udp_path_request(req, 81, ZK_OP_GETCHILDREN, "/u", false, 0, NULL),
+                "127.0.0.1", UDP_MAX, &out, &ctr);
+    assert_true(zk_get_strvec(&u.rec, &kids));
+    assert_int_equal(kids.count, 2);
+    zk_strvec_free(&kids);
+    assert_int_equal(base_rd_left(&u.rec), 0);
+
+    u = udp_ask(e, req, udp_path_request(req, 82, ZK_OP_GETALLCHILDRENNUMBER, "/u", false, 0, NULL),
+                "127.0.0.1", UDP_MAX, &out, &ctr);
+    assert_int_equal(u.h.err, ZK_OK);
+    assert_int_equal((int32_t)base_rd_be32(&u.rec), 2);
+
+    /* multiRead: a getData that works and a getChildren that does not */
+    struct zk_wbuf m;
+    zk_wbuf_init(&m);
+    struct zk_multi_header mh = { .type = ZK_OP_GETDATA, .done = false, .err = -1 };
+    zk_put_multi_header(&m, &mh);
+    struct zk_path_watch_req q = { .path = zk_str_c("/u"), .watch = false };
+    zk_put_path_watch_req(&m, &q);
+    mh.type = ZK_OP_GETCHILDREN;
+    zk_put_multi_header(&m, &mh);
+    q.path = zk_str_c("/nope");
+    zk_put_path_watch_req(&m, &q);
+    zk_put_multi_end(&m);
+    u = udp_ask(e, req, udp_request(req, 83, 0, 0, NULL, ZK_OP_MULTIREAD, &m, 0), "127.0.0.1",
+                UDP_MAX, &out, &ctr);
+    assert_int_equal(u.status, DP_UDP_OK);
+    assert_int_equal(u.h.err, ZK_OK);
+    assert_true(zk_get_multi_header(&u.rec, &mh));
+    assert_int_equal(mh.type, ZK_OP_GETDATA);
+    assert_true(zk_get_str(&u.rec, &data));
+    assert_true(zk_get_stat(&u.rec, &st));
+    assert_true(zk_get_multi_header(&u.rec, &mh));
+    assert_int_equal(mh.type, ZK_OP_ERROR);
+    assert_int_equal((int32_t)base_rd_be32(&u.rec), ZK_ENONODE);
+    assert_true(zk_get_multi_header(&u.rec, &mh));
+    assert_true(mh.done);
+    zk_wbuf_free(&m);
+
+    assert_int_equal(ctr.datagrams, 7);
+    assert_int_equal(ctr.answered[DP_UDP_OK], 7);
+    zk_wbuf_free(&w);
+    zk_wbuf_free(&out);
+    close(fd);
+    free(r.buf);
+    env_free(e);
+}
+
+/* Whose identity a read has: world and the source address without a
+ * session; a signed session adds what its connection authenticated with,
+ * for as long as that connection is attached. A wrong MAC or an unknown
+ * session gets nothing. */
+static void test_udp_identity_and_mac(void **state)
+{
+    struct env *e = env_new(NULL);
+    struct rx r = { 0 };
+    int64_t sid;
+    uint8_t pw[16];
+    int fd = session_open_as(e, &r, &sid, pw);
+    struct zk_wbuf w, out;
+    zk_wbuf_init(&w);
+    zk_wbuf_init(&out);
+    frame_auth(&w, "digest", "user:pw");
+    send_wbuf(e, fd, &w);
+    assert_int_equal(next_reply(e, fd, &r, false).err, ZK_OK);
+    char digest[29], id[64];
+    zk_digest_of("user:pw", 7, digest);
+    snprintf(id, sizeof id, "user:%s", digest);
+    struct zk_acl mine[1] = { { ZK_PERM_READ, { zk_str_c("digest"), zk_str_c(id) } } };
+    struct zk_aclvec secret = { 1, mine };
+    struct zk_acl local[1] = { { ZK_PERM_READ, { zk_str_c("ip"), zk_str_c("198.18.0.0/15") } } };
+    struct zk_aclvec by_ip = { 1, local };
+    frame_create(&w, 1, "/secret", 2, &secret);
+    frame_create(&w, 2, "/lab", 2, &by_ip);
+    send_wbuf(e, fd, &w);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(next_reply(e, fd, &r, true).err, ZK_OK);
+    struct dp_udp_counters ctr = { 0 };
+    uint8_t req[512];
+    size_t n;
+
+    n = udp_path_request(req, 1, ZK_OP_GETDATA, "/secret", false, 0, NULL);
+    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).h.err, ZK_ENOAUTH);
+    n = udp_path_request(req, 2, ZK_OP_GETDATA, "/secret", false, sid, pw);
+    struct udp_reply u = udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr);
+    assert_int_equal(u.status, DP_UDP_OK);
+    assert_int_equal(u.h.err, ZK_OK);
+    assert_true(u.flags & DP_UDP_FLAG_SESSION);
+    n = udp_path_request(req, 3, ZK_OP_GETDATA, "/lab", false, 0, NULL);
+    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).h.err, ZK_ENOAUTH);
+    assert_int_equal(udp_ask(e, req, n, "198.18.7.9", UDP_MAX, &out, &ctr).h.err, ZK_OK);
+
+    /* every byte counts: a flipped record bit, a wrong key */
+    n = udp_path_request(req, 4, ZK_OP_GETDATA, "/secret", false, sid, pw);
+    req[n - 1] ^= 1;
+    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).status, DP_UDP_BAD_MAC);
+    uint8_t other[16];
+    memcpy(other, pw, 16);
+    other[15] ^= 0x80;
+    n = udp_path_request(req, 5, ZK_OP_GETDATA, "/secret", false, sid, other);
+    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).status, DP_UDP_BAD_MAC);
+    n = udp_path_request(req, 6, ZK_OP_GETDATA, "/secret", false, sid + 1, pw);
+    u = udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr);
+    assert_int_equal(u.status, DP_UDP_NO_SESSION);
+    assert_int_equal(u.h.zxid, last_zxid(e));
+
+    /* the connection goes (the session lives on): its identities go with it */
+    close(fd);
+    for (int i = 0; i < 50; i++)
+        pump(e, 1);
+    n = udp_path_request(req, 7, ZK_OP_GETDATA, "/secret", false, sid, pw);
+    u = udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr);
+    assert_int_equal(u.status, DP_UDP_OK);
+    assert_int_equal(u.h.err, ZK_ENOAUTH);
+
+    assert_int_equal(ctr.answered[DP_UDP_BAD_MAC], 2);
+    assert_int_equal(ctr.answered[DP_UDP_NO_SESSION], 1);
+    zk_wbuf_free(&w);
+    zk_wbuf_free(&out);
+    free(r.buf);
+    env_free(e);
+}
+
+/* Datagrams that are not requests are dropped; requests this path does not
+ * serve get the status UDP.md names, and nothing is read. */
+static void test_udp_bad_datagrams(void **state)
+{
+    struct env *e = env_new(NULL);
+    struct zk_wbuf out;
+    zk_wbuf_init(&out);
+    struct dp_udp_counters ctr = { 0 };
+    uint8_t req[512];
+    size_t n = udp_path_request(req, 9, ZK_OP_GETDATA, "/", false, 0, NULL);
+
+    for (size_t cut = 0; cut < DP_UDP_REQUEST_HEADER_BYTES; cut++)
+        assert_int_equal(dp_udp_handle(e->dp, req, cut, "127.0.0.1", UDP_MAX, &out, &ctr), 0);
+    assert_int_equal(ctr.dropped[DP_UDP_DROP_SHORT], DP_UDP_REQUEST_HEADER_BYTES);
+    req[0] ^= 0xff;
+    assert_int_equal(dp_udp_handle(e->dp, req, n, "127.0.0.1", UDP_MAX, &out, &ctr), 0);
+    req[0] ^= 0xff;
+    assert_int_equal(ctr.dropped[DP_UDP_DROP_MAGIC], 1);
+    req[5] = DP_UDP_FLAG_REPLY;
+    assert_int_equal(dp_udp_handle(e->dp, req, n, "127.0.0.1", UDP_MAX, &out, &ctr), 0);
+    assert_int_equal(ctr.dropped[DP_UDP_DROP_REPLY], 1);
+    req[5] = 0;
+    base_put_be16(req + 6, 50);
+    assert_int_equal(dp_udp_handle(e->dp, req, n, "127.0.0.1", UDP_MAX, &out, &ctr), 0);
+    assert_int_equal(ctr.dropped[DP_UDP_DROP_HEADER], 1);
+    base_put_be16(req + 6, DP_UDP_REQUEST_HEADER_BYTES);
+
+    req[4] = 2;
+    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).status, DP_UDP_BAD_VERSION);
+    req[4] = DP_UDP_VERSION;
+    req[5] = 0x02;
+    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).status, DP_UDP_BAD_VERSION);
+    req[5] = 0;
+    req[39] = 1; /* reserved */
+    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).status, DP_UDP_BAD_REQUEST);
+    req[39] = 0;
+    req[31] = 1; /* a session id without the flag */
+    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).status, DP_UDP_BAD_REQUEST);
+    req[31] = 0;
+    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).status, DP_UDP_OK);
+
+    /* ops and flags only TCP serves, records that do not parse, padding */
+    size_t m = udp_path_request(req, 10, ZK_OP_SETDATA, "/", false, 0, NULL);
+    assert_int_equal(udp_ask(e, req, m, "127.0.0.1", UDP_MAX, &out, &ctr).status, DP_UDP_BAD_REQUEST);
+    m = udp_path_request(req, 11, ZK_OP_GETDATA, "/", true, 0, NULL);
+    assert_int_equal(udp_ask(e, req, m, "127.0.0.1", UDP_MAX, &out, &ctr).status, DP_UDP_BAD_REQUEST);
+    m = udp_path_request(req, 12, ZK_OP_EXISTS, "/", true, 0, NULL);
+    assert_int_equal(udp_ask(e, req, m, "127.0.0.1", UDP_MAX, &out, &ctr).status, DP_UDP_BAD_REQUEST);
+    m = udp_path_request(req, 13, ZK_OP_GETDATA, "/", false, 0, NULL);
+    assert_int_equal(udp_ask(e, req, m - 1, "127.0.0.1", UDP_MAX, &out, &ctr).status,
+                     DP_UDP_BAD_REQUEST);
+    req[m] = 0;
+    req[m + 1] = 0;
+    assert_int_equal(udp_ask(e, req, m + 2, "127.0.0.1", UDP_MAX, &out, &ctr).status, DP_UDP_OK);
+    req[m + 1] = 7;
+    assert_int_equal(udp_ask(e, req, m + 2, "127.0.0.1", UDP_MAX, &out, &ctr).status,
+                     DP_UDP_BAD_REQUEST);
+    struct zk_wbuf mw;
+    zk_wbuf_init(&mw);
+    struct zk_multi_header mh = { .type = ZK_OP_GETDATA, .done = false, .err = -1 };
+    zk_put_multi_header(&mw, &mh);
+    struct zk_path_watch_req q = { .path = zk_str_c("/"), .watch = true };
+    zk_put_path_watch_req(&mw, &q);
+    zk_put_multi_end(&mw);
+    m = udp_request(req, 14, 0, 0, NULL, ZK_OP_MULTIREAD, &mw, 0);
+    assert_int_equal(udp_ask(e, req, m, "127.0.0.1", UDP_MAX, &out, &ctr).status, DP_UDP_BAD_REQUEST);
+    zk_wbuf_free(&mw);
+
+    assert_int_equal(ctr.answered[DP_UDP_BAD_VERSION], 2);
+    assert_int_equal(ctr.answered[DP_UDP_BAD_REQUEST], 8);
+    assert_int_equal(ctr.answered[DP_UDP_OK], 2);
+    zk_wbuf_free(&out);
+    env_free(e);
+}
+
+/* A reply is at most three times its request and never above the
+ * datagram limit: TOO_BIG says the size, and a padded request gets it. A
+ * server behind the client's zxid says BEHIND. */
+static void test_udp_size_and_min_zxid(void **state)
+{
+    struct env *e = env_new(NULL);
+    struct rx r = { 0 };
+    int fd = session_open(e, &r);
+    struct zk_wbuf w, out;
+    zk_wbuf_init(&w);
+    zk_wbuf_init(&out);
+    frame_create(&w, 1, "/big", 1000, NULL);
+    send_wbuf(e, fd, &w);
+    assert_int_equal(next_reply(e, fd, &r, true).err, ZK_OK);
+    struct dp_udp_counters ctr = { 0 };
+    static uint8_t req[4096];
+    size_t n = udp_path_request(req, 1, ZK_OP_GETDATA, "/big", false, 0, NULL);
+    struct udp_reply u = udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr);
+    assert_int_equal(u.status, DP_UDP_TOO_BIG);
+    uint32_t need = u.detail;
+    assert_true(need > 1000 && need < 1200);
+    size_t pad = (need + 2) / 3 - n;
+    u = udp_ask(e, req, n + pad, "127.0.0.1", UDP_MAX, &out, &ctr);
+    assert_int_equal(u.status, DP_UDP_OK);
+    assert_int_equal(u.h.err, ZK_OK);
+    assert_int_equal(out.len, need);
+    /* an Ethernet frame's payload cannot hold it, padded or not */
+    u = udp_ask(e, req, n + pad, "127.0.0.1", 1000, &out, &ctr);
+    assert_int_equal(u.status, DP_UDP_TOO_BIG);
+    assert_int_equal(u.detail, need);
+
+    int64_t z = last_zxid(e);
+    struct zk_wbuf b;
+    zk_wbuf_init(&b);
+    struct zk_path_watch_req q = { .path = zk_str_c("/"), .watch = false };
+    zk_put_path_watch_req(&b, &q);
+    n = udp_request(req, 2, z + 1, 0, NULL, ZK_OP_EXISTS, &b, 0);
+    u = udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr);
+    assert_int_equal(u.status, DP_UDP_BEHIND);
+    assert_int_equal(u.h.zxid, z);
+    n = udp_request(req, 3, z, 0, NULL, ZK_OP_EXISTS, &b, 0);
+    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).status, DP_UDP_OK);
+    zk_wbuf_free(&b);
+
+    assert_int_equal(ctr.answered[DP_UDP_TOO_BIG], 2);
+    assert_int_equal(ctr.answered[DP_UDP_BEHIND], 1);
+    zk_wbuf_free(&w);
+    zk_wbuf_free(&out);
+    close(fd);
+    free(r.buf);
+    env_free(e);
+}
+
 int main(void)
 {
     rcu_register_thread();
@@ -656,6 +1061,10 @@ int main(void)
         cmocka_unit_test(test_watch_events_respect_acl),
         cmocka_unit_test(test_auth_ip_and_long_password),
         cmocka_unit_test(test_max_cnxns),
+        cmocka_unit_test(test_udp_every_read_op),
+        cmocka_unit_test(test_udp_identity_and_mac),
+        cmocka_unit_test(test_udp_bad_datagrams),
+        cmocka_unit_test(test_udp_size_and_min_zxid),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     rcu_unregister_thread();
