@@ -56,6 +56,10 @@ struct dp_cfg {
      * outlive the dataplane. */
     const char *config_node;
     int64_t config_node_mtime; /* its mtime: when this server set it */
+    /* The UDP read path (UDP.md): an IPv4 or IPv6 literal and a port;
+     * udp_port 0: off. */
+    const char *udp_host;
+    int udp_port;
     dp_fourlw_fn fourlw;
     void *fourlw_arg;
     bool (*fourlw_allowed)(void *arg, const char *word);
@@ -67,51 +71,13 @@ struct dp_cfg {
 struct dp *dp_new(const struct dp_cfg *cfg, struct tree *t, struct seq *s, char *err, size_t errlen);
 /* The bound port (useful when cfg.port was 0). */
 int dp_port(const struct dp *dp);
+/* The UDP read path's port; 0 when it is off. */
+int dp_udp_port(const struct dp *dp);
 /* Starts the workers: 0 or -errno. */
 int dp_start(struct dp *dp);
 /* Stops and joins the workers, closing every connection. */
 void dp_stop(struct dp *dp);
 void dp_free(struct dp *dp);
-
-struct dp_stats {
-    uint64_t packets_received;
-    uint64_t packets_sent;
-    uint64_t connections;      /* open now */
-    uint64_t outstanding;      /* requests queued or at the sequencer */
-    uint64_t watches;          /* watch table entries */
-    uint64_t watch_paths;      /* distinct watched paths (approximate: per worker) */
-    uint64_t latency_min_us, latency_max_us, latency_sum_us, latency_count;
-    uint64_t reads, writes;
-    /* the memory budget */
-    uint64_t buffered_bytes;        /* held by connections now */
-    uint64_t buffered_bytes_limit;  /* cfg.max_buffered_bytes */
-    bool memory_pressure;
-    uint64_t throttled_connections; /* reading paused now */
-    uint64_t throttle_events;       /* times reading was paused for a budget */
-    uint64_t slow_consumer_closes;  /* closed for unsent output */
-    uint64_t sessionless_timeouts;  /* closed before completing the handshake */
-    uint64_t connections_refused;   /* maxCnxns / maxClientCnxns */
-};
-void dp_get_stats(struct dp *dp, struct dp_stats *out);
-void dp_reset_stats(struct dp *dp);
-
-struct dp_conn_info {
-    char peer[80]; /* "ip:port" */
-    int64_t session_id;
-    int32_t timeout_ms;
-    uint64_t received, sent;
-    uint32_t queued;
-    int64_t established_ms; /* wall clock */
-    int64_t last_zxid;
-    int32_t last_op;
-    int64_t last_latency_us, min_latency_us, max_latency_us, avg_latency_us;
-};
-typedef void (*dp_conn_fn)(void *arg, const struct dp_conn_info *ci);
-void dp_each_conn(struct dp *dp, dp_conn_fn fn, void *arg);
-
-/* Visits every watch: the session of the watching connection, kind, path. */
-typedef void (*dp_watch_fn)(void *arg, int64_t session_id, enum watch_kind kind, const char *path);
-void dp_each_watch(struct dp *dp, dp_watch_fn fn, void *arg);
 
 /* ---- the UDP read path (dataplane/UDP.md) ---------------------------------- */
 
@@ -151,6 +117,53 @@ struct dp_udp_counters {
     uint64_t answered[DP_UDP_STATUSES];
     uint64_t dropped[DP_UDP_DROPS];
 };
+
+struct dp_stats {
+    uint64_t packets_received;
+    uint64_t packets_sent;
+    uint64_t connections;      /* open now */
+    uint64_t outstanding;      /* requests queued or at the sequencer */
+    uint64_t watches;          /* watch table entries */
+    uint64_t watch_paths;      /* distinct watched paths (approximate: per worker) */
+    uint64_t latency_min_us, latency_max_us, latency_sum_us, latency_count;
+    uint64_t reads, writes;
+    /* the memory budget */
+    uint64_t buffered_bytes;        /* held by connections now */
+    uint64_t buffered_bytes_limit;  /* cfg.max_buffered_bytes */
+    bool memory_pressure;
+    uint64_t throttled_connections; /* reading paused now */
+    uint64_t throttle_events;       /* times reading was paused for a budget */
+    uint64_t slow_consumer_closes;  /* closed for unsent output */
+    uint64_t sessionless_timeouts;  /* closed before completing the handshake */
+    uint64_t connections_refused;   /* maxCnxns / maxClientCnxns */
+    /* the UDP read path (all workers) */
+    uint64_t udp_datagrams;
+    uint64_t udp_answered[DP_UDP_STATUSES];
+    uint64_t udp_dropped[DP_UDP_DROPS];
+    uint64_t udp_unsent;            /* replies a full socket buffer refused */
+};
+void dp_get_stats(struct dp *dp, struct dp_stats *out);
+void dp_reset_stats(struct dp *dp);
+
+struct dp_conn_info {
+    char peer[80]; /* "ip:port" */
+    int64_t session_id;
+    int32_t timeout_ms;
+    uint64_t received, sent;
+    uint32_t queued;
+    int64_t established_ms; /* wall clock */
+    int64_t last_zxid;
+    int32_t last_op;
+    int64_t last_latency_us, min_latency_us, max_latency_us, avg_latency_us;
+};
+typedef void (*dp_conn_fn)(void *arg, const struct dp_conn_info *ci);
+void dp_each_conn(struct dp *dp, dp_conn_fn fn, void *arg);
+
+/* Visits every watch: the session of the watching connection, kind, path. */
+typedef void (*dp_watch_fn)(void *arg, int64_t session_id, enum watch_kind kind, const char *path);
+void dp_each_watch(struct dp *dp, dp_watch_fn fn, void *arg);
+
+/* ---- the UDP read path's handler (dataplane/UDP.md) ----------------------- */
 
 /* The packet handler: one request datagram (req, len) from peer_ip (its
  * source address, text) in; the reply datagram, at most datagram_max

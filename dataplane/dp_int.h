@@ -174,6 +174,16 @@ struct worker {
     _Atomic uint64_t st_rx, st_tx, st_reads, st_writes;
     _Atomic uint64_t st_lat_min, st_lat_max, st_lat_sum, st_lat_count;
     _Atomic uint64_t st_throttle_events, st_slow_closes, st_sessionless_closes;
+
+    /* The UDP read path over the kernel (udp_sock.c); udp_fd -1: off. The
+     * counters are the worker's own, published to the st_udp mirrors. */
+    int udp_fd;
+    struct udp_batch *udp;
+    struct dp_udp_counters udp_ctr;
+    uint64_t udp_unsent; /* replies a full socket buffer refused */
+    _Atomic uint64_t st_udp_datagrams, st_udp_unsent;
+    _Atomic uint64_t st_udp_answered[DP_UDP_STATUSES];
+    _Atomic uint64_t st_udp_dropped[DP_UDP_DROPS];
 };
 
 struct dp {
@@ -192,6 +202,7 @@ struct dp {
     atomic_bool pressure;       /* buffered bytes passed cfg.max_buffered_bytes */
     _Atomic uint32_t nconns;    /* open connections, for maxCnxns */
     _Atomic uint64_t st_refused; /* connections refused by maxCnxns / maxClientCnxns */
+    int udp_port;                /* the UDP read path's, 0: off */
     pthread_mutex_t ip_lock; /* per-IP connection counts (accept/close only) */
     struct ip_count {
         char ip[64];
@@ -199,6 +210,15 @@ struct dp {
     } *ips;
     size_t nips, cap_ips;
 };
+
+/* ---- udp_sock.c: the UDP read path over the kernel's sockets ------------- */
+#define DP_EV_UDP 0xFFFFFFFFFFFFFF04ULL /* a worker's epoll key for its UDP socket */
+/* Opens a socket per worker on cfg.udp_host:udp_port and adds each to its
+ * worker's epoll set. 0, or -1 with a message in err. */
+int udp_sock_open(struct dp *dp, char *err, size_t errlen);
+/* The worker's socket is readable: a few batches of requests answered. */
+void udp_sock_pass(struct worker *w);
+void udp_sock_close(struct worker *w);
 
 /* ---- tcp.c: the transport ------------------------------------------------ */
 /* Marks c for closing. hard: drop unsent output; otherwise flush it first.

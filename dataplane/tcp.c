@@ -465,6 +465,8 @@ static void worker_pass(struct worker *w, int timeout_ms)
             accept_all(w);
         else if (key == EV_SEQ)
             seq_worker_ack(w->dp->seq, w->id); /* drained below, once per pass */
+        else if (key == DP_EV_UDP)
+            udp_sock_pass(w);
         else if (key != EV_STOP)
             handle_conn_event(w, key, evs[i].events);
     }
@@ -603,6 +605,7 @@ static int worker_init(struct dp *dp, struct worker *w, int id)
     w->id = id;
     w->dp = dp;
     w->epfd = -1;
+    w->udp_fd = -1;
     w->events_through = tree_last_zxid(dp->tree);
     atomic_store(&w->st_lat_min, UINT64_MAX);
     w->rbuf = malloc(DP_READ_CHUNK);
@@ -659,6 +662,8 @@ struct dp *dp_new(const struct dp_cfg *cfg, struct tree *t, struct seq *s, char 
             goto fail;
         }
     }
+    if (cfg->udp_port != 0 && udp_sock_open(dp, err, errlen) != 0)
+        goto fail;
     return dp;
 fail:
     dp_free(dp);
@@ -668,6 +673,11 @@ fail:
 int dp_port(const struct dp *dp)
 {
     return dp->port;
+}
+
+int dp_udp_port(const struct dp *dp)
+{
+    return dp->udp_port;
 }
 
 int dp_start(struct dp *dp)
@@ -702,6 +712,7 @@ void dp_free(struct dp *dp)
     dp_stop(dp);
     for (int i = 0; dp->workers && i < dp->nworkers; i++) {
         struct worker *w = &dp->workers[i];
+        udp_sock_close(w);
         if (w->epfd >= 0)
             close(w->epfd);
         watch_table_free(w->wt);
@@ -751,6 +762,12 @@ void dp_get_stats(struct dp *dp, struct dp_stats *out)
         out->throttle_events += atomic_load_explicit(&w->st_throttle_events, memory_order_relaxed);
         out->slow_consumer_closes += atomic_load_explicit(&w->st_slow_closes, memory_order_relaxed);
         out->sessionless_timeouts += atomic_load_explicit(&w->st_sessionless_closes, memory_order_relaxed);
+        out->udp_datagrams += atomic_load_explicit(&w->st_udp_datagrams, memory_order_relaxed);
+        out->udp_unsent += atomic_load_explicit(&w->st_udp_unsent, memory_order_relaxed);
+        for (int k = 0; k < DP_UDP_STATUSES; k++)
+            out->udp_answered[k] += atomic_load_explicit(&w->st_udp_answered[k], memory_order_relaxed);
+        for (int k = 0; k < DP_UDP_DROPS; k++)
+            out->udp_dropped[k] += atomic_load_explicit(&w->st_udp_dropped[k], memory_order_relaxed);
     }
     if (out->latency_min_us == UINT64_MAX)
         out->latency_min_us = 0;

@@ -99,6 +99,7 @@ enum kind {
     K_FOURLW,          /* 4lw whitelist */
     K_DIGEST,          /* "user:base64" or empty (no super user) */
     K_LOGLEVEL,        /* error|warn|info|debug -> 0..3 */
+    K_HOSTPORT,        /* IPv4:PORT or [IPv6]:PORT, a literal and 1..65535 */
     K_META_CONFIG,     /* --config FILE */
     K_META_HELP,       /* --help, -h */
     K_META_VERSION,    /* --version, -V */
@@ -165,6 +166,7 @@ static const struct setting key_settings[] = {
     ROW("larch.zxidCounterLimit", K_INT64, zxid_counter_limit, 16, 4294967294LL, false),
     ROW("larch.logLevel", K_LOGLEVEL, log_level, 0, 3, false),
     ROW_SET("larch.inlineSequencer", K_BOOL, inline_sequencer, inline_sequencer_set, 0, 0),
+    ROW("larch.udp", K_HOSTPORT, udp, 0, 0, false),
     /* the ensemble: server.N lines are parsed by parse_server_line */
     ROW("initLimit", K_TICKS, init_limit, 1, INT32_MAX, false),
     ROW("syncLimit", K_TICKS, sync_limit, 1, INT32_MAX, false),
@@ -198,6 +200,7 @@ static const struct setting flag_settings[] = {
     ROW("--log-level", K_LOGLEVEL, log_level, 0, 3, false),
     ROW("--read-only", K_ONOFF, read_only_mode, 0, 0, false),
     ROW_SET("--inline-sequencer", K_ONOFF, inline_sequencer, inline_sequencer_set, 0, 0),
+    ROW("--udp", K_HOSTPORT, udp, 0, 0, false),
 };
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -452,6 +455,37 @@ static void apply_string(struct config *c, const struct setting *s, const char *
     mark_set(c, s, len > 0);
 }
 
+/* "IPv4:PORT" or "[IPv6]:PORT": address literals only (a server binds what
+ * it is told; names are not resolved) and a port 1..65535. */
+static void apply_hostport(struct config *c, const struct setting *s, const char *value,
+                           struct reporter *r)
+{
+    struct config_hostport *hp = field_of(c, s);
+    const char *colon = strrchr(value, ':');
+    char host[sizeof hp->host];
+    size_t hlen = colon ? (size_t)(colon - value) : 0;
+    bool v6 = hlen >= 2 && value[0] == '[' && value[hlen - 1] == ']';
+    const char *h = v6 ? value + 1 : value;
+    size_t n = v6 ? hlen - 2 : hlen;
+    uint8_t addr[16];
+    char *end = NULL;
+    long port = colon ? strtol(colon + 1, &end, 10) : 0;
+    if (!colon || n == 0 || n >= sizeof host || !end || *end != '\0' || end == colon + 1 ||
+        port < 1 || port > 65535) {
+        report(r, SEV_ERROR, "'%s' is not IP:PORT (an address literal, [..] for IPv6, and a "
+               "port 1-65535)", value);
+        return;
+    }
+    memcpy(host, h, n);
+    host[n] = '\0';
+    if (inet_pton(v6 ? AF_INET6 : AF_INET, host, addr) != 1) {
+        report(r, SEV_ERROR, "'%s' is not an IP%s address literal", host, v6 ? "v6" : "v4");
+        return;
+    }
+    memcpy(hp->host, host, n + 1);
+    hp->port = (int32_t)port;
+}
+
 struct fourlw_acc {
     char list[sizeof(((struct config *)0)->four_letter_words)];
     bool all;
@@ -559,6 +593,7 @@ static void apply_setting(struct config *c, const struct setting *s, const char 
     case K_FOURLW: apply_4lw(c, s, value, r); break;
     case K_DIGEST: apply_digest(c, s, value, r); break;
     case K_LOGLEVEL: apply_log_level(c, s, value, r); break;
+    case K_HOSTPORT: apply_hostport(c, s, value, r); break;
     case K_META_CONFIG:
     case K_META_HELP:
     case K_META_VERSION: break; /* handled by config_from_args */
@@ -1902,6 +1937,8 @@ const char *config_usage(void)
            "                            (larch.inlineSequencer; default: on when larchd has\n"
            "                            fewer CPUs than workers + 1, so no context switch per\n"
            "                            write; off when the sequencer has a core of its own)\n"
+           "  --udp IP:PORT             also serve reads over UDP there, one socket per worker\n"
+           "                            (larch.udp; dataplane/UDP.md; [..] for IPv6)\n"
            "  --tick-time MS            tickTime (default 2000)\n"
            "  --min-session-timeout MS  minSessionTimeout (default 2 x tickTime; -1 = default)\n"
            "  --max-session-timeout MS  maxSessionTimeout (default 20 x tickTime; -1 = default)\n"
@@ -1962,6 +1999,7 @@ const char *config_usage(void)
            "                                    term starts: ZOOKEEPER-1277's rollover)\n"
            "  larch.logLevel=info               (error, warn, info, debug)\n"
            "  larch.inlineSequencer=            (auto: true when CPUs < workers + 1)\n"
+           "  larch.udp=IP:PORT                 (off)\n"
            "Keys marked * may also be written with or without a \"zookeeper.\" prefix.\n"
            "Ensemble keys: server.N=host:quorumPort:electionPort[:participant|observer]\n"
            "  [;[clientAddress:]clientPort], initLimit, syncLimit, standaloneEnabled=true,\n"
@@ -2061,6 +2099,9 @@ size_t config_format(const struct config *c, char *out, size_t cap)
     out_printf(&o, "larch.workers=%d\nlarch.logLevel=%s\n", c->workers, level);
     if (c->inline_sequencer_set)
         out_printf(&o, "larch.inlineSequencer=%s\n", c->inline_sequencer ? "true" : "false");
+    if (c->udp.port != 0)
+        out_printf(&o, strchr(c->udp.host, ':') ? "larch.udp=[%s]:%d\n" : "larch.udp=%s:%d\n",
+                   c->udp.host, c->udp.port);
     format_servers(c, &o);
     return o.used;
 }

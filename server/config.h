@@ -118,6 +118,12 @@ struct config {
     int32_t log_level;              /* --log-level: 0 error .. 3 debug, default 2 (info) */
     bool inline_sequencer;          /* --inline-sequencer / larch.inlineSequencer; unset: auto */
     bool inline_sequencer_set;      /* given explicitly (else main decides from CPU affinity) */
+    /* --udp / larch.udp: where the UDP read path listens (dataplane/UDP.md);
+     * port 0: off. host is an IPv4 or IPv6 literal. */
+    struct config_hostport {
+        char host[64];
+        int32_t port;
+    } udp;
     /* which of the above were set explicitly (bit per field is overkill: only what
      * derived defaults need) */
     bool min_session_set, max_session_set, data_log_dir_set, conn_max_buffer_set;

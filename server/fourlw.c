@@ -235,6 +235,27 @@ static int count_fds(void)
     return n - 1; /* the directory handle itself */
 }
 
+/* The UDP read path (dataplane/UDP.md), when it is on: datagrams taken,
+ * replies by status, datagrams dropped by reason. */
+static void put_mntr_udp(struct server *srv, struct zk_wbuf *out, const struct dp_stats *d)
+{
+    static const char *const status[DP_UDP_STATUSES] = {
+        "ok", "behind", "too_big", "no_session", "bad_mac", "bad_request", "bad_version",
+    };
+    static const char *const dropped[DP_UDP_DROPS] = {
+        "short", "not_larch", "reply", "header", "no_memory",
+    };
+    if (dp_udp_port(srv->dp) == 0)
+        return;
+    outf(out, "zk_larch_udp_port\t%d\n", dp_udp_port(srv->dp));
+    outf(out, "zk_larch_udp_datagrams\t%" PRIu64 "\n", d->udp_datagrams);
+    for (int i = 0; i < DP_UDP_STATUSES; i++)
+        outf(out, "zk_larch_udp_replies_%s\t%" PRIu64 "\n", status[i], d->udp_answered[i]);
+    for (int i = 0; i < DP_UDP_DROPS; i++)
+        outf(out, "zk_larch_udp_dropped_%s\t%" PRIu64 "\n", dropped[i], d->udp_dropped[i]);
+    outf(out, "zk_larch_udp_unsent\t%" PRIu64 "\n", d->udp_unsent);
+}
+
 /* mntr: "key\tvalue" lines, the names ZooKeeper's monitoring uses. */
 static void put_mntr(struct server *srv, struct zk_wbuf *out)
 {
@@ -284,6 +305,7 @@ static void put_mntr(struct server *srv, struct zk_wbuf *out)
     outf(out, "zk_larch_slow_consumer_closes\t%" PRIu64 "\n", d->slow_consumer_closes);
     outf(out, "zk_larch_sessionless_timeouts\t%" PRIu64 "\n", d->sessionless_timeouts);
     outf(out, "zk_larch_connections_refused\t%" PRIu64 "\n", d->connections_refused);
+    put_mntr_udp(srv, out, d);
     if (srv->member)
         put_mntr_ensemble(srv, out, &est, state);
     if (srv->dur) {

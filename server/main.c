@@ -186,6 +186,8 @@ static int start(struct server *srv)
         .super_digest = c->super_digest,
         .config_node = srv->config_node,
         .config_node_mtime = srv->config_node_mtime,
+        .udp_host = c->udp.host,
+        .udp_port = c->udp.port,
         .fourlw = fourlw_answer,
         .fourlw_arg = srv,
         .fourlw_allowed = fourlw_allowed,
@@ -302,6 +304,9 @@ int main(int argc, char **argv)
             want_inline_sequencer(&srv.cfg) && !srv.dur ? ", write rounds inline on workers" : "",
             srv.dur ? "durable in " : "no dataDir: data is in memory only",
             srv.dur ? srv.cfg.data_dir : "");
+    if (dp_udp_port(srv.dp) != 0)
+        fprintf(stderr, "larchd: reads over UDP on %s:%d (dataplane/UDP.md)\n", srv.cfg.udp.host,
+                dp_udp_port(srv.dp));
     int sig = 0;
     sigwait(&set, &sig);
     fprintf(stderr, "larchd: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");

@@ -212,7 +212,8 @@ static void test_every_key(void **state)
                       "zookeeper.extendedTypesEnabled=false\n"
                       "DigestAuthenticationProvider.superDigest=super:D/InIHSb7yEEbrWz8b9l71RjZJU=\n"
                       "larch.workers=3\n"
-                      "larch.logLevel=DEBUG\n";
+                      "larch.logLevel=DEBUG\n"
+                      "larch.udp=[::1]:2282\n";
     assert_int_equal(parse(&c, &m, cfg), 0);
     if (m.n)
         dump_msgs(&m);
@@ -240,6 +241,8 @@ static void test_every_key(void **state)
     assert_string_equal(c.super_digest, "super:D/InIHSb7yEEbrWz8b9l71RjZJU=");
     assert_int_equal(c.workers, 3);
     assert_int_equal(c.log_level, 3);
+    assert_string_equal(c.udp.host, "::1");
+    assert_int_equal(c.udp.port, 2282);
 }
 
 /* Keys that ZooKeeper turns into system properties work with or without the
@@ -371,6 +374,12 @@ struct bad_case {
 };
 
 static const struct bad_case bad_cases[] = {
+    { "larch.udp=127.0.0.1", "larch.udp: '127.0.0.1' is not IP:PORT (an address literal, [..] for IPv6, and a port 1-65535)" },
+    { "larch.udp=127.0.0.1:0", "larch.udp: '127.0.0.1:0' is not IP:PORT (an address literal, [..] for IPv6, and a port 1-65535)" },
+    { "larch.udp=::1:53", "larch.udp: '::1' is not an IPv4 address literal" },
+    { "larch.udp=localhost:53", "larch.udp: 'localhost' is not an IPv4 address literal" },
+    { "larch.udp=[10.0.0.1]:53", "larch.udp: '10.0.0.1' is not an IPv6 address literal" },
+    { "larch.udp=:53", "larch.udp: ':53' is not IP:PORT (an address literal, [..] for IPv6, and a port 1-65535)" },
     { "clientPort=abc", "clientPort: 'abc' is not a port number (1-65535)" },
     { "clientPort=0", "clientPort: '0' is not a port number (1-65535)" },
     { "clientPort=65536", "clientPort: '65536' is not a port number (1-65535)" },
