@@ -7,6 +7,7 @@
  */
 #include "bench/bench.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -116,6 +117,30 @@ static int parse_ratios(struct bench_cfg *cfg, const char *s, char *err, size_t 
     if (n == 0)
         return fail(err, err_len, "--read-ratio: '%s' has no value", s);
     cfg->read_pct_count = n;
+    return BENCH_ARGS_OK;
+}
+
+/* --udp: "IPv4:PORT" or "[IPv6]:PORT", an address literal (the sockets
+ * connect to it as given). */
+static int parse_udp(struct bench_cfg *cfg, const char *s, char *err, size_t err_len)
+{
+    const char *colon = strrchr(s, ':');
+    bool v6 = s[0] == '[';
+    const char *host = v6 ? s + 1 : s;
+    const char *host_end = v6 ? strchr(s, ']') : colon;
+    if (!colon || !host_end || host_end <= host || (v6 && host_end + 1 != colon) ||
+        (size_t)(host_end - host) >= sizeof(cfg->udp_host))
+        return fail(err, err_len, "--udp: '%s' is not IP:PORT", s);
+    long long port;
+    if (parse_int("--udp", colon + 1, 1, 65535, &port, err, err_len) != 0)
+        return BENCH_ARGS_ERROR;
+    memcpy(cfg->udp_host, host, (size_t)(host_end - host));
+    cfg->udp_host[host_end - host] = '\0';
+    uint8_t addr[16];
+    if (inet_pton(v6 ? AF_INET6 : AF_INET, cfg->udp_host, addr) != 1)
+        return fail(err, err_len, "--udp: '%s' is not an IP%s address literal", cfg->udp_host,
+                    v6 ? "v6" : "v4");
+    cfg->udp_port = (uint16_t)port;
     return BENCH_ARGS_OK;
 }
 
@@ -248,6 +273,8 @@ static int apply_value(struct bench_cfg *cfg, const char *flag, const char *v, c
         return parse_ratios(cfg, v, err, err_len);
     if (strcmp(flag, "--server") == 0)
         return parse_server(cfg, v, err, err_len);
+    if (strcmp(flag, "--udp") == 0)
+        return parse_udp(cfg, v, err, err_len);
     if (strcmp(flag, "--label") == 0)
         return parse_label(cfg, v, err, err_len);
     return fail(err, err_len, "%s: unknown option", flag);
@@ -286,13 +313,27 @@ static int check_combination(struct bench_cfg *cfg, char *err, size_t err_len)
                                   "driver is closed loop)");
     if (cfg->rate_per_s > 0 && !cfg->outstanding_set)
         cfg->outstanding = BENCH_OPEN_LOOP_OUTSTANDING;
+    if (cfg->udp_port != 0) {
+        for (int i = 0; i < cfg->read_pct_count; i++)
+            if (cfg->read_pcts[i] != 100)
+                return fail(err, err_len, "--udp: the UDP path serves reads only (writes go "
+                                          "over TCP): use --read-ratio 100");
+        if (cfg->client == BENCH_CLIENT_C)
+            return fail(err, err_len, "--udp: the C client speaks TCP only");
+        if (cfg->rate_per_s > 0)
+            return fail(err, err_len, "--udp: the UDP driver is closed loop (no --rate)");
+        if (cfg->watch)
+            return fail(err, err_len, "--udp: watches need TCP");
+        if (cfg->outstanding > 65535)
+            return fail(err, err_len, "--udp: at most 65535 outstanding per session");
+    }
     return BENCH_ARGS_OK;
 }
 
 static bool is_value_flag(const char *flag)
 {
     static const char *const names[] = {
-        "--server", "--label", "--server-pid", "--client", "--sessions", "--outstanding",
+        "--server", "--udp", "--label", "--server-pid", "--client", "--sessions", "--outstanding",
         "--threads", "--rate", "--read-ratio", "--read-op", "--write-op", "--keys",
         "--value-size", "--dist", "--zipf-theta", "--seed", "--warmup", "--duration",
         "--timeout-ms",
@@ -347,6 +388,9 @@ const char *bench_usage(void)
            "\n"
            "Target\n"
            "  --server HOST:PORT    server address (default 127.0.0.1:2181)\n"
+           "  --udp IP:PORT         read over larchd's UDP path there (larchd --udp;\n"
+           "                        dataplane/UDP.md): reads only, closed loop; the keys\n"
+           "                        are still made over TCP at --server\n"
            "  --label NAME          name printed in the table and JSON (default server)\n"
            "  --server-pid PID      read the server's CPU time from /proc/PID/stat over the\n"
            "                        measured interval and report CPU-us per op\n"

@@ -74,6 +74,8 @@ struct bench_cfg {
     bool setup;             /* create the keys before the first run */
     bool cleanup;           /* delete them after the last run */
     enum bench_client client;
+    char udp_host[64];      /* --udp: reads over larchd's UDP path (dataplane/UDP.md) */
+    uint16_t udp_port;      /* 0: TCP */
     int32_t timeout_ms;     /* session timeout asked for in ConnectRequest */
     uint64_t seed;
 };
@@ -183,6 +185,9 @@ int bench_cleanup(const struct bench_cfg *cfg, char *err, size_t err_len);
 
 /* ---- drivers ----------------------------------------------------------- */
 /* Each runs one read ratio and fills r; 0 on success, -1 with err. */
+/* udp.c: reads over larchd's UDP read path (--udp), closed loop. */
+int bench_udp_run(const struct bench_cfg *cfg, double read_pct, struct bench_result *r,
+                  char *err, size_t err_len);
 int bench_raw_run(const struct bench_cfg *cfg, double read_pct, struct bench_result *r,
                   char *err, size_t err_len);
 int bench_zkc_run(const struct bench_cfg *cfg, double read_pct, struct bench_result *r,

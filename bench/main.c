@@ -28,6 +28,8 @@ static void raise_fd_limit(int sessions)
 static int run_one(const struct bench_cfg *cfg, double read_pct, struct bench_result *r,
                    char *err, size_t err_len)
 {
+    if (cfg->udp_port != 0)
+        return bench_udp_run(cfg, read_pct, r, err, err_len);
 #ifdef LARCH_BENCH_HAVE_ZKC
     if (cfg->client == BENCH_CLIENT_C)
         return bench_zkc_run(cfg, read_pct, r, err, err_len);

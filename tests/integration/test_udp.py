@@ -14,7 +14,10 @@ import struct
 import time
 import unittest
 
-from harness import HOST, Server, four_letter, kazoo_client, stop_kazoo, sut_kind, unique_path
+import subprocess
+
+from harness import (HOST, Server, four_letter, kazoo_client, larchd_path, stop_kazoo, sut_kind,
+                     unique_path)
 
 MAGIC = 0x4C524348
 FLAG_SESSION = 0x01
@@ -237,6 +240,24 @@ class UdpReadTest(unittest.TestCase):
         self.assertGreaterEqual(int(m["zk_larch_udp_dropped_reply"]), 1)
         # the server still serves
         self.assertEqual(self.udp.get(path, pad=need)["status"], OK)
+
+    def test_larch_bench_reads_over_udp(self):
+        """larch-bench --udp (the build's, beside larchd): every read answered."""
+        bench = os.path.join(os.path.dirname(os.path.dirname(larchd_path())), "bench",
+                             "larch-bench")
+        if not os.access(bench, os.X_OK):
+            self.skipTest("no larch-bench beside %s" % larchd_path())
+        r = subprocess.run([bench, "--server", "%s:%d" % (HOST, self.srv.port),
+                            "--udp", "%s:%d" % (HOST, self.udp_port), "--read-ratio", "100",
+                            "--keys", "50", "--sessions", "4", "--outstanding", "4",
+                            "--warmup", "0.2", "--duration", "0.5", "--json"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn('"client":"udp"', r.stdout)
+        self.assertIn('"errors_total":0', r.stdout)
+        m = mntr(self.srv.port)
+        self.assertGreater(int(m["zk_larch_udp_replies_ok"]), 100)
+        self.assertEqual(int(m["zk_larch_udp_replies_bad_request"]), 0)
 
     def test_a_storm_of_bad_datagrams_is_counted_and_survived(self):
         """Random bytes, truncations, bit flips of good and signed requests

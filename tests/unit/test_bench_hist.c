@@ -375,6 +375,34 @@ static void test_args_ipv6_and_help(void **state)
     assert_non_null(strstr(bench_usage(), "--server-pid"));
 }
 
+/* --udp: an address literal and a port; reads only, closed loop, TCP's
+ * options refused with a reason. */
+static void test_args_udp(void **state)
+{
+    struct bench_cfg cfg;
+    char err[256];
+    assert_int_equal(parse(&cfg, err, sizeof(err), "--udp", "127.0.0.1:2182", "--read-ratio",
+                           "100", NULL),
+                     BENCH_ARGS_OK);
+    assert_string_equal(cfg.udp_host, "127.0.0.1");
+    assert_int_equal(cfg.udp_port, 2182);
+    assert_int_equal(parse(&cfg, err, sizeof(err), "--udp", "[::1]:7", "--read-ratio", "100",
+                           NULL),
+                     BENCH_ARGS_OK);
+    assert_string_equal(cfg.udp_host, "::1");
+    expect_error("--udp: 'db1' is not an IPv4 address literal", "--udp", "db1:5",
+                 "--read-ratio", "100", NULL);
+    expect_error("--udp: '127.0.0.1' is not IP:PORT", "--udp", "127.0.0.1", NULL);
+    expect_error("--udp: '0' is not in 1..65535", "--udp", "127.0.0.1:0", NULL);
+    expect_error("--udp: the UDP path serves reads only (writes go over TCP): use "
+                 "--read-ratio 100",
+                 "--udp", "127.0.0.1:5", NULL);
+    expect_error("--udp: the UDP driver is closed loop (no --rate)", "--udp", "127.0.0.1:5",
+                 "--read-ratio", "100", "--rate", "1000", NULL);
+    expect_error("--udp: watches need TCP", "--udp", "127.0.0.1:5", "--read-ratio", "100",
+                 "--watch", NULL);
+}
+
 static void test_args_errors(void **state)
 {
     expect_error("--read-ratio: '120' is not in 0..100", "--read-ratio", "120", NULL);
@@ -427,6 +455,7 @@ int main(void)
         cmocka_unit_test(test_args_open_loop_defaults_outstanding),
         cmocka_unit_test(test_args_ipv6_and_help),
         cmocka_unit_test(test_args_errors),
+        cmocka_unit_test(test_args_udp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
