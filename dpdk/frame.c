@@ -1,0 +1,192 @@
+/*
+ * frame.c — the frame handler (dpdk.h): Ethernet, ARP, IPv4, ICMP echo and
+ * UDP, with the reply built in place. Pure: bytes in, bytes out.
+ *
+ * A reply goes back the way the request came: MAC, IP addresses and UDP
+ * ports swapped. IPv4 with options, fragments and VLAN tags are dropped:
+ * a request of UDP.md always fits one plain packet. The UDP checksum of a
+ * request is not checked (a veth offloads it and may leave it unfilled:
+ * the MAC and the jute record catch what matters); a reply's is computed.
+ */
+#include "dpdk/dpdk.h"
+
+#include <string.h>
+
+#define ETHERTYPE_IPV4 0x0800
+#define ETHERTYPE_ARP 0x0806
+#define ARP_BYTES 28
+#define IPPROTO_ICMP_ 1
+#define IPPROTO_UDP_ 17
+#define ICMP_ECHO_REQUEST 8
+#define ICMP_ECHO_REPLY 0
+#define IP_TTL 64
+
+/* ---- the Internet checksum (RFC 1071) ------------------------------------ */
+
+static uint32_t csum_add(uint32_t sum, const uint8_t *p, size_t n)
+{
+    for (; n >= 2; p += 2, n -= 2)
+        sum += (uint32_t)p[0] << 8 | p[1];
+    if (n)
+        sum += (uint32_t)p[0] << 8;
+    return sum;
+}
+
+static uint16_t csum_fold(uint32_t sum)
+{
+    while (sum >> 16)
+        sum = (sum & 0xffff) + (sum >> 16);
+    return (uint16_t)~sum;
+}
+
+/* ---- layers ------------------------------------------------------------------ */
+
+static size_t drop(struct ldp_counters *ctr, enum ldp_drop why)
+{
+    ctr->dropped[why]++;
+    return 0;
+}
+
+static void eth_reply(uint8_t *buf, const struct ldp_iface *ifc)
+{
+    memcpy(buf, buf + 6, 6); /* to whoever sent it */
+    memcpy(buf + 6, ifc->mac, 6);
+}
+
+/* An ARP request for our address gets our MAC, in place. */
+static size_t arp(const struct ldp_iface *ifc, uint8_t *buf, size_t len, struct ldp_counters *ctr)
+{
+    uint8_t *a = buf + LDP_ETH_HEADER;
+    if (len < LDP_ETH_HEADER + ARP_BYTES)
+        return drop(ctr, LDP_DROP_RUNT);
+    bool ethernet_ipv4 = base_get_be16(a) == 1 && base_get_be16(a + 2) == ETHERTYPE_IPV4 &&
+                         a[4] == 6 && a[5] == 4;
+    if (!ethernet_ipv4 || base_get_be16(a + 6) != 1 || memcmp(a + 24, ifc->ip, 4) != 0)
+        return drop(ctr, LDP_DROP_ARP);
+    eth_reply(buf, ifc);
+    base_put_be16(a + 6, 2); /* reply */
+    memcpy(a + 18, a + 8, 10); /* target := the sender (MAC and IP) */
+    memcpy(a + 8, ifc->mac, 6);
+    memcpy(a + 14, ifc->ip, 4);
+    ctr->arp_replies++;
+    return LDP_ETH_HEADER + ARP_BYTES;
+}
+
+/* The IPv4 header of a reply to ip (addresses swapped), payload bytes after it. */
+static void ip_reply(uint8_t *ip, size_t payload)
+{
+    uint8_t src[4];
+    memcpy(src, ip + 12, 4);
+    memcpy(ip + 12, ip + 16, 4);
+    memcpy(ip + 16, src, 4);
+    base_put_be16(ip + 2, (uint16_t)(LDP_IPV4_HEADER + payload));
+    base_put_be16(ip + 6, 0x4000); /* DF, not a fragment */
+    ip[8] = IP_TTL;
+    base_put_be16(ip + 10, 0);
+    base_put_be16(ip + 10, csum_fold(csum_add(0, ip, LDP_IPV4_HEADER)));
+}
+
+static size_t icmp(const struct ldp_iface *ifc, uint8_t *buf, uint8_t *ip, size_t ip_len,
+                   struct ldp_counters *ctr)
+{
+    uint8_t *m = ip + LDP_IPV4_HEADER;
+    size_t n = ip_len - LDP_IPV4_HEADER;
+    if (n < 8 || m[0] != ICMP_ECHO_REQUEST || m[1] != 0 || csum_fold(csum_add(0, m, n)) != 0)
+        return drop(ctr, LDP_DROP_ICMP);
+    m[0] = ICMP_ECHO_REPLY;
+    base_put_be16(m + 2, 0);
+    base_put_be16(m + 2, csum_fold(csum_add(0, m, n)));
+    ip_reply(ip, n);
+    eth_reply(buf, ifc);
+    ctr->icmp_replies++;
+    return LDP_ETH_HEADER + ip_len;
+}
+
+/* a's dotted quad (ip ACLs match on it), without printf on the fast path */
+static void ip_text(const uint8_t a[4], char out[16])
+{
+    char *p = out;
+    for (int i = 0; i < 4; i++) {
+        unsigned v = a[i];
+        if (v >= 100)
+            *p++ = (char)('0' + v / 100);
+        if (v >= 10)
+            *p++ = (char)('0' + v / 10 % 10);
+        *p++ = (char)('0' + v % 10);
+        *p++ = i < 3 ? '.' : '\0';
+    }
+}
+
+static size_t udp(const struct ldp_iface *ifc, struct dp *dp, uint8_t *buf, size_t cap,
+                  uint8_t *ip, size_t ip_len, struct zk_wbuf *scratch, struct ldp_counters *ctr)
+{
+    uint8_t *u = ip + LDP_IPV4_HEADER;
+    if (ip_len < LDP_IPV4_HEADER + LDP_UDP_HEADER)
+        return drop(ctr, LDP_DROP_RUNT);
+    size_t ulen = base_get_be16(u + 4);
+    if (ulen < LDP_UDP_HEADER || ulen > ip_len - LDP_IPV4_HEADER)
+        return drop(ctr, LDP_DROP_UDP_HEADER);
+    if (base_get_be16(u + 2) != ifc->udp_port)
+        return drop(ctr, LDP_DROP_PORT);
+    char peer[16];
+    ip_text(ip + 12, peer);
+    /* one frame, no fragments: the reply fits the MTU and the buffer */
+    size_t room = cap - LDP_FRAME_OVERHEAD;
+    size_t mtu_room = (size_t)ifc->mtu - LDP_IPV4_HEADER - LDP_UDP_HEADER;
+    size_t n = dp_udp_handle(dp, u + LDP_UDP_HEADER, ulen - LDP_UDP_HEADER, peer,
+                             room < mtu_room ? room : mtu_room, scratch, &ctr->udp);
+    if (n == 0)
+        return drop(ctr, LDP_DROP_UDP_REQUEST);
+    memcpy(u + LDP_UDP_HEADER, scratch->p, n);
+    uint16_t sport = base_get_be16(u);
+    base_put_be16(u, ifc->udp_port);
+    base_put_be16(u + 2, sport);
+    base_put_be16(u + 4, (uint16_t)(LDP_UDP_HEADER + n));
+    ip_reply(ip, LDP_UDP_HEADER + n);
+    /* the checksum over the pseudo-header (addresses, protocol, length) */
+    base_put_be16(u + 6, 0);
+    uint32_t sum = csum_add(0, ip + 12, 8);
+    sum += IPPROTO_UDP_ + (uint32_t)(LDP_UDP_HEADER + n);
+    uint16_t c = csum_fold(csum_add(sum, u, LDP_UDP_HEADER + n));
+    base_put_be16(u + 6, c ? c : 0xffff); /* 0 would mean "none" */
+    eth_reply(buf, ifc);
+    ctr->udp_replies++;
+    return LDP_FRAME_OVERHEAD + n;
+}
+
+static size_t ipv4(const struct ldp_iface *ifc, struct dp *dp, uint8_t *buf, size_t len,
+                   size_t cap, struct zk_wbuf *scratch, struct ldp_counters *ctr)
+{
+    uint8_t *ip = buf + LDP_ETH_HEADER;
+    if (len < LDP_ETH_HEADER + LDP_IPV4_HEADER)
+        return drop(ctr, LDP_DROP_RUNT);
+    size_t total = base_get_be16(ip + 2);
+    if (ip[0] != 0x45 || total < LDP_IPV4_HEADER || total > len - LDP_ETH_HEADER ||
+        csum_fold(csum_add(0, ip, LDP_IPV4_HEADER)) != 0)
+        return drop(ctr, LDP_DROP_IP_HEADER);
+    if (memcmp(ip + 16, ifc->ip, 4) != 0)
+        return drop(ctr, LDP_DROP_NOT_OURS);
+    if ((base_get_be16(ip + 6) & 0x3fff) != 0) /* MF, or an offset */
+        return drop(ctr, LDP_DROP_FRAGMENT);
+    if (ip[9] == IPPROTO_UDP_)
+        return udp(ifc, dp, buf, cap, ip, total, scratch, ctr);
+    if (ip[9] == IPPROTO_ICMP_)
+        return icmp(ifc, buf, ip, total, ctr);
+    return drop(ctr, LDP_DROP_PROTOCOL);
+}
+
+size_t ldp_frame_handle(const struct ldp_iface *ifc, struct dp *dp, uint8_t *buf, size_t len,
+                        size_t cap, struct zk_wbuf *scratch, struct ldp_counters *ctr)
+{
+    ctr->frames++;
+    if (len < LDP_ETH_HEADER || cap < LDP_FRAME_OVERHEAD + DP_UDP_REPLY_HEADER_BYTES + 16)
+        return drop(ctr, LDP_DROP_RUNT);
+    switch (base_get_be16(buf + 12)) {
+    case ETHERTYPE_ARP:
+        return arp(ifc, buf, len, ctr);
+    case ETHERTYPE_IPV4:
+        return ipv4(ifc, dp, buf, len, cap, scratch, ctr);
+    default:
+        return drop(ctr, LDP_DROP_ETHERTYPE);
+    }
+}

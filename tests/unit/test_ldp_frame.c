@@ -1,0 +1,309 @@
+/*
+ * test_ldp_frame.c — the DPDK path's frame handler (dpdk/dpdk.h) on crafted
+ * Ethernet frames, without EAL: ARP and ICMP echo answered in place, UDP
+ * read requests answered through dp_udp_handle with the reply's headers
+ * and checksums right, the MTU respected, and every frame that is not for
+ * us dropped and counted by reason.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+#include <urcu.h>
+
+#include "dpdk/dpdk.h"
+
+static const uint8_t OUR_MAC[6] = { 0x02, 0, 0, 0, 0, 0x01 };
+static const uint8_t PEER_MAC[6] = { 0x02, 0, 0, 0, 0, 0x02 };
+static const uint8_t OUR_IP[4] = { 198, 18, 0, 1 };
+static const uint8_t PEER_IP[4] = { 198, 18, 0, 2 };
+#define PORT 2182
+#define PEER_PORT 40000
+
+struct fx {
+    struct tree *t;
+    struct seq *s;
+    struct dp *dp;
+    struct ldp_iface ifc;
+    struct zk_wbuf scratch;
+    struct ldp_counters ctr;
+};
+
+static int setup(void **state)
+{
+    static struct fx f;
+    memset(&f, 0, sizeof f);
+    rcu_register_thread();
+    f.t = tree_new();
+    struct seq_cfg scfg = { .min_session_timeout_ms = 4000, .max_session_timeout_ms = 40000,
+                            .container_check_ms = 60000, .tick_ms = 1000 };
+    f.s = seq_new(f.t, &scfg, 1);
+    struct dp_cfg cfg = { .bind_addr = "127.0.0.1", .workers = 1,
+                          .max_buffer_bytes = ZK_MAX_BUFFER_DEFAULT, .super_digest = "" };
+    char err[256];
+    f.dp = dp_new(&cfg, f.t, f.s, err, sizeof err);
+    assert_non_null(f.dp);
+    f.ifc = (struct ldp_iface){ .udp_port = PORT, .mtu = 1500 };
+    memcpy(f.ifc.mac, OUR_MAC, 6);
+    memcpy(f.ifc.ip, OUR_IP, 4);
+    zk_wbuf_init(&f.scratch);
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    zk_wbuf_free(&f->scratch);
+    dp_free(f->dp);
+    seq_free(f->s);
+    rcu_barrier();
+    tree_free(f->t);
+    rcu_unregister_thread();
+    return 0;
+}
+
+static uint16_t checksum(const uint8_t *p, size_t n, uint32_t sum)
+{
+    for (; n >= 2; p += 2, n -= 2)
+        sum += (uint32_t)p[0] << 8 | p[1];
+    if (n)
+        sum += (uint32_t)p[0] << 8;
+    while (sum >> 16)
+        sum = (sum & 0xffff) + (sum >> 16);
+    return (uint16_t)~sum;
+}
+
+static size_t eth(uint8_t *f, uint16_t type)
+{
+    memcpy(f, OUR_MAC, 6);
+    memcpy(f + 6, PEER_MAC, 6);
+    base_put_be16(f + 12, type);
+    return 14;
+}
+
+/* An IPv4 packet from the peer to dst carrying payload n bytes of proto. */
+static size_t ip(uint8_t *f, const uint8_t dst[4], uint8_t proto, size_t n)
+{
+    uint8_t *h = f + 14;
+    memset(h, 0, 20);
+    h[0] = 0x45;
+    base_put_be16(h + 2, (uint16_t)(20 + n));
+    base_put_be16(h + 4, 0x1234);
+    h[8] = 64;
+    h[9] = proto;
+    memcpy(h + 12, PEER_IP, 4);
+    memcpy(h + 16, dst, 4);
+    base_put_be16(h + 10, checksum(h, 20, 0));
+    return 34;
+}
+
+/* A UDP read request (dataplane/UDP.md) for exists or getData of path. */
+static size_t udp_request(uint8_t *f, const uint8_t dst[4], uint16_t dport, int32_t op,
+                          const char *path)
+{
+    uint8_t *u = f + 34;
+    uint8_t *d = u + 8;
+    memset(d, 0, DP_UDP_REQUEST_HEADER_BYTES);
+    base_put_be32(d, DP_UDP_MAGIC);
+    d[4] = DP_UDP_VERSION;
+    base_put_be16(d + 6, DP_UDP_REQUEST_HEADER_BYTES);
+    base_put_be64(d + 8, 0xabcdef);
+    base_put_be32(d + 32, (uint32_t)op);
+    size_t n = DP_UDP_REQUEST_HEADER_BYTES;
+    size_t plen = strlen(path);
+    base_put_be32(d + n, (uint32_t)plen);
+    memcpy(d + n + 4, path, plen);
+    d[n + 4 + plen] = 0; /* no watch */
+    n += 5 + plen;
+    base_put_be16(u, PEER_PORT);
+    base_put_be16(u + 2, dport);
+    base_put_be16(u + 4, (uint16_t)(8 + n));
+    base_put_be16(u + 6, 0); /* unfilled, as a veth's offload may leave it */
+    eth(f, 0x0800);
+    ip(f, dst, 17, 8 + n);
+    return 34 + 8 + n;
+}
+
+static size_t handle(struct fx *f, uint8_t *buf, size_t len)
+{
+    return ldp_frame_handle(&f->ifc, f->dp, buf, len, 2048, &f->scratch, &f->ctr);
+}
+
+static void check_reply_headers(const uint8_t *r, size_t n)
+{
+    assert_memory_equal(r, PEER_MAC, 6);
+    assert_memory_equal(r + 6, OUR_MAC, 6);
+    assert_int_equal(base_get_be16(r + 12), 0x0800);
+    const uint8_t *h = r + 14;
+    assert_int_equal(h[0], 0x45);
+    assert_int_equal(base_get_be16(h + 2), n - 14);
+    assert_int_equal(checksum(h, 20, 0), 0);
+    assert_memory_equal(h + 12, OUR_IP, 4);
+    assert_memory_equal(h + 16, PEER_IP, 4);
+}
+
+static void test_arp_request_for_us_is_answered(void **state)
+{
+    struct fx *f = *state;
+    uint8_t b[2048] = { 0 };
+    size_t n = eth(b, 0x0806);
+    memset(b, 0xff, 6); /* broadcast */
+    uint8_t *a = b + n;
+    base_put_be16(a, 1);
+    base_put_be16(a + 2, 0x0800);
+    a[4] = 6;
+    a[5] = 4;
+    base_put_be16(a + 6, 1);
+    memcpy(a + 8, PEER_MAC, 6);
+    memcpy(a + 14, PEER_IP, 4);
+    memcpy(a + 24, OUR_IP, 4);
+    size_t r = handle(f, b, n + 28);
+    assert_int_equal(r, 42);
+    assert_memory_equal(b, PEER_MAC, 6);
+    assert_memory_equal(b + 6, OUR_MAC, 6);
+    assert_int_equal(base_get_be16(a + 6), 2);
+    assert_memory_equal(a + 8, OUR_MAC, 6);
+    assert_memory_equal(a + 14, OUR_IP, 4);
+    assert_memory_equal(a + 18, PEER_MAC, 6);
+    assert_memory_equal(a + 24, PEER_IP, 4);
+    /* for another address: nothing */
+    base_put_be16(a + 6, 1);
+    a[27] = 9;
+    assert_int_equal(handle(f, b, n + 28), 0);
+    assert_int_equal(f->ctr.dropped[LDP_DROP_ARP], 1);
+    assert_int_equal(f->ctr.arp_replies, 1);
+}
+
+static void test_icmp_echo_is_answered(void **state)
+{
+    struct fx *f = *state;
+    uint8_t b[2048];
+    eth(b, 0x0800);
+    uint8_t *m = b + 34;
+    memset(m, 0, 8);
+    m[0] = 8;
+    base_put_be16(m + 4, 77);
+    base_put_be16(m + 6, 1);
+    memcpy(m + 8, "ping payload", 12);
+    base_put_be16(m + 2, checksum(m, 20, 0));
+    ip(b, OUR_IP, 1, 20);
+    size_t r = handle(f, b, 54);
+    assert_int_equal(r, 54);
+    check_reply_headers(b, r);
+    assert_int_equal(m[0], 0);
+    assert_int_equal(checksum(m, 20, 0), 0);
+    assert_int_equal(base_get_be16(m + 4), 77);
+    assert_memory_equal(m + 8, "ping payload", 12);
+    /* a bad checksum, or an echo reply: nothing */
+    ip(b, OUR_IP, 1, 20);
+    m[0] = 8;
+    m[9] ^= 1;
+    assert_int_equal(handle(f, b, 54), 0);
+    assert_int_equal(f->ctr.dropped[LDP_DROP_ICMP], 1);
+    assert_int_equal(f->ctr.icmp_replies, 1);
+}
+
+static void test_udp_read_is_answered_in_place(void **state)
+{
+    struct fx *f = *state;
+    uint8_t b[2048];
+    size_t n = udp_request(b, OUR_IP, PORT, ZK_OP_GETDATA, "/zookeeper");
+    size_t r = handle(f, b, n);
+    assert_true(r > 42 + 40);
+    check_reply_headers(b, r);
+    const uint8_t *u = b + 34;
+    assert_int_equal(base_get_be16(u), PORT);
+    assert_int_equal(base_get_be16(u + 2), PEER_PORT);
+    size_t ulen = base_get_be16(u + 4);
+    assert_int_equal(ulen, r - 34);
+    /* the UDP checksum over the pseudo-header verifies */
+    uint32_t pseudo = (uint32_t)(OUR_IP[0] << 8 | OUR_IP[1]) + (uint32_t)(OUR_IP[2] << 8 | OUR_IP[3]) +
+                      (uint32_t)(PEER_IP[0] << 8 | PEER_IP[1]) +
+                      (uint32_t)(PEER_IP[2] << 8 | PEER_IP[3]) + 17 + (uint32_t)ulen;
+    assert_int_equal(checksum(u, ulen, pseudo), 0);
+    const uint8_t *d = u + 8;
+    assert_int_equal(base_get_be32(d), DP_UDP_MAGIC);
+    assert_true(d[5] & DP_UDP_FLAG_REPLY);
+    assert_int_equal(base_get_be64(d + 8), 0xabcdef);
+    assert_int_equal(base_get_be32(d + 16), DP_UDP_OK);
+    assert_int_equal((int32_t)base_get_be32(d + 24 + 12), ZK_OK);
+    assert_int_equal(f->ctr.udp_replies, 1);
+    assert_int_equal(f->ctr.udp.answered[DP_UDP_OK], 1);
+
+    /* a reply the MTU cannot carry is TOO_BIG, never a fragment */
+    f->ifc.mtu = 100;
+    n = udp_request(b, OUR_IP, PORT, ZK_OP_GETDATA, "/zookeeper");
+    r = handle(f, b, n);
+    assert_true(r > 0 && r <= 14 + 100);
+    assert_int_equal(base_get_be32(b + 42 + 16), DP_UDP_TOO_BIG);
+    f->ifc.mtu = 1500;
+}
+
+static void test_frames_not_for_us_are_dropped_and_counted(void **state)
+{
+    struct fx *f = *state;
+    static const uint8_t OTHER_IP[4] = { 198, 18, 0, 9 };
+    uint8_t b[2048];
+    size_t n;
+
+    n = udp_request(b, OUR_IP, PORT + 1, ZK_OP_EXISTS, "/");
+    assert_int_equal(handle(f, b, n), 0);
+    n = udp_request(b, OTHER_IP, PORT, ZK_OP_EXISTS, "/");
+    assert_int_equal(handle(f, b, n), 0);
+    n = udp_request(b, OUR_IP, PORT, ZK_OP_EXISTS, "/");
+    base_put_be16(b + 14 + 6, 0x2000); /* MF */
+    base_put_be16(b + 14 + 10, 0);
+    base_put_be16(b + 14 + 10, checksum(b + 14, 20, 0));
+    assert_int_equal(handle(f, b, n), 0);
+    n = udp_request(b, OUR_IP, PORT, ZK_OP_EXISTS, "/");
+    b[14 + 10] ^= 1; /* IP checksum */
+    assert_int_equal(handle(f, b, n), 0);
+    n = udp_request(b, OUR_IP, PORT, ZK_OP_EXISTS, "/");
+    b[14] = 0x46; /* options */
+    assert_int_equal(handle(f, b, n), 0);
+    n = udp_request(b, OUR_IP, PORT, ZK_OP_EXISTS, "/");
+    base_put_be16(b + 34 + 4, (uint16_t)(n - 34 + 1)); /* UDP longer than the packet */
+    assert_int_equal(handle(f, b, n), 0);
+    n = udp_request(b, OUR_IP, PORT, ZK_OP_EXISTS, "/");
+    assert_int_equal(handle(f, b, n - 30), 0); /* cut short */
+    n = udp_request(b, OUR_IP, PORT, ZK_OP_EXISTS, "/");
+    b[42] ^= 0xff; /* not a request of UDP.md */
+    assert_int_equal(handle(f, b, n), 0);
+    n = udp_request(b, OUR_IP, PORT, ZK_OP_EXISTS, "/");
+    b[14 + 9] = 6; /* TCP */
+    base_put_be16(b + 14 + 10, 0);
+    base_put_be16(b + 14 + 10, checksum(b + 14, 20, 0));
+    assert_int_equal(handle(f, b, n), 0);
+    eth(b, 0x8100); /* a VLAN tag */
+    assert_int_equal(handle(f, b, 60), 0);
+    assert_int_equal(handle(f, b, 10), 0);
+
+    assert_int_equal(f->ctr.dropped[LDP_DROP_PORT], 1);
+    assert_int_equal(f->ctr.dropped[LDP_DROP_NOT_OURS], 1);
+    assert_int_equal(f->ctr.dropped[LDP_DROP_FRAGMENT], 1);
+    assert_int_equal(f->ctr.dropped[LDP_DROP_IP_HEADER], 3); /* checksum, options, cut short */
+    assert_int_equal(f->ctr.dropped[LDP_DROP_UDP_HEADER], 1);
+    assert_int_equal(f->ctr.dropped[LDP_DROP_UDP_REQUEST], 1);
+    assert_int_equal(f->ctr.udp.dropped[DP_UDP_DROP_MAGIC], 1);
+    assert_int_equal(f->ctr.dropped[LDP_DROP_PROTOCOL], 1);
+    assert_int_equal(f->ctr.dropped[LDP_DROP_ETHERTYPE], 1);
+    assert_int_equal(f->ctr.dropped[LDP_DROP_RUNT], 1);
+    assert_int_equal(f->ctr.frames, 11);
+    assert_int_equal(f->ctr.udp_replies + f->ctr.arp_replies + f->ctr.icmp_replies, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_arp_request_for_us_is_answered, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_icmp_echo_is_answered, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_udp_read_is_answered_in_place, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_frames_not_for_us_are_dropped_and_counted, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
