@@ -67,4 +67,38 @@ struct ldp_counters {
 size_t ldp_frame_handle(const struct ldp_iface *ifc, struct dp *dp, uint8_t *buf, size_t len,
                         size_t cap, struct zk_wbuf *scratch, struct ldp_counters *ctr);
 
+/* ---- the poll-mode back end (port.c) ---------------------------------------
+ * Only in a build with DPDK (LARCH_HAVE_DPDK). Owner: one thread calls
+ * ldp_start and, after the last ldp_get_stats, ldp_stop; ldp_get_stats may
+ * run on any thread meanwhile. EAL starts once per process. */
+
+#define LDP_CORES_MAX 64
+
+struct ldp_cfg {
+    const char *eal_args; /* EAL's command line, blank-separated (--no-huge --vdev ...) */
+    int cores;            /* poll-mode lcores, one RX/TX queue pair each; 0 means 1 */
+    struct ldp_iface ifc; /* ip and udp_port; the MAC and the MTU are the port's */
+};
+
+struct ldp;
+
+/* Starts EAL, the first port and the poll-mode lcores, which then serve
+ * until ldp_stop. NULL with a message in err (naming what EAL or the port
+ * refused) on failure. */
+struct ldp *ldp_start(const struct ldp_cfg *cfg, struct dp *dp, char *err, size_t errlen);
+/* Stops the lcores, the port and EAL, and frees l. NULL is ignored. */
+void ldp_stop(struct ldp *l);
+
+struct ldp_stats {
+    int cores;
+    uint16_t port;
+    struct ldp_iface ifc;
+    uint64_t frames, arp_replies, icmp_replies, udp_replies;
+    uint64_t tx_dropped; /* replies the TX queue did not take */
+    uint64_t dropped[LDP_DROPS];
+    struct dp_udp_counters udp;
+    uint64_t core_udp_replies[LDP_CORES_MAX];
+};
+void ldp_get_stats(struct ldp *l, struct ldp_stats *out);
+
 #endif /* LARCH_DPDK_H */

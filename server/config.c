@@ -167,6 +167,8 @@ static const struct setting key_settings[] = {
     ROW("larch.logLevel", K_LOGLEVEL, log_level, 0, 3, false),
     ROW_SET("larch.inlineSequencer", K_BOOL, inline_sequencer, inline_sequencer_set, 0, 0),
     ROW("larch.udp", K_HOSTPORT, udp, 0, 0, false),
+    ROW("larch.dpdk", K_STRING, dpdk, 1, 0, false),
+    ROW("larch.dpdkCores", K_INT32, dpdk_cores, 1, 64, false),
     /* the ensemble: server.N lines are parsed by parse_server_line */
     ROW("initLimit", K_TICKS, init_limit, 1, INT32_MAX, false),
     ROW("syncLimit", K_TICKS, sync_limit, 1, INT32_MAX, false),
@@ -201,6 +203,8 @@ static const struct setting flag_settings[] = {
     ROW("--read-only", K_ONOFF, read_only_mode, 0, 0, false),
     ROW_SET("--inline-sequencer", K_ONOFF, inline_sequencer, inline_sequencer_set, 0, 0),
     ROW("--udp", K_HOSTPORT, udp, 0, 0, false),
+    ROW("--dpdk", K_STRING, dpdk, 1, 0, false),
+    ROW("--dpdk-cores", K_INT32, dpdk_cores, 1, 64, false),
 };
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -635,6 +639,7 @@ void config_defaults(struct config *c)
     long workers = cpus > 1 ? cpus - 1 : 1;
     c->workers = (int32_t)(workers > WORKERS_MAX ? WORKERS_MAX : workers);
     c->log_level = 2;
+    c->dpdk_cores = 1;
     c->standalone_enabled = true;
 }
 
@@ -1514,6 +1519,9 @@ int config_finish(struct config *c, config_report_fn fn, void *arg)
     finish_session_timeouts(c, &r);
     finish_budget(c, &r);
     finish_ensemble(c, &r);
+    if (c->dpdk[0] != '\0' && (c->udp.port == 0 || strchr(c->udp.host, ':')))
+        report(&r, SEV_ERROR, "larch.dpdk (--dpdk) needs larch.udp (--udp) with an IPv4 "
+               "address: the one the DPDK port answers for");
     if (c->client_port_address[0] == '\0')
         report(&r, SEV_ERROR, "clientPortAddress must not be empty");
     /* ZooKeeper writes the txn log into dataDir unless dataLogDir is given. */
@@ -1939,6 +1947,11 @@ const char *config_usage(void)
            "                            write; off when the sequencer has a core of its own)\n"
            "  --udp IP:PORT             also serve reads over UDP there, one socket per worker\n"
            "                            (larch.udp; dataplane/UDP.md; [..] for IPv6)\n"
+           "  --dpdk 'EAL ARGS'         serve --udp from a DPDK port instead, its poll-mode\n"
+           "                            lcores answering ARP, ping and reads (larch.dpdk;\n"
+           "                            e.g. '-l 0-1 --no-huge --no-pci --vdev net_memif0')\n"
+           "  --dpdk-cores N            poll-mode lcores, one queue pair each (larch.dpdkCores;\n"
+           "                            default 1; EAL's -l must list N more than the main)\n"
            "  --tick-time MS            tickTime (default 2000)\n"
            "  --min-session-timeout MS  minSessionTimeout (default 2 x tickTime; -1 = default)\n"
            "  --max-session-timeout MS  maxSessionTimeout (default 20 x tickTime; -1 = default)\n"
@@ -2000,6 +2013,8 @@ const char *config_usage(void)
            "  larch.logLevel=info               (error, warn, info, debug)\n"
            "  larch.inlineSequencer=            (auto: true when CPUs < workers + 1)\n"
            "  larch.udp=IP:PORT                 (off)\n"
+           "  larch.dpdk=EAL ARGS               (off)\n"
+           "  larch.dpdkCores=N                 (1)\n"
            "Keys marked * may also be written with or without a \"zookeeper.\" prefix.\n"
            "Ensemble keys: server.N=host:quorumPort:electionPort[:participant|observer]\n"
            "  [;[clientAddress:]clientPort], initLimit, syncLimit, standaloneEnabled=true,\n"
@@ -2102,6 +2117,9 @@ size_t config_format(const struct config *c, char *out, size_t cap)
     if (c->udp.port != 0)
         out_printf(&o, strchr(c->udp.host, ':') ? "larch.udp=[%s]:%d\n" : "larch.udp=%s:%d\n",
                    c->udp.host, c->udp.port);
+    if (c->dpdk[0] != '\0')
+        out_printf(&o, "larch.dpdk=%s\nlarch.dpdkCores=%d\n", c->dpdk,
+                   c->dpdk_cores > 0 ? c->dpdk_cores : 1);
     format_servers(c, &o);
     return o.used;
 }

@@ -124,6 +124,12 @@ struct config {
         char host[64];
         int32_t port;
     } udp;
+    /* --dpdk / larch.dpdk: serve the UDP path from a DPDK port instead of
+     * the kernel's sockets, with these EAL arguments ("" off); udp's host
+     * is then the IPv4 address the port answers for. --dpdk-cores /
+     * larch.dpdkCores: its poll-mode lcores (default 1). */
+    char dpdk[1024];
+    int32_t dpdk_cores;
     /* which of the above were set explicitly (bit per field is overkill: only what
      * derived defaults need) */
     bool min_session_set, max_session_set, data_log_dir_set, conn_max_buffer_set;

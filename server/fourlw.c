@@ -256,6 +256,42 @@ static void put_mntr_udp(struct server *srv, struct zk_wbuf *out, const struct d
     outf(out, "zk_larch_udp_unsent\t%" PRIu64 "\n", d->udp_unsent);
 }
 
+/* The UDP path on a DPDK port, when it runs: frames, what was answered,
+ * drops by reason, and the reads each poll-mode core served. */
+static void put_mntr_dpdk(struct server *srv, struct zk_wbuf *out)
+{
+#ifdef LARCH_HAVE_DPDK
+    static const char *const dropped[LDP_DROPS] = {
+        "runt", "ethertype", "arp", "not_ours", "ip_header", "fragment",
+        "protocol", "icmp", "port", "udp_header", "udp_request",
+    };
+    static const char *const status[DP_UDP_STATUSES] = {
+        "ok", "behind", "too_big", "no_session", "bad_mac", "bad_request", "bad_version",
+    };
+    if (!srv->ldp)
+        return;
+    struct ldp_stats *st = malloc(sizeof *st);
+    if (!st)
+        return;
+    ldp_get_stats(srv->ldp, st);
+    outf(out, "zk_larch_dpdk_cores\t%d\n", st->cores);
+    outf(out, "zk_larch_dpdk_frames\t%" PRIu64 "\n", st->frames);
+    outf(out, "zk_larch_dpdk_arp_replies\t%" PRIu64 "\n", st->arp_replies);
+    outf(out, "zk_larch_dpdk_icmp_replies\t%" PRIu64 "\n", st->icmp_replies);
+    outf(out, "zk_larch_dpdk_udp_replies\t%" PRIu64 "\n", st->udp_replies);
+    outf(out, "zk_larch_dpdk_tx_dropped\t%" PRIu64 "\n", st->tx_dropped);
+    for (int i = 0; i < LDP_DROPS; i++)
+        outf(out, "zk_larch_dpdk_dropped_%s\t%" PRIu64 "\n", dropped[i], st->dropped[i]);
+    for (int i = 0; i < DP_UDP_STATUSES; i++)
+        outf(out, "zk_larch_dpdk_replies_%s\t%" PRIu64 "\n", status[i], st->udp.answered[i]);
+    for (int i = 0; i < st->cores && i < LDP_CORES_MAX; i++)
+        outf(out, "zk_larch_dpdk_core%d_udp_replies\t%" PRIu64 "\n", i, st->core_udp_replies[i]);
+    free(st);
+#else
+    (void)srv, (void)out;
+#endif
+}
+
 /* mntr: "key\tvalue" lines, the names ZooKeeper's monitoring uses. */
 static void put_mntr(struct server *srv, struct zk_wbuf *out)
 {
@@ -306,6 +342,7 @@ static void put_mntr(struct server *srv, struct zk_wbuf *out)
     outf(out, "zk_larch_sessionless_timeouts\t%" PRIu64 "\n", d->sessionless_timeouts);
     outf(out, "zk_larch_connections_refused\t%" PRIu64 "\n", d->connections_refused);
     put_mntr_udp(srv, out, d);
+    put_mntr_dpdk(srv, out);
     if (srv->member)
         put_mntr_ensemble(srv, out, &est, state);
     if (srv->dur) {

@@ -4,6 +4,7 @@
  */
 #include "server/server.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -153,6 +154,39 @@ static int make_sequencer(struct server *srv, struct durability_boot *boot)
     return 0;
 }
 
+/* The UDP path on a DPDK port (--dpdk), answering for --udp's address. */
+static int start_dpdk(struct server *srv)
+{
+#ifdef LARCH_HAVE_DPDK
+    const struct config *c = &srv->cfg;
+    struct ldp_cfg lc = { .eal_args = c->dpdk, .cores = c->dpdk_cores };
+    lc.ifc.udp_port = (uint16_t)c->udp.port;
+    if (inet_pton(AF_INET, c->udp.host, lc.ifc.ip) != 1) {
+        fprintf(stderr, "larchd: --dpdk: '%s' is not an IPv4 address\n", c->udp.host);
+        return -1;
+    }
+    char err[512];
+    srv->ldp = ldp_start(&lc, srv->dp, err, sizeof err);
+    if (!srv->ldp) {
+        fprintf(stderr, "larchd: %s\n", err);
+        return -1;
+    }
+    struct ldp_stats st;
+    ldp_get_stats(srv->ldp, &st);
+    const uint8_t *mac = st.ifc.mac;
+    fprintf(stderr, "larchd: reads over UDP on %s:%d from DPDK port %u (MAC "
+            "%02x:%02x:%02x:%02x:%02x:%02x, MTU %u, %d poll-mode core%s)\n",
+            c->udp.host, c->udp.port, st.port, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5],
+            st.ifc.mtu, st.cores, st.cores == 1 ? "" : "s");
+    return 0;
+#else
+    (void)srv;
+    fprintf(stderr, "larchd: --dpdk: this larchd was built without DPDK (meson -Ddpdk=enabled "
+            "with libdpdk-dev installed builds it in)\n");
+    return -1;
+#endif
+}
+
 static int start(struct server *srv)
 {
     struct config *c = &srv->cfg;
@@ -187,7 +221,7 @@ static int start(struct server *srv)
         .config_node = srv->config_node,
         .config_node_mtime = srv->config_node_mtime,
         .udp_host = c->udp.host,
-        .udp_port = c->udp.port,
+        .udp_port = c->dpdk[0] ? 0 : c->udp.port, /* DPDK's port serves it instead */
         .fourlw = fourlw_answer,
         .fourlw_arg = srv,
         .fourlw_allowed = fourlw_allowed,
@@ -209,12 +243,18 @@ static int start(struct server *srv)
         fprintf(stderr, "larchd: cannot start threads: %s\n", strerror(-rc));
         return -1;
     }
+    if (c->dpdk[0] && start_dpdk(srv) != 0)
+        return -1;
     srv->started_ms = base_wall_ms();
     return 0;
 }
 
 static void stop(struct server *srv)
 {
+#ifdef LARCH_HAVE_DPDK
+    ldp_stop(srv->ldp); /* its lcores read through the dataplane: before it goes */
+    srv->ldp = NULL;
+#endif
     if (srv->dp)
         dp_stop(srv->dp);
     if (srv->seq)

@@ -6,6 +6,7 @@
 #define LARCH_SERVER_H
 
 #include "dataplane/dataplane.h"
+#include "dpdk/dpdk.h"
 #include "replication/peer_link.h"
 #include "replication/replication.h"
 #include "server/config.h"
@@ -32,6 +33,7 @@ struct server {
     struct peers *peers;
     char *config_node; /* what /zookeeper/config reads as (NULL standalone) */
     int64_t config_node_mtime;
+    struct ldp *ldp;   /* the UDP path on a DPDK port (dpdk/dpdk.h), NULL: none */
 };
 
 /* ---- the peer link as the sequencer's transport (peers.c) --------------- */

@@ -119,7 +119,10 @@ class UdpClient:
 
     def ask_raw(self, d, rid, tries=5, wait_s=0.5):
         for _ in range(tries):
-            self.sock.sendto(d, self.addr)
+            try:
+                self.sock.sendto(d, self.addr)
+            except OSError:
+                pass  # dropped on the way out (a firewall says EPERM): as lost
             deadline = time.monotonic() + wait_s
             while time.monotonic() < deadline:
                 self.sock.settimeout(max(deadline - time.monotonic(), 0.001))

@@ -567,6 +567,29 @@ static void test_server_line_errors(void **state)
 /* Two participants, or a lone one with standaloneEnabled=false, ask for an
  * ensemble: larchd runs as a member, which needs a dataDir (its id, vote
  * and log); never a silent standalone (split brain). */
+/* larch.dpdk serves larch.udp's address: without one (or with IPv6) it is
+ * an error, not a server that silently serves nothing. */
+static void test_dpdk_needs_an_ipv4_udp_address(void **state)
+{
+    struct config c;
+    struct msgs m;
+    static const char *const want = "larchd: larch.dpdk (--dpdk) needs larch.udp (--udp) "
+                                    "with an IPv4 address: the one the DPDK port answers for";
+    assert_int_equal(parse(&c, &m, "larch.dpdk=--no-huge --vdev net_null0\n"), 0);
+    assert_int_equal(c.dpdk_cores, 1);
+    assert_int_equal(config_finish(&c, collect, &m), -1);
+    assert_true(has_msg(&m, 1, want));
+    assert_int_equal(parse(&c, &m, "larch.dpdk=--no-huge\nlarch.udp=[::1]:2182\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), -1);
+    assert_true(has_msg(&m, 1, want));
+    assert_int_equal(parse(&c, &m, "larch.dpdk=-l 0-2 --no-huge\nlarch.udp=198.18.0.1:2182\n"
+                                   "larch.dpdkCores=2\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_string_equal(c.dpdk, "-l 0-2 --no-huge");
+    assert_int_equal(c.dpdk_cores, 2);
+    (void)state;
+}
+
 static void test_replicated_mode_needs_a_data_dir(void **state)
 {
     struct config c;
@@ -1574,6 +1597,7 @@ int main(void)
         cmocka_unit_test(test_server_lines_parse),
         cmocka_unit_test(test_server_line_errors),
         cmocka_unit_test(test_replicated_mode_needs_a_data_dir),
+        cmocka_unit_test(test_dpdk_needs_an_ipv4_udp_address),
         cmocka_unit_test(test_dynamic_config_file),
         cmocka_unit_test(test_snap_retain_raised_to_three),
         cmocka_unit_test(test_super_digest),

@@ -1,0 +1,303 @@
+/*
+ * port.c — the poll-mode back end (dpdk.h, second part): EAL, one port, an
+ * RX/TX queue pair per poll-mode lcore, and each lcore's run-to-completion
+ * loop: a burst in, each frame through ldp_frame_handle (the reply built
+ * in the frame's own mbuf), the replies out in one burst. No lock and no
+ * allocation per packet: an lcore owns its queue pair, its scratch buffer
+ * and its counters, and publishes the counters for mntr after each busy
+ * pass.
+ *
+ * RSS spreads clients over the queues when the port has more than one
+ * (one queue per lcore); on a PMD without RSS (memif, af_packet) one lcore
+ * is all there is.
+ */
+#include "dpdk/dpdk.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rte_eal.h>
+#include <rte_ethdev.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <urcu.h>
+
+#define BURST 32
+#define RX_DESC 1024
+#define TX_DESC 1024
+#define MBUFS 8191
+#define MBUF_CACHE 256
+#define EAL_ARGS_MAX 64
+
+struct ldp_core {
+    struct ldp *ldp;
+    uint16_t queue;
+    unsigned lcore;
+    struct ldp_counters ctr;     /* the lcore's own */
+    uint64_t tx_dropped;         /* replies the queue did not take */
+    struct zk_wbuf scratch;
+    /* published for ldp_get_stats (relaxed: each value one the lcore wrote) */
+    _Atomic uint64_t st_frames, st_arp, st_icmp, st_udp, st_tx_dropped;
+    _Atomic uint64_t st_dropped[LDP_DROPS];
+    _Atomic uint64_t st_udp_answered[DP_UDP_STATUSES];
+    _Atomic uint64_t st_udp_dropped[DP_UDP_DROPS];
+};
+
+struct ldp {
+    struct dp *dp;
+    struct ldp_iface ifc;
+    uint16_t port;
+    struct rte_mempool *pool;
+    struct ldp_core *cores;
+    int ncores;
+    atomic_bool stop;
+    bool port_started;
+};
+
+static void publish(struct ldp_core *c)
+{
+    atomic_store_explicit(&c->st_frames, c->ctr.frames, memory_order_relaxed);
+    atomic_store_explicit(&c->st_arp, c->ctr.arp_replies, memory_order_relaxed);
+    atomic_store_explicit(&c->st_icmp, c->ctr.icmp_replies, memory_order_relaxed);
+    atomic_store_explicit(&c->st_udp, c->ctr.udp_replies, memory_order_relaxed);
+    atomic_store_explicit(&c->st_tx_dropped, c->tx_dropped, memory_order_relaxed);
+    for (int i = 0; i < LDP_DROPS; i++)
+        atomic_store_explicit(&c->st_dropped[i], c->ctr.dropped[i], memory_order_relaxed);
+    for (int i = 0; i < DP_UDP_STATUSES; i++)
+        atomic_store_explicit(&c->st_udp_answered[i], c->ctr.udp.answered[i],
+                              memory_order_relaxed);
+    for (int i = 0; i < DP_UDP_DROPS; i++)
+        atomic_store_explicit(&c->st_udp_dropped[i], c->ctr.udp.dropped[i], memory_order_relaxed);
+}
+
+/* One burst: rx, handle each frame in place, tx the replies. The number of
+ * frames received. */
+static uint16_t burst(struct ldp_core *c)
+{
+    struct ldp *l = c->ldp;
+    struct rte_mbuf *in[BURST], *out[BURST];
+    uint16_t n = rte_eth_rx_burst(l->port, c->queue, in, BURST);
+    uint16_t nout = 0;
+    for (uint16_t i = 0; i < n; i++) {
+        struct rte_mbuf *m = in[i];
+        size_t r = 0;
+        if (m->nb_segs == 1) {
+            uint8_t *p = rte_pktmbuf_mtod(m, uint8_t *);
+            size_t cap = (size_t)rte_pktmbuf_data_len(m) + rte_pktmbuf_tailroom(m);
+            r = ldp_frame_handle(&l->ifc, l->dp, p, rte_pktmbuf_data_len(m), cap, &c->scratch,
+                                 &c->ctr);
+        } else {
+            c->ctr.frames++;
+            c->ctr.dropped[LDP_DROP_RUNT]++; /* a request fits one segment */
+        }
+        if (r == 0) {
+            rte_pktmbuf_free(m);
+            continue;
+        }
+        m->data_len = (uint16_t)r;
+        m->pkt_len = (uint32_t)r;
+        m->ol_flags = 0; /* checksums are computed: no offload asked */
+        out[nout++] = m;
+    }
+    uint16_t sent = nout ? rte_eth_tx_burst(l->port, c->queue, out, nout) : 0;
+    for (uint16_t i = sent; i < nout; i++)
+        rte_pktmbuf_free(out[i]);
+    c->tx_dropped += (uint64_t)(nout - sent);
+    return n;
+}
+
+static int core_main(void *arg)
+{
+    struct ldp_core *c = arg;
+    rcu_register_thread(); /* dp_udp_handle reads the tree */
+    while (!atomic_load_explicit(&c->ldp->stop, memory_order_acquire))
+        if (burst(c) > 0)
+            publish(c);
+    publish(c);
+    rcu_unregister_thread();
+    return 0;
+}
+
+/* Splits s at blanks into argv[1..] (argv[0] = "larchd"); the strings
+ * live in buf, which the caller frees after rte_eal_init. */
+static int split_args(const char *s, char **buf, char **argv, int max)
+{
+    *buf = strdup(s);
+    if (!*buf)
+        return -1;
+    int argc = 0;
+    argv[argc++] = "larchd";
+    for (char *save = NULL, *t = strtok_r(*buf, " \t", &save); t;
+         t = strtok_r(NULL, " \t", &save)) {
+        if (argc == max - 1)
+            return -1;
+        argv[argc++] = t;
+    }
+    argv[argc] = NULL;
+    return argc;
+}
+
+static int port_setup(struct ldp *l, int nq, char *err, size_t errlen)
+{
+    struct rte_eth_dev_info info;
+    int rc = rte_eth_dev_info_get(l->port, &info);
+    if (rc != 0) {
+        snprintf(err, errlen, "DPDK port %u: no device info: %s", l->port, rte_strerror(-rc));
+        return -1;
+    }
+    if (nq > info.max_rx_queues || nq > info.max_tx_queues) {
+        snprintf(err, errlen, "DPDK port %u (%s) has %u RX / %u TX queues, fewer than the %d "
+                 "poll-mode cores asked for", l->port, info.driver_name, info.max_rx_queues,
+                 info.max_tx_queues, nq);
+        return -1;
+    }
+    struct rte_eth_conf conf = { 0 };
+    if (nq > 1) {
+        conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+        conf.rx_adv_conf.rss_conf.rss_hf =
+            (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP) & info.flow_type_rss_offloads;
+    }
+    if ((rc = rte_eth_dev_configure(l->port, (uint16_t)nq, (uint16_t)nq, &conf)) != 0) {
+        snprintf(err, errlen, "DPDK port %u: configure: %s", l->port, rte_strerror(-rc));
+        return -1;
+    }
+    uint16_t rxd = RX_DESC, txd = TX_DESC;
+    (void)rte_eth_dev_adjust_nb_rx_tx_desc(l->port, &rxd, &txd);
+    int socket = rte_eth_dev_socket_id(l->port);
+    for (int q = 0; q < nq; q++) {
+        rc = rte_eth_rx_queue_setup(l->port, (uint16_t)q, rxd, (unsigned)socket, NULL, l->pool);
+        if (rc == 0)
+            rc = rte_eth_tx_queue_setup(l->port, (uint16_t)q, txd, (unsigned)socket, NULL);
+        if (rc != 0) {
+            snprintf(err, errlen, "DPDK port %u: queue %d: %s", l->port, q, rte_strerror(-rc));
+            return -1;
+        }
+    }
+    struct rte_ether_addr mac;
+    uint16_t mtu = 1500;
+    if ((rc = rte_eth_macaddr_get(l->port, &mac)) != 0) {
+        snprintf(err, errlen, "DPDK port %u: no MAC address: %s", l->port, rte_strerror(-rc));
+        return -1;
+    }
+    memcpy(l->ifc.mac, mac.addr_bytes, 6);
+    if (rte_eth_dev_get_mtu(l->port, &mtu) == 0 && mtu >= 576)
+        l->ifc.mtu = mtu;
+    if ((rc = rte_eth_dev_start(l->port)) != 0) {
+        snprintf(err, errlen, "DPDK port %u: start: %s", l->port, rte_strerror(-rc));
+        return -1;
+    }
+    l->port_started = true;
+    return 0;
+}
+
+struct ldp *ldp_start(const struct ldp_cfg *cfg, struct dp *dp, char *err, size_t errlen)
+{
+    char *argbuf = NULL;
+    char *argv[EAL_ARGS_MAX];
+    int argc = split_args(cfg->eal_args, &argbuf, argv, EAL_ARGS_MAX);
+    if (argc < 0) {
+        free(argbuf);
+        snprintf(err, errlen, "--dpdk: more than %d EAL arguments", EAL_ARGS_MAX - 2);
+        return NULL;
+    }
+    int rc = rte_eal_init(argc, argv);
+    free(argbuf);
+    if (rc < 0) {
+        snprintf(err, errlen, "--dpdk: EAL did not start: %s", rte_strerror(rte_errno));
+        return NULL;
+    }
+    struct ldp *l = calloc(1, sizeof *l);
+    if (!l) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    l->dp = dp;
+    l->ifc = cfg->ifc;
+    if (l->ifc.mtu == 0)
+        l->ifc.mtu = 1500;
+    int workers = (int)rte_lcore_count() - 1; /* the main lcore is larchd's own thread */
+    l->ncores = cfg->cores > 0 ? cfg->cores : 1;
+    if (rte_eth_dev_count_avail() == 0) {
+        snprintf(err, errlen, "--dpdk: no port (give EAL a --vdev or a device)");
+        goto fail;
+    }
+    if (workers < l->ncores) {
+        snprintf(err, errlen, "--dpdk: %d poll-mode cores asked for, EAL has %d lcores besides "
+                 "the main one (give it -l with more)", l->ncores, workers);
+        goto fail;
+    }
+    RTE_ETH_FOREACH_DEV(l->port)
+        break; /* the first port: the interface */
+    l->pool = rte_pktmbuf_pool_create("larch_mbufs", MBUFS, MBUF_CACHE, 0,
+                                      RTE_MBUF_DEFAULT_BUF_SIZE, rte_eth_dev_socket_id(l->port));
+    l->cores = calloc((size_t)l->ncores, sizeof *l->cores);
+    if (!l->pool || !l->cores) {
+        snprintf(err, errlen, "--dpdk: no memory for the mbuf pool (EAL -m?)");
+        goto fail;
+    }
+    if (port_setup(l, l->ncores, err, errlen) != 0)
+        goto fail;
+    unsigned lcore = rte_get_next_lcore(-1, 1, 0);
+    for (int i = 0; i < l->ncores; i++, lcore = rte_get_next_lcore(lcore, 1, 0)) {
+        struct ldp_core *c = &l->cores[i];
+        c->ldp = l;
+        c->queue = (uint16_t)i;
+        c->lcore = lcore;
+        zk_wbuf_init(&c->scratch);
+        if ((rc = rte_eal_remote_launch(core_main, c, lcore)) != 0) {
+            snprintf(err, errlen, "--dpdk: lcore %u: %s", lcore, rte_strerror(-rc));
+            goto fail;
+        }
+    }
+    return l;
+fail:
+    ldp_stop(l);
+    return NULL;
+}
+
+void ldp_stop(struct ldp *l)
+{
+    if (!l)
+        return;
+    atomic_store_explicit(&l->stop, true, memory_order_release);
+    rte_eal_mp_wait_lcore();
+    if (l->port_started) {
+        (void)rte_eth_dev_stop(l->port);
+        (void)rte_eth_dev_close(l->port);
+    }
+    for (int i = 0; l->cores && i < l->ncores; i++)
+        zk_wbuf_free(&l->cores[i].scratch);
+    free(l->cores);
+    rte_mempool_free(l->pool);
+    free(l);
+    (void)rte_eal_cleanup();
+}
+
+void ldp_get_stats(struct ldp *l, struct ldp_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    out->cores = l->ncores;
+    out->port = l->port;
+    memcpy(&out->ifc, &l->ifc, sizeof out->ifc);
+    for (int i = 0; i < l->ncores && i < LDP_CORES_MAX; i++) {
+        struct ldp_core *c = &l->cores[i];
+        uint64_t udp = atomic_load_explicit(&c->st_udp, memory_order_relaxed);
+        out->frames += atomic_load_explicit(&c->st_frames, memory_order_relaxed);
+        out->arp_replies += atomic_load_explicit(&c->st_arp, memory_order_relaxed);
+        out->icmp_replies += atomic_load_explicit(&c->st_icmp, memory_order_relaxed);
+        out->udp_replies += udp;
+        out->core_udp_replies[i] = udp;
+        out->tx_dropped += atomic_load_explicit(&c->st_tx_dropped, memory_order_relaxed);
+        for (int k = 0; k < LDP_DROPS; k++)
+            out->dropped[k] += atomic_load_explicit(&c->st_dropped[k], memory_order_relaxed);
+        for (int k = 0; k < DP_UDP_STATUSES; k++)
+            out->udp.answered[k] +=
+                atomic_load_explicit(&c->st_udp_answered[k], memory_order_relaxed);
+        for (int k = 0; k < DP_UDP_DROPS; k++)
+            out->udp.dropped[k] += atomic_load_explicit(&c->st_udp_dropped[k], memory_order_relaxed);
+    }
+}

@@ -1,0 +1,191 @@
+"""The UDP read path from a DPDK port (larchd --dpdk, dpdk/dpdk.h).
+
+larchd runs its poll-mode lcore on net_af_packet over one end of a veth
+pair; the other end sits in a network namespace of this test's own, with
+an address from 198.18.0.0/15. From inside the namespace, UDP.md's client
+(test_udp.py) reads what kazoo wrote over TCP on loopback, pings the
+server, and sends garbage; then a fifth of the packets each way are lost
+and the reads still complete. The loss is nftables' (numgen random, in the
+namespace): this kernel has no netem. The namespace, the veth and the
+server are removed by the test, whatever happens.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import unittest
+
+from harness import Server, four_letter, kazoo_client, stop_kazoo, sut_kind, unique_path
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SERVER_IP = "198.18.0.1"
+CLIENT_IP = "198.18.0.2"
+UDP_PORT = 2182
+
+
+def run(*argv, check=True):
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=check)
+
+
+def can_make_namespaces():
+    if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("nft"):
+        return False
+    r = run("ip", "netns", "list", check=False)
+    return r.returncode == 0
+
+
+def mntr(port):
+    out = {}
+    for line in four_letter(port, "mntr").decode().splitlines():
+        k, _, v = line.partition("\t")
+        out[k] = v
+    return out
+
+
+# Runs inside the namespace: test_udp's client, one job, a JSON line out.
+CLIENT = textwrap.dedent("""
+    import json, os, socket, struct, sys
+    sys.path.insert(0, %(here)r)
+    from test_udp import UdpClient, jute_path_watch, get_data_record, OP_GETDATA
+    job = json.loads(sys.argv[1])
+    c = UdpClient(%(port)d)
+    c.addr = (%(ip)r, %(port)d)
+    out = []
+    if job["kind"] == "get":
+        for path in job["paths"]:
+            rep = c.ask(OP_GETDATA, jute_path_watch(path), tries=job.get("tries", 15),
+                        wait_s=job.get("wait_s", 0.2))
+            out.append(None if rep is None else
+                       [rep["status"], rep["err"], get_data_record(rep["record"])[0].hex()
+                        if rep["status"] == 0 and rep["err"] == 0 else None])
+    elif job["kind"] == "junk":
+        import random
+        rng = random.Random(job["seed"])
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        for i in range(job["n"]):
+            s.sendto(rng.randbytes(rng.randrange(0, 300)), (%(ip)r, %(port)d))
+    elif job["kind"] == "ping":
+        s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+        s.settimeout(0.5)
+        def csum(b):
+            if len(b) %% 2: b += b"\\0"
+            t = sum(struct.unpack("!%%dH" %% (len(b) // 2), b))
+            while t >> 16: t = (t & 0xffff) + (t >> 16)
+            return ~t & 0xffff
+        got = 0
+        for seq in range(job["n"]):
+            body = b"larch-ping-%%d" %% seq
+            h = struct.pack("!BBHHH", 8, 0, 0, 4242, seq)
+            h = struct.pack("!BBHHH", 8, 0, csum(h + body), 4242, seq)
+            s.sendto(h + body, (%(ip)r, 0))
+            try:
+                while True:
+                    r = s.recv(2000)
+                    icmp = r[(r[0] & 15) * 4:]
+                    if icmp[0] == 0 and struct.unpack("!H", icmp[6:8])[0] == seq:
+                        got += icmp[8:] == body
+                        break
+            except socket.timeout:
+                pass
+        out.append(got)
+    print(json.dumps(out))
+""") % {"here": HERE, "ip": SERVER_IP, "port": UDP_PORT}
+
+
+@unittest.skipUnless(sut_kind() == "larch", "the DPDK path is larchd's")
+@unittest.skipUnless(can_make_namespaces(), "needs root, ip and nft (network namespaces)")
+class DpdkReadTest(unittest.TestCase):
+    def setUp(self):
+        tag = "%d" % (os.getpid() % 100000)
+        self.eal_dir = "/var/run/dpdk/larch" + tag  # EAL's runtime files (--file-prefix)
+        self.ns = "larch-dpdk-" + tag
+        self.host_if, self.ns_if = "ldh" + tag, "ldn" + tag
+        self.addCleanup(self._remove_net)
+        run("ip", "netns", "add", self.ns)
+        run("ip", "link", "add", self.host_if, "type", "veth", "peer", "name", self.ns_if)
+        run("ip", "link", "set", self.ns_if, "netns", self.ns)
+        run("ip", "link", "set", self.host_if, "up")
+        # the namespace's veth offloads UDP checksums and sends them unfilled:
+        # the frame handler does not check a request's (dpdk/frame.c)
+        self._ns("ip", "addr", "add", CLIENT_IP + "/24", "dev", self.ns_if)
+        self._ns("ip", "link", "set", self.ns_if, "up")
+        eal = ("-l 0-1 --no-huge --no-pci -m 256 --file-prefix larch%s "
+               "--vdev net_af_packet0,iface=%s" % (tag, self.host_if))
+        self.srv = Server(cfg_lines=["larch.udp=%s:%d" % (SERVER_IP, UDP_PORT),
+                                     "larch.dpdk=" + eal])
+        try:
+            self.srv.start()
+        except Exception:
+            text = open(self.srv.stderr_path).read() if self.srv.stderr_path else ""
+            if "built without DPDK" in text:
+                self.skipTest("this larchd was built without DPDK")
+            raise
+        self.addCleanup(self.srv.stop)
+
+    def _ns(self, *argv, check=True):
+        return run("ip", "netns", "exec", self.ns, *argv, check=check)
+
+    def _remove_net(self):
+        run("ip", "link", "del", self.host_if, check=False)  # its peer goes with it
+        run("ip", "netns", "del", self.ns, check=False)
+        shutil.rmtree(self.eal_dir, ignore_errors=True)  # the server stopped first
+
+    def client(self, job):
+        import json
+        r = self._ns(sys.executable, "-c", CLIENT, json.dumps(job))
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    def test_reads_from_a_namespace_through_the_poll_mode_port(self):
+        zk = kazoo_client(self.srv.port)
+        self.addCleanup(stop_kazoo, zk)
+        base = unique_path("dpdk")
+        values = {}
+        for i in range(5):
+            values[base + "/k%d" % i] = ("value %d over TCP" % i).encode()
+        zk.create(base, b"")
+        for p, v in values.items():
+            zk.create(p, v)
+        got = self.client({"kind": "get", "paths": list(values)})
+        self.assertEqual([g[:2] if g else None for g in got], [[0, 0]] * 5)
+        self.assertEqual([bytes.fromhex(g[2]) for g in got], list(values.values()))
+        self.assertEqual(self.client({"kind": "ping", "n": 3}), [3])
+        m = mntr(self.srv.port)
+        self.assertGreaterEqual(int(m["zk_larch_dpdk_arp_replies"]), 1)
+        self.assertGreaterEqual(int(m["zk_larch_dpdk_icmp_replies"]), 3)
+        self.assertGreaterEqual(int(m["zk_larch_dpdk_udp_replies"]), 5)
+        self.assertEqual(int(m["zk_larch_dpdk_core0_udp_replies"]),
+                         int(m["zk_larch_dpdk_udp_replies"]))
+
+    def test_reads_complete_under_loss_and_garbage_is_counted(self):
+        zk = kazoo_client(self.srv.port)
+        self.addCleanup(stop_kazoo, zk)
+        path = unique_path("dpdk-loss")
+        zk.create(path, b"still here")
+        # a fifth of the requests and a fifth of the replies lost in the namespace
+        rules = ("table inet larchloss {\n"
+                 " chain out { type filter hook output priority 0; udp dport %d numgen random mod 5 == 0 counter drop; }\n"
+                 " chain in { type filter hook input priority 0; udp sport %d numgen random mod 5 == 0 counter drop; }\n"
+                 "}\n" % (UDP_PORT, UDP_PORT))
+        subprocess.run(["ip", "netns", "exec", self.ns, "nft", "-f", "-"], input=rules, text=True,
+                       check=True, timeout=30)
+        got = self.client({"kind": "get", "paths": [path] * 20, "tries": 25, "wait_s": 0.2})
+        self.assertEqual([bytes.fromhex(g[2]) for g in got], [b"still here"] * 20)
+        lost = self._ns("nft", "list", "table", "inet", "larchloss").stdout
+        self.assertRegex(lost, r"counter packets [1-9]")  # the loss was real
+        self._ns("nft", "delete", "table", "inet", "larchloss")
+        before = mntr(self.srv.port)
+        self.client({"kind": "junk", "seed": 7, "n": 500})
+        got = self.client({"kind": "get", "paths": [path]})
+        self.assertEqual(bytes.fromhex(got[0][2]), b"still here")
+        after = mntr(self.srv.port)
+        dropped = sum(int(after[k]) - int(before.get(k, "0")) for k in after
+                      if k.startswith("zk_larch_dpdk_dropped_"))
+        answered = sum(int(after[k]) - int(before.get(k, "0")) for k in after
+                       if k.startswith("zk_larch_dpdk_replies_") and not k.endswith("_ok"))
+        self.assertGreaterEqual(dropped + answered, 400)  # a few may be lost on the veth
+
+
+if __name__ == "__main__":
+    unittest.main()
