@@ -275,6 +275,18 @@ static int apply_value(struct bench_cfg *cfg, const char *flag, const char *v, c
         return parse_server(cfg, v, err, err_len);
     if (strcmp(flag, "--udp") == 0)
         return parse_udp(cfg, v, err, err_len);
+    if (strcmp(flag, "--dpdk") == 0 || strcmp(flag, "--dpdk-src") == 0) {
+        bool args = strcmp(flag, "--dpdk") == 0;
+        char *dst = args ? cfg->dpdk_args : cfg->dpdk_src;
+        size_t cap = args ? sizeof cfg->dpdk_args : sizeof cfg->dpdk_src;
+        uint8_t addr[4];
+        if (strlen(v) == 0 || strlen(v) >= cap)
+            return fail(err, err_len, "%s: '%s' is empty or too long", flag, v);
+        if (!args && inet_pton(AF_INET, v, addr) != 1)
+            return fail(err, err_len, "--dpdk-src: '%s' is not an IPv4 address literal", v);
+        memcpy(dst, v, strlen(v) + 1);
+        return BENCH_ARGS_OK;
+    }
     if (strcmp(flag, "--label") == 0)
         return parse_label(cfg, v, err, err_len);
     return fail(err, err_len, "%s: unknown option", flag);
@@ -327,13 +339,19 @@ static int check_combination(struct bench_cfg *cfg, char *err, size_t err_len)
         if (cfg->outstanding > 65535)
             return fail(err, err_len, "--udp: at most 65535 outstanding per session");
     }
+    if (cfg->dpdk_args[0] && (cfg->udp_port == 0 || strchr(cfg->udp_host, ':')))
+        return fail(err, err_len, "--dpdk: needs --udp with the server's IPv4 address");
+    if (cfg->dpdk_args[0] && cfg->dpdk_src[0] == '\0')
+        return fail(err, err_len, "--dpdk: needs --dpdk-src, the bench port's IPv4 address");
+    if (cfg->dpdk_args[0] && cfg->sessions > 40000)
+        return fail(err, err_len, "--dpdk: at most 40000 sessions (one UDP port each)");
     return BENCH_ARGS_OK;
 }
 
 static bool is_value_flag(const char *flag)
 {
     static const char *const names[] = {
-        "--server", "--udp", "--label", "--server-pid", "--client", "--sessions", "--outstanding",
+        "--server", "--udp", "--dpdk", "--dpdk-src", "--label", "--server-pid", "--client", "--sessions", "--outstanding",
         "--threads", "--rate", "--read-ratio", "--read-op", "--write-op", "--keys",
         "--value-size", "--dist", "--zipf-theta", "--seed", "--warmup", "--duration",
         "--timeout-ms",
@@ -391,6 +409,11 @@ const char *bench_usage(void)
            "  --udp IP:PORT         read over larchd's UDP path there (larchd --udp;\n"
            "                        dataplane/UDP.md): reads only, closed loop; the keys\n"
            "                        are still made over TCP at --server\n"
+           "  --dpdk 'EAL ARGS'     with --udp: read from a DPDK port of the bench's own\n"
+           "                        (e.g. '-l 0 --no-huge --no-pci -m 256 --file-prefix bench\n"
+           "                        --vdev net_memif0,role=client' to a larchd --dpdk on\n"
+           "                        memif); one polling thread\n"
+           "  --dpdk-src IP         the bench port's IPv4 address (needed with --dpdk)\n"
            "  --label NAME          name printed in the table and JSON (default server)\n"
            "  --server-pid PID      read the server's CPU time from /proc/PID/stat over the\n"
            "                        measured interval and report CPU-us per op\n"

@@ -76,6 +76,8 @@ struct bench_cfg {
     enum bench_client client;
     char udp_host[64];      /* --udp: reads over larchd's UDP path (dataplane/UDP.md) */
     uint16_t udp_port;      /* 0: TCP */
+    char dpdk_args[1024];   /* --dpdk: EAL's arguments; "" kernel sockets */
+    char dpdk_src[64];      /* --dpdk-src: the bench port's IPv4 address */
     int32_t timeout_ms;     /* session timeout asked for in ConnectRequest */
     uint64_t seed;
 };
@@ -185,6 +187,9 @@ int bench_cleanup(const struct bench_cfg *cfg, char *err, size_t err_len);
 
 /* ---- drivers ----------------------------------------------------------- */
 /* Each runs one read ratio and fills r; 0 on success, -1 with err. */
+/* dpdk.c: the same from a DPDK port of the bench's own (--dpdk). */
+int bench_dpdk_run(const struct bench_cfg *cfg, double read_pct, struct bench_result *r,
+                   char *err, size_t err_len);
 /* udp.c: reads over larchd's UDP read path (--udp), closed loop. */
 int bench_udp_run(const struct bench_cfg *cfg, double read_pct, struct bench_result *r,
                   char *err, size_t err_len);

@@ -28,6 +28,10 @@ static void raise_fd_limit(int sessions)
 static int run_one(const struct bench_cfg *cfg, double read_pct, struct bench_result *r,
                    char *err, size_t err_len)
 {
+#ifdef LARCH_BENCH_HAVE_DPDK
+    if (cfg->dpdk_args[0])
+        return bench_dpdk_run(cfg, read_pct, r, err, err_len);
+#endif
     if (cfg->udp_port != 0)
         return bench_udp_run(cfg, read_pct, r, err, err_len);
 #ifdef LARCH_BENCH_HAVE_ZKC
@@ -82,6 +86,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "larch-bench: %s\nsee 'larch-bench --help'\n", err);
         return 2;
     }
+#ifndef LARCH_BENCH_HAVE_DPDK
+    if (cfg.dpdk_args[0]) {
+        fprintf(stderr, "larch-bench: --dpdk: this build has no DPDK (libdpdk-dev, meson "
+                        "-Ddpdk=enabled)\n");
+        return 2;
+    }
+#endif
 #ifndef LARCH_BENCH_HAVE_ZKC
     if (cfg.client == BENCH_CLIENT_C) {
         fprintf(stderr, "larch-bench: --client: 'c' needs libzookeeper_mt, which this build "

@@ -35,7 +35,9 @@ static double cpu_us_per_op(double cpu_s, const struct bench_result *r)
 
 static const char *client_name(const struct bench_cfg *cfg)
 {
-    return cfg->udp_port != 0 ? "udp" : cfg->client == BENCH_CLIENT_C ? "c" : "raw";
+    return cfg->dpdk_args[0]   ? "dpdk"
+           : cfg->udp_port != 0 ? "udp"
+           : cfg->client == BENCH_CLIENT_C ? "c" : "raw";
 }
 
 void bench_report_header(FILE *out, const struct bench_cfg *cfg)

@@ -23,13 +23,24 @@
 
 /* ---- the Internet checksum (RFC 1071) ------------------------------------ */
 
+/* Adds n bytes at p (big-endian 16-bit words, an odd last byte padded)
+ * to sum. Four bytes at a time: a*2^16 + b is a + b modulo 0xffff, which
+ * is all a one's-complement sum keeps. */
 static uint32_t csum_add(uint32_t sum, const uint8_t *p, size_t n)
 {
-    for (; n >= 2; p += 2, n -= 2)
-        sum += (uint32_t)p[0] << 8 | p[1];
+    uint64_t acc = sum;
+    for (; n >= 4; p += 4, n -= 4)
+        acc += base_get_be32(p);
+    if (n >= 2) {
+        acc += base_get_be16(p);
+        p += 2;
+        n -= 2;
+    }
     if (n)
-        sum += (uint32_t)p[0] << 8;
-    return sum;
+        acc += (uint32_t)p[0] << 8;
+    acc = (acc & 0xffffffff) + (acc >> 32);
+    acc = (acc & 0xffffffff) + (acc >> 32);
+    return (uint32_t)acc;
 }
 
 static uint16_t csum_fold(uint32_t sum)

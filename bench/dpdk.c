@@ -1,0 +1,381 @@
+/*
+ * dpdk.c — the DPDK read driver (--dpdk 'EAL ARGS' with --udp IP:PORT):
+ * reads over larchd's UDP path from a poll-mode port of the bench's own
+ * (memif to a co-located larchd, af_packet, a NIC), with the workloads and
+ * histograms of the other drivers.
+ *
+ * One thread polls the port (the main thread runs the timeline, as with
+ * the other drivers). Each session is a UDP
+ * source port with --outstanding reads in flight, closed loop; requests are
+ * whole Ethernet frames built in mbufs and sent in bursts, replies are
+ * matched by request id as in udp.c. The server's MAC is learnt by ARP
+ * first (larchd answers it). A read unanswered for RESEND_NS is counted
+ * lost and sent again.
+ */
+#include "bench/bench.h"
+#include "dataplane/dataplane.h"
+#include "proto/proto.h"
+
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rte_eal.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+
+#define RESEND_NS 200000000ull
+#define SLOT_BITS 16
+#define BURST 32
+#define MBUFS 8191
+#define EAL_ARGS_MAX 64
+#define SRC_PORT_BASE 20000
+#define FRAME_HEADERS 42 /* Ethernet, IPv4, UDP */
+
+struct dslot {
+    uint64_t rid; /* 0: free */
+    uint64_t t0_ns;
+};
+
+struct dsess {
+    struct dslot *slots;
+    uint64_t gen;
+    struct bench_rng rng;
+};
+
+struct ddrv {
+    const struct bench_cfg *cfg;
+    const struct bench_keys *keys;
+    uint16_t port;
+    struct rte_mempool *pool;
+    uint8_t mac[6], server_mac[6];
+    uint8_t ip[4], server_ip[4];
+    struct dsess *sessions;
+    struct bench_counts counts;
+    struct bench_hist all, read;
+    struct rte_mbuf *tx[BURST];
+    int ntx;
+    int cur_phase;
+    _Atomic int *phase;
+};
+
+static uint16_t csum(const uint8_t *p, size_t n)
+{
+    uint32_t sum = 0;
+    for (; n >= 2; p += 2, n -= 2)
+        sum += (uint32_t)p[0] << 8 | p[1];
+    if (n)
+        sum += (uint32_t)p[0] << 8;
+    while (sum >> 16)
+        sum = (sum & 0xffff) + (sum >> 16);
+    return (uint16_t)~sum;
+}
+
+static void flush_tx(struct ddrv *d)
+{
+    uint16_t sent = d->ntx ? rte_eth_tx_burst(d->port, 0, d->tx, (uint16_t)d->ntx) : 0;
+    for (int i = sent; i < d->ntx; i++)
+        rte_pktmbuf_free(d->tx[i]); /* re-sent after RESEND_NS */
+    d->ntx = 0;
+}
+
+static void queue_frame(struct ddrv *d, struct rte_mbuf *m)
+{
+    d->tx[d->ntx++] = m;
+    if (d->ntx == BURST)
+        flush_tx(d);
+}
+
+/* An IPv4/UDP frame to the server from source port sport with payload n
+ * bytes at p. NULL without mbufs. */
+static struct rte_mbuf *udp_frame(struct ddrv *d, uint16_t sport, const uint8_t *p, size_t n)
+{
+    struct rte_mbuf *m = rte_pktmbuf_alloc(d->pool);
+    if (!m)
+        return NULL;
+    uint8_t *f = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(FRAME_HEADERS + n));
+    if (!f) {
+        rte_pktmbuf_free(m);
+        return NULL;
+    }
+    memcpy(f, d->server_mac, 6);
+    memcpy(f + 6, d->mac, 6);
+    base_put_be16(f + 12, 0x0800);
+    uint8_t *ip = f + 14;
+    memset(ip, 0, 20);
+    ip[0] = 0x45;
+    base_put_be16(ip + 2, (uint16_t)(28 + n));
+    ip[8] = 64;
+    ip[9] = 17;
+    memcpy(ip + 12, d->ip, 4);
+    memcpy(ip + 16, d->server_ip, 4);
+    base_put_be16(ip + 10, csum(ip, 20));
+    uint8_t *u = ip + 20;
+    base_put_be16(u, sport);
+    base_put_be16(u + 2, d->cfg->udp_port);
+    base_put_be16(u + 4, (uint16_t)(8 + n));
+    base_put_be16(u + 6, 0); /* optional in IPv4 */
+    memcpy(u + 8, p, n);
+    return m;
+}
+
+static void send_read(struct ddrv *d, int si, uint32_t i, uint64_t now_ns)
+{
+    struct dsess *s = &d->sessions[si];
+    char path[64];
+    bench_key_path(path, sizeof path, bench_keys_pick(d->keys, &s->rng));
+    uint64_t rid = (++s->gen << SLOT_BITS) | i;
+    uint8_t req[128] = { 0 };
+    base_put_be32(req, DP_UDP_MAGIC);
+    req[4] = DP_UDP_VERSION;
+    base_put_be16(req + 6, DP_UDP_REQUEST_HEADER_BYTES);
+    base_put_be64(req + 8, rid);
+    int32_t op = d->cfg->read_op == BENCH_READ_EXISTS        ? ZK_OP_EXISTS
+                 : d->cfg->read_op == BENCH_READ_GETCHILDREN ? ZK_OP_GETCHILDREN
+                                                             : ZK_OP_GETDATA;
+    base_put_be32(req + 32, (uint32_t)op);
+    size_t plen = strlen(path), n = DP_UDP_REQUEST_HEADER_BYTES;
+    base_put_be32(req + n, (uint32_t)plen);
+    memcpy(req + n + 4, path, plen);
+    n += 4 + plen + 1; /* the watch flag, false */
+    s->slots[i] = (struct dslot){ .rid = rid, .t0_ns = now_ns };
+    struct rte_mbuf *m = udp_frame(d, (uint16_t)(SRC_PORT_BASE + si), req, n);
+    if (m)
+        queue_frame(d, m);
+}
+
+static void take_reply(struct ddrv *d, const uint8_t *f, size_t len, uint64_t now_ns)
+{
+    if (len < FRAME_HEADERS + DP_UDP_REPLY_HEADER_BYTES + 16 || base_get_be16(f + 12) != 0x0800 ||
+        f[23] != 17)
+        return;
+    const uint8_t *u = f + 34;
+    int si = (int)base_get_be16(u + 2) - SRC_PORT_BASE;
+    const uint8_t *p = u + 8;
+    if (si < 0 || si >= d->cfg->sessions || base_get_be32(p) != DP_UDP_MAGIC)
+        return;
+    struct dsess *s = &d->sessions[si];
+    uint64_t rid = base_get_be64(p + 8);
+    uint32_t i = (uint32_t)(rid & ((1u << SLOT_BITS) - 1));
+    if (i >= (uint32_t)d->cfg->outstanding || s->slots[i].rid != rid)
+        return;
+    uint64_t t0 = s->slots[i].t0_ns;
+    s->slots[i].rid = 0;
+    if (d->cur_phase != BENCH_PHASE_MEASURE)
+        return;
+    uint32_t status = base_get_be32(p + 16);
+    int32_t err = (int32_t)base_get_be32(p + DP_UDP_REPLY_HEADER_BYTES + 12);
+    if (status != DP_UDP_OK || err != ZK_OK) {
+        bench_counts_error(&d->counts, status != DP_UDP_OK ? ZK_ESYSTEMERROR : err);
+        return;
+    }
+    uint64_t lat = now_ns > t0 ? now_ns - t0 : 0;
+    bench_hist_record(&d->all, lat);
+    bench_hist_record(&d->read, lat);
+    d->counts.read_ok++;
+}
+
+/* Reads replies; returns how many frames came. */
+static uint16_t poll_rx(struct ddrv *d)
+{
+    struct rte_mbuf *in[BURST];
+    uint16_t n = rte_eth_rx_burst(d->port, 0, in, BURST);
+    uint64_t now_ns = (uint64_t)base_mono_ns();
+    for (uint16_t i = 0; i < n; i++) {
+        if (in[i]->nb_segs == 1)
+            take_reply(d, rte_pktmbuf_mtod(in[i], const uint8_t *), rte_pktmbuf_data_len(in[i]),
+                       now_ns);
+        rte_pktmbuf_free(in[i]);
+    }
+    return n;
+}
+
+/* Fills every free or overdue slot; true while any read is in flight. */
+static bool fill(struct ddrv *d, uint64_t now_ns)
+{
+    bool inflight = false;
+    for (int si = 0; si < d->cfg->sessions; si++) {
+        struct dsess *s = &d->sessions[si];
+        for (uint32_t i = 0; i < (uint32_t)d->cfg->outstanding; i++) {
+            if (s->slots[i].rid != 0 && now_ns - s->slots[i].t0_ns < RESEND_NS) {
+                inflight = true;
+                continue;
+            }
+            if (s->slots[i].rid != 0 && d->cur_phase == BENCH_PHASE_MEASURE)
+                bench_counts_error(&d->counts, ZK_ECONNECTIONLOSS);
+            s->slots[i].rid = 0;
+            if (d->cur_phase != BENCH_PHASE_DRAIN) {
+                send_read(d, si, i, now_ns);
+                inflight = true;
+            }
+        }
+    }
+    flush_tx(d);
+    return inflight;
+}
+
+/* ARP for the server's MAC (larchd's frame handler answers). */
+static int resolve(struct ddrv *d, char *err, size_t err_len)
+{
+    uint64_t end = (uint64_t)base_mono_ns() + 10000000000ull;
+    uint64_t next_ask = 0;
+    while ((uint64_t)base_mono_ns() < end) {
+        if ((uint64_t)base_mono_ns() >= next_ask) {
+            struct rte_mbuf *m = rte_pktmbuf_alloc(d->pool);
+            uint8_t *f = m ? (uint8_t *)rte_pktmbuf_append(m, 42) : NULL;
+            if (f) {
+                memset(f, 0xff, 6);
+                memcpy(f + 6, d->mac, 6);
+                base_put_be16(f + 12, 0x0806);
+                uint8_t *a = f + 14;
+                base_put_be16(a, 1);
+                base_put_be16(a + 2, 0x0800);
+                a[4] = 6;
+                a[5] = 4;
+                base_put_be16(a + 6, 1);
+                memcpy(a + 8, d->mac, 6);
+                memcpy(a + 14, d->ip, 4);
+                memset(a + 18, 0, 6);
+                memcpy(a + 24, d->server_ip, 4);
+                queue_frame(d, m);
+                flush_tx(d);
+            } else if (m) {
+                rte_pktmbuf_free(m);
+            }
+            next_ask = (uint64_t)base_mono_ns() + 200000000ull;
+        }
+        struct rte_mbuf *in[BURST];
+        uint16_t n = rte_eth_rx_burst(d->port, 0, in, BURST);
+        for (uint16_t i = 0; i < n; i++) {
+            const uint8_t *f = rte_pktmbuf_mtod(in[i], const uint8_t *);
+            bool answer = rte_pktmbuf_data_len(in[i]) >= 42 && base_get_be16(f + 12) == 0x0806 &&
+                          base_get_be16(f + 20) == 2 && memcmp(f + 28, d->server_ip, 4) == 0;
+            if (answer)
+                memcpy(d->server_mac, f + 22, 6);
+            rte_pktmbuf_free(in[i]);
+            if (answer)
+                return 0;
+        }
+    }
+    snprintf(err, err_len, "--dpdk: no ARP answer from %s (is larchd --dpdk on the other end?)",
+             d->cfg->udp_host);
+    return -1;
+}
+
+static int start_port(struct ddrv *d, char *err, size_t err_len)
+{
+    char *buf = strdup(d->cfg->dpdk_args);
+    char *argv[EAL_ARGS_MAX];
+    int argc = 0;
+    argv[argc++] = "larch-bench";
+    for (char *save = NULL, *t = buf ? strtok_r(buf, " \t", &save) : NULL; t;
+         t = strtok_r(NULL, " \t", &save))
+        if (argc < EAL_ARGS_MAX - 1)
+            argv[argc++] = t;
+    argv[argc] = NULL;
+    int rc = buf ? rte_eal_init(argc, argv) : -1;
+    free(buf);
+    if (rc < 0) {
+        snprintf(err, err_len, "--dpdk: EAL did not start: %s", rte_strerror(rte_errno));
+        return -1;
+    }
+    if (rte_eth_dev_count_avail() == 0) {
+        snprintf(err, err_len, "--dpdk: no port (give EAL a --vdev)");
+        return -1;
+    }
+    RTE_ETH_FOREACH_DEV(d->port)
+        break;
+    d->pool = rte_pktmbuf_pool_create("bench_mbufs", MBUFS, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                      rte_eth_dev_socket_id(d->port));
+    struct rte_eth_conf conf = { 0 };
+    struct rte_ether_addr mac;
+    if (!d->pool || rte_eth_dev_configure(d->port, 1, 1, &conf) != 0 ||
+        rte_eth_rx_queue_setup(d->port, 0, 1024, (unsigned)rte_eth_dev_socket_id(d->port), NULL,
+                               d->pool) != 0 ||
+        rte_eth_tx_queue_setup(d->port, 0, 1024, (unsigned)rte_eth_dev_socket_id(d->port),
+                               NULL) != 0 ||
+        rte_eth_macaddr_get(d->port, &mac) != 0 || rte_eth_dev_start(d->port) != 0) {
+        snprintf(err, err_len, "--dpdk: port %u could not be set up", d->port);
+        return -1;
+    }
+    memcpy(d->mac, mac.addr_bytes, 6);
+    return 0;
+}
+
+static bool always(void *arg)
+{
+    (void)arg;
+    return true;
+}
+
+/* The port's one user while a run lasts: fill, poll, until drained. */
+static void *poll_main(void *arg)
+{
+    struct ddrv *d = arg;
+    uint64_t drain_end = 0;
+    for (;;) {
+        d->cur_phase = atomic_load_explicit(d->phase, memory_order_acquire);
+        uint64_t now = (uint64_t)base_mono_ns();
+        if (d->cur_phase == BENCH_PHASE_DRAIN && drain_end == 0)
+            drain_end = now + 1000000000ull;
+        bool inflight = fill(d, now);
+        poll_rx(d);
+        if (d->cur_phase == BENCH_PHASE_DRAIN && (!inflight || now >= drain_end))
+            return NULL;
+    }
+}
+
+int bench_dpdk_run(const struct bench_cfg *cfg, double read_pct, struct bench_result *r,
+                   char *err, size_t err_len)
+{
+    static struct ddrv d; /* EAL starts once per process: so does the port */
+    static bool started;
+    struct bench_keys keys;
+    err[0] = '\0';
+    bench_keys_init(&keys, cfg);
+    bench_result_reset(r, read_pct);
+    d.cfg = cfg;
+    d.keys = &keys;
+    if (inet_pton(AF_INET, cfg->udp_host, d.server_ip) != 1 ||
+        inet_pton(AF_INET, cfg->dpdk_src, d.ip) != 1) {
+        snprintf(err, err_len, "--dpdk: --udp and --dpdk-src must be IPv4 addresses");
+        return -1;
+    }
+    if (!started) {
+        if (start_port(&d, err, err_len) != 0 || resolve(&d, err, err_len) != 0)
+            return -1;
+        started = true;
+    }
+    d.sessions = calloc((size_t)cfg->sessions, sizeof *d.sessions);
+    for (int i = 0; d.sessions && i < cfg->sessions; i++) {
+        d.sessions[i].slots = calloc((size_t)cfg->outstanding, sizeof(struct dslot));
+        bench_rng_seed(&d.sessions[i].rng, cfg->seed ^ (uint64_t)i);
+        if (!d.sessions[i].slots) {
+            snprintf(err, err_len, "out of memory");
+            return -1;
+        }
+    }
+    memset(&d.counts, 0, sizeof d.counts);
+    bench_hist_reset(&d.all);
+    bench_hist_reset(&d.read);
+    _Atomic int phase = BENCH_PHASE_WARMUP;
+    d.phase = &phase;
+    d.cur_phase = BENCH_PHASE_WARMUP;
+    pthread_t poller;
+    if (pthread_create(&poller, NULL, poll_main, &d) != 0) {
+        snprintf(err, err_len, "cannot start the polling thread");
+        return -1;
+    }
+    int rc = bench_timeline(cfg, &phase, r, always, NULL);
+    atomic_store(&phase, BENCH_PHASE_DRAIN);
+    pthread_join(poller, NULL);
+    bench_counts_add(&r->counts, &d.counts);
+    bench_hist_merge(&r->all, &d.all);
+    bench_hist_merge(&r->read, &d.read);
+    for (int i = 0; i < cfg->sessions; i++)
+        free(d.sessions[i].slots);
+    free(d.sessions);
+    d.sessions = NULL;
+    return rc;
+}
