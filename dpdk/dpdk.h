@@ -41,7 +41,8 @@ enum ldp_drop {
     LDP_DROP_ETHERTYPE,   /* neither IPv4 nor ARP (VLAN tags included) */
     LDP_DROP_ARP,         /* an ARP that is not a request for our address */
     LDP_DROP_NOT_OURS,    /* IPv4 for another address, or a broadcast */
-    LDP_DROP_IP_HEADER,   /* bad version, header length, options, total length or checksum */
+    LDP_DROP_IP_HEADER,   /* bad version, header length, options, total length (or above
+                           * the MTU) or checksum */
     LDP_DROP_FRAGMENT,    /* a fragment: requests fit one packet (UDP.md) */
     LDP_DROP_PROTOCOL,    /* neither UDP nor ICMP */
     LDP_DROP_ICMP,        /* ICMP other than an echo request, or a bad checksum */

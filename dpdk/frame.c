@@ -173,7 +173,7 @@ static size_t ipv4(const struct ldp_iface *ifc, struct dp *dp, uint8_t *buf, siz
         return drop(ctr, LDP_DROP_RUNT);
     size_t total = base_get_be16(ip + 2);
     if (ip[0] != 0x45 || total < LDP_IPV4_HEADER || total > len - LDP_ETH_HEADER ||
-        csum_fold(csum_add(0, ip, LDP_IPV4_HEADER)) != 0)
+        total > ifc->mtu || csum_fold(csum_add(0, ip, LDP_IPV4_HEADER)) != 0)
         return drop(ctr, LDP_DROP_IP_HEADER);
     if (memcmp(ip + 16, ifc->ip, 4) != 0)
         return drop(ctr, LDP_DROP_NOT_OURS);

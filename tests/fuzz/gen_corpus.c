@@ -764,6 +764,36 @@ static void udp_datagrams(void)
     zk_wbuf_free(&r);
 }
 
+/* ---- fuzz_ldp: Ethernet frames for the DPDK path (modes: see the target) ------- */
+
+static void ldp_frames(void)
+{
+    static const uint8_t our_mac[6] = { 0x02, 0, 0, 0, 0, 0x01 };
+    static const uint8_t peer_mac[6] = { 0x02, 0, 0, 0, 0, 0x02 };
+    uint8_t f[128] = { 0 };
+    memcpy(f, our_mac, 6);
+    memcpy(f + 6, peer_mac, 6);
+    /* ARP request (mode 4 fills it in), ICMP echo and a UDP getData of "/"
+     * (mode 1 and 3 fix the IPv4 and UDP headers) */
+    emit_mode("fuzz_ldp", "arp", 4, f, 42);
+    base_put_be16(f + 12, 0x0800);
+    f[14 + 9] = 1;
+    f[34] = 8;
+    memcpy(f + 42, "echo", 4);
+    emit_mode("fuzz_ldp", "icmp-echo", 1, f, 46);
+    memset(f + 34, 0, sizeof f - 34);
+    f[14 + 9] = 17;
+    base_put_be16(f + 34, 40000);
+    uint8_t *d = f + 42;
+    base_put_be32(d, DP_UDP_MAGIC);
+    d[4] = DP_UDP_VERSION;
+    base_put_be16(d + 6, DP_UDP_REQUEST_HEADER_BYTES);
+    base_put_be32(d + 32, ZK_OP_GETDATA);
+    base_put_be32(d + 48, 1);
+    d[52] = '/';
+    emit_mode("fuzz_ldp", "udp-getdata", 3, f, 42 + 54);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -782,6 +812,7 @@ int main(int argc, char **argv)
     build_shapes();
     peer_frames();
     udp_datagrams();
+    ldp_frames();
     for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++)
         emit("fuzz_config", configs[i].name, configs[i].text, strlen(configs[i].text));
     rcu_unregister_thread();

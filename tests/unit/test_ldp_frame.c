@@ -240,6 +240,14 @@ static void test_udp_read_is_answered_in_place(void **state)
     r = handle(f, b, n);
     assert_true(r > 0 && r <= 14 + 100);
     assert_int_equal(base_get_be32(b + 42 + 16), DP_UDP_TOO_BIG);
+    /* a packet above the MTU never arrives on a real port: dropped, not echoed */
+    eth(b, 0x0800);
+    memset(b + 34, 0, 200);
+    b[34] = 8;
+    base_put_be16(b + 34 + 2, checksum(b + 34, 200, 0));
+    ip(b, OUR_IP, 1, 200);
+    assert_int_equal(handle(f, b, 234), 0);
+    assert_int_equal(f->ctr.dropped[LDP_DROP_IP_HEADER], 1);
     f->ifc.mtu = 1500;
 }
 
