@@ -236,6 +236,17 @@ uint32_t base_crc32c(uint32_t crc, const void *p, size_t n);
  * torn log tail is checked against its preallocated zeros for free. */
 uint32_t base_crc32c_zeros(uint32_t crc, uint64_t n);
 
+/* ---- the Internet checksum (RFC 1071; checksum.c) -------------------------------- */
+
+/* Adds n bytes at p, read as big-endian 16-bit words (an odd last byte
+ * padded with zero), to the partial sum; pieces of even length chain. The
+ * partial sum means something only to base_csum_fold (it is kept modulo
+ * 0xffff, not as the 16-bit word sum). */
+uint32_t base_csum_add(uint32_t sum, const void *p, size_t n);
+/* The checksum a header carries: the sum folded to 16 bits, complemented.
+ * Over data that includes a correct checksum it is 0. */
+uint16_t base_csum_fold(uint32_t sum);
+
 /* ---- SipHash-2-4 (siphash.c) ------------------------------------------------------ */
 
 #define BASE_SIPHASH_KEY_BYTES 16

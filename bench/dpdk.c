@@ -60,18 +60,6 @@ struct ddrv {
     _Atomic int *phase;
 };
 
-static uint16_t csum(const uint8_t *p, size_t n)
-{
-    uint32_t sum = 0;
-    for (; n >= 2; p += 2, n -= 2)
-        sum += (uint32_t)p[0] << 8 | p[1];
-    if (n)
-        sum += (uint32_t)p[0] << 8;
-    while (sum >> 16)
-        sum = (sum & 0xffff) + (sum >> 16);
-    return (uint16_t)~sum;
-}
-
 static void flush_tx(struct ddrv *d)
 {
     uint16_t sent = d->ntx ? rte_eth_tx_burst(d->port, 0, d->tx, (uint16_t)d->ntx) : 0;
@@ -110,7 +98,7 @@ static struct rte_mbuf *udp_frame(struct ddrv *d, uint16_t sport, const uint8_t 
     ip[9] = 17;
     memcpy(ip + 12, d->ip, 4);
     memcpy(ip + 16, d->server_ip, 4);
-    base_put_be16(ip + 10, csum(ip, 20));
+    base_put_be16(ip + 10, base_csum_fold(base_csum_add(0, ip, 20)));
     uint8_t *u = ip + 20;
     base_put_be16(u, sport);
     base_put_be16(u + 2, d->cfg->udp_port);

@@ -55,8 +55,8 @@ static void put_reply(struct zk_wbuf *out, const struct udp_req *q, enum dp_udp_
 {
     zk_wbuf_reset(out);
     zk_put_i32(out, (int32_t)DP_UDP_MAGIC);
-    uint8_t vf[4] = { DP_UDP_VERSION, (uint8_t)(DP_UDP_FLAG_REPLY | (q->flags & DP_UDP_FLAG_SESSION)),
-                      0, REPLY_HEADER };
+    uint8_t flags = (uint8_t)(DP_UDP_FLAG_REPLY | (q->flags & DP_UDP_FLAG_SESSION));
+    uint8_t vf[4] = { DP_UDP_VERSION, flags, 0, REPLY_HEADER };
     zk_put_raw(out, vf, sizeof vf);
     zk_put_i64(out, (int64_t)q->request_id);
     zk_put_i32(out, (int32_t)status);

@@ -21,35 +21,6 @@
 #define ICMP_ECHO_REPLY 0
 #define IP_TTL 64
 
-/* ---- the Internet checksum (RFC 1071) ------------------------------------ */
-
-/* Adds n bytes at p (big-endian 16-bit words, an odd last byte padded)
- * to sum. Four bytes at a time: a*2^16 + b is a + b modulo 0xffff, which
- * is all a one's-complement sum keeps. */
-static uint32_t csum_add(uint32_t sum, const uint8_t *p, size_t n)
-{
-    uint64_t acc = sum;
-    for (; n >= 4; p += 4, n -= 4)
-        acc += base_get_be32(p);
-    if (n >= 2) {
-        acc += base_get_be16(p);
-        p += 2;
-        n -= 2;
-    }
-    if (n)
-        acc += (uint32_t)p[0] << 8;
-    acc = (acc & 0xffffffff) + (acc >> 32);
-    acc = (acc & 0xffffffff) + (acc >> 32);
-    return (uint32_t)acc;
-}
-
-static uint16_t csum_fold(uint32_t sum)
-{
-    while (sum >> 16)
-        sum = (sum & 0xffff) + (sum >> 16);
-    return (uint16_t)~sum;
-}
-
 /* ---- layers ------------------------------------------------------------------ */
 
 static size_t drop(struct ldp_counters *ctr, enum ldp_drop why)
@@ -94,7 +65,7 @@ static void ip_reply(uint8_t *ip, size_t payload)
     base_put_be16(ip + 6, 0x4000); /* DF, not a fragment */
     ip[8] = IP_TTL;
     base_put_be16(ip + 10, 0);
-    base_put_be16(ip + 10, csum_fold(csum_add(0, ip, LDP_IPV4_HEADER)));
+    base_put_be16(ip + 10, base_csum_fold(base_csum_add(0, ip, LDP_IPV4_HEADER)));
 }
 
 static size_t icmp(const struct ldp_iface *ifc, uint8_t *buf, uint8_t *ip, size_t ip_len,
@@ -102,11 +73,12 @@ static size_t icmp(const struct ldp_iface *ifc, uint8_t *buf, uint8_t *ip, size_
 {
     uint8_t *m = ip + LDP_IPV4_HEADER;
     size_t n = ip_len - LDP_IPV4_HEADER;
-    if (n < 8 || m[0] != ICMP_ECHO_REQUEST || m[1] != 0 || csum_fold(csum_add(0, m, n)) != 0)
+    if (n < 8 || m[0] != ICMP_ECHO_REQUEST || m[1] != 0 ||
+        base_csum_fold(base_csum_add(0, m, n)) != 0)
         return drop(ctr, LDP_DROP_ICMP);
     m[0] = ICMP_ECHO_REPLY;
     base_put_be16(m + 2, 0);
-    base_put_be16(m + 2, csum_fold(csum_add(0, m, n)));
+    base_put_be16(m + 2, base_csum_fold(base_csum_add(0, m, n)));
     ip_reply(ip, n);
     eth_reply(buf, ifc);
     ctr->icmp_replies++;
@@ -156,9 +128,9 @@ static size_t udp(const struct ldp_iface *ifc, struct dp *dp, uint8_t *buf, size
     ip_reply(ip, LDP_UDP_HEADER + n);
     /* the checksum over the pseudo-header (addresses, protocol, length) */
     base_put_be16(u + 6, 0);
-    uint32_t sum = csum_add(0, ip + 12, 8);
+    uint32_t sum = base_csum_add(0, ip + 12, 8);
     sum += IPPROTO_UDP_ + (uint32_t)(LDP_UDP_HEADER + n);
-    uint16_t c = csum_fold(csum_add(sum, u, LDP_UDP_HEADER + n));
+    uint16_t c = base_csum_fold(base_csum_add(sum, u, LDP_UDP_HEADER + n));
     base_put_be16(u + 6, c ? c : 0xffff); /* 0 would mean "none" */
     eth_reply(buf, ifc);
     ctr->udp_replies++;
@@ -173,7 +145,7 @@ static size_t ipv4(const struct ldp_iface *ifc, struct dp *dp, uint8_t *buf, siz
         return drop(ctr, LDP_DROP_RUNT);
     size_t total = base_get_be16(ip + 2);
     if (ip[0] != 0x45 || total < LDP_IPV4_HEADER || total > len - LDP_ETH_HEADER ||
-        total > ifc->mtu || csum_fold(csum_add(0, ip, LDP_IPV4_HEADER)) != 0)
+        total > ifc->mtu || base_csum_fold(base_csum_add(0, ip, LDP_IPV4_HEADER)) != 0)
         return drop(ctr, LDP_DROP_IP_HEADER);
     if (memcmp(ip + 16, ifc->ip, 4) != 0)
         return drop(ctr, LDP_DROP_NOT_OURS);

@@ -298,6 +298,7 @@ void ldp_get_stats(struct ldp *l, struct ldp_stats *out)
             out->udp.answered[k] +=
                 atomic_load_explicit(&c->st_udp_answered[k], memory_order_relaxed);
         for (int k = 0; k < DP_UDP_DROPS; k++)
-            out->udp.dropped[k] += atomic_load_explicit(&c->st_udp_dropped[k], memory_order_relaxed);
+            out->udp.dropped[k] +=
+                atomic_load_explicit(&c->st_udp_dropped[k], memory_order_relaxed);
     }
 }

@@ -17,7 +17,8 @@ import sys
 import textwrap
 import unittest
 
-from harness import Server, four_letter, kazoo_client, stop_kazoo, sut_kind, unique_path
+from harness import Server, kazoo_client, stop_kazoo, sut_kind, unique_path
+from test_udp import mntr
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER_IP = "198.18.0.1"
@@ -34,14 +35,6 @@ def can_make_namespaces():
         return False
     r = run("ip", "netns", "list", check=False)
     return r.returncode == 0
-
-
-def mntr(port):
-    out = {}
-    for line in four_letter(port, "mntr").decode().splitlines():
-        k, _, v = line.partition("\t")
-        out[k] = v
-    return out
 
 
 # Runs inside the namespace: test_udp's client, one job, a JSON line out.

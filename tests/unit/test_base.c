@@ -313,6 +313,32 @@ static uint32_t crc32c_bitwise(uint32_t crc, const uint8_t *p, size_t n)
     return ~crc;
 }
 
+/* RFC 1071's example, then a bytewise oracle on every length up to 300,
+ * whole and in even pieces. */
+static void test_inet_checksum(void **state)
+{
+    (void)state;
+    static const uint8_t rfc[] = { 0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7 };
+    assert_int_equal(base_csum_fold(base_csum_add(0, rfc, sizeof rfc)), (uint16_t)~0xddf2);
+    struct base_rng rng;
+    base_rng_seed(&rng, 11);
+    uint8_t b[300];
+    for (size_t n = 0; n <= sizeof b; n++) {
+        for (size_t i = 0; i < n; i++)
+            b[i] = (uint8_t)base_rng_next(&rng);
+        uint32_t oracle = 0;
+        for (size_t i = 0; i < n; i++)
+            oracle += i % 2 ? b[i] : (uint32_t)b[i] << 8;
+        while (oracle >> 16)
+            oracle = (oracle & 0xffff) + (oracle >> 16);
+        assert_int_equal(base_csum_fold(base_csum_add(0, b, n)), (uint16_t)~oracle);
+        size_t cut = n & ~(size_t)1;
+        cut = cut ? (size_t)(base_rng_next(&rng) % (cut / 2 + 1)) * 2 : 0;
+        assert_int_equal(base_csum_fold(base_csum_add(base_csum_add(0, b, cut), b + cut, n - cut)),
+                         (uint16_t)~oracle);
+    }
+}
+
 /* The reference vectors (key 00..0f, message 00..n-1; the paper's example
  * is n = 15), then OpenSSL's SipHash-2-4 on every length up to 200 under
  * seeded keys and messages. */
@@ -572,6 +598,7 @@ int main(void)
         cmocka_unit_test(test_buf_max_is_enforced),
         cmocka_unit_test(test_crc32c_known_vectors),
         cmocka_unit_test(test_siphash24_vectors),
+        cmocka_unit_test(test_inet_checksum),
         cmocka_unit_test(test_crc32c_pieces_match_reference),
         cmocka_unit_test(test_crc32c_zeros_extends),
         cmocka_unit_test(test_clocks),

@@ -221,7 +221,8 @@ static void test_udp_read_is_answered_in_place(void **state)
     size_t ulen = base_get_be16(u + 4);
     assert_int_equal(ulen, r - 34);
     /* the UDP checksum over the pseudo-header verifies */
-    uint32_t pseudo = (uint32_t)(OUR_IP[0] << 8 | OUR_IP[1]) + (uint32_t)(OUR_IP[2] << 8 | OUR_IP[3]) +
+    uint32_t pseudo = (uint32_t)(OUR_IP[0] << 8 | OUR_IP[1]) +
+                      (uint32_t)(OUR_IP[2] << 8 | OUR_IP[3]) +
                       (uint32_t)(PEER_IP[0] << 8 | PEER_IP[1]) +
                       (uint32_t)(PEER_IP[2] << 8 | PEER_IP[3]) + 17 + (uint32_t)ulen;
     assert_int_equal(checksum(u, ulen, pseudo), 0);
