@@ -251,12 +251,14 @@ static int start(struct server *srv)
 
 static void stop(struct server *srv)
 {
-#ifdef LARCH_HAVE_DPDK
-    ldp_stop(srv->ldp); /* its lcores read through the dataplane: before it goes */
-    srv->ldp = NULL;
-#endif
     if (srv->dp)
         dp_stop(srv->dp);
+#ifdef LARCH_HAVE_DPDK
+    /* after the workers (mntr reads srv->ldp on them), before dp_free (the
+     * lcores read the tree through the dataplane) */
+    ldp_stop(srv->ldp);
+    srv->ldp = NULL;
+#endif
     if (srv->seq)
         seq_stop(srv->seq);
     peers_stop(srv->peers);
