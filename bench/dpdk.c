@@ -235,16 +235,18 @@ static int resolve(struct ddrv *d, char *err, size_t err_len)
         }
         struct rte_mbuf *in[BURST];
         uint16_t n = rte_eth_rx_burst(d->port, 0, in, BURST);
+        bool answered = false;
         for (uint16_t i = 0; i < n; i++) {
             const uint8_t *f = rte_pktmbuf_mtod(in[i], const uint8_t *);
             bool answer = rte_pktmbuf_data_len(in[i]) >= 42 && base_get_be16(f + 12) == 0x0806 &&
                           base_get_be16(f + 20) == 2 && memcmp(f + 28, d->server_ip, 4) == 0;
-            if (answer)
+            if (answer && !answered)
                 memcpy(d->server_mac, f + 22, 6);
-            rte_pktmbuf_free(in[i]);
-            if (answer)
-                return 0;
+            answered |= answer;
+            rte_pktmbuf_free(in[i]); /* every frame of the burst, the answer's too */
         }
+        if (answered)
+            return 0;
     }
     snprintf(err, err_len, "--dpdk: no ARP answer from %s (is larchd --dpdk on the other end?)",
              d->cfg->udp_host);
