@@ -159,7 +159,7 @@ enum bench_phase { BENCH_PHASE_WARMUP = 0, BENCH_PHASE_MEASURE = 1, BENCH_PHASE_
 int bench_timeline(const struct bench_cfg *cfg, _Atomic int *phase, struct bench_result *r,
                    bool (*alive)(void *arg), void *arg);
 
-/* ---- frames.c: request encoders shared by setup and the raw driver ----- */
+/* ---- frames.c: request encoders shared by setup and the drivers --------- */
 struct zk_wbuf;
 void bench_put_connect(struct zk_wbuf *w, int32_t timeout_ms);
 void bench_put_read(struct zk_wbuf *w, int32_t xid, enum bench_read_op op, const char *path,
@@ -172,6 +172,11 @@ void bench_put_delete(struct zk_wbuf *w, int32_t xid, const char *path);
 void bench_put_children(struct zk_wbuf *w, int32_t xid, const char *path);
 void bench_put_close(struct zk_wbuf *w, int32_t xid);
 void bench_put_ping(struct zk_wbuf *w);
+/* ZooKeeper's opcode of a read op. */
+int32_t bench_read_opcode(enum bench_read_op op);
+/* One anonymous UDP read datagram (dataplane/UDP.md), appended to w. */
+void bench_put_udp_read(struct zk_wbuf *w, uint64_t request_id, enum bench_read_op op,
+                        const char *path);
 
 /* ---- setup.c: blocking client for setup and cleanup -------------------- */
 /* A connected TCP socket (blocking, TCP_NODELAY, 30 s I/O timeouts) or -1. */

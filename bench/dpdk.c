@@ -58,6 +58,7 @@ struct ddrv {
     int ntx;
     int cur_phase;
     _Atomic int *phase;
+    struct zk_wbuf req; /* the next request's datagram, reused */
 };
 
 static void flush_tx(struct ddrv *d)
@@ -114,37 +115,27 @@ static void send_read(struct ddrv *d, int si, uint32_t i, uint64_t now_ns)
     char path[64];
     bench_key_path(path, sizeof path, bench_keys_pick(d->keys, &s->rng));
     uint64_t rid = (++s->gen << SLOT_BITS) | i;
-    uint8_t req[128] = { 0 };
-    base_put_be32(req, DP_UDP_MAGIC);
-    req[4] = DP_UDP_VERSION;
-    base_put_be16(req + 6, DP_UDP_REQUEST_HEADER_BYTES);
-    base_put_be64(req + 8, rid);
-    int32_t op = d->cfg->read_op == BENCH_READ_EXISTS        ? ZK_OP_EXISTS
-                 : d->cfg->read_op == BENCH_READ_GETCHILDREN ? ZK_OP_GETCHILDREN
-                                                             : ZK_OP_GETDATA;
-    base_put_be32(req + 32, (uint32_t)op);
-    size_t plen = strlen(path), n = DP_UDP_REQUEST_HEADER_BYTES;
-    base_put_be32(req + n, (uint32_t)plen);
-    memcpy(req + n + 4, path, plen);
-    n += 4 + plen + 1; /* the watch flag, false */
+    zk_wbuf_reset(&d->req);
+    bench_put_udp_read(&d->req, rid, d->cfg->read_op, path);
     s->slots[i] = (struct dslot){ .rid = rid, .t0_ns = now_ns };
-    struct rte_mbuf *m = udp_frame(d, (uint16_t)(SRC_PORT_BASE + si), req, n);
+    if (d->req.err)
+        return; /* no memory: the slot is re-sent after RESEND_NS */
+    struct rte_mbuf *m = udp_frame(d, (uint16_t)(SRC_PORT_BASE + si), d->req.p, d->req.len);
     if (m)
         queue_frame(d, m);
 }
 
 static void take_reply(struct ddrv *d, const uint8_t *f, size_t len, uint64_t now_ns)
 {
-    if (len < FRAME_HEADERS + DP_UDP_REPLY_HEADER_BYTES + 16 || base_get_be16(f + 12) != 0x0800 ||
-        f[23] != 17)
+    if (len < FRAME_HEADERS || base_get_be16(f + 12) != 0x0800 || f[23] != 17)
         return;
     const uint8_t *u = f + 34;
     int si = (int)base_get_be16(u + 2) - SRC_PORT_BASE;
-    const uint8_t *p = u + 8;
-    if (si < 0 || si >= d->cfg->sessions || base_get_be32(p) != DP_UDP_MAGIC)
+    struct zk_udp_reply r;
+    if (si < 0 || si >= d->cfg->sessions || !zk_get_udp_reply(u + 8, len - FRAME_HEADERS, &r))
         return;
     struct dsess *s = &d->sessions[si];
-    uint64_t rid = base_get_be64(p + 8);
+    uint64_t rid = r.request_id;
     uint32_t i = (uint32_t)(rid & ((1u << SLOT_BITS) - 1));
     if (i >= (uint32_t)d->cfg->outstanding || s->slots[i].rid != rid)
         return;
@@ -152,10 +143,8 @@ static void take_reply(struct ddrv *d, const uint8_t *f, size_t len, uint64_t no
     s->slots[i].rid = 0;
     if (d->cur_phase != BENCH_PHASE_MEASURE)
         return;
-    uint32_t status = base_get_be32(p + 16);
-    int32_t err = (int32_t)base_get_be32(p + DP_UDP_REPLY_HEADER_BYTES + 12);
-    if (status != DP_UDP_OK || err != ZK_OK) {
-        bench_counts_error(&d->counts, status != DP_UDP_OK ? ZK_ESYSTEMERROR : err);
+    if (r.status != ZK_UDP_OK || r.h.err != ZK_OK) {
+        bench_counts_error(&d->counts, r.status != ZK_UDP_OK ? ZK_ESYSTEMERROR : r.h.err);
         return;
     }
     uint64_t lat = now_ns > t0 ? now_ns - t0 : 0;
@@ -352,6 +341,7 @@ int bench_dpdk_run(const struct bench_cfg *cfg, double read_pct, struct bench_re
     _Atomic int phase = BENCH_PHASE_WARMUP;
     d.phase = &phase;
     d.cur_phase = BENCH_PHASE_WARMUP;
+    zk_wbuf_init(&d.req);
     pthread_t poller;
     if (pthread_create(&poller, NULL, poll_main, &d) != 0) {
         snprintf(err, err_len, "cannot start the polling thread");
@@ -360,6 +350,7 @@ int bench_dpdk_run(const struct bench_cfg *cfg, double read_pct, struct bench_re
     int rc = bench_timeline(cfg, &phase, r, always, NULL);
     atomic_store(&phase, BENCH_PHASE_DRAIN);
     pthread_join(poller, NULL);
+    zk_wbuf_free(&d.req);
     bench_counts_add(&r->counts, &d.counts);
     bench_hist_merge(&r->all, &d.all);
     bench_hist_merge(&r->read, &d.read);

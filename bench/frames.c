@@ -35,16 +35,31 @@ void bench_put_connect(struct zk_wbuf *w, int32_t timeout_ms)
     zk_frame_end(w, mark);
 }
 
+int32_t bench_read_opcode(enum bench_read_op op)
+{
+    switch (op) {
+    case BENCH_READ_EXISTS: return ZK_OP_EXISTS;
+    case BENCH_READ_GETCHILDREN: return ZK_OP_GETCHILDREN;
+    default: return ZK_OP_GETDATA;
+    }
+}
+
 void bench_put_read(struct zk_wbuf *w, int32_t xid, enum bench_read_op op, const char *path,
                     bool watch)
 {
-    int32_t code = op == BENCH_READ_EXISTS        ? ZK_OP_EXISTS
-                   : op == BENCH_READ_GETCHILDREN ? ZK_OP_GETCHILDREN
-                                                  : ZK_OP_GETDATA;
-    size_t mark = begin(w, xid, code);
+    size_t mark = begin(w, xid, bench_read_opcode(op));
     struct zk_path_watch_req req = { .path = zk_str_c(path), .watch = watch };
     zk_put_path_watch_req(w, &req);
     zk_frame_end(w, mark);
+}
+
+void bench_put_udp_read(struct zk_wbuf *w, uint64_t request_id, enum bench_read_op op,
+                        const char *path)
+{
+    struct zk_udp_request_header h = { .request_id = request_id, .op = bench_read_opcode(op) };
+    zk_put_udp_request_header(w, &h);
+    struct zk_path_watch_req req = { .path = zk_str_c(path), .watch = false };
+    zk_put_path_watch_req(w, &req);
 }
 
 void bench_put_setdata(struct zk_wbuf *w, int32_t xid, const char *path, const void *value,

@@ -70,26 +70,6 @@ struct uworker {
     int nreqs;
 };
 
-static void put_header(struct zk_wbuf *w, uint64_t rid, int32_t op)
-{
-    uint8_t h[DP_UDP_REQUEST_HEADER_BYTES] = { 0 };
-    base_put_be32(h, DP_UDP_MAGIC);
-    h[4] = DP_UDP_VERSION;
-    base_put_be16(h + 6, DP_UDP_REQUEST_HEADER_BYTES);
-    base_put_be64(h + 8, rid);
-    base_put_be32(h + 32, (uint32_t)op);
-    zk_put_raw(w, h, sizeof h);
-}
-
-static int32_t udp_op(enum bench_read_op op)
-{
-    switch (op) {
-    case BENCH_READ_EXISTS: return ZK_OP_EXISTS;
-    case BENCH_READ_GETCHILDREN: return ZK_OP_GETCHILDREN;
-    default: return ZK_OP_GETDATA;
-    }
-}
-
 /* Sends what queue_read queued for s (one system call per BATCH). */
 static void send_queued(struct uworker *w, struct usession *s)
 {
@@ -114,9 +94,7 @@ static void queue_read(struct uworker *w, struct usession *s, uint32_t i, uint64
     bench_key_path(path, sizeof path, bench_keys_pick(w->keys, &s->rng));
     uint64_t rid = (++s->gen << SLOT_BITS) | i;
     zk_wbuf_reset(&w->req);
-    put_header(&w->req, rid, udp_op(w->cfg->read_op));
-    struct zk_path_watch_req q = { .path = zk_str_c(path), .watch = false };
-    zk_put_path_watch_req(&w->req, &q);
+    bench_put_udp_read(&w->req, rid, w->cfg->read_op, path);
     s->slots[i] = (struct uslot){ .rid = rid, .t0_ns = now_ns };
     if (w->req.err || w->req.len > REQ_BYTES_MAX)
         return; /* key paths are short: cannot happen, and a lost read is re-sent */
@@ -129,20 +107,21 @@ static void queue_read(struct uworker *w, struct usession *s, uint32_t i, uint64
 static void take_reply(struct uworker *w, struct usession *s, const uint8_t *d, size_t n,
                        uint64_t now_ns)
 {
-    if (n < DP_UDP_REPLY_HEADER_BYTES + 16 || base_get_be32(d) != DP_UDP_MAGIC)
+    struct zk_udp_reply r;
+    if (!zk_get_udp_reply(d, n, &r))
         return;
-    uint64_t rid = base_get_be64(d + 8);
+    uint64_t rid = r.request_id;
     uint32_t i = (uint32_t)(rid & ((1u << SLOT_BITS) - 1));
     if (i >= (uint32_t)w->cfg->outstanding || s->slots[i].rid != rid)
         return; /* a reply to a request given up on */
-    uint32_t status = base_get_be32(d + 16);
-    int32_t err = (int32_t)base_get_be32(d + DP_UDP_REPLY_HEADER_BYTES + 12);
+    uint32_t status = r.status;
+    int32_t err = r.h.err;
     uint64_t t0 = s->slots[i].t0_ns;
     s->slots[i].rid = 0;
     s->inflight--;
     if (w->cur_phase != BENCH_PHASE_MEASURE)
         return;
-    if (status != DP_UDP_OK) {
+    if (status != ZK_UDP_OK) {
         bench_counts_error(&w->counts, ZK_ESYSTEMERROR); /* a UDP status: not a read */
         return;
     }

@@ -81,25 +81,6 @@ void dp_free(struct dp *dp);
 
 /* ---- the UDP read path (dataplane/UDP.md) ---------------------------------- */
 
-#define DP_UDP_MAGIC 0x4C524348u /* "LRCH" */
-#define DP_UDP_VERSION 1
-#define DP_UDP_FLAG_SESSION 0x01
-#define DP_UDP_FLAG_REPLY 0x80
-#define DP_UDP_REQUEST_HEADER_BYTES 48
-#define DP_UDP_REPLY_HEADER_BYTES 24 /* then ZooKeeper's ReplyHeader, 16 */
-
-/* A reply's status (UDP.md, "Reply"). */
-enum dp_udp_status {
-    DP_UDP_OK = 0,
-    DP_UDP_BEHIND = 1,
-    DP_UDP_TOO_BIG = 2,
-    DP_UDP_NO_SESSION = 3,
-    DP_UDP_BAD_MAC = 4,
-    DP_UDP_BAD_REQUEST = 5,
-    DP_UDP_BAD_VERSION = 6,
-    DP_UDP_STATUSES
-};
-
 /* Why a datagram got no answer. */
 enum dp_udp_drop {
     DP_UDP_DROP_SHORT,  /* shorter than a request header */
@@ -114,7 +95,7 @@ enum dp_udp_drop {
  * whoever reports them. */
 struct dp_udp_counters {
     uint64_t datagrams;
-    uint64_t answered[DP_UDP_STATUSES];
+    uint64_t answered[ZK_UDP_STATUSES];
     uint64_t dropped[DP_UDP_DROPS];
 };
 
@@ -138,7 +119,7 @@ struct dp_stats {
     uint64_t connections_refused;   /* maxCnxns / maxClientCnxns */
     /* the UDP read path (all workers) */
     uint64_t udp_datagrams;
-    uint64_t udp_answered[DP_UDP_STATUSES];
+    uint64_t udp_answered[ZK_UDP_STATUSES];
     uint64_t udp_dropped[DP_UDP_DROPS];
     uint64_t udp_unsent;            /* replies a full socket buffer refused */
 };

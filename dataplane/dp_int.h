@@ -182,7 +182,7 @@ struct worker {
     struct dp_udp_counters udp_ctr;
     uint64_t udp_unsent; /* replies a full socket buffer refused */
     _Atomic uint64_t st_udp_datagrams, st_udp_unsent;
-    _Atomic uint64_t st_udp_answered[DP_UDP_STATUSES];
+    _Atomic uint64_t st_udp_answered[ZK_UDP_STATUSES];
     _Atomic uint64_t st_udp_dropped[DP_UDP_DROPS];
 };
 

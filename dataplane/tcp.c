@@ -764,7 +764,7 @@ void dp_get_stats(struct dp *dp, struct dp_stats *out)
         out->sessionless_timeouts += atomic_load_explicit(&w->st_sessionless_closes, memory_order_relaxed);
         out->udp_datagrams += atomic_load_explicit(&w->st_udp_datagrams, memory_order_relaxed);
         out->udp_unsent += atomic_load_explicit(&w->st_udp_unsent, memory_order_relaxed);
-        for (int k = 0; k < DP_UDP_STATUSES; k++)
+        for (int k = 0; k < ZK_UDP_STATUSES; k++)
             out->udp_answered[k] += atomic_load_explicit(&w->st_udp_answered[k], memory_order_relaxed);
         for (int k = 0; k < DP_UDP_DROPS; k++)
             out->udp_dropped[k] += atomic_load_explicit(&w->st_udp_dropped[k], memory_order_relaxed);

@@ -14,59 +14,22 @@
 
 #include <urcu.h>
 
-#define REQ_HEADER DP_UDP_REQUEST_HEADER_BYTES
-#define REPLY_HEADER DP_UDP_REPLY_HEADER_BYTES
+#define REQ_HEADER ZK_UDP_REQUEST_HEADER_BYTES
 #define ZK_REPLY_HEADER 16 /* xid, zxid, err */
-#define MAC_AT 40
-#define AMPLIFICATION 3 /* a reply is at most this many times its request */
-
-struct udp_req {
-    uint8_t version;
-    uint8_t flags;
-    uint16_t header_len;
-    uint64_t request_id;
-    int64_t min_zxid;
-    int64_t session_id;
-    int32_t op;
-    uint32_t reserved;
-    uint64_t mac;
-};
-
-static struct udp_req parse_header(const uint8_t *p)
-{
-    struct base_rd r;
-    base_rd_init(&r, p + 4, REQ_HEADER - 4);
-    struct udp_req q;
-    q.version = base_rd_u8(&r);
-    q.flags = base_rd_u8(&r);
-    q.header_len = base_rd_be16(&r);
-    q.request_id = base_rd_be64(&r);
-    q.min_zxid = (int64_t)base_rd_be64(&r);
-    q.session_id = (int64_t)base_rd_be64(&r);
-    q.op = (int32_t)base_rd_be32(&r);
-    q.reserved = base_rd_be32(&r);
-    q.mac = base_rd_be64(&r);
-    return q;
-}
 
 /* The reply's headers; the record, if any, follows. */
-static void put_reply(struct zk_wbuf *out, const struct udp_req *q, enum dp_udp_status status,
-                      uint32_t detail, int64_t zxid, int32_t err)
+static void put_reply(struct zk_wbuf *out, const struct zk_udp_request_header *q,
+                      enum zk_udp_status status, uint32_t detail, int64_t zxid, int32_t err)
 {
     zk_wbuf_reset(out);
-    zk_put_i32(out, (int32_t)DP_UDP_MAGIC);
-    uint8_t flags = (uint8_t)(DP_UDP_FLAG_REPLY | (q->flags & DP_UDP_FLAG_SESSION));
-    uint8_t vf[4] = { DP_UDP_VERSION, flags, 0, REPLY_HEADER };
-    zk_put_raw(out, vf, sizeof vf);
-    zk_put_i64(out, (int64_t)q->request_id);
-    zk_put_i32(out, (int32_t)status);
-    zk_put_i32(out, (int32_t)detail);
+    uint8_t flags = (uint8_t)(ZK_UDP_FLAG_REPLY | (q->flags & ZK_UDP_FLAG_SESSION));
     struct zk_reply_header h = { .xid = 0, .zxid = zxid, .err = err };
-    zk_put_reply_header(out, &h);
+    zk_put_udp_reply_header(out, q->request_id, flags, status, detail, &h);
 }
 
-static size_t answer(struct zk_wbuf *out, struct dp_udp_counters *ctr, const struct udp_req *q,
-                     enum dp_udp_status status, uint32_t detail, int64_t zxid)
+static size_t answer(struct zk_wbuf *out, struct dp_udp_counters *ctr,
+                     const struct zk_udp_request_header *q, enum zk_udp_status status,
+                     uint32_t detail, int64_t zxid)
 {
     put_reply(out, q, status, detail, zxid, 0);
     ctr->answered[status]++;
@@ -79,38 +42,25 @@ static size_t drop(struct dp_udp_counters *ctr, enum dp_udp_drop why)
     return 0;
 }
 
-/* The MAC of a signed request (UDP.md): SipHash-2-4 under the session's
- * password over the datagram with the MAC field read as zeros. */
-static uint64_t request_mac(const uint8_t passwd[TREE_PASSWD_BYTES], const uint8_t *req, size_t len)
-{
-    static const uint8_t zeros[8];
-    struct base_sip s;
-    base_sip_init(&s, passwd);
-    base_sip_update(&s, req, MAC_AT);
-    base_sip_update(&s, zeros, sizeof zeros);
-    base_sip_update(&s, req + REQ_HEADER, len - REQ_HEADER);
-    return base_sip_final(&s);
-}
-
 /* A signed request's session: its identities into *auth, or the status
  * that refuses it. Inside rcu_read_lock. */
-static enum dp_udp_status session_identity(struct dp *dp, const struct udp_req *q,
+static enum zk_udp_status session_identity(struct dp *dp, const struct zk_udp_request_header *q,
                                            const uint8_t *req, size_t len,
                                            struct tree_auth *auth)
 {
     const struct tree_session *s = tree_session_find(dp->tree, q->session_id);
     if (!s || !s->passwd_known)
-        return DP_UDP_NO_SESSION;
+        return ZK_UDP_NO_SESSION;
     /* one 64-bit compare: no early exit a timing could reveal */
-    if (request_mac(s->passwd, req, len) != q->mac)
-        return DP_UDP_BAD_MAC;
+    if (zk_udp_mac(s->passwd, req, len) != q->mac)
+        return ZK_UDP_BAD_MAC;
     struct tree_session_auth sa;
     if (tree_session_auth(s, &sa)) {
         auth->ids = sa.ids;
         auth->count = sa.count;
         auth->super = sa.super;
     }
-    return DP_UDP_OK;
+    return ZK_UDP_OK;
 }
 
 static bool all_zero(const uint8_t *p, size_t n)
@@ -122,11 +72,11 @@ static bool all_zero(const uint8_t *p, size_t n)
 }
 
 /* Runs the read of a checked request. Inside rcu_read_lock. */
-static size_t serve(struct dp *dp, const struct udp_req *q, const uint8_t *req, size_t len,
-                    const struct tree_auth *auth, size_t datagram_max, struct zk_wbuf *out,
-                    struct dp_udp_counters *ctr)
+static size_t serve(struct dp *dp, const struct zk_udp_request_header *q, const uint8_t *req,
+                    size_t len, const struct tree_auth *auth, size_t datagram_max,
+                    struct zk_wbuf *out, struct dp_udp_counters *ctr)
 {
-    put_reply(out, q, DP_UDP_OK, 0, 0, 0);
+    put_reply(out, q, ZK_UDP_OK, 0, 0, 0);
     size_t record_at = out->len;
     struct base_rd in;
     base_rd_init(&in, req + REQ_HEADER, len - REQ_HEADER);
@@ -134,13 +84,14 @@ static size_t serve(struct dp *dp, const struct udp_req *q, const uint8_t *req, 
     int64_t zxid = tree_last_zxid(dp->tree);
     if (rc == DP_READ_TCP_ONLY || rc == ZK_EMARSHALLINGERROR || in.err ||
         !all_zero(in.ptr + in.pos, base_rd_left(&in)))
-        return answer(out, ctr, q, DP_UDP_BAD_REQUEST, 0, zxid);
+        return answer(out, ctr, q, ZK_UDP_BAD_REQUEST, 0, zxid);
     if (out->err)
         return drop(ctr, DP_UDP_DROP_NOMEM);
-    size_t limit = AMPLIFICATION * len < datagram_max ? AMPLIFICATION * len : datagram_max;
+    size_t cap = ZK_UDP_AMPLIFICATION * len;
+    size_t limit = cap < datagram_max ? cap : datagram_max;
     if (out->len > limit) {
         uint32_t need = out->len > UINT32_MAX ? UINT32_MAX : (uint32_t)out->len;
-        return answer(out, ctr, q, DP_UDP_TOO_BIG, need, zxid);
+        return answer(out, ctr, q, ZK_UDP_TOO_BIG, need, zxid);
     }
     /* the headers again, now that err and zxid are known; the record stays */
     size_t record_len = out->len - record_at;
@@ -148,7 +99,7 @@ static size_t serve(struct dp *dp, const struct udp_req *q, const uint8_t *req, 
     struct zk_reply_header h = { .xid = 0, .zxid = zxid, .err = rc };
     zk_put_reply_header(out, &h);
     out->len += rc == ZK_OK ? record_len : 0;
-    ctr->answered[DP_UDP_OK]++;
+    ctr->answered[ZK_UDP_OK]++;
     return out->len;
 }
 
@@ -159,27 +110,33 @@ size_t dp_udp_handle(struct dp *dp, const uint8_t *req, size_t len, const char *
     zk_wbuf_reset(out);
     if (len < REQ_HEADER)
         return drop(ctr, DP_UDP_DROP_SHORT);
-    if (base_get_be32(req) != DP_UDP_MAGIC)
+    if (base_get_be32(req) != ZK_UDP_MAGIC)
         return drop(ctr, DP_UDP_DROP_MAGIC);
-    struct udp_req q = parse_header(req);
-    if (q.flags & DP_UDP_FLAG_REPLY)
+    struct zk_udp_request_header q = zk_get_udp_request_header(req);
+    if (q.flags & ZK_UDP_FLAG_REPLY)
         return drop(ctr, DP_UDP_DROP_REPLY);
-    if (q.version != DP_UDP_VERSION || (q.flags & ~DP_UDP_FLAG_SESSION) != 0)
-        return answer(out, ctr, &q, DP_UDP_BAD_VERSION, 0, 0);
+    if (q.version != ZK_UDP_VERSION || (q.flags & ~ZK_UDP_FLAG_SESSION) != 0)
+        return answer(out, ctr, &q, ZK_UDP_BAD_VERSION, 0, 0);
     if (q.header_len != REQ_HEADER)
         return drop(ctr, DP_UDP_DROP_HEADER);
-    if (q.reserved != 0 || (!(q.flags & DP_UDP_FLAG_SESSION) && (q.session_id != 0 || q.mac != 0)))
-        return answer(out, ctr, &q, DP_UDP_BAD_REQUEST, 0, 0);
+    if (q.reserved != 0 || (!(q.flags & ZK_UDP_FLAG_SESSION) && (q.session_id != 0 || q.mac != 0)))
+        return answer(out, ctr, &q, ZK_UDP_BAD_REQUEST, 0, 0);
+
+    /* a member without a live leader serves nobody, as over TCP: its tree
+     * may be arbitrarily old, and a client without a minimum zxid would
+     * take it */
+    if (dp->seq != NULL && !seq_serving(dp->seq))
+        return answer(out, ctr, &q, ZK_UDP_NOT_SERVING, 0, tree_last_zxid(dp->tree));
 
     struct tree_auth auth = { .ids = NULL, .count = 0, .peer_ip = peer_ip, .super = false };
     rcu_read_lock();
     int64_t zxid = tree_last_zxid(dp->tree);
-    enum dp_udp_status st = DP_UDP_OK;
-    if (q.flags & DP_UDP_FLAG_SESSION)
+    enum zk_udp_status st = ZK_UDP_OK;
+    if (q.flags & ZK_UDP_FLAG_SESSION)
         st = session_identity(dp, &q, req, len, &auth);
-    if (st == DP_UDP_OK && zxid < q.min_zxid)
-        st = DP_UDP_BEHIND;
-    size_t n = st == DP_UDP_OK ? serve(dp, &q, req, len, &auth, datagram_max, out, ctr)
+    if (st == ZK_UDP_OK && zxid < q.min_zxid)
+        st = ZK_UDP_BEHIND;
+    size_t n = st == ZK_UDP_OK ? serve(dp, &q, req, len, &auth, datagram_max, out, ctr)
                                : answer(out, ctr, &q, st, 0, zxid);
     rcu_read_unlock();
     return n;

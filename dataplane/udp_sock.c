@@ -146,7 +146,7 @@ static void publish_counters(struct worker *w)
 {
     const struct dp_udp_counters *c = &w->udp_ctr;
     atomic_store_explicit(&w->st_udp_datagrams, c->datagrams, memory_order_relaxed);
-    for (int i = 0; i < DP_UDP_STATUSES; i++)
+    for (int i = 0; i < ZK_UDP_STATUSES; i++)
         atomic_store_explicit(&w->st_udp_answered[i], c->answered[i], memory_order_relaxed);
     for (int i = 0; i < DP_UDP_DROPS; i++)
         atomic_store_explicit(&w->st_udp_dropped[i], c->dropped[i], memory_order_relaxed);

@@ -162,7 +162,7 @@ size_t ldp_frame_handle(const struct ldp_iface *ifc, struct dp *dp, uint8_t *buf
                         size_t cap, struct zk_wbuf *scratch, struct ldp_counters *ctr)
 {
     ctr->frames++;
-    if (len < LDP_ETH_HEADER || cap < LDP_FRAME_OVERHEAD + DP_UDP_REPLY_HEADER_BYTES + 16)
+    if (len < LDP_ETH_HEADER || cap < LDP_FRAME_OVERHEAD + ZK_UDP_REPLY_HEADER_BYTES + 16)
         return drop(ctr, LDP_DROP_RUNT);
     switch (base_get_be16(buf + 12)) {
     case ETHERTYPE_ARP:

@@ -43,7 +43,7 @@ struct ldp_core {
     /* published for ldp_get_stats (relaxed: each value one the lcore wrote) */
     _Atomic uint64_t st_frames, st_arp, st_icmp, st_udp, st_tx_dropped;
     _Atomic uint64_t st_dropped[LDP_DROPS];
-    _Atomic uint64_t st_udp_answered[DP_UDP_STATUSES];
+    _Atomic uint64_t st_udp_answered[ZK_UDP_STATUSES];
     _Atomic uint64_t st_udp_dropped[DP_UDP_DROPS];
 };
 
@@ -67,7 +67,7 @@ static void publish(struct ldp_core *c)
     atomic_store_explicit(&c->st_tx_dropped, c->tx_dropped, memory_order_relaxed);
     for (int i = 0; i < LDP_DROPS; i++)
         atomic_store_explicit(&c->st_dropped[i], c->ctr.dropped[i], memory_order_relaxed);
-    for (int i = 0; i < DP_UDP_STATUSES; i++)
+    for (int i = 0; i < ZK_UDP_STATUSES; i++)
         atomic_store_explicit(&c->st_udp_answered[i], c->ctr.udp.answered[i],
                               memory_order_relaxed);
     for (int i = 0; i < DP_UDP_DROPS; i++)
@@ -294,7 +294,7 @@ void ldp_get_stats(struct ldp *l, struct ldp_stats *out)
         out->tx_dropped += atomic_load_explicit(&c->st_tx_dropped, memory_order_relaxed);
         for (int k = 0; k < LDP_DROPS; k++)
             out->dropped[k] += atomic_load_explicit(&c->st_dropped[k], memory_order_relaxed);
-        for (int k = 0; k < DP_UDP_STATUSES; k++)
+        for (int k = 0; k < ZK_UDP_STATUSES; k++)
             out->udp.answered[k] +=
                 atomic_load_explicit(&c->st_udp_answered[k], memory_order_relaxed);
         for (int k = 0; k < DP_UDP_DROPS; k++)

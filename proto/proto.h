@@ -375,6 +375,71 @@ void zk_setwatches_req_free(struct zk_setwatches_req *v);
 bool zk_get_path_mode_req(struct base_rd *r, struct zk_path_mode_req *v);
 void zk_put_path_mode_req(struct zk_wbuf *w, const struct zk_path_mode_req *v);
 
+/* ---- Larch's UDP read datagrams (udp.c; the format: dataplane/UDP.md) --- */
+/* Not ZooKeeper's: larchd's own read path over UDP. A request is a 48-byte
+ * header, then the ZooKeeper request record of its opcode and optional zero
+ * padding; a reply is a 24-byte header, ZooKeeper's ReplyHeader and, when
+ * status and err are both 0, the response record. */
+#define ZK_UDP_MAGIC 0x4C524348u /* "LRCH" */
+#define ZK_UDP_VERSION 1
+#define ZK_UDP_FLAG_SESSION 0x01
+#define ZK_UDP_FLAG_REPLY 0x80
+#define ZK_UDP_REQUEST_HEADER_BYTES 48
+#define ZK_UDP_REPLY_HEADER_BYTES 24 /* then ZooKeeper's ReplyHeader, 16 */
+#define ZK_UDP_MAC_AT 40             /* the MAC's offset in a request */
+#define ZK_UDP_AMPLIFICATION 3       /* a reply is at most this many times its request */
+
+/* A reply's status (UDP.md, "Reply"). */
+enum zk_udp_status {
+    ZK_UDP_OK = 0,
+    ZK_UDP_BEHIND = 1,
+    ZK_UDP_TOO_BIG = 2,
+    ZK_UDP_NO_SESSION = 3,
+    ZK_UDP_BAD_MAC = 4,
+    ZK_UDP_BAD_REQUEST = 5,
+    ZK_UDP_BAD_VERSION = 6,
+    ZK_UDP_NOT_SERVING = 7,
+    ZK_UDP_STATUSES
+};
+/* "ok", "behind", ... "not_serving" (mntr's names); "unknown" past the end. */
+const char *zk_udp_status_name(uint32_t status);
+
+struct zk_udp_request_header {
+    uint8_t version;     /* put: ZK_UDP_VERSION when 0 */
+    uint8_t flags;
+    uint16_t header_len; /* put: always ZK_UDP_REQUEST_HEADER_BYTES */
+    uint64_t request_id;
+    int64_t min_zxid;
+    int64_t session_id;
+    int32_t op;
+    uint32_t reserved;
+    uint64_t mac;
+};
+/* Decodes the fixed header; p has at least ZK_UDP_REQUEST_HEADER_BYTES. The
+ * magic is not checked here. */
+struct zk_udp_request_header zk_get_udp_request_header(const uint8_t *p);
+void zk_put_udp_request_header(struct zk_wbuf *w, const struct zk_udp_request_header *h);
+/* The MAC of a signed request: SipHash-2-4 keyed by the session's password
+ * over the datagram (len >= the header) with the MAC field read as zeros. */
+uint64_t zk_udp_mac(const uint8_t passwd[16], const uint8_t *dgram, size_t len);
+/* Sets the SESSION flag's MAC of a finished request in place. */
+void zk_udp_sign(const uint8_t passwd[16], uint8_t *dgram, size_t len);
+
+struct zk_udp_reply {
+    uint8_t version, flags;
+    uint64_t request_id;
+    uint32_t status; /* enum zk_udp_status, or a newer server's */
+    uint32_t detail; /* TOO_BIG: the reply size the request would need */
+    struct zk_reply_header h;
+    const uint8_t *record; /* into the datagram; status 0 and err 0 only */
+    size_t record_len;
+};
+void zk_put_udp_reply_header(struct zk_wbuf *w, uint64_t request_id, uint8_t flags,
+                             uint32_t status, uint32_t detail, const struct zk_reply_header *h);
+/* False when d is not a reply of this protocol (short, another magic, no
+ * REPLY flag, a header length this client cannot skip). */
+bool zk_get_udp_reply(const uint8_t *d, size_t n, struct zk_udp_reply *out);
+
 /* ---- names ------------------------------------------------------------ */
 /* Human names for logs, 4lw and CLIs: "getData", "NONODE"; "unknown" if out of range. */
 const char *zk_op_name(int32_t op);

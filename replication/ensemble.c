@@ -1675,6 +1675,7 @@ static void watch_serving(struct seq *s)
     if (serving == e->serving)
         return;
     e->serving = serving;
+    atomic_store_explicit(&s->serving, serving, memory_order_release);
     if (serving) {
         /* read-only clients go: they reconnect to a server with a quorum,
          * as ZooKeeper's read-only server drops them when it rejoins */

@@ -221,6 +221,11 @@ size_t seq_worker_drain(struct seq *s, int w, seq_out_fn fn, void *arg);
  * A reader that observed tree state and then reads this value knows every
  * txn it could have seen is <= it (DESIGN.md invariant 3). */
 int64_t seq_applying_zxid(const struct seq *s);
+/* Whether this server's tree may be served to clients now: always when
+ * standalone; a member only while it has a live leader and is not
+ * resyncing (the state in which its TCP clients are served). Paths that
+ * answer without a session (UDP reads) check it per request. Any thread. */
+bool seq_serving(const struct seq *s);
 
 /* The password a server with key gives the session id: HMAC-SHA-256(key,
  * id as 8 big-endian bytes), first SEQ_PASSWD_BYTES bytes. Without the key,

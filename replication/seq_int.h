@@ -40,6 +40,9 @@ struct seq {
     atomic_bool stop;
 
     _Atomic int64_t applying_zxid;
+    /* seq_serving: true standalone; a member's ensemble.c keeps it equal
+     * to its serving state (a live leader, not resyncing) */
+    atomic_bool serving;
     int64_t next_zxid_counter;
     uint64_t next_session_id;
     uint8_t passwd_key[SEQ_PASSWD_KEY_BYTES];

@@ -1269,6 +1269,7 @@ struct seq *seq_new(struct tree *t, const struct seq_cfg *cfg, int nworkers)
     if (s->cfg.ensemble)
         s->cfg.error_txns = true; /* followers answer from committed txns */
     s->in_efd = -1;
+    atomic_init(&s->serving, !s->cfg.ensemble); /* a member serves once it has a leader */
     s->evb = calloc(1, sizeof(*s->evb));
     if (!s->evb) {
         free(s);
@@ -1415,6 +1416,11 @@ size_t seq_worker_drain(struct seq *s, int w, seq_out_fn fn, void *arg)
 int64_t seq_applying_zxid(const struct seq *s)
 {
     return atomic_load((_Atomic int64_t *)&s->applying_zxid);
+}
+
+bool seq_serving(const struct seq *s)
+{
+    return atomic_load_explicit((atomic_bool *)&s->serving, memory_order_acquire);
 }
 
 void seq_get_stats(const struct seq *s, struct seq_stats *out)

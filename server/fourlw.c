@@ -239,9 +239,6 @@ static int count_fds(void)
  * replies by status, datagrams dropped by reason. */
 static void put_mntr_udp(struct server *srv, struct zk_wbuf *out, const struct dp_stats *d)
 {
-    static const char *const status[DP_UDP_STATUSES] = {
-        "ok", "behind", "too_big", "no_session", "bad_mac", "bad_request", "bad_version",
-    };
     static const char *const dropped[DP_UDP_DROPS] = {
         "short", "not_larch", "reply", "header", "no_memory",
     };
@@ -249,8 +246,9 @@ static void put_mntr_udp(struct server *srv, struct zk_wbuf *out, const struct d
         return;
     outf(out, "zk_larch_udp_port\t%d\n", dp_udp_port(srv->dp));
     outf(out, "zk_larch_udp_datagrams\t%" PRIu64 "\n", d->udp_datagrams);
-    for (int i = 0; i < DP_UDP_STATUSES; i++)
-        outf(out, "zk_larch_udp_replies_%s\t%" PRIu64 "\n", status[i], d->udp_answered[i]);
+    for (int i = 0; i < ZK_UDP_STATUSES; i++)
+        outf(out, "zk_larch_udp_replies_%s\t%" PRIu64 "\n", zk_udp_status_name((uint32_t)i),
+             d->udp_answered[i]);
     for (int i = 0; i < DP_UDP_DROPS; i++)
         outf(out, "zk_larch_udp_dropped_%s\t%" PRIu64 "\n", dropped[i], d->udp_dropped[i]);
     outf(out, "zk_larch_udp_unsent\t%" PRIu64 "\n", d->udp_unsent);
@@ -264,9 +262,6 @@ static void put_mntr_dpdk(struct server *srv, struct zk_wbuf *out)
     static const char *const dropped[LDP_DROPS] = {
         "runt", "ethertype", "arp", "not_ours", "ip_header", "fragment",
         "protocol", "icmp", "port", "udp_header", "udp_request",
-    };
-    static const char *const status[DP_UDP_STATUSES] = {
-        "ok", "behind", "too_big", "no_session", "bad_mac", "bad_request", "bad_version",
     };
     if (!srv->ldp)
         return;
@@ -282,8 +277,9 @@ static void put_mntr_dpdk(struct server *srv, struct zk_wbuf *out)
     outf(out, "zk_larch_dpdk_tx_dropped\t%" PRIu64 "\n", st->tx_dropped);
     for (int i = 0; i < LDP_DROPS; i++)
         outf(out, "zk_larch_dpdk_dropped_%s\t%" PRIu64 "\n", dropped[i], st->dropped[i]);
-    for (int i = 0; i < DP_UDP_STATUSES; i++)
-        outf(out, "zk_larch_dpdk_replies_%s\t%" PRIu64 "\n", status[i], st->udp.answered[i]);
+    for (int i = 0; i < ZK_UDP_STATUSES; i++)
+        outf(out, "zk_larch_dpdk_replies_%s\t%" PRIu64 "\n", zk_udp_status_name((uint32_t)i),
+             st->udp.answered[i]);
     for (int i = 0; i < st->cores && i < LDP_CORES_MAX; i++)
         outf(out, "zk_larch_dpdk_core%d_udp_replies\t%" PRIu64 "\n", i, st->core_udp_replies[i]);
     free(st);

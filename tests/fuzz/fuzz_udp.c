@@ -110,16 +110,16 @@ static void world_build(void)
 
 static void fix_header(uint8_t *d, size_t n, uint8_t mode)
 {
-    if (n < DP_UDP_REQUEST_HEADER_BYTES)
+    if (n < ZK_UDP_REQUEST_HEADER_BYTES)
         return;
     if (mode & 1) {
-        base_put_be32(d, DP_UDP_MAGIC);
-        d[4] = DP_UDP_VERSION;
-        d[5] &= DP_UDP_FLAG_SESSION;
-        base_put_be16(d + 6, DP_UDP_REQUEST_HEADER_BYTES);
+        base_put_be32(d, ZK_UDP_MAGIC);
+        d[4] = ZK_UDP_VERSION;
+        d[5] &= ZK_UDP_FLAG_SESSION;
+        base_put_be16(d + 6, ZK_UDP_REQUEST_HEADER_BYTES);
     }
     if (mode & 2) {
-        d[5] |= DP_UDP_FLAG_SESSION;
+        d[5] |= ZK_UDP_FLAG_SESSION;
         base_put_be64(d + 24, (uint64_t)g_sid);
         memset(d + 40, 0, 8);
         base_put_be64(d + 40, base_siphash24(g_pw, d, n));
@@ -139,19 +139,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t max = (mode & 4) ? 1472 : 65507;
     const char *ip = (mode & 8) ? "198.18.0.9" : "127.0.0.1";
     size_t len = dp_udp_handle(g_dp, d, n, ip, max, &g_out, &g_ctr);
-    if (n < DP_UDP_REQUEST_HEADER_BYTES || base_get_be32(d) != DP_UDP_MAGIC ||
-        (d[5] & DP_UDP_FLAG_REPLY))
+    if (n < ZK_UDP_REQUEST_HEADER_BYTES || base_get_be32(d) != ZK_UDP_MAGIC ||
+        (d[5] & ZK_UDP_FLAG_REPLY))
         BASE_ASSERT(len == 0);
     if (len > 0) {
         BASE_ASSERT(len == g_out.len && len <= max && len <= 3 * n);
-        BASE_ASSERT(len >= DP_UDP_REPLY_HEADER_BYTES + 16);
-        BASE_ASSERT(base_get_be32(g_out.p) == DP_UDP_MAGIC);
-        BASE_ASSERT(g_out.p[5] & DP_UDP_FLAG_REPLY);
+        BASE_ASSERT(len >= ZK_UDP_REPLY_HEADER_BYTES + 16);
+        BASE_ASSERT(base_get_be32(g_out.p) == ZK_UDP_MAGIC);
+        BASE_ASSERT(g_out.p[5] & ZK_UDP_FLAG_REPLY);
         BASE_ASSERT(memcmp(g_out.p + 8, d + 8, 8) == 0);
         uint32_t status = base_get_be32(g_out.p + 16);
-        BASE_ASSERT(status < DP_UDP_STATUSES);
-        if (status != DP_UDP_OK)
-            BASE_ASSERT(len == DP_UDP_REPLY_HEADER_BYTES + 16);
+        BASE_ASSERT(status < ZK_UDP_STATUSES);
+        if (status != ZK_UDP_OK)
+            BASE_ASSERT(len == ZK_UDP_REPLY_HEADER_BYTES + 16);
     }
     free(d);
     return 0;

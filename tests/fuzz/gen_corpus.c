@@ -712,14 +712,14 @@ static void peer_frames(void)
 static void emit_udp(const char *name, int32_t op, const struct zk_wbuf *r, size_t pad)
 {
     uint8_t d[1024] = { 0 };
-    BASE_ASSERT(DP_UDP_REQUEST_HEADER_BYTES + r->len + pad <= sizeof d);
-    base_put_be32(d, DP_UDP_MAGIC);
-    d[4] = DP_UDP_VERSION;
-    base_put_be16(d + 6, DP_UDP_REQUEST_HEADER_BYTES);
+    BASE_ASSERT(ZK_UDP_REQUEST_HEADER_BYTES + r->len + pad <= sizeof d);
+    base_put_be32(d, ZK_UDP_MAGIC);
+    d[4] = ZK_UDP_VERSION;
+    base_put_be16(d + 6, ZK_UDP_REQUEST_HEADER_BYTES);
     base_put_be64(d + 8, 0x1122334455667788ull);
     base_put_be32(d + 32, (uint32_t)op);
-    memcpy(d + DP_UDP_REQUEST_HEADER_BYTES, r->p, r->len);
-    size_t n = DP_UDP_REQUEST_HEADER_BYTES + r->len + pad;
+    memcpy(d + ZK_UDP_REQUEST_HEADER_BYTES, r->p, r->len);
+    size_t n = ZK_UDP_REQUEST_HEADER_BYTES + r->len + pad;
     char file[64];
     emit_mode("fuzz_udp", name, 0, d, n);
     snprintf(file, sizeof file, "%s-signed", name);
@@ -785,9 +785,9 @@ static void ldp_frames(void)
     f[14 + 9] = 17;
     base_put_be16(f + 34, 40000);
     uint8_t *d = f + 42;
-    base_put_be32(d, DP_UDP_MAGIC);
-    d[4] = DP_UDP_VERSION;
-    base_put_be16(d + 6, DP_UDP_REQUEST_HEADER_BYTES);
+    base_put_be32(d, ZK_UDP_MAGIC);
+    d[4] = ZK_UDP_VERSION;
+    base_put_be16(d + 6, ZK_UDP_REQUEST_HEADER_BYTES);
     base_put_be32(d + 32, ZK_OP_GETDATA);
     base_put_be32(d + 48, 1);
     d[52] = '/';

@@ -664,16 +664,16 @@ static void test_max_cnxns(void **state)
 static size_t udp_request(uint8_t *buf, uint64_t rid, int64_t min_zxid, int64_t sid,
                           const uint8_t *pw, int32_t op, const struct zk_wbuf *record, size_t pad)
 {
-    memset(buf, 0, DP_UDP_REQUEST_HEADER_BYTES);
-    base_put_be32(buf, DP_UDP_MAGIC);
-    buf[4] = DP_UDP_VERSION;
-    buf[5] = pw ? DP_UDP_FLAG_SESSION : 0;
-    base_put_be16(buf + 6, DP_UDP_REQUEST_HEADER_BYTES);
+    memset(buf, 0, ZK_UDP_REQUEST_HEADER_BYTES);
+    base_put_be32(buf, ZK_UDP_MAGIC);
+    buf[4] = ZK_UDP_VERSION;
+    buf[5] = pw ? ZK_UDP_FLAG_SESSION : 0;
+    base_put_be16(buf + 6, ZK_UDP_REQUEST_HEADER_BYTES);
     base_put_be64(buf + 8, rid);
     base_put_be64(buf + 16, (uint64_t)min_zxid);
     base_put_be64(buf + 24, (uint64_t)sid);
     base_put_be32(buf + 32, (uint32_t)op);
-    size_t n = DP_UDP_REQUEST_HEADER_BYTES;
+    size_t n = ZK_UDP_REQUEST_HEADER_BYTES;
     if (record) {
         memcpy(buf + n, record->p, record->len);
         n += record->len;
@@ -722,18 +722,18 @@ static struct udp_reply udp_ask(struct env *e, const uint8_t *req, size_t n, con
     struct base_rd r;
     base_rd_init(&r, out->p, len);
     struct udp_reply u;
-    assert_int_equal(base_rd_be32(&r), DP_UDP_MAGIC);
-    assert_int_equal(base_rd_u8(&r), DP_UDP_VERSION);
+    assert_int_equal(base_rd_be32(&r), ZK_UDP_MAGIC);
+    assert_int_equal(base_rd_u8(&r), ZK_UDP_VERSION);
     u.flags = base_rd_u8(&r);
-    assert_true(u.flags & DP_UDP_FLAG_REPLY);
-    assert_int_equal(base_rd_be16(&r), DP_UDP_REPLY_HEADER_BYTES);
+    assert_true(u.flags & ZK_UDP_FLAG_REPLY);
+    assert_int_equal(base_rd_be16(&r), ZK_UDP_REPLY_HEADER_BYTES);
     u.rid = base_rd_be64(&r);
     u.status = (int32_t)base_rd_be32(&r);
     u.detail = base_rd_be32(&r);
     assert_true(zk_get_reply_header(&r, &u.h));
     assert_false(r.err);
     u.rec = r;
-    if (u.status != DP_UDP_OK || u.h.err != ZK_OK)
+    if (u.status != ZK_UDP_OK || u.h.err != ZK_OK)
         assert_int_equal(base_rd_left(&r), 0); /* only a successful read has a record */
     return u;
 }
@@ -767,7 +767,7 @@ static void test_udp_every_read_op(void **state)
     struct udp_reply u = udp_ask(e, req, udp_path_request(req, 77, ZK_OP_GETDATA, "/u", false, 0, NULL),
                                  "127.0.0.1", UDP_MAX, &out, &ctr);
     assert_int_equal(u.rid, 77);
-    assert_int_equal(u.status, DP_UDP_OK);
+    assert_int_equal(u.status, ZK_UDP_OK);
     assert_int_equal(u.h.err, ZK_OK);
     assert_int_equal(u.h.zxid, last_zxid(e));
     struct zk_str data;
@@ -785,7 +785,7 @@ static void test_udp_every_read_op(void **state)
     assert_int_equal(st.data_length, 5);
     u = udp_ask(e, req, udp_path_request(req, 79, ZK_OP_EXISTS, "/nope", false, 0, NULL),
                 "127.0.0.1", UDP_MAX, &out, &ctr);
-    assert_int_equal(u.status, DP_UDP_OK);
+    assert_int_equal(u.status, ZK_UDP_OK);
     assert_int_equal(u.h.err, ZK_ENONODE);
 
     u = udp_ask(e, req, udp_path_request(req, 80, ZK_OP_GETCHILDREN2, "/u", false, 0, NULL),
@@ -823,7 +823,7 @@ static void test_udp_every_read_op(void **state)
     zk_put_multi_end(&m);
     u = udp_ask(e, req, udp_request(req, 83, 0, 0, NULL, ZK_OP_MULTIREAD, &m, 0), "127.0.0.1",
                 UDP_MAX, &out, &ctr);
-    assert_int_equal(u.status, DP_UDP_OK);
+    assert_int_equal(u.status, ZK_UDP_OK);
     assert_int_equal(u.h.err, ZK_OK);
     assert_true(zk_get_multi_header(&u.rec, &mh));
     assert_int_equal(mh.type, ZK_OP_GETDATA);
@@ -837,7 +837,7 @@ static void test_udp_every_read_op(void **state)
     zk_wbuf_free(&m);
 
     assert_int_equal(ctr.datagrams, 7);
-    assert_int_equal(ctr.answered[DP_UDP_OK], 7);
+    assert_int_equal(ctr.answered[ZK_UDP_OK], 7);
     zk_wbuf_free(&w);
     zk_wbuf_free(&out);
     close(fd);
@@ -882,9 +882,9 @@ static void test_udp_identity_and_mac(void **state)
     assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).h.err, ZK_ENOAUTH);
     n = udp_path_request(req, 2, ZK_OP_GETDATA, "/secret", false, sid, pw);
     struct udp_reply u = udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr);
-    assert_int_equal(u.status, DP_UDP_OK);
+    assert_int_equal(u.status, ZK_UDP_OK);
     assert_int_equal(u.h.err, ZK_OK);
-    assert_true(u.flags & DP_UDP_FLAG_SESSION);
+    assert_true(u.flags & ZK_UDP_FLAG_SESSION);
     n = udp_path_request(req, 3, ZK_OP_GETDATA, "/lab", false, 0, NULL);
     assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).h.err, ZK_ENOAUTH);
     assert_int_equal(udp_ask(e, req, n, "198.18.7.9", UDP_MAX, &out, &ctr).h.err, ZK_OK);
@@ -892,15 +892,15 @@ static void test_udp_identity_and_mac(void **state)
     /* every byte counts: a flipped record bit, a wrong key */
     n = udp_path_request(req, 4, ZK_OP_GETDATA, "/secret", false, sid, pw);
     req[n - 1] ^= 1;
-    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).status, DP_UDP_BAD_MAC);
+    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).status, ZK_UDP_BAD_MAC);
     uint8_t other[16];
     memcpy(other, pw, 16);
     other[15] ^= 0x80;
     n = udp_path_request(req, 5, ZK_OP_GETDATA, "/secret", false, sid, other);
-    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).status, DP_UDP_BAD_MAC);
+    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).status, ZK_UDP_BAD_MAC);
     n = udp_path_request(req, 6, ZK_OP_GETDATA, "/secret", false, sid + 1, pw);
     u = udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr);
-    assert_int_equal(u.status, DP_UDP_NO_SESSION);
+    assert_int_equal(u.status, ZK_UDP_NO_SESSION);
     assert_int_equal(u.h.zxid, last_zxid(e));
 
     /* the connection goes (the session lives on): its identities go with it */
@@ -909,11 +909,11 @@ static void test_udp_identity_and_mac(void **state)
         pump(e, 1);
     n = udp_path_request(req, 7, ZK_OP_GETDATA, "/secret", false, sid, pw);
     u = udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr);
-    assert_int_equal(u.status, DP_UDP_OK);
+    assert_int_equal(u.status, ZK_UDP_OK);
     assert_int_equal(u.h.err, ZK_ENOAUTH);
 
-    assert_int_equal(ctr.answered[DP_UDP_BAD_MAC], 2);
-    assert_int_equal(ctr.answered[DP_UDP_NO_SESSION], 1);
+    assert_int_equal(ctr.answered[ZK_UDP_BAD_MAC], 2);
+    assert_int_equal(ctr.answered[ZK_UDP_NO_SESSION], 1);
     zk_wbuf_free(&w);
     zk_wbuf_free(&out);
     free(r.buf);
@@ -931,52 +931,52 @@ static void test_udp_bad_datagrams(void **state)
     uint8_t req[512];
     size_t n = udp_path_request(req, 9, ZK_OP_GETDATA, "/", false, 0, NULL);
 
-    for (size_t cut = 0; cut < DP_UDP_REQUEST_HEADER_BYTES; cut++)
+    for (size_t cut = 0; cut < ZK_UDP_REQUEST_HEADER_BYTES; cut++)
         assert_int_equal(dp_udp_handle(e->dp, req, cut, "127.0.0.1", UDP_MAX, &out, &ctr), 0);
-    assert_int_equal(ctr.dropped[DP_UDP_DROP_SHORT], DP_UDP_REQUEST_HEADER_BYTES);
+    assert_int_equal(ctr.dropped[DP_UDP_DROP_SHORT], ZK_UDP_REQUEST_HEADER_BYTES);
     req[0] ^= 0xff;
     assert_int_equal(dp_udp_handle(e->dp, req, n, "127.0.0.1", UDP_MAX, &out, &ctr), 0);
     req[0] ^= 0xff;
     assert_int_equal(ctr.dropped[DP_UDP_DROP_MAGIC], 1);
-    req[5] = DP_UDP_FLAG_REPLY;
+    req[5] = ZK_UDP_FLAG_REPLY;
     assert_int_equal(dp_udp_handle(e->dp, req, n, "127.0.0.1", UDP_MAX, &out, &ctr), 0);
     assert_int_equal(ctr.dropped[DP_UDP_DROP_REPLY], 1);
     req[5] = 0;
     base_put_be16(req + 6, 50);
     assert_int_equal(dp_udp_handle(e->dp, req, n, "127.0.0.1", UDP_MAX, &out, &ctr), 0);
     assert_int_equal(ctr.dropped[DP_UDP_DROP_HEADER], 1);
-    base_put_be16(req + 6, DP_UDP_REQUEST_HEADER_BYTES);
+    base_put_be16(req + 6, ZK_UDP_REQUEST_HEADER_BYTES);
 
     req[4] = 2;
-    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).status, DP_UDP_BAD_VERSION);
-    req[4] = DP_UDP_VERSION;
+    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).status, ZK_UDP_BAD_VERSION);
+    req[4] = ZK_UDP_VERSION;
     req[5] = 0x02;
-    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).status, DP_UDP_BAD_VERSION);
+    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).status, ZK_UDP_BAD_VERSION);
     req[5] = 0;
     req[39] = 1; /* reserved */
-    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).status, DP_UDP_BAD_REQUEST);
+    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).status, ZK_UDP_BAD_REQUEST);
     req[39] = 0;
     req[31] = 1; /* a session id without the flag */
-    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).status, DP_UDP_BAD_REQUEST);
+    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).status, ZK_UDP_BAD_REQUEST);
     req[31] = 0;
-    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).status, DP_UDP_OK);
+    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).status, ZK_UDP_OK);
 
     /* ops and flags only TCP serves, records that do not parse, padding */
     size_t m = udp_path_request(req, 10, ZK_OP_SETDATA, "/", false, 0, NULL);
-    assert_int_equal(udp_ask(e, req, m, "127.0.0.1", UDP_MAX, &out, &ctr).status, DP_UDP_BAD_REQUEST);
+    assert_int_equal(udp_ask(e, req, m, "127.0.0.1", UDP_MAX, &out, &ctr).status, ZK_UDP_BAD_REQUEST);
     m = udp_path_request(req, 11, ZK_OP_GETDATA, "/", true, 0, NULL);
-    assert_int_equal(udp_ask(e, req, m, "127.0.0.1", UDP_MAX, &out, &ctr).status, DP_UDP_BAD_REQUEST);
+    assert_int_equal(udp_ask(e, req, m, "127.0.0.1", UDP_MAX, &out, &ctr).status, ZK_UDP_BAD_REQUEST);
     m = udp_path_request(req, 12, ZK_OP_EXISTS, "/", true, 0, NULL);
-    assert_int_equal(udp_ask(e, req, m, "127.0.0.1", UDP_MAX, &out, &ctr).status, DP_UDP_BAD_REQUEST);
+    assert_int_equal(udp_ask(e, req, m, "127.0.0.1", UDP_MAX, &out, &ctr).status, ZK_UDP_BAD_REQUEST);
     m = udp_path_request(req, 13, ZK_OP_GETDATA, "/", false, 0, NULL);
     assert_int_equal(udp_ask(e, req, m - 1, "127.0.0.1", UDP_MAX, &out, &ctr).status,
-                     DP_UDP_BAD_REQUEST);
+                     ZK_UDP_BAD_REQUEST);
     req[m] = 0;
     req[m + 1] = 0;
-    assert_int_equal(udp_ask(e, req, m + 2, "127.0.0.1", UDP_MAX, &out, &ctr).status, DP_UDP_OK);
+    assert_int_equal(udp_ask(e, req, m + 2, "127.0.0.1", UDP_MAX, &out, &ctr).status, ZK_UDP_OK);
     req[m + 1] = 7;
     assert_int_equal(udp_ask(e, req, m + 2, "127.0.0.1", UDP_MAX, &out, &ctr).status,
-                     DP_UDP_BAD_REQUEST);
+                     ZK_UDP_BAD_REQUEST);
     struct zk_wbuf mw;
     zk_wbuf_init(&mw);
     struct zk_multi_header mh = { .type = ZK_OP_GETDATA, .done = false, .err = -1 };
@@ -985,12 +985,12 @@ static void test_udp_bad_datagrams(void **state)
     zk_put_path_watch_req(&mw, &q);
     zk_put_multi_end(&mw);
     m = udp_request(req, 14, 0, 0, NULL, ZK_OP_MULTIREAD, &mw, 0);
-    assert_int_equal(udp_ask(e, req, m, "127.0.0.1", UDP_MAX, &out, &ctr).status, DP_UDP_BAD_REQUEST);
+    assert_int_equal(udp_ask(e, req, m, "127.0.0.1", UDP_MAX, &out, &ctr).status, ZK_UDP_BAD_REQUEST);
     zk_wbuf_free(&mw);
 
-    assert_int_equal(ctr.answered[DP_UDP_BAD_VERSION], 2);
-    assert_int_equal(ctr.answered[DP_UDP_BAD_REQUEST], 8);
-    assert_int_equal(ctr.answered[DP_UDP_OK], 2);
+    assert_int_equal(ctr.answered[ZK_UDP_BAD_VERSION], 2);
+    assert_int_equal(ctr.answered[ZK_UDP_BAD_REQUEST], 8);
+    assert_int_equal(ctr.answered[ZK_UDP_OK], 2);
     zk_wbuf_free(&out);
     env_free(e);
 }
@@ -1013,17 +1013,17 @@ static void test_udp_size_and_min_zxid(void **state)
     static uint8_t req[4096];
     size_t n = udp_path_request(req, 1, ZK_OP_GETDATA, "/big", false, 0, NULL);
     struct udp_reply u = udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr);
-    assert_int_equal(u.status, DP_UDP_TOO_BIG);
+    assert_int_equal(u.status, ZK_UDP_TOO_BIG);
     uint32_t need = u.detail;
     assert_true(need > 1000 && need < 1200);
     size_t pad = (need + 2) / 3 - n;
     u = udp_ask(e, req, n + pad, "127.0.0.1", UDP_MAX, &out, &ctr);
-    assert_int_equal(u.status, DP_UDP_OK);
+    assert_int_equal(u.status, ZK_UDP_OK);
     assert_int_equal(u.h.err, ZK_OK);
     assert_int_equal(out.len, need);
     /* an Ethernet frame's payload cannot hold it, padded or not */
     u = udp_ask(e, req, n + pad, "127.0.0.1", 1000, &out, &ctr);
-    assert_int_equal(u.status, DP_UDP_TOO_BIG);
+    assert_int_equal(u.status, ZK_UDP_TOO_BIG);
     assert_int_equal(u.detail, need);
 
     int64_t z = last_zxid(e);
@@ -1033,14 +1033,14 @@ static void test_udp_size_and_min_zxid(void **state)
     zk_put_path_watch_req(&b, &q);
     n = udp_request(req, 2, z + 1, 0, NULL, ZK_OP_EXISTS, &b, 0);
     u = udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr);
-    assert_int_equal(u.status, DP_UDP_BEHIND);
+    assert_int_equal(u.status, ZK_UDP_BEHIND);
     assert_int_equal(u.h.zxid, z);
     n = udp_request(req, 3, z, 0, NULL, ZK_OP_EXISTS, &b, 0);
-    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).status, DP_UDP_OK);
+    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).status, ZK_UDP_OK);
     zk_wbuf_free(&b);
 
-    assert_int_equal(ctr.answered[DP_UDP_TOO_BIG], 2);
-    assert_int_equal(ctr.answered[DP_UDP_BEHIND], 1);
+    assert_int_equal(ctr.answered[ZK_UDP_TOO_BIG], 2);
+    assert_int_equal(ctr.answered[ZK_UDP_BEHIND], 1);
     zk_wbuf_free(&w);
     zk_wbuf_free(&out);
     close(fd);

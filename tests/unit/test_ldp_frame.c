@@ -107,13 +107,13 @@ static size_t udp_request(uint8_t *f, const uint8_t dst[4], uint16_t dport, int3
 {
     uint8_t *u = f + 34;
     uint8_t *d = u + 8;
-    memset(d, 0, DP_UDP_REQUEST_HEADER_BYTES);
-    base_put_be32(d, DP_UDP_MAGIC);
-    d[4] = DP_UDP_VERSION;
-    base_put_be16(d + 6, DP_UDP_REQUEST_HEADER_BYTES);
+    memset(d, 0, ZK_UDP_REQUEST_HEADER_BYTES);
+    base_put_be32(d, ZK_UDP_MAGIC);
+    d[4] = ZK_UDP_VERSION;
+    base_put_be16(d + 6, ZK_UDP_REQUEST_HEADER_BYTES);
     base_put_be64(d + 8, 0xabcdef);
     base_put_be32(d + 32, (uint32_t)op);
-    size_t n = DP_UDP_REQUEST_HEADER_BYTES;
+    size_t n = ZK_UDP_REQUEST_HEADER_BYTES;
     size_t plen = strlen(path);
     base_put_be32(d + n, (uint32_t)plen);
     memcpy(d + n + 4, path, plen);
@@ -227,20 +227,20 @@ static void test_udp_read_is_answered_in_place(void **state)
                       (uint32_t)(PEER_IP[2] << 8 | PEER_IP[3]) + 17 + (uint32_t)ulen;
     assert_int_equal(checksum(u, ulen, pseudo), 0);
     const uint8_t *d = u + 8;
-    assert_int_equal(base_get_be32(d), DP_UDP_MAGIC);
-    assert_true(d[5] & DP_UDP_FLAG_REPLY);
+    assert_int_equal(base_get_be32(d), ZK_UDP_MAGIC);
+    assert_true(d[5] & ZK_UDP_FLAG_REPLY);
     assert_int_equal(base_get_be64(d + 8), 0xabcdef);
-    assert_int_equal(base_get_be32(d + 16), DP_UDP_OK);
+    assert_int_equal(base_get_be32(d + 16), ZK_UDP_OK);
     assert_int_equal((int32_t)base_get_be32(d + 24 + 12), ZK_OK);
     assert_int_equal(f->ctr.udp_replies, 1);
-    assert_int_equal(f->ctr.udp.answered[DP_UDP_OK], 1);
+    assert_int_equal(f->ctr.udp.answered[ZK_UDP_OK], 1);
 
     /* a reply the MTU cannot carry is TOO_BIG, never a fragment */
     f->ifc.mtu = 100;
     n = udp_request(b, OUR_IP, PORT, ZK_OP_GETDATA, "/zookeeper");
     r = handle(f, b, n);
     assert_true(r > 0 && r <= 14 + 100);
-    assert_int_equal(base_get_be32(b + 42 + 16), DP_UDP_TOO_BIG);
+    assert_int_equal(base_get_be32(b + 42 + 16), ZK_UDP_TOO_BIG);
     /* a packet above the MTU never arrives on a real port: dropped, not echoed */
     eth(b, 0x0800);
     memset(b + 34, 0, 200);

@@ -1331,6 +1331,110 @@ static void test_op_is_write_table(void **state)
     }
 }
 
+/* ---- Larch's UDP datagram headers (udp.c) ---- */
+
+static void test_udp_request_header_layout_and_round_trip(void **state)
+{
+    (void)state;
+    struct zk_wbuf w;
+    zk_wbuf_init(&w);
+    struct zk_udp_request_header h = {
+        .flags = ZK_UDP_FLAG_SESSION, .request_id = 0x0102030405060708ull,
+        .min_zxid = 0x1122334455667788ll, .session_id = -2, .op = ZK_OP_GETDATA,
+        .mac = 0xA1A2A3A4A5A6A7A8ull,
+    };
+    zk_put_udp_request_header(&w, &h);
+    assert_int_equal(w.len, ZK_UDP_REQUEST_HEADER_BYTES);
+    /* the offsets UDP.md gives, byte for byte */
+    static const uint8_t want[ZK_UDP_REQUEST_HEADER_BYTES] = {
+        'L', 'R', 'C', 'H', 1, 0x01, 0, 48,
+        1, 2, 3, 4, 5, 6, 7, 8,
+        0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe,
+        0, 0, 0, 4, 0, 0, 0, 0,
+        0xA1, 0xA2, 0xA3, 0xA4, 0xA5, 0xA6, 0xA7, 0xA8,
+    };
+    assert_memory_equal(w.p, want, sizeof want);
+    struct zk_udp_request_header back = zk_get_udp_request_header(w.p);
+    assert_int_equal(back.version, ZK_UDP_VERSION);
+    assert_int_equal(back.header_len, ZK_UDP_REQUEST_HEADER_BYTES);
+    assert_true(back.request_id == h.request_id && back.min_zxid == h.min_zxid);
+    assert_true(back.session_id == h.session_id && back.mac == h.mac);
+    assert_int_equal(back.op, ZK_OP_GETDATA);
+    assert_int_equal(back.flags, ZK_UDP_FLAG_SESSION);
+    zk_wbuf_free(&w);
+}
+
+static void test_udp_mac_covers_the_datagram_but_its_own_field(void **state)
+{
+    (void)state;
+    uint8_t pw[16];
+    for (int i = 0; i < 16; i++)
+        pw[i] = (uint8_t)(i * 7 + 1);
+    uint8_t d[64];
+    for (size_t i = 0; i < sizeof d; i++)
+        d[i] = (uint8_t)(i ^ 0x5a);
+    zk_udp_sign(pw, d, sizeof d);
+    uint64_t mac = base_get_be64(d + ZK_UDP_MAC_AT);
+    /* SipHash-2-4 of the datagram with the field zeroed, written big-endian */
+    uint8_t z[64];
+    memcpy(z, d, sizeof z);
+    memset(z + ZK_UDP_MAC_AT, 0, 8);
+    assert_true(mac == base_siphash24(pw, z, sizeof z));
+    assert_true(zk_udp_mac(pw, d, sizeof d) == mac); /* the field itself is ignored */
+    d[63] ^= 1; /* the padding is covered */
+    assert_true(zk_udp_mac(pw, d, sizeof d) != mac);
+    d[63] ^= 1;
+    pw[15] ^= 1;
+    assert_true(zk_udp_mac(pw, d, sizeof d) != mac);
+}
+
+static void test_udp_reply_parse(void **state)
+{
+    (void)state;
+    struct zk_wbuf w;
+    zk_wbuf_init(&w);
+    struct zk_reply_header rh = { .xid = 0, .zxid = 77, .err = ZK_OK };
+    zk_put_udp_reply_header(&w, 42, ZK_UDP_FLAG_REPLY, ZK_UDP_OK, 0, &rh);
+    zk_put_i32(&w, 9); /* a record */
+    struct zk_udp_reply r;
+    assert_true(zk_get_udp_reply(w.p, w.len, &r));
+    assert_true(r.request_id == 42 && r.h.zxid == 77 && r.status == ZK_UDP_OK);
+    assert_int_equal(r.record_len, 4);
+    assert_int_equal(base_get_be32(r.record), 9);
+    /* an error code: no record */
+    zk_wbuf_reset(&w);
+    rh.err = ZK_ENONODE;
+    zk_put_udp_reply_header(&w, 43, ZK_UDP_FLAG_REPLY, ZK_UDP_OK, 0, &rh);
+    assert_true(zk_get_udp_reply(w.p, w.len, &r));
+    assert_int_equal(r.h.err, ZK_ENONODE);
+    assert_null(r.record);
+    /* a status: detail kept, no record */
+    zk_wbuf_reset(&w);
+    rh.err = ZK_OK;
+    zk_put_udp_reply_header(&w, 44, ZK_UDP_FLAG_REPLY, ZK_UDP_TOO_BIG, 5000, &rh);
+    zk_put_i32(&w, 1);
+    assert_true(zk_get_udp_reply(w.p, w.len, &r));
+    assert_true(r.status == ZK_UDP_TOO_BIG && r.detail == 5000 && r.record == NULL);
+    /* not replies: short, a request, another magic, a header past the end */
+    assert_false(zk_get_udp_reply(w.p, ZK_UDP_REPLY_HEADER_BYTES - 1, &r));
+    w.p[5] = 0;
+    assert_false(zk_get_udp_reply(w.p, w.len, &r));
+    w.p[5] = ZK_UDP_FLAG_REPLY;
+    w.p[0] ^= 1;
+    assert_false(zk_get_udp_reply(w.p, w.len, &r));
+    w.p[0] ^= 1;
+    base_put_be16(w.p + 6, 200);
+    assert_false(zk_get_udp_reply(w.p, w.len, &r));
+    /* status 0 without its ReplyHeader is malformed */
+    base_put_be16(w.p + 6, ZK_UDP_REPLY_HEADER_BYTES);
+    base_put_be32(w.p + 16, ZK_UDP_OK);
+    assert_false(zk_get_udp_reply(w.p, ZK_UDP_REPLY_HEADER_BYTES + 8, &r));
+    assert_string_equal(zk_udp_status_name(ZK_UDP_NOT_SERVING), "not_serving");
+    assert_string_equal(zk_udp_status_name(99), "unknown");
+    zk_wbuf_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1357,6 +1461,9 @@ int main(void)
         cmocka_unit_test(test_free_is_idempotent),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_op_is_write_table),
+        cmocka_unit_test(test_udp_request_header_layout_and_round_trip),
+        cmocka_unit_test(test_udp_mac_covers_the_datagram_but_its_own_field),
+        cmocka_unit_test(test_udp_reply_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
