@@ -227,5 +227,7 @@ const char *larch_error(int err)
 {
     if (err == LARCH_ECLOSING)
         return "CLOSING";
+    if (err == LARCH_ETOOBIG)
+        return "TOOBIG";
     return zk_err_name(err);
 }

@@ -278,6 +278,59 @@ int larch_async(struct larch *lh, const char *path, larch_done_fn done, void *ct
 int larch_amulti(struct larch *lh, const struct larch_op *ops, int32_t n, larch_done_fn done,
                  void *ctx);
 
+/* ---- reads over UDP (larchd's UDP read path: dataplane/UDP.md) ----------- */
+/* A UDP read transport to one larchd, at the address its --udp flag (zoo.cfg
+ * larch.udp) gives: exists, get, get_children and get_all_children_number
+ * only; writes, watches and sessions stay on a handle's TCP connection.
+ *
+ * With a handle (lh), every read is signed with lh's session (so it reads
+ * with the identities lh's connection authenticated with on that server) and
+ * carries the highest zxid lh and this transport have seen: a server that has
+ * not applied it answers BEHIND and the read is retried, so a read sees lh's
+ * own earlier writes over any transport and through any server. Paths are
+ * relative to lh's chroot. Without a handle, reads are anonymous (world and
+ * the client's address) and the address may carry a chroot ("ip:port/app").
+ *
+ * A lost datagram is sent again every retry_ms until timeout_ms has passed
+ * (then ZK_ECONNECTIONLOSS). "Not yet" answers are retried until then too:
+ * BEHIND (then ZK_EOPERATIONTIMEOUT) and NOT_SERVING, a member without a
+ * leader (then ZK_ECONNECTIONLOSS). A reply too large for a datagram is asked for
+ * again with a padded request (UDP.md, "Size"); when even that cannot fit,
+ * the read goes over lh's TCP connection, or fails with LARCH_ETOOBIG on an
+ * anonymous transport. Other UDP statuses: NO_SESSION is
+ * ZK_ESESSIONEXPIRED (after retrying until the deadline while lh's session
+ * is alive: a new session reaches a follower a moment later), BAD_MAC
+ * ZK_EAUTHFAILED, BAD_REQUEST ZK_EBADARGUMENTS, BAD_VERSION
+ * ZK_EUNIMPLEMENTED.
+ *
+ * Thread-safe: calls on one transport take turns (one request in flight);
+ * open one per thread to read in parallel. lh must outlive the transport. */
+#define LARCH_ETOOBIG (-1001) /* the reply does not fit a UDP datagram */
+#define LARCH_UDP_TIMEOUT_MS_DEFAULT 5000
+#define LARCH_UDP_RETRY_MS_DEFAULT 200
+
+struct larch_udp;
+struct larch_udp_options {
+    int32_t timeout_ms; /* per read; 0: LARCH_UDP_TIMEOUT_MS_DEFAULT */
+    int32_t retry_ms;   /* re-send after; 0: LARCH_UDP_RETRY_MS_DEFAULT */
+};
+/* address: "ip:port", "[ipv6]:port" or "host:port" (one host), with an
+ * optional chroot only when lh is NULL. ZK_OK, ZK_EBADARGUMENTS (address
+ * malformed or unresolvable) or ZK_ESYSTEMERROR. opt may be NULL. */
+int larch_udp_open(struct larch_udp **out, const char *address, struct larch *lh,
+                   const struct larch_udp_options *opt);
+void larch_udp_close(struct larch_udp *u);
+/* As larch_exists, larch_get, larch_get_children (with the node's Stat) and
+ * larch_get_all_children_number, without watches. */
+int larch_udp_exists(struct larch_udp *u, const char *path, struct zk_stat *stat);
+int larch_udp_get(struct larch_udp *u, const char *path, char **data, int32_t *len,
+                  struct zk_stat *stat);
+int larch_udp_get_children(struct larch_udp *u, const char *path, struct larch_strings *children,
+                           struct zk_stat *stat);
+int larch_udp_get_all_children_number(struct larch_udp *u, const char *path, int32_t *number);
+/* The highest zxid a reply on this transport has carried. */
+int64_t larch_udp_last_zxid(struct larch_udp *u);
+
 /* ---- path helpers ------------------------------------------------------- */
 /* ZooKeeper's PathUtils.validatePath; sequential allows a trailing '/'. */
 bool larch_path_valid(const char *path, bool sequential);

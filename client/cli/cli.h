@@ -153,6 +153,10 @@ struct cli_watch_ctx; /* commands.c: context of one `watch` command's watcher */
 struct cli {
     struct larch *lh; /* NULL when not connected */
     char *connect_string;
+    /* -udp: get, ls and stat go over larchd's UDP read path, signed by lh's
+     * session while there is one, anonymous otherwise */
+    const char *udp_address; /* NULL: no -udp */
+    struct larch_udp *udp;
     int32_t timeout_ms;
     bool json;
     bool print_watches;
@@ -173,6 +177,9 @@ struct cli {
  * CLI_OK or CLI_ECONNECT (reported). Replaces any open handle. */
 int cli_connect(struct cli *c, const char *connect_string);
 void cli_disconnect(struct cli *c);
+/* (Re)opens the -udp transport for the current handle (or none).
+ * CLI_OK, CLI_EUSAGE for a bad address (reported), CLI_ECONNECT. */
+int cli_udp_attach(struct cli *c);
 /* Prints and drops every queued event (printwatches decides printing). */
 void cli_print_events(void *cli);
 

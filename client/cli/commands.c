@@ -394,6 +394,42 @@ static larch_watch_fn watch_arg(const struct cli_args *a)
     return a->flag['w'] ? LARCH_DEFAULT_WATCHER : NULL;
 }
 
+/* ---- the reads -udp carries ---------------------------------------------------------------- */
+/* Over UDP when -udp is given and no watch is asked for (a watch lives on
+ * the session's TCP connection); over TCP otherwise. */
+static bool over_udp(const struct cli *c, larch_watch_fn w)
+{
+    return c->udp != NULL && w == NULL;
+}
+
+static int read_children(struct cli *c, const char *path, larch_watch_fn w,
+                         struct larch_strings *kids, struct zk_stat *stat)
+{
+    return over_udp(c, w) ? larch_udp_get_children(c->udp, path, kids, stat)
+                          : larch_get_children(c->lh, path, w, NULL, kids, stat);
+}
+
+static int read_data(struct cli *c, const char *path, larch_watch_fn w, char **data,
+                     int32_t *len, struct zk_stat *stat)
+{
+    return over_udp(c, w) ? larch_udp_get(c->udp, path, data, len, stat)
+                          : larch_get(c->lh, path, w, NULL, data, len, stat);
+}
+
+static int read_stat(struct cli *c, const char *path, larch_watch_fn w, struct zk_stat *stat)
+{
+    return over_udp(c, w) ? larch_udp_exists(c->udp, path, stat)
+                          : larch_exists(c->lh, path, w, NULL, stat);
+}
+
+/* A command that may run on -udp alone asked for a watch. */
+static int check_watch_session(struct cli *c, const struct command *cmd, const struct cli_args *a)
+{
+    if (a->flag['w'] && c->lh == NULL)
+        return cli_connect_error(c, cmd->name, "Not connected: a watch (-w) needs -server");
+    return CLI_OK;
+}
+
 /* ---- small output helpers ------------------------------------------------------------------ */
 
 static void json_cmd_path(struct cli_json *j, const char *cmd, const char *path)
@@ -472,10 +508,12 @@ static int path_list_push(struct path_list *l, char *path)
 }
 
 /* Pushes path's children (sorted, in reverse so they pop in order) onto stack. */
-static int push_children(struct cli *c, const char *path, struct path_list *stack, int *err)
+static int push_children(struct cli *c, const char *path, bool udp, struct path_list *stack,
+                         int *err)
 {
     struct larch_strings kids = {0};
-    int rc = larch_get_children(c->lh, path, NULL, NULL, &kids, NULL);
+    int rc = udp ? read_children(c, path, NULL, &kids, NULL)
+                 : larch_get_children(c->lh, path, NULL, NULL, &kids, NULL);
     if (rc == ZK_ENONODE)
         return 0; /* deleted while we walked: nothing under it any more */
     if (rc != ZK_OK) {
@@ -497,11 +535,12 @@ static int push_children(struct cli *c, const char *path, struct path_list *stac
 /* Every path of root's subtree in depth-first pre-order, children sorted
  * (zkCli's ls -R order). 0, or -1 with *err the failing code (ZK_EAPIERROR
  * standing for "more than CLI_TREE_NODES_MAX nodes"). */
-static int collect_tree(struct cli *c, const char *root, struct path_list *out, int *err)
+static int collect_tree(struct cli *c, const char *root, bool udp, struct path_list *out,
+                        int *err)
 {
     struct path_list stack = {0};
     *out = (struct path_list){0};
-    int rc = larch_exists(c->lh, root, NULL, NULL, NULL);
+    int rc = udp ? read_stat(c, root, NULL, NULL) : larch_exists(c->lh, root, NULL, NULL, NULL);
     if (rc != ZK_OK) {
         *err = rc;
         return -1;
@@ -516,7 +555,7 @@ static int collect_tree(struct cli *c, const char *root, struct path_list *out, 
         char *path = stack.items[--stack.count];
         if (path_list_push(out, path) != 0)
             goto oom;
-        if (push_children(c, path, &stack, err) != 0)
+        if (push_children(c, path, udp, &stack, err) != 0)
             goto fail;
     }
     path_list_free(&stack);
@@ -543,7 +582,7 @@ static int ls_recursive(struct cli *c, const struct command *cmd, const char *pa
 {
     struct path_list all;
     int err;
-    if (collect_tree(c, path, &all, &err) != 0)
+    if (collect_tree(c, path, true, &all, &err) != 0)
         return tree_error(c, cmd, err, path);
     if (c->json) {
         struct cli_json j;
@@ -573,9 +612,11 @@ static int cmd_ls(struct cli *c, const struct command *cmd, const struct cli_arg
             return cli_usage_error(c, cmd->name, cmd->usage, "-R cannot be combined with -w or -s");
         return ls_recursive(c, cmd, path);
     }
+    if ((st = check_watch_session(c, cmd, a)) != CLI_OK)
+        return st;
     struct larch_strings kids = {0};
     struct zk_stat stat;
-    int rc = larch_get_children(c->lh, path, watch_arg(a), NULL, &kids, &stat);
+    int rc = read_children(c, path, watch_arg(a), &kids, &stat);
     if (rc != ZK_OK)
         return cli_server_error(c, cmd->name, rc, path);
     sort_strings(&kids);
@@ -601,10 +642,12 @@ static int cmd_get(struct cli *c, const struct command *cmd, const struct cli_ar
     int st = check_path(c, cmd, a->pos[0], false);
     if (st != CLI_OK)
         return st;
+    if ((st = check_watch_session(c, cmd, a)) != CLI_OK)
+        return st;
     char *data = NULL;
     int32_t len = -1;
     struct zk_stat stat;
-    int rc = larch_get(c->lh, path, watch_arg(a), NULL, &data, &len, &stat);
+    int rc = read_data(c, path, watch_arg(a), &data, &len, &stat);
     if (rc != ZK_OK)
         return cli_server_error(c, cmd->name, rc, path);
     if (c->json) {
@@ -632,8 +675,10 @@ static int cmd_stat(struct cli *c, const struct command *cmd, const struct cli_a
     int st = check_path(c, cmd, a->pos[0], false);
     if (st != CLI_OK)
         return st;
+    if ((st = check_watch_session(c, cmd, a)) != CLI_OK)
+        return st;
     struct zk_stat stat;
-    int rc = larch_exists(c->lh, path, watch_arg(a), NULL, &stat);
+    int rc = read_stat(c, path, watch_arg(a), &stat);
     if (rc != ZK_OK)
         return cli_server_error(c, cmd->name, rc, path);
     if (c->json) {
@@ -864,7 +909,7 @@ static int cmd_deleteall(struct cli *c, const struct command *cmd, const struct 
     const char *path = a->pos[0]->text;
     struct path_list all;
     int err;
-    if (collect_tree(c, path, &all, &err) != 0)
+    if (collect_tree(c, path, false, &all, &err) != 0)
         return tree_error(c, cmd, err, path);
     /* Pre-order puts every node before its descendants, so deleting from
      * the end backwards empties each node before it is deleted. */
@@ -895,7 +940,7 @@ static int set_acl_tree(struct cli *c, const struct command *cmd, const char *pa
 {
     struct path_list all;
     int err;
-    if (collect_tree(c, path, &all, &err) != 0)
+    if (collect_tree(c, path, false, &all, &err) != 0)
         return tree_error(c, cmd, err, path);
     int st = CLI_OK;
     for (size_t i = 0; i < all.count && st == CLI_OK; i++) {
@@ -1640,6 +1685,12 @@ static int run_txn(struct cli *c, struct cli_tokens *all, bool add_history)
 
 /* ---- dispatch ------------------------------------------------------------------------------------- */
 
+/* The commands -udp carries without a TCP session. */
+static bool runs_over_udp(const struct command *cmd)
+{
+    return cmd->run == cmd_ls || cmd->run == cmd_get || cmd->run == cmd_stat;
+}
+
 static int dispatch(struct cli *c, const struct cli_token *tok, size_t n)
 {
     const struct command *cmd = tok[0].quoted ? NULL : find_command(commands, NCOMMANDS, tok[0].text);
@@ -1652,8 +1703,11 @@ static int dispatch(struct cli *c, const struct cli_token *tok, size_t n)
     int st = parse_args(c, cmd, tok + 1, n - 1, &a);
     if (st != CLI_OK)
         return st;
-    if (cmd->needs_conn && c->lh == NULL)
-        return cli_connect_error(c, cmd->name, "Not connected");
+    if (cmd->needs_conn && c->lh == NULL && !(runs_over_udp(cmd) && c->udp != NULL))
+        return cli_connect_error(c, cmd->name,
+                                 c->udp != NULL ? "Not connected: over -udp alone only get, ls "
+                                                  "and stat run; give -server for the rest"
+                                                : "Not connected");
     return cmd->run(c, cmd, &a);
 }
 

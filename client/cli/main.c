@@ -28,11 +28,17 @@ static void on_sigint(int sig)
 }
 
 static const char usage_text[] =
-    "usage: larch-cli [-server host:port[,host:port...][/chroot]] [--json] [--timeout ms]\n"
-    "                 [-e|--exit-on-error] [cmd args...]\n"
+    "usage: larch-cli [-server host:port[,host:port...][/chroot]] [-udp ip:port]\n"
+    "                 [--json] [--timeout ms] [-e|--exit-on-error] [cmd args...]\n"
     "\n"
     "Options:\n"
     "  -server, --server HOSTS  connect string (default " CLI_DEFAULT_SERVER ")\n"
+    "  -udp, --udp IP:PORT      get, ls and stat read over larchd's UDP read path at\n"
+    "                           that address (larchd --udp): with -server as that\n"
+    "                           session (and seeing its writes); alone, anonymously\n"
+    "                           and without a TCP session, so the other commands are\n"
+    "                           refused (IP:PORT/chroot sets a chroot). A watch (-w)\n"
+    "                           needs -server and goes over TCP.\n"
     "  --json                   one JSON object per line for every result, error and\n"
     "                           watch event (data that is not UTF-8 comes as data_b64)\n"
     "  --timeout ms             how long to wait for a connection, and the session\n"
@@ -120,12 +126,37 @@ void cli_print_events(void *arg)
 
 /* ---- connection ------------------------------------------------------------------- */
 
+int cli_udp_attach(struct cli *c)
+{
+    larch_udp_close(c->udp);
+    c->udp = NULL;
+    if (c->udp_address == NULL)
+        return CLI_OK;
+    struct larch_udp_options opt = { .timeout_ms = c->timeout_ms };
+    int rc = larch_udp_open(&c->udp, c->udp_address, c->lh, &opt);
+    if (rc == ZK_EBADARGUMENTS)
+        return cli_usage_error(c, "udp", NULL, "bad -udp address '%s' (expected ip:port%s)",
+                               c->udp_address,
+                               c->lh != NULL ? "; the -server chroot applies" : "[/chroot]");
+    if (rc != ZK_OK) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "Could not open a UDP socket for %s: %s", c->udp_address,
+                 larch_error(rc));
+        return cli_connect_error(c, "udp", msg);
+    }
+    return CLI_OK;
+}
+
 void cli_disconnect(struct cli *c)
 {
     if (c->lh == NULL)
         return;
+    larch_udp_close(c->udp); /* it uses the handle: before larch_close */
+    c->udp = NULL;
     int rc = larch_close(c->lh);
     c->lh = NULL;
+    if (c->udp_address != NULL)
+        (void)cli_udp_attach(c); /* anonymous now; it opened before, so it opens */
     /* closeSession failing (the server went away) leaves the session to
      * expire on its own; nothing more the shell can do. */
     if (rc != ZK_OK && rc != ZK_ECONNECTIONLOSS && rc != ZK_ESESSIONEXPIRED)
@@ -169,13 +200,15 @@ int cli_connect(struct cli *c, const char *connect_string)
         return cli_connect_error(c, "connect", msg);
     }
     c->lh = lh;
-    return CLI_OK;
+    return cli_udp_attach(c);
 }
 
 /* ---- options ------------------------------------------------------------------------ */
 
 struct options {
     const char *server;
+    bool server_given;
+    const char *udp;
     int32_t timeout_ms;
     bool json;
     bool exit_on_error;
@@ -225,6 +258,11 @@ static int parse_options(int argc, char **argv, struct options *o)
             if ((v = option_value(argc, argv, &i, eq)) == NULL || *v == '\0')
                 goto missing;
             o->server = v;
+            o->server_given = true;
+        } else if (option_is(a, "-udp", &eq) || option_is(a, "--udp", &eq)) {
+            if ((v = option_value(argc, argv, &i, eq)) == NULL || *v == '\0')
+                goto missing;
+            o->udp = v;
         } else if (option_is(a, "--timeout", &eq) || option_is(a, "-timeout", &eq)) {
             char *end;
             if ((v = option_value(argc, argv, &i, eq)) == NULL)
@@ -310,9 +348,17 @@ static void run_loop(struct cli *c)
     }
 }
 
-static int run_one_shot(struct cli *c, int argc, char **argv, const char *server)
+/* With -udp alone, nothing connects over TCP: get, ls and stat read
+ * anonymously over UDP and the other commands say they are not connected. */
+static bool udp_only(const struct cli *c, const struct options *o)
 {
-    if (cli_command_needs_connection(argv[0])) {
+    return c->udp_address != NULL && !o->server_given;
+}
+
+static int run_one_shot(struct cli *c, int argc, char **argv, const struct options *o)
+{
+    const char *server = o->server;
+    if (cli_command_needs_connection(argv[0]) && !udp_only(c, o)) {
         int st = cli_connect(c, server);
         if (st != CLI_OK)
             return st;
@@ -324,14 +370,18 @@ static int run_one_shot(struct cli *c, int argc, char **argv, const char *server
     return st;
 }
 
-static int run_shell(struct cli *c, const char *server)
+static int run_shell(struct cli *c, const struct options *o)
 {
+    const char *server = o->server;
     if (c->interactive) {
         struct sigaction sa = {.sa_handler = on_sigint};
         sigemptyset(&sa.sa_mask);
         sigaction(SIGINT, &sa, NULL);
         c->interrupted = &g_interrupted;
-        printf("Connecting to %s\n", server);
+        if (udp_only(c, o))
+            printf("Reading from %s over UDP\n", c->udp_address);
+        else
+            printf("Connecting to %s\n", server);
         fflush(stdout);
     }
     c->reader = cli_reader_open(STDIN_FILENO, c->interactive, c->events.wake_fd[0],
@@ -340,7 +390,7 @@ static int run_shell(struct cli *c, const char *server)
         fprintf(stderr, "larch-cli: out of memory\n");
         return CLI_ESERVER;
     }
-    int st = cli_connect(c, server);
+    int st = udp_only(c, o) ? CLI_OK : cli_connect(c, server);
     /* A script cannot do anything useful without its server; a person at
      * the prompt can still `connect` elsewhere. */
     if (st != CLI_OK && !c->interactive)
@@ -369,10 +419,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "larch-cli: cannot set up the event queue: %s\n", strerror(errno));
         return CLI_ESERVER;
     }
-    int st = o.cmd_index < argc
-                 ? run_one_shot(&c, argc - o.cmd_index, argv + o.cmd_index, o.server)
-                 : run_shell(&c, o.server);
+    c.udp_address = o.udp;
+    int st = cli_udp_attach(&c); /* a bad -udp address stops here */
+    if (st == CLI_OK)
+        st = o.cmd_index < argc ? run_one_shot(&c, argc - o.cmd_index, argv + o.cmd_index, &o)
+                                : run_shell(&c, &o);
     cli_disconnect(&c);
+    larch_udp_close(c.udp);
     if (c.reader != NULL)
         cli_reader_close(c.reader);
     cli_history_free(&c.history);

@@ -412,6 +412,10 @@ void cli_error_text(struct cli_buf *b, int err, const char *path)
     case ZK_ENOCHILDRENFOREPHEMERALS:
         cli_buf_printf(b, "Ephemerals cannot have children: %s", p);
         return;
+    /* larch-cli's own: only -udp reads give it */
+    case LARCH_ETOOBIG:
+        cli_buf_printf(b, "Reply does not fit a UDP datagram: %s (read it over TCP: -server)", p);
+        return;
     default: break;
     }
     const char *msg = code_message(err);

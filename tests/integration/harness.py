@@ -1088,8 +1088,9 @@ class Ensemble:
 
     def __init__(self, n=3, binary=None, tick_ms=100, sync_limit=5, cfg_lines=(),
                  session_timeout_ms=None, observers=0, proxied=False, spares=0,
-                 dynamic_file=False):
+                 dynamic_file=False, member_lines=None):
         self.n = n
+        self.member_lines = member_lines  # sid -> zoo.cfg lines of that member only
         self.spares = spares
         self.dynamic_file = dynamic_file  # server.N lines in <dir>/zoo.cfg.dynamic
         self.proxied = proxied
@@ -1200,6 +1201,8 @@ class Ensemble:
                                                    self.election_ports[other], role))
         if self.n - self.observers < sid <= self.n:
             lines.append("peerType=observer")
+        if self.member_lines:
+            lines += self.member_lines(sid)
         return lines + self.cfg_lines
 
     def spawn(self, sid):

@@ -16,14 +16,17 @@ import unittest
 
 import subprocess
 
-from harness import (HOST, Server, four_letter, kazoo_client, larchd_path, stop_kazoo, sut_kind,
-                     unique_path)
+from harness import (HOST, Ensemble, Server, four_letter, kazoo_client, larchd_path, stop_kazoo,
+                     sut_kind, unique_path, wait_until)
+from test_cli import cli_path
+
+CLI_TIMEOUT_S = 60  # one larch-cli run, bounded
 
 MAGIC = 0x4C524348
 FLAG_SESSION = 0x01
 FLAG_REPLY = 0x80
 OP_EXISTS, OP_GETDATA, OP_GETCHILDREN = 3, 4, 8
-OK, BEHIND, TOO_BIG, NO_SESSION, BAD_MAC, BAD_REQUEST = 0, 1, 2, 3, 4, 5
+OK, BEHIND, TOO_BIG, NO_SESSION, BAD_MAC, BAD_REQUEST, NOT_SERVING = 0, 1, 2, 3, 4, 5, 7
 ZNONODE, ZNOAUTH = -101, -102
 STAT = struct.Struct(">qqqqiiiqiiq")
 MASK = (1 << 64) - 1
@@ -111,6 +114,12 @@ class UdpClient:
 
     def close(self):
         self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
     def ask(self, op, record, tries=5, wait_s=0.5, **kw):
         self.rid += 1
@@ -301,6 +310,180 @@ class UdpReadTest(unittest.TestCase):
         self.assertLessEqual(total, sent + 1, "seed %d" % seed)
         self.assertEqual(counted, int(m["zk_larch_udp_datagrams"]), "seed %d" % seed)
 
+
+def run_cli(args, script=None):
+    """larch-cli with args (and a script on stdin): (exit status, stdout, stderr)."""
+    r = subprocess.run([cli_path()] + args, input=script, capture_output=True, text=True,
+                       timeout=CLI_TIMEOUT_S)
+    return r.returncode, r.stdout, r.stderr
+
+
+def udp_counter(port, name):
+    return int(mntr(port)["zk_larch_udp_" + name])
+
+
+@unittest.skipUnless(sut_kind() == "larch", "the UDP read path is larchd's")
+class CliUdpTest(unittest.TestCase):
+    """larch-cli -udp: get, ls and stat over the UDP read path through
+    liblarch's UDP transport, anonymously or as a -server session."""
+
+    def setUp(self):
+        if not os.access(cli_path(), os.X_OK):
+            self.skipTest("no larch-cli at %s" % cli_path())
+        self.udp_port = free_udp_port()
+        self.srv = Server(cfg_lines=["larch.udp=%s:%d" % (HOST, self.udp_port)]).start()
+        self.addCleanup(self.srv.stop)
+        self.zk = kazoo_client(self.srv.port)
+        self.addCleanup(stop_kazoo, self.zk)
+        self.udp = ["-udp", "%s:%d" % (HOST, self.udp_port)]
+        self.tcp = ["-server", "%s:%d" % (HOST, self.srv.port)]
+
+    def test_anonymous_reads_print_what_zkcli_would(self):
+        base = unique_path("cli-udp")
+        self.zk.create(base + "/cfg", b"v1", makepath=True)
+        self.zk.create(base + "/cfg/a", b"")
+        before = udp_counter(self.srv.port, "replies_ok")
+        for cmd in (["get", "-s", base + "/cfg"], ["ls", "-s", base + "/cfg"],
+                    ["stat", base + "/cfg"], ["ls", "-R", base]):
+            over_udp = run_cli(self.udp + cmd)
+            self.assertEqual(over_udp[0], 0, over_udp)
+            self.assertEqual(over_udp, run_cli(self.tcp + cmd), cmd)
+        self.assertIn("v1\ncZxid = ", run_cli(self.udp + ["get", "-s", base + "/cfg"])[1])
+        # four commands, ls -R reading three nodes and an exists: all over UDP
+        self.assertGreaterEqual(udp_counter(self.srv.port, "replies_ok") - before, 8)
+        rc, out, err = run_cli(self.udp + ["stat", base + "/none"])
+        self.assertEqual((rc, out), (1, ""))
+        self.assertIn("Node does not exist: %s/none" % base, err)
+        # what needs a TCP session is refused, plainly
+        rc, _, err = run_cli(self.udp + ["create", base + "/b"])
+        self.assertEqual(rc, 3)
+        self.assertIn("only get, ls and stat", err)
+        rc, _, err = run_cli(self.udp + ["get", "-w", base + "/cfg"])
+        self.assertEqual(rc, 3)
+        self.assertIn("needs -server", err)
+        rc, _, err = run_cli(["-udp", HOST, "get", base + "/cfg"])
+        self.assertEqual(rc, 2)
+        self.assertIn("bad -udp address", err)
+        self.assertFalse(self.zk.exists(base + "/b"))
+
+    def test_a_session_reads_as_itself_and_sees_its_writes(self):
+        path = unique_path("cli-udp-acl")
+        before = udp_counter(self.srv.port, "replies_ok")
+        script = ("addauth digest alice:secret\n"
+                  "create %s first digest:alice:%s:cdrwa\n"
+                  "get %s\nset %s second\nget %s\nstat %s\n"
+                  % (path, digest("alice", "secret"), path, path, path, path))
+        rc, out, err = run_cli(self.tcp + self.udp, script)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("first\n", out)
+        self.assertIn("second\n", out)
+        self.assertIn("dataVersion = 1", out)
+        # the three reads went over UDP, signed: the node is alice's only
+        self.assertGreaterEqual(udp_counter(self.srv.port, "replies_ok") - before, 3)
+        rc, out, err = run_cli(self.udp + ["get", path])
+        self.assertEqual(rc, 1)
+        self.assertIn("Insufficient permission : %s" % path, err)
+
+    def test_big_values_pad_the_request_or_go_over_tcp(self):
+        path = unique_path("cli-udp-big")
+        self.zk.create(path, b"x" * 3000)
+        before = udp_counter(self.srv.port, "replies_too_big")
+        rc, out, err = run_cli(self.udp + ["get", path])
+        self.assertEqual((rc, out), (0, "x" * 3000 + "\n"), err)
+        self.assertEqual(udp_counter(self.srv.port, "replies_too_big") - before, 1)
+        # beyond one datagram: an error alone, the session's TCP with -server
+        self.zk.set(path, b"y" * 100000)
+        rc, out, err = run_cli(self.udp + ["get", path])
+        self.assertEqual((rc, out), (1, ""))
+        self.assertIn("does not fit a UDP datagram", err)
+        rc, out, err = run_cli(self.tcp + self.udp + ["get", path])
+        self.assertEqual((rc, out), (0, "y" * 100000 + "\n"), err)
+
+
+def digest(user, password):
+    import base64
+    import hashlib
+    return base64.b64encode(hashlib.sha1(("%s:%s" % (user, password)).encode()).digest()).decode()
+
+
+@unittest.skipUnless(sut_kind() == "larch", "the UDP read path is larchd's")
+class UdpEnsembleTest(unittest.TestCase):
+    """Every member serves its own tree over UDP; the minimum zxid gives
+    read-your-writes across members and transports."""
+
+    def setUp(self):
+        self.udp_ports = {}
+
+        def udp_line(sid):
+            self.udp_ports[sid] = free_udp_port()
+            return ["larch.udp=%s:%d" % (HOST, self.udp_ports[sid])]
+        self.ens = Ensemble(n=3, proxied=True, member_lines=udp_line)
+        self.ens.start()
+        self.addCleanup(self.check_stopped)
+
+    def check_stopped(self):
+        self.ens.stop()
+        self.assertEqual(self.ens.sanitizer_report(), [])
+
+    def waiting_reads(self, sid):
+        """Reads sid answered with "not yet" (behind, session not known, not serving)."""
+        m = self.ens.mntr(sid)
+        return sum(int(m["zk_larch_udp_replies_" + k])
+                   for k in ("behind", "no_session", "not_serving"))
+
+    def test_a_cut_off_follower_serves_nobody_and_a_session_reads_its_write_after_the_heal(self):
+        leader = self.ens.wait_leader()
+        follower = [s for s in self.ens.ids if s != leader][0]
+        zk = kazoo_client(self.ens.client_ports[leader])
+        self.addCleanup(stop_kazoo, zk)
+        path = unique_path("udp-ens")
+        zk.create(path, b"v0")
+        udp = UdpClient(self.udp_ports[follower])
+        self.addCleanup(udp.close)
+        self.assertTrue(wait_until(lambda: (udp.get(path) or {}).get("err") == 0, timeout_s=10),
+                        "the follower never served the node")
+        # every member answers from its own tree
+        for sid in self.ens.ids:
+            with UdpClient(self.udp_ports[sid]) as c:
+                rep = c.get(path, min_zxid=zk.exists(path).mzxid)
+                self.assertIn(rep["status"], (OK, BEHIND))
+        self.ens.isolate(follower)
+        st = zk.set(path, b"v1")  # the leader and the other follower commit it
+        # once it has given its leader up it answers nobody, as over TCP:
+        # its tree is old and a client without a minimum would take it
+        self.assertTrue(wait_until(lambda: self.ens.mntr(follower)["zk_larch_serving"] == 0,
+                                   timeout_s=20), "the cut-off follower kept serving")
+        rep = udp.get(path)
+        self.assertEqual(rep["status"], NOT_SERVING)
+        self.assertLess(rep["zxid"], st.mzxid)
+        # larch-cli: a write through the leader's session, then a read over
+        # the cut-off follower's UDP: it waits until the heal, then sees it
+        cli = subprocess.Popen(
+            [cli_path(), "-server", "%s:%d" % (HOST, self.ens.client_ports[leader]),
+             "-udp", "%s:%d" % (HOST, self.udp_ports[follower]), "--timeout", "30000"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(stop_process, cli)
+        before = self.waiting_reads(follower)
+        cli.stdin.write("set %s v2\nget %s\n" % (path, path))
+        cli.stdin.close()
+        self.assertTrue(wait_until(lambda: self.waiting_reads(follower) > before, timeout_s=20),
+                        "larch-cli's read never reached the follower")
+        self.assertIsNone(cli.poll(), "the read finished while the follower was cut off")
+        self.ens.heal()
+        cli.wait(timeout=CLI_TIMEOUT_S)  # its output is a few lines: no pipe fills
+        out, err = cli.stdout.read(), cli.stderr.read()
+        self.assertEqual((cli.returncode, out), (0, "v2\n"), err)
+        rep = udp.get(path, min_zxid=st.mzxid)
+        self.assertEqual((rep["status"], get_data_record(rep["record"])[0]), (OK, b"v2"))
+
+
+def stop_process(p):
+    if p.poll() is None:
+        p.kill()
+        p.wait(timeout=10)
+    for f in (p.stdin, p.stdout, p.stderr):
+        if f is not None and not f.closed:
+            f.close()
 
 if __name__ == "__main__":
     unittest.main()
