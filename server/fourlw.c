@@ -187,6 +187,43 @@ static void put_mntr_ensemble(struct server *srv, struct zk_wbuf *out,
     }
 }
 
+/* srvr and stat: the UDP read path in one line, when it is on: datagrams
+ * taken, reads served (status ok, whatever their ZooKeeper error), other
+ * statuses, and datagrams that got no answer. */
+static void put_srvr_udp(struct server *srv, struct zk_wbuf *out, const struct dp_stats *d)
+{
+    const char *how = NULL;
+    uint64_t taken = 0, served = 0, other = 0, dropped = 0;
+    if (dp_udp_port(srv->dp) != 0) {
+        how = "sockets";
+        taken = d->udp_datagrams;
+        served = d->udp_answered[ZK_UDP_OK];
+        for (int i = 1; i < ZK_UDP_STATUSES; i++)
+            other += d->udp_answered[i];
+        for (int i = 0; i < DP_UDP_DROPS; i++)
+            dropped += d->udp_dropped[i];
+    }
+#ifdef LARCH_HAVE_DPDK
+    struct ldp_stats *st = srv->ldp ? malloc(sizeof *st) : NULL;
+    if (st) {
+        ldp_get_stats(srv->ldp, st);
+        how = "DPDK";
+        taken = st->udp.datagrams;
+        served = st->udp.answered[ZK_UDP_OK];
+        for (int i = 1; i < ZK_UDP_STATUSES; i++)
+            other += st->udp.answered[i];
+        for (int i = 0; i < DP_UDP_DROPS; i++)
+            dropped += st->udp.dropped[i];
+        free(st);
+    }
+#endif
+    if (how == NULL)
+        return;
+    outf(out, "UDP reads (%s): %s:%d received=%" PRIu64 " served=%" PRIu64 " refused=%" PRIu64
+              " dropped=%" PRIu64 "\n",
+         how, srv->cfg.udp.host, srv->cfg.udp.port, taken, served, other, dropped);
+}
+
 static void put_server_stats(struct server *srv, struct zk_wbuf *out, const struct tree_snapshot *s)
 {
     const struct dp_stats *d = &s->ds;
@@ -201,6 +238,7 @@ static void put_server_stats(struct server *srv, struct zk_wbuf *out, const stru
     struct seq_ens_status st;
     outf(out, "Mode: %s\n", server_state(srv, &st));
     outf(out, "Node count: %" PRId64 "\n", s->ts.node_count);
+    put_srvr_udp(srv, out, d);
 }
 
 static void put_conn_brief(void *arg, const struct dp_conn_info *ci)

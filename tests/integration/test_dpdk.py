@@ -3,9 +3,10 @@
 larchd runs its poll-mode lcore on net_af_packet over one end of a veth
 pair; the other end sits in a network namespace of this test's own, with
 an address from 198.18.0.0/15. From inside the namespace, UDP.md's client
-(test_udp.py) reads what kazoo wrote over TCP on loopback, pings the
-server, and sends garbage; then a fifth of the packets each way are lost
-and the reads still complete. The loss is nftables' (numgen random, in the
+(test_udp.py) and larch-cli -udp (liblarch's UDP transport) read what
+kazoo wrote over TCP on loopback, the test pings the server and sends
+garbage; then a fifth of the packets each way are lost and the reads of
+both still complete. The loss is nftables' (numgen random, in the
 namespace): this kernel has no netem. The namespace, the veth and the
 server are removed by the test, whatever happens.
 """
@@ -17,7 +18,8 @@ import sys
 import textwrap
 import unittest
 
-from harness import Server, kazoo_client, stop_kazoo, sut_kind, unique_path
+from harness import Server, four_letter, kazoo_client, stop_kazoo, sut_kind, unique_path
+from test_cli import cli_path
 from test_udp import mntr
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -125,6 +127,13 @@ class DpdkReadTest(unittest.TestCase):
         run("ip", "netns", "del", self.ns, check=False)
         shutil.rmtree(self.eal_dir, ignore_errors=True)  # the server stopped first
 
+    def cli(self, *argv):
+        """larch-cli -udp inside the namespace: (exit status, stdout, stderr)."""
+        if not os.access(cli_path(), os.X_OK):
+            self.skipTest("no larch-cli at %s" % cli_path())
+        r = self._ns(cli_path(), "-udp", "%s:%d" % (SERVER_IP, UDP_PORT), *argv, check=False)
+        return r.returncode, r.stdout, r.stderr
+
     def client(self, job):
         import json
         r = self._ns(sys.executable, "-c", CLIENT, json.dumps(job))
@@ -143,6 +152,15 @@ class DpdkReadTest(unittest.TestCase):
         got = self.client({"kind": "get", "paths": list(values)})
         self.assertEqual([g[:2] if g else None for g in got], [[0, 0]] * 5)
         self.assertEqual([bytes.fromhex(g[2]) for g in got], list(values.values()))
+        # larch-cli over liblarch's UDP transport, as a co-located reader would
+        for p, v in values.items():
+            self.assertEqual(self.cli("get", p), (0, v.decode() + "\n", ""))
+        self.assertEqual(self.cli("ls", base), (0, "[k0, k1, k2, k3, k4]\n", ""))
+        # one Ethernet frame is the limit on this path: a bigger value is an error
+        zk.set(base + "/k0", b"x" * 2000)
+        rc, out, err = self.cli("get", base + "/k0")
+        self.assertEqual((rc, out), (1, ""))
+        self.assertIn("does not fit a UDP datagram", err)
         self.assertEqual(self.client({"kind": "ping", "n": 3}), [3])
         m = mntr(self.srv.port)
         self.assertGreaterEqual(int(m["zk_larch_dpdk_arp_replies"]), 1)
@@ -150,6 +168,9 @@ class DpdkReadTest(unittest.TestCase):
         self.assertGreaterEqual(int(m["zk_larch_dpdk_udp_replies"]), 5)
         self.assertEqual(int(m["zk_larch_dpdk_core0_udp_replies"]),
                          int(m["zk_larch_dpdk_udp_replies"]))
+        srvr = four_letter(self.srv.port, "srvr").decode()
+        self.assertRegex(srvr, r"\nUDP reads \(DPDK\): %s:%d received=\d+ served=([1-9]\d+) "
+                         r"refused=[1-9]\d* dropped=0\n" % (SERVER_IP, UDP_PORT))
 
     def test_reads_complete_under_loss_and_garbage_is_counted(self):
         zk = kazoo_client(self.srv.port)
@@ -165,6 +186,8 @@ class DpdkReadTest(unittest.TestCase):
                        check=True, timeout=30)
         got = self.client({"kind": "get", "paths": [path] * 20, "tries": 25, "wait_s": 0.2})
         self.assertEqual([bytes.fromhex(g[2]) for g in got], [b"still here"] * 20)
+        for _ in range(10):  # liblarch re-sends what was lost
+            self.assertEqual(self.cli("get", path), (0, "still here\n", ""))
         lost = self._ns("nft", "list", "table", "inet", "larchloss").stdout
         self.assertRegex(lost, r"counter packets [1-9]")  # the loss was real
         self._ns("nft", "delete", "table", "inet", "larchloss")

@@ -9,6 +9,7 @@ requests get the statuses UDP.md names, and mntr counts them.
 
 import os
 import random
+import re
 import socket
 import struct
 import time
@@ -228,6 +229,13 @@ class UdpReadTest(unittest.TestCase):
         self.assertGreaterEqual(int(m["zk_larch_udp_replies_bad_mac"]), 2)
         self.assertGreaterEqual(int(m["zk_larch_udp_replies_no_session"]), 2)
         self.assertGreaterEqual(int(m["zk_larch_udp_replies_ok"]), 2)
+        srvr = four_letter(self.srv.port, "srvr").decode()
+        line = re.search(r"^UDP reads \(sockets\): (\S+) received=(\d+) served=(\d+) "
+                         r"refused=(\d+) dropped=(\d+)$", srvr, re.M)
+        self.assertIsNotNone(line, srvr)
+        self.assertEqual(line.group(1), "%s:%d" % (HOST, self.udp_port))
+        self.assertGreaterEqual(int(line.group(3)), 2)
+        self.assertGreaterEqual(int(line.group(4)), 4)  # two bad MACs, two unknown sessions
 
     def test_big_values_need_a_padded_request_and_garbage_gets_nothing(self):
         path = unique_path("udp-big")
