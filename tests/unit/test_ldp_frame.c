@@ -4,6 +4,13 @@
  * read requests answered through dp_udp_handle with the reply's headers
  * and checksums right, the MTU respected, and every frame that is not for
  * us dropped and counted by reason.
+ *
+ * With DPDK in the build, two more runs (one EAL per process, so one each:
+ * `test_ldp_frame ring` and `test_ldp_frame null`) start the poll-mode back
+ * end (dpdk/port.c) on a virtual port: net_ring, whose TX ring is its RX
+ * ring, carries crafted requests in and each reply back round to the
+ * server, which drops it as not its own; net_null floods the port with
+ * frames that are nothing, and the core must count them and still stop.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,8 +18,18 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <urcu.h>
+
+#ifdef LARCH_HAVE_DPDK
+#include <ftw.h>
+#include <rte_eal.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+#endif
 
 #include "dpdk/dpdk.h"
 
@@ -305,8 +322,174 @@ static void test_frames_not_for_us_are_dropped_and_counted(void **state)
     assert_int_equal(f->ctr.udp_replies + f->ctr.arp_replies + f->ctr.icmp_replies, 0);
 }
 
-int main(void)
+#ifdef LARCH_HAVE_DPDK
+/* ---- the poll-mode back end on virtual ports ------------------------------------ */
+
+#define WAIT_MS_MAX 10000
+/* the counters are read one at a time while the core publishes a burst's */
+#define BURST_SLACK 64
+
+static void sleep_ms(int ms)
 {
+    struct timespec ts = { .tv_sec = 0, .tv_nsec = ms * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* Starts the back end on vdev (one poll-mode lcore) and returns it, with
+ * EAL's runtime directory in rundir for stop_port to remove. */
+static struct ldp *start_port(struct fx *f, const char *vdev, char *rundir, size_t cap)
+{
+    char eal[256];
+    snprintf(eal, sizeof eal,
+             "-l 0-1 --no-huge --no-pci -m 64 --log-level=error --file-prefix ldptest%d "
+             "--vdev %s", (int)getpid(), vdev);
+    struct ldp_cfg cfg = { .eal_args = eal, .cores = 1, .ifc = { .udp_port = PORT } };
+    memcpy(cfg.ifc.ip, OUR_IP, 4);
+    char err[256] = "";
+    struct ldp *l = ldp_start(&cfg, f->dp, err, sizeof err);
+    if (l == NULL)
+        fail_msg("ldp_start on %s: %s", vdev, err);
+    snprintf(rundir, cap, "%s", rte_eal_get_runtime_dir());
+    return l;
+}
+
+static void stop_port(struct ldp *l, const char *rundir)
+{
+    ldp_stop(l);
+    nftw(rundir, remove_entry, 8, FTW_DEPTH | FTW_PHYS); /* EAL leaves its files */
+}
+
+/* Polls the counters until done says so, for at most WAIT_MS_MAX. */
+static bool wait_stats(struct ldp *l, struct ldp_stats *st, bool (*done)(const struct ldp_stats *))
+{
+    for (int waited = 0; waited < WAIT_MS_MAX; waited++) {
+        ldp_get_stats(l, st);
+        if (done(st))
+            return true;
+        sleep_ms(1);
+    }
+    return false;
+}
+
+static struct rte_mbuf *frame_mbuf(struct rte_mempool *pool, const uint8_t *frame, size_t n,
+                                   const uint8_t mac[6])
+{
+    struct rte_mbuf *m = rte_pktmbuf_alloc(pool);
+    assert_non_null(m);
+    uint8_t *p = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)n);
+    assert_non_null(p);
+    memcpy(p, frame, n);
+    memcpy(p, mac, 6); /* to the port's own address */
+    return m;
+}
+
+static bool three_answered_and_back(const struct ldp_stats *st)
+{
+    return st->frames >= 6;
+}
+
+static void test_port_on_a_ring_answers_through_the_poll_loop(void **state)
+{
+    struct fx *f = *state;
+    char rundir[512];
+    struct ldp *l = start_port(f, "net_ring0", rundir, sizeof rundir);
+    struct ldp_stats st;
+    ldp_get_stats(l, &st);
+    assert_int_equal(st.cores, 1);
+    /* the ring PMD's queue 0: what the port sends comes back to it */
+    struct rte_ring *ring = rte_ring_lookup("ETH_RXTX0_net_ring0");
+    assert_non_null(ring);
+    struct rte_mempool *pool =
+        rte_pktmbuf_pool_create("ldptest", 63, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+    assert_non_null(pool);
+
+    uint8_t b[2048];
+    struct rte_mbuf *in[3];
+    size_t n = udp_request(b, OUR_IP, PORT, ZK_OP_GETDATA, "/zookeeper");
+    in[0] = frame_mbuf(pool, b, n, st.ifc.mac);
+    n = eth(b, 0x0806); /* an ARP request for our address */
+    uint8_t *a = b + n;
+    static const uint8_t arp_head[8] = { 0, 1, 8, 0, 6, 4, 0, 1 };
+    memcpy(a, arp_head, 8);
+    memcpy(a + 8, PEER_MAC, 6);
+    memcpy(a + 14, PEER_IP, 4);
+    memset(a + 18, 0, 6);
+    memcpy(a + 24, OUR_IP, 4);
+    in[1] = frame_mbuf(pool, b, n + 28, st.ifc.mac);
+    memset(b + 34, 0, 16); /* an echo request */
+    b[34] = 8;
+    memcpy(b + 42, "ring-ping", 8);
+    base_put_be16(b + 36, checksum(b + 34, 16, 0));
+    eth(b, 0x0800);
+    ip(b, OUR_IP, 1, 16);
+    in[2] = frame_mbuf(pool, b, 50, st.ifc.mac);
+    /* the ring is single-producer: the core enqueues only after taking
+     * these, and nothing else is sent until it has */
+    assert_int_equal(rte_ring_enqueue_bulk(ring, (void **)in, 3, NULL), 3);
+
+    assert_true(wait_stats(l, &st, three_answered_and_back));
+    assert_int_equal(st.frames, 6);
+    assert_int_equal(st.udp_replies, 1);
+    assert_int_equal(st.arp_replies, 1);
+    assert_int_equal(st.icmp_replies, 1);
+    assert_int_equal(st.udp.answered[ZK_UDP_OK], 1);
+    assert_int_equal(st.core_udp_replies[0], 1);
+    assert_int_equal(st.tx_dropped, 0);
+    /* the replies came round: to the peer's address, or an ARP reply */
+    assert_int_equal(st.dropped[LDP_DROP_NOT_OURS], 2);
+    assert_int_equal(st.dropped[LDP_DROP_ARP], 1);
+    rte_mempool_free(pool); /* every mbuf is back in it: the core freed the replies */
+    stop_port(l, rundir);
+}
+
+static bool flooded(const struct ldp_stats *st)
+{
+    return st->frames >= 100000;
+}
+
+static void test_port_flooded_with_nothing_counts_and_stops(void **state)
+{
+    struct fx *f = *state;
+    char rundir[512];
+    struct ldp *l = start_port(f, "net_null0", rundir, sizeof rundir);
+    struct ldp_stats st;
+    assert_true(wait_stats(l, &st, flooded));
+    uint64_t dropped = 0;
+    for (int i = 0; i < LDP_DROPS; i++)
+        dropped += st.dropped[i];
+    /* the null PMD's frames are 64 bytes of nothing: dropped, never answered */
+    assert_true(dropped + BURST_SLACK >= st.frames);
+    assert_int_equal(st.udp_replies + st.arp_replies + st.icmp_replies, 0);
+    stop_port(l, rundir); /* returns although frames keep coming */
+}
+#endif
+
+int main(int argc, char **argv)
+{
+#ifdef LARCH_HAVE_DPDK
+    const struct CMUnitTest ring[] = {
+        cmocka_unit_test_setup_teardown(test_port_on_a_ring_answers_through_the_poll_loop, setup,
+                                        teardown),
+    };
+    const struct CMUnitTest null[] = {
+        cmocka_unit_test_setup_teardown(test_port_flooded_with_nothing_counts_and_stops, setup,
+                                        teardown),
+    };
+    if (argc > 1 && strcmp(argv[1], "ring") == 0)
+        return cmocka_run_group_tests_name("port on net_ring", ring, NULL, NULL);
+    if (argc > 1 && strcmp(argv[1], "null") == 0)
+        return cmocka_run_group_tests_name("port on net_null", null, NULL, NULL);
+#endif
+    if (argc > 1) {
+        fprintf(stderr, "test_ldp_frame: no run '%s' in this build\n", argv[1]);
+        return 2;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_arp_request_for_us_is_answered, setup, teardown),
         cmocka_unit_test_setup_teardown(test_icmp_echo_is_answered, setup, teardown),
