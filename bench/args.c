@@ -326,10 +326,9 @@ static int check_combination(struct bench_cfg *cfg, char *err, size_t err_len)
     if (cfg->rate_per_s > 0 && !cfg->outstanding_set)
         cfg->outstanding = BENCH_OPEN_LOOP_OUTSTANDING;
     if (cfg->udp_port != 0) {
-        for (int i = 0; i < cfg->read_pct_count; i++)
-            if (cfg->read_pcts[i] != 100)
-                return fail(err, err_len, "--udp: the UDP path serves reads only (writes go "
-                                          "over TCP): use --read-ratio 100");
+        if (cfg->write_op != BENCH_WRITE_SETDATA)
+            return fail(err, err_len, "--udp: a mix's writes go over TCP as setData only "
+                                      "(--write-op setData)");
         if (cfg->client == BENCH_CLIENT_C)
             return fail(err, err_len, "--udp: the C client speaks TCP only");
         if (cfg->rate_per_s > 0)
@@ -407,8 +406,8 @@ const char *bench_usage(void)
            "Target\n"
            "  --server HOST:PORT    server address (default 127.0.0.1:2181)\n"
            "  --udp IP:PORT         read over larchd's UDP path there (larchd --udp;\n"
-           "                        dataplane/UDP.md): reads only, closed loop; the keys\n"
-           "                        are still made over TCP at --server\n"
+           "                        dataplane/UDP.md), closed loop; a mix's writes\n"
+           "                        (setData) and the keys go over TCP at --server\n"
            "  --dpdk 'EAL ARGS'     with --udp: read from a DPDK port of the bench's own\n"
            "                        (e.g. '-l 0 --no-huge --no-pci -m 256 --file-prefix bench\n"
            "                        --vdev net_memif0,role=client' to a larchd --dpdk on\n"

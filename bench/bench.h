@@ -25,6 +25,7 @@
 
 #include "base/base.h" /* base_mono_ns: every bench time is on it */
 #include "bench/hist.h"
+#include "proto/proto.h"
 
 #define BENCH_VERSION "0.1.0"
 #define BENCH_ROOT "/larch-bench"
@@ -189,6 +190,27 @@ int bench_connect(const struct bench_cfg *cfg, char *err, size_t err_len);
 int bench_setup(const struct bench_cfg *cfg, char *err, size_t err_len);
 /* Deletes the keys, whatever else sits under BENCH_ROOT, and BENCH_ROOT. */
 int bench_cleanup(const struct bench_cfg *cfg, char *err, size_t err_len);
+
+/* ---- tcpw.c: the TCP write session of the UDP and DPDK drivers --------- */
+/* One per driver thread, owned by it; non-blocking after the handshake. */
+struct bench_tcpw {
+    int fd;
+    struct zk_wbuf out; /* frames not yet sent */
+    size_t out_off;     /* how much of out is sent */
+    uint8_t *in;        /* reply bytes not yet taken */
+    size_t in_len, in_cap;
+    int64_t last_send_ns, ping_ns;
+};
+typedef void (*bench_tcpw_done_fn)(void *arg, int32_t xid, int32_t err);
+/* Connects and handshakes (blocking); 0, or -1 with err. */
+int bench_tcpw_open(struct bench_tcpw *t, const struct bench_cfg *cfg, char *err, size_t err_len);
+void bench_tcpw_close(struct bench_tcpw *t);
+/* Queues a setData of value at path (xid >= 0 names it in the reply). */
+void bench_tcpw_set(struct bench_tcpw *t, int32_t xid, const char *path, const void *value,
+                    uint32_t value_len);
+/* Sends what is queued (and a ping when due), then hands each reply that
+ * arrived to done. 0, or -1 when the session broke. Never blocks. */
+int bench_tcpw_pump(struct bench_tcpw *t, bench_tcpw_done_fn done, void *arg);
 
 /* ---- drivers ----------------------------------------------------------- */
 /* Each runs one read ratio and fills r; 0 on success, -1 with err. */

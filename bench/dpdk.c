@@ -10,7 +10,9 @@
  * whole Ethernet frames built in mbufs and sent in bursts, replies are
  * matched by request id as in udp.c. The server's MAC is learnt by ARP
  * first (larchd answers it). A read unanswered for RESEND_NS is counted
- * lost and sent again.
+ * lost and sent again. In a read/write mix a slot's write goes over a TCP
+ * session through the kernel (tcpw.c), pumped between bursts while writes
+ * are in flight.
  */
 #include "bench/bench.h"
 #include "dataplane/dataplane.h"
@@ -32,9 +34,10 @@
 #define EAL_ARGS_MAX 64
 #define SRC_PORT_BASE 20000
 #define FRAME_HEADERS 42 /* Ethernet, IPv4, UDP */
+#define WRITE_RID UINT64_MAX /* a slot's write in flight over TCP */
 
 struct dslot {
-    uint64_t rid; /* 0: free */
+    uint64_t rid; /* 0: free; WRITE_RID: a write */
     uint64_t t0_ns;
 };
 
@@ -53,7 +56,12 @@ struct ddrv {
     uint8_t ip[4], server_ip[4];
     struct dsess *sessions;
     struct bench_counts counts;
-    struct bench_hist all, read;
+    struct bench_hist all, read, write;
+    double read_pct;
+    const char *value;     /* what writes set */
+    struct bench_tcpw tcp; /* a mix's writes (fd -1: reads only) */
+    uint32_t writes;       /* in flight */
+    bool tcp_broken;
     struct rte_mbuf *tx[BURST];
     int ntx;
     int cur_phase;
@@ -168,27 +176,87 @@ static uint16_t poll_rx(struct ddrv *d)
     return n;
 }
 
-/* Fills every free or overdue slot; true while any read is in flight. */
+static void write_done(void *arg, int32_t xid, int32_t err)
+{
+    struct ddrv *d = arg;
+    int32_t per = d->cfg->outstanding;
+    if (xid / per >= d->cfg->sessions)
+        return;
+    struct dslot *slot = &d->sessions[xid / per].slots[xid % per];
+    if (slot->rid != WRITE_RID)
+        return;
+    uint64_t now_ns = (uint64_t)base_mono_ns();
+    uint64_t lat = now_ns > slot->t0_ns ? now_ns - slot->t0_ns : 0;
+    slot->rid = 0;
+    d->writes--;
+    if (d->cur_phase != BENCH_PHASE_MEASURE)
+        return;
+    if (err != ZK_OK) {
+        bench_counts_error(&d->counts, err);
+        return;
+    }
+    bench_hist_record(&d->all, lat);
+    bench_hist_record(&d->write, lat);
+    d->counts.write_ok++;
+}
+
+/* Sends queued writes and takes their replies; a broken session loses
+ * its writes and the run goes on reading. */
+static void pump_writes(struct ddrv *d)
+{
+    if (d->tcp.fd < 0 || d->tcp_broken || bench_tcpw_pump(&d->tcp, write_done, d) == 0)
+        return;
+    d->tcp_broken = true;
+    d->counts.sessions_lost++;
+    for (int si = 0; si < d->cfg->sessions; si++)
+        for (uint32_t i = 0; i < (uint32_t)d->cfg->outstanding; i++)
+            if (d->sessions[si].slots[i].rid == WRITE_RID) {
+                d->sessions[si].slots[i].rid = 0;
+                if (d->cur_phase == BENCH_PHASE_MEASURE)
+                    bench_counts_error(&d->counts, ZK_ECONNECTIONLOSS);
+            }
+    d->writes = 0;
+}
+
+static void send_write(struct ddrv *d, int si, uint32_t i, uint64_t now_ns)
+{
+    struct dsess *s = &d->sessions[si];
+    char path[64];
+    bench_key_path(path, sizeof path, bench_keys_pick(d->keys, &s->rng));
+    int32_t xid = si * d->cfg->outstanding + (int32_t)i;
+    bench_tcpw_set(&d->tcp, xid, path, d->value, d->cfg->value_size_bytes);
+    s->slots[i] = (struct dslot){ .rid = WRITE_RID, .t0_ns = now_ns };
+    d->writes++;
+}
+
+/* Fills every free or overdue slot; true while anything is in flight. */
 static bool fill(struct ddrv *d, uint64_t now_ns)
 {
     bool inflight = false;
+    bool mix = d->tcp.fd >= 0 && !d->tcp_broken;
     for (int si = 0; si < d->cfg->sessions; si++) {
         struct dsess *s = &d->sessions[si];
         for (uint32_t i = 0; i < (uint32_t)d->cfg->outstanding; i++) {
-            if (s->slots[i].rid != 0 && now_ns - s->slots[i].t0_ns < RESEND_NS) {
+            uint64_t rid = s->slots[i].rid;
+            if (rid == WRITE_RID || (rid != 0 && now_ns - s->slots[i].t0_ns < RESEND_NS)) {
                 inflight = true;
                 continue;
             }
-            if (s->slots[i].rid != 0 && d->cur_phase == BENCH_PHASE_MEASURE)
+            if (rid != 0 && d->cur_phase == BENCH_PHASE_MEASURE)
                 bench_counts_error(&d->counts, ZK_ECONNECTIONLOSS);
             s->slots[i].rid = 0;
-            if (d->cur_phase != BENCH_PHASE_DRAIN) {
+            if (d->cur_phase == BENCH_PHASE_DRAIN)
+                continue;
+            if (mix && !bench_pick_read(d->read_pct, &s->rng))
+                send_write(d, si, i, now_ns);
+            else
                 send_read(d, si, i, now_ns);
-                inflight = true;
-            }
+            inflight = true;
         }
     }
     flush_tx(d);
+    if (d->writes > 0)
+        pump_writes(d);
     return inflight;
 }
 
@@ -338,22 +406,44 @@ int bench_dpdk_run(const struct bench_cfg *cfg, double read_pct, struct bench_re
     memset(&d.counts, 0, sizeof d.counts);
     bench_hist_reset(&d.all);
     bench_hist_reset(&d.read);
+    bench_hist_reset(&d.write);
     _Atomic int phase = BENCH_PHASE_WARMUP;
     d.phase = &phase;
     d.cur_phase = BENCH_PHASE_WARMUP;
     zk_wbuf_init(&d.req);
+    d.read_pct = read_pct;
+    d.writes = 0;
+    d.tcp_broken = false;
+    d.tcp.fd = -1;
+    char *value = malloc(cfg->value_size_bytes + 1);
+    if (!value) {
+        snprintf(err, err_len, "out of memory");
+        return -1;
+    }
+    memset(value, 'v', cfg->value_size_bytes);
+    d.value = value;
+    /* a mix: the writes go over a TCP session through the kernel */
+    if (read_pct < 100 && bench_tcpw_open(&d.tcp, cfg, err, err_len) != 0) {
+        free(value);
+        return -1;
+    }
     pthread_t poller;
     if (pthread_create(&poller, NULL, poll_main, &d) != 0) {
         snprintf(err, err_len, "cannot start the polling thread");
+        bench_tcpw_close(&d.tcp);
+        free(value);
         return -1;
     }
     int rc = bench_timeline(cfg, &phase, r, always, NULL);
     atomic_store(&phase, BENCH_PHASE_DRAIN);
     pthread_join(poller, NULL);
     zk_wbuf_free(&d.req);
+    bench_tcpw_close(&d.tcp);
+    free(value);
     bench_counts_add(&r->counts, &d.counts);
     bench_hist_merge(&r->all, &d.all);
     bench_hist_merge(&r->read, &d.read);
+    bench_hist_merge(&r->write, &d.write);
     for (int i = 0; i < cfg->sessions; i++)
         free(d.sessions[i].slots);
     free(d.sessions);

@@ -11,8 +11,9 @@
  * generation, so that a late reply to a re-sent request is not taken for
  * the new one). A request unanswered for RESEND_NS is counted as lost (a
  * datagram is gone: CONNECTIONLOSS in the error table) and its slot sends
- * a fresh read. Reads only: writes and watches need TCP, which the raw
- * driver drives.
+ * a fresh read. In a read/write mix (--read-ratio below 100) a slot's
+ * write goes over the thread's TCP session (tcpw.c) as setData: the UDP
+ * path carries reads only. Watches need TCP, which the raw driver drives.
  */
 #include "bench/bench.h"
 #include "dataplane/dataplane.h"
@@ -37,9 +38,10 @@
 #define REQ_BYTES_MAX 128
 
 struct uslot {
-    uint64_t rid;   /* 0: free */
+    uint64_t rid;   /* 0: free; WRITE_RID: a write in flight over TCP */
     uint64_t t0_ns;
 };
+#define WRITE_RID UINT64_MAX
 
 struct usession {
     int fd;
@@ -58,7 +60,11 @@ struct uworker {
     struct usession *sessions;
     int nsessions;
     struct bench_counts counts;
-    struct bench_hist all, read;
+    struct bench_hist all, read, write;
+    double read_pct;
+    const char *value;     /* what writes set */
+    struct bench_tcpw tcp; /* the writes' session (fd -1: a reads-only run) */
+    bool tcp_broken;
     pthread_t thread;
     bool started;
     char err[160];
@@ -136,12 +142,73 @@ static void take_reply(struct uworker *w, struct usession *s, const uint8_t *d, 
 }
 
 /* Fills free slots, and gives up on (and re-sends) the overdue. */
+/* Queues a setData from slot i of s on the thread's TCP session; its xid
+ * names the session and the slot. */
+static void queue_write(struct uworker *w, struct usession *s, uint32_t i, uint64_t now_ns)
+{
+    char path[64];
+    bench_key_path(path, sizeof path, bench_keys_pick(w->keys, &s->rng));
+    int32_t xid = (int32_t)((s - w->sessions) * w->cfg->outstanding + (int32_t)i);
+    bench_tcpw_set(&w->tcp, xid, path, w->value, w->cfg->value_size_bytes);
+    s->slots[i] = (struct uslot){ .rid = WRITE_RID, .t0_ns = now_ns };
+}
+
+/* A write's reply (tcpw.c): the slot it came from is free again. */
+static void write_done(void *arg, int32_t xid, int32_t err)
+{
+    struct uworker *w = arg;
+    int32_t per = w->cfg->outstanding;
+    if (xid / per >= w->nsessions)
+        return;
+    struct usession *s = &w->sessions[xid / per];
+    struct uslot *slot = &s->slots[xid % per];
+    if (slot->rid != WRITE_RID)
+        return;
+    uint64_t now_ns = (uint64_t)base_mono_ns();
+    uint64_t lat = now_ns > slot->t0_ns ? now_ns - slot->t0_ns : 0;
+    slot->rid = 0;
+    s->inflight--;
+    if (w->cur_phase != BENCH_PHASE_MEASURE)
+        return;
+    if (err != ZK_OK) {
+        bench_counts_error(&w->counts, err);
+        return;
+    }
+    bench_hist_record(&w->all, lat);
+    bench_hist_record(&w->write, lat);
+    w->counts.write_ok++;
+}
+
+/* The write session broke: its writes are lost, and the run goes on reading. */
+static void drop_writes(struct uworker *w)
+{
+    if (w->tcp_broken)
+        return;
+    w->tcp_broken = true;
+    w->counts.sessions_lost++;
+    snprintf(w->err, sizeof w->err, "the TCP write session broke (port %u)", w->cfg->port);
+    for (int k = 0; k < w->nsessions; k++) {
+        struct usession *s = &w->sessions[k];
+        for (uint32_t i = 0; i < (uint32_t)w->cfg->outstanding; i++) {
+            if (s->slots[i].rid != WRITE_RID)
+                continue;
+            s->slots[i].rid = 0;
+            s->inflight--;
+            if (w->cur_phase == BENCH_PHASE_MEASURE)
+                bench_counts_error(&w->counts, ZK_ECONNECTIONLOSS);
+        }
+    }
+}
+
+/* Fills free slots, and gives up on (and re-sends) the overdue reads; a
+ * write waits for its TCP reply. */
 static void fill(struct uworker *w, struct usession *s, uint64_t now_ns)
 {
     for (uint32_t i = 0; i < (uint32_t)w->cfg->outstanding; i++) {
-        if (s->slots[i].rid != 0 && now_ns - s->slots[i].t0_ns < RESEND_NS)
+        uint64_t rid = s->slots[i].rid;
+        if (rid == WRITE_RID || (rid != 0 && now_ns - s->slots[i].t0_ns < RESEND_NS))
             continue;
-        if (s->slots[i].rid != 0) {
+        if (rid != 0) {
             s->inflight--;
             if (w->cur_phase == BENCH_PHASE_MEASURE)
                 bench_counts_error(&w->counts, ZK_ECONNECTIONLOSS);
@@ -150,7 +217,10 @@ static void fill(struct uworker *w, struct usession *s, uint64_t now_ns)
             s->slots[i].rid = 0;
             continue;
         }
-        queue_read(w, s, i, now_ns);
+        if (w->tcp.fd >= 0 && !w->tcp_broken && !bench_pick_read(w->read_pct, &s->rng))
+            queue_write(w, s, i, now_ns);
+        else
+            queue_read(w, s, i, now_ns);
         s->inflight++;
     }
     send_queued(w, s);
@@ -183,16 +253,24 @@ static void *uworker_main(void *arg)
         w->cur_phase = atomic_load_explicit(w->phase, memory_order_acquire);
         uint64_t now_ns = (uint64_t)base_mono_ns();
         bool idle = true;
-        for (int i = 0; i < w->nsessions; i++) {
+        for (int i = 0; i < w->nsessions; i++)
             fill(w, &w->sessions[i], now_ns);
+        if (w->tcp.fd >= 0 && !w->tcp_broken && bench_tcpw_pump(&w->tcp, write_done, w) != 0)
+            drop_writes(w);
+        for (int i = 0; i < w->nsessions; i++)
             idle &= w->sessions[i].inflight == 0;
-        }
         if (w->cur_phase == BENCH_PHASE_DRAIN && idle)
             return NULL;
         struct epoll_event ev[EVENTS_MAX];
         int n = epoll_wait(w->ep, ev, EVENTS_MAX, POLL_MS);
-        for (int i = 0; i < n; i++)
-            drain_socket(w, ev[i].data.ptr);
+        for (int i = 0; i < n; i++) {
+            if (ev[i].data.ptr == &w->tcp) {
+                if (!w->tcp_broken && bench_tcpw_pump(&w->tcp, write_done, w) != 0)
+                    drop_writes(w);
+            } else {
+                drain_socket(w, ev[i].data.ptr);
+            }
+        }
     }
 }
 
@@ -242,6 +320,7 @@ static void free_workers(struct uworker *ws, int n)
             close(w->ep);
         free(w->reply);
         zk_wbuf_free(&w->req);
+        bench_tcpw_close(&w->tcp);
     }
     free(ws);
 }
@@ -257,6 +336,7 @@ static int init_worker(struct uworker *w, const struct bench_cfg *cfg, int t,
     zk_wbuf_init(&w->req);
     bench_hist_reset(&w->all);
     bench_hist_reset(&w->read);
+    bench_hist_reset(&w->write);
     if (w->ep < 0 || !w->sessions || !w->reply)
         return -1;
     for (int i = 0; i < w->nsessions; i++)
@@ -293,17 +373,37 @@ int bench_udp_run(const struct bench_cfg *cfg, double read_pct, struct bench_res
         snprintf(err, err_len, "out of memory");
         return -1;
     }
-    for (int t = 0; t < cfg->threads; t++)
+    char *value = malloc(cfg->value_size_bytes + 1);
+    if (!value) {
+        free(ws);
+        snprintf(err, err_len, "out of memory");
+        return -1;
+    }
+    memset(value, 'v', cfg->value_size_bytes);
+    for (int t = 0; t < cfg->threads; t++) {
         ws[t].ep = -1;
+        ws[t].tcp.fd = -1;
+    }
     int rc = 0;
     for (int t = 0; t < cfg->threads && rc == 0; t++) {
         ws[t].keys = &keys;
         ws[t].phase = &phase;
+        ws[t].read_pct = read_pct;
+        ws[t].value = value;
         rc = init_worker(&ws[t], cfg, t, &sa, len);
     }
     if (rc != 0)
         snprintf(err, err_len, "UDP sockets to %s:%u: %s", cfg->udp_host, cfg->udp_port,
                  strerror(errno));
+    /* a mix: each thread's writes go over a TCP session of its own */
+    for (int t = 0; t < cfg->threads && rc == 0 && read_pct < 100; t++) {
+        rc = bench_tcpw_open(&ws[t].tcp, cfg, err, err_len);
+        struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &ws[t].tcp };
+        if (rc == 0 && epoll_ctl(ws[t].ep, EPOLL_CTL_ADD, ws[t].tcp.fd, &ev) != 0) {
+            snprintf(err, err_len, "epoll: %s", strerror(errno));
+            rc = -1;
+        }
+    }
     for (int t = 0; t < cfg->threads && rc == 0; t++) {
         if (pthread_create(&ws[t].thread, NULL, uworker_main, &ws[t]) != 0) {
             snprintf(err, err_len, "cannot start the driver threads: %s", strerror(errno));
@@ -322,9 +422,11 @@ int bench_udp_run(const struct bench_cfg *cfg, double read_pct, struct bench_res
         bench_counts_add(&r->counts, &ws[t].counts);
         bench_hist_merge(&r->all, &ws[t].all);
         bench_hist_merge(&r->read, &ws[t].read);
+        bench_hist_merge(&r->write, &ws[t].write);
         if (ws[t].err[0])
             fprintf(stderr, "larch-bench: warning: %s\n", ws[t].err);
     }
     free_workers(ws, cfg->threads);
+    free(value);
     return rc;
 }

@@ -7,6 +7,7 @@ read-your-writes across the two transports; forged, tampered and stale
 requests get the statuses UDP.md names, and mntr counts them.
 """
 
+import json
 import os
 import random
 import re
@@ -262,19 +263,26 @@ class UdpReadTest(unittest.TestCase):
         self.assertEqual(self.udp.get(path, pad=need)["status"], OK)
 
     def test_larch_bench_reads_over_udp(self):
-        """larch-bench --udp (the build's, beside larchd): every read answered."""
+        """larch-bench --udp (the build's, beside larchd): every read answered,
+        and in a 90 % mix the writes go over TCP."""
         bench = os.path.join(os.path.dirname(os.path.dirname(larchd_path())), "bench",
                              "larch-bench")
         if not os.access(bench, os.X_OK):
             self.skipTest("no larch-bench beside %s" % larchd_path())
         r = subprocess.run([bench, "--server", "%s:%d" % (HOST, self.srv.port),
-                            "--udp", "%s:%d" % (HOST, self.udp_port), "--read-ratio", "100",
+                            "--udp", "%s:%d" % (HOST, self.udp_port), "--read-ratio", "100,90",
                             "--keys", "50", "--sessions", "4", "--outstanding", "4",
                             "--warmup", "0.2", "--duration", "0.5", "--json"],
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn('"client":"udp"', r.stdout)
-        self.assertIn('"errors_total":0', r.stdout)
+        runs = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+        self.assertEqual([x["read_ratio"] for x in runs], [100, 90])
+        for x in runs:
+            self.assertEqual(x["client"], "udp")
+            self.assertEqual(x["errors_total"], 0)
+            self.assertGreater(x["reads"], 0)
+        self.assertEqual(runs[0]["writes"], 0)
+        self.assertGreater(runs[1]["writes"], 0)  # the mix's writes, over TCP
         m = mntr(self.srv.port)
         self.assertGreater(int(m["zk_larch_udp_replies_ok"]), 100)
         self.assertEqual(int(m["zk_larch_udp_replies_bad_request"]), 0)

@@ -375,8 +375,8 @@ static void test_args_ipv6_and_help(void **state)
     assert_non_null(strstr(bench_usage(), "--server-pid"));
 }
 
-/* --udp: an address literal and a port; reads only, closed loop, TCP's
- * options refused with a reason. */
+/* --udp: an address literal and a port; closed loop, a mix's writes as
+ * setData, TCP's options refused with a reason. */
 static void test_args_udp(void **state)
 {
     struct bench_cfg cfg;
@@ -394,9 +394,12 @@ static void test_args_udp(void **state)
                  "--read-ratio", "100", NULL);
     expect_error("--udp: '127.0.0.1' is not IP:PORT", "--udp", "127.0.0.1", NULL);
     expect_error("--udp: '0' is not in 1..65535", "--udp", "127.0.0.1:0", NULL);
-    expect_error("--udp: the UDP path serves reads only (writes go over TCP): use "
-                 "--read-ratio 100",
-                 "--udp", "127.0.0.1:5", NULL);
+    /* a mix: its writes go over TCP, as setData */
+    assert_int_equal(parse(&cfg, err, sizeof(err), "--udp", "127.0.0.1:5", "--read-ratio",
+                           "90,100", NULL),
+                     BENCH_ARGS_OK);
+    expect_error("--udp: a mix's writes go over TCP as setData only (--write-op setData)",
+                 "--udp", "127.0.0.1:5", "--write-op", "create-delete", NULL);
     expect_error("--udp: the UDP driver is closed loop (no --rate)", "--udp", "127.0.0.1:5",
                  "--read-ratio", "100", "--rate", "1000", NULL);
     expect_error("--udp: watches need TCP", "--udp", "127.0.0.1:5", "--read-ratio", "100",
