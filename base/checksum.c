@@ -4,24 +4,43 @@
  */
 #include "base/base.h"
 
-/* Four bytes at a time: a*2^16 + b is a + b modulo 0xffff, which is all a
- * one's-complement sum keeps. */
+/* Adds w to acc with the end-around carry of one's-complement arithmetic. */
+static inline uint64_t add_carry(uint64_t acc, uint64_t w)
+{
+    acc += w;
+    return acc + (acc < w);
+}
+
+/* Eight bytes at a time. The bytes are read as little-endian words: a
+ * one's-complement sum of byte-swapped 16-bit words is the byte-swapped
+ * sum (RFC 1071, "byte order independence"), so the folded result is
+ * swapped once at the end. A lone last byte is the low byte of a
+ * little-endian word, which the swap makes the high byte it is. */
 uint32_t base_csum_add(uint32_t sum, const void *p, size_t n)
 {
     const uint8_t *b = p;
-    uint64_t acc = sum;
-    for (; n >= 4; b += 4, n -= 4)
-        acc += base_get_be32(b);
+    uint64_t acc = 0;
+    for (; n >= 8; b += 8, n -= 8)
+        acc = add_carry(acc, base_get_le64(b));
+    if (n >= 4) {
+        acc = add_carry(acc, base_get_le32(b));
+        b += 4;
+        n -= 4;
+    }
     if (n >= 2) {
-        acc += base_get_be16(b);
+        acc = add_carry(acc, (uint64_t)b[0] | (uint64_t)b[1] << 8);
         b += 2;
         n -= 2;
     }
     if (n)
-        acc += (uint32_t)b[0] << 8;
+        acc = add_carry(acc, b[0]);
     acc = (acc & 0xffffffff) + (acc >> 32);
     acc = (acc & 0xffffffff) + (acc >> 32);
-    return (uint32_t)acc;
+    acc = (acc & 0xffff) + (acc >> 16);
+    acc = (acc & 0xffff) + (acc >> 16);
+    uint32_t swapped = (uint32_t)((acc & 0xff) << 8 | acc >> 8);
+    uint64_t total = (uint64_t)sum + swapped;
+    return (uint32_t)((total & 0xffffffff) + (total >> 32));
 }
 
 uint16_t base_csum_fold(uint32_t sum)

@@ -219,32 +219,46 @@ bool zk_wbuf_reserve(struct zk_wbuf *w, size_t extra)
     return true;
 }
 
+/* n more bytes at the end of w, to be written by the caller; NULL when
+ * the buffer failed. The common case (room left) is a compare: the
+ * encoders of a read reply call this once per record, not per field. */
+static inline uint8_t *wbuf_take(struct zk_wbuf *w, size_t n)
+{
+    if (w->err || n > w->cap - w->len) {
+        if (!zk_wbuf_reserve(w, n))
+            return NULL;
+    }
+    uint8_t *at = w->p + w->len;
+    w->len += n;
+    return at;
+}
+
 void zk_put_raw(struct zk_wbuf *w, const void *p, size_t len)
 {
-    if (len == 0 || !zk_wbuf_reserve(w, len))
-        return;
-    memcpy(w->p + w->len, p, len);
-    w->len += len;
+    uint8_t *at = len ? wbuf_take(w, len) : NULL;
+    if (at)
+        memcpy(at, p, len);
 }
 
 void zk_put_i32(struct zk_wbuf *w, int32_t v)
 {
-    uint8_t b[4];
-    base_put_be32(b, (uint32_t)v);
-    zk_put_raw(w, b, sizeof b);
+    uint8_t *at = wbuf_take(w, 4);
+    if (at)
+        base_put_be32(at, (uint32_t)v);
 }
 
 void zk_put_i64(struct zk_wbuf *w, int64_t v)
 {
-    uint8_t b[8];
-    base_put_be64(b, (uint64_t)v);
-    zk_put_raw(w, b, sizeof b);
+    uint8_t *at = wbuf_take(w, 8);
+    if (at)
+        base_put_be64(at, (uint64_t)v);
 }
 
 void zk_put_bool(struct zk_wbuf *w, bool v)
 {
-    uint8_t b = v ? 1 : 0;
-    zk_put_raw(w, &b, 1);
+    uint8_t *at = wbuf_take(w, 1);
+    if (at)
+        *at = v ? 1 : 0;
 }
 
 /* A length below -1, or bytes missing for a positive length, cannot be put
@@ -255,9 +269,12 @@ void zk_put_bytes(struct zk_wbuf *w, const void *p, int32_t len)
         w->err = true;
         return;
     }
-    zk_put_i32(w, len);
+    uint8_t *at = wbuf_take(w, 4 + (len > 0 ? (size_t)len : 0));
+    if (at == NULL)
+        return;
+    base_put_be32(at, (uint32_t)len);
     if (len > 0)
-        zk_put_raw(w, p, (size_t)len);
+        memcpy(at + 4, p, (size_t)len);
 }
 
 void zk_put_str(struct zk_wbuf *w, struct zk_str s)
@@ -311,19 +328,24 @@ bool zk_get_stat(struct base_rd *r, struct zk_stat *v)
            zk_get_i32(r, &v->num_children) && zk_get_i64(r, &v->pzxid);
 }
 
+#define STAT_BYTES 68
+
 void zk_put_stat(struct zk_wbuf *w, const struct zk_stat *v)
 {
-    zk_put_i64(w, v->czxid);
-    zk_put_i64(w, v->mzxid);
-    zk_put_i64(w, v->ctime);
-    zk_put_i64(w, v->mtime);
-    zk_put_i32(w, v->version);
-    zk_put_i32(w, v->cversion);
-    zk_put_i32(w, v->aversion);
-    zk_put_i64(w, v->ephemeral_owner);
-    zk_put_i32(w, v->data_length);
-    zk_put_i32(w, v->num_children);
-    zk_put_i64(w, v->pzxid);
+    uint8_t *at = wbuf_take(w, STAT_BYTES);
+    if (at == NULL)
+        return;
+    base_put_be64(at, (uint64_t)v->czxid);
+    base_put_be64(at + 8, (uint64_t)v->mzxid);
+    base_put_be64(at + 16, (uint64_t)v->ctime);
+    base_put_be64(at + 24, (uint64_t)v->mtime);
+    base_put_be32(at + 32, (uint32_t)v->version);
+    base_put_be32(at + 36, (uint32_t)v->cversion);
+    base_put_be32(at + 40, (uint32_t)v->aversion);
+    base_put_be64(at + 44, (uint64_t)v->ephemeral_owner);
+    base_put_be32(at + 52, (uint32_t)v->data_length);
+    base_put_be32(at + 56, (uint32_t)v->num_children);
+    base_put_be64(at + 60, (uint64_t)v->pzxid);
 }
 
 bool zk_get_id(struct base_rd *r, struct zk_id *v)
@@ -454,9 +476,12 @@ bool zk_get_reply_header(struct base_rd *r, struct zk_reply_header *v)
 
 void zk_put_reply_header(struct zk_wbuf *w, const struct zk_reply_header *v)
 {
-    zk_put_i32(w, v->xid);
-    zk_put_i64(w, v->zxid);
-    zk_put_i32(w, v->err);
+    uint8_t *at = wbuf_take(w, 16);
+    if (at == NULL)
+        return;
+    base_put_be32(at, (uint32_t)v->xid);
+    base_put_be64(at + 4, (uint64_t)v->zxid);
+    base_put_be32(at + 12, (uint32_t)v->err);
 }
 
 /* MultiHeader.done is a jute boolean: one byte on the wire, even though the

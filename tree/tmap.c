@@ -28,6 +28,26 @@ uint64_t tree_hash_bytes(const void *p, size_t len)
     return tree_hash_mix(h, len);
 }
 
+/* The node table's hash of a path: eight bytes per multiply, where FNV-1a
+ * takes one (its byte loop was a twentieth of a read's CPU on the UDP
+ * path), then tree_hash_mix's finaliser. Only the in-memory table uses it;
+ * digests stay on tree_hash_bytes, whose values other servers compare. */
+uint64_t tree_path_hash(const char *path, size_t len)
+{
+    const uint8_t *b = (const uint8_t *)path;
+    uint64_t h = 0x9e3779b97f4a7c15ULL;
+    size_t n = len;
+    for (; n >= 8; b += 8, n -= 8) {
+        h = (h ^ base_get_le64(b)) * 0xff51afd7ed558ccdULL;
+        h = h << 31 | h >> 33;
+    }
+    uint64_t tail = 0;
+    for (size_t i = 0; i < n; i++)
+        tail |= (uint64_t)b[i] << (8 * i);
+    h = (h ^ tail) * 0xc4ceb9fe1a85ec53ULL;
+    return tree_hash_mix(h, len);
+}
+
 /* Folds v into h (order-dependent), with full avalanche. */
 uint64_t tree_hash_mix(uint64_t h, uint64_t v)
 {

@@ -247,7 +247,7 @@ struct znode *tree_lookup(const struct tree *t, const char *path, size_t len)
 {
     struct path_key k = { path, len };
     struct cds_lfht_iter it;
-    cds_lfht_lookup(tree_nodes_ht(t), tree_hash_bytes(path, len), znode_match, &k, &it);
+    cds_lfht_lookup(tree_nodes_ht(t), tree_path_hash(path, len), znode_match, &k, &it);
     struct cds_lfht_node *node = cds_lfht_iter_get_node(&it);
     return node != NULL ? caa_container_of(node, struct znode, hnode) : NULL;
 }
@@ -256,7 +256,7 @@ void tree_insert(struct tree *t, struct znode *n)
 {
     struct path_key k = { n->path, n->path_len };
     struct cds_lfht_node *got =
-        cds_lfht_add_unique(tree_nodes_ht(t), tree_hash_bytes(n->path, n->path_len), znode_match, &k,
+        cds_lfht_add_unique(tree_nodes_ht(t), tree_path_hash(n->path, n->path_len), znode_match, &k,
                             &n->hnode);
     if (got != &n->hnode) {
         /* callers look the path up first on the single writer thread */

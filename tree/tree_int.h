@@ -73,6 +73,8 @@ static inline void tree_read_unlock(void)
 /* ---- hashing ---------------------------------------------------------------- */
 uint64_t tree_hash_bytes(const void *p, size_t len);
 uint64_t tree_hash_mix(uint64_t h, uint64_t v);
+/* The node table's (not the digest's) hash of a path. */
+uint64_t tree_path_hash(const char *path, size_t len);
 
 /* ---- tmap: a small open-addressing map, sequencer-private ------------------
  * Keys are byte strings copied into the map; values are opaque pointers the

@@ -314,7 +314,7 @@ static uint32_t crc32c_bitwise(uint32_t crc, const uint8_t *p, size_t n)
 }
 
 /* RFC 1071's example, then a bytewise oracle on every length up to 300,
- * whole and in even pieces. */
+ * whole, in even pieces and after a large running sum; all-ones data. */
 static void test_inet_checksum(void **state)
 {
     (void)state;
@@ -336,6 +336,21 @@ static void test_inet_checksum(void **state)
         cut = cut ? (size_t)(base_rng_next(&rng) % (cut / 2 + 1)) * 2 : 0;
         assert_int_equal(base_csum_fold(base_csum_add(base_csum_add(0, b, cut), b + cut, n - cut)),
                          (uint16_t)~oracle);
+        /* a running sum near the top of 32 bits carries into the result */
+        uint64_t big = 0xfffffff0u + (uint64_t)oracle;
+        while (big >> 16)
+            big = (big & 0xffff) + (big >> 16);
+        assert_int_equal(base_csum_fold(base_csum_add(0xfffffff0u, b, n)), (uint16_t)~big);
+    }
+    /* all ones: every word add carries; and an odd start address */
+    memset(b, 0xff, sizeof b);
+    for (size_t n = 0; n + 1 <= sizeof b; n++) {
+        uint32_t oracle = 0;
+        for (size_t i = 0; i < n; i++)
+            oracle += i % 2 ? 0xffu : 0xff00u;
+        while (oracle >> 16)
+            oracle = (oracle & 0xffff) + (oracle >> 16);
+        assert_int_equal(base_csum_fold(base_csum_add(0, b + 1, n)), (uint16_t)~oracle);
     }
 }
 
