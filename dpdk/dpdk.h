@@ -99,6 +99,7 @@ struct ldp_stats {
     uint64_t dropped[LDP_DROPS];
     struct dp_udp_counters udp;
     uint64_t core_udp_replies[LDP_CORES_MAX];
+    uint64_t core_busy_ns[LDP_CORES_MAX]; /* time in bursts that carried frames */
 };
 void ldp_get_stats(struct ldp *l, struct ldp_stats *out);
 

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include <rte_eal.h>
+#include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
@@ -39,9 +40,10 @@ struct ldp_core {
     unsigned lcore;
     struct ldp_counters ctr;     /* the lcore's own */
     uint64_t tx_dropped;         /* replies the queue did not take */
+    uint64_t busy_cycles;        /* TSC cycles in bursts that had frames */
     struct zk_wbuf scratch;
     /* published for ldp_get_stats (relaxed: each value one the lcore wrote) */
-    _Atomic uint64_t st_frames, st_arp, st_icmp, st_udp, st_tx_dropped;
+    _Atomic uint64_t st_frames, st_arp, st_icmp, st_udp, st_tx_dropped, st_busy_cycles;
     _Atomic uint64_t st_dropped[LDP_DROPS];
     _Atomic uint64_t st_udp_answered[ZK_UDP_STATUSES];
     _Atomic uint64_t st_udp_dropped[DP_UDP_DROPS];
@@ -54,6 +56,7 @@ struct ldp {
     struct rte_mempool *pool;
     struct ldp_core *cores;
     int ncores;
+    uint64_t tsc_hz;
     atomic_bool stop;
     bool port_started;
 };
@@ -65,6 +68,7 @@ static void publish(struct ldp_core *c)
     atomic_store_explicit(&c->st_icmp, c->ctr.icmp_replies, memory_order_relaxed);
     atomic_store_explicit(&c->st_udp, c->ctr.udp_replies, memory_order_relaxed);
     atomic_store_explicit(&c->st_tx_dropped, c->tx_dropped, memory_order_relaxed);
+    atomic_store_explicit(&c->st_busy_cycles, c->busy_cycles, memory_order_relaxed);
     for (int i = 0; i < LDP_DROPS; i++)
         atomic_store_explicit(&c->st_dropped[i], c->ctr.dropped[i], memory_order_relaxed);
     for (int i = 0; i < ZK_UDP_STATUSES; i++)
@@ -114,9 +118,15 @@ static int core_main(void *arg)
 {
     struct ldp_core *c = arg;
     rcu_register_thread(); /* dp_udp_handle reads the tree */
-    while (!atomic_load_explicit(&c->ldp->stop, memory_order_acquire))
-        if (burst(c) > 0)
+    while (!atomic_load_explicit(&c->ldp->stop, memory_order_acquire)) {
+        /* the time in bursts that carried frames is the core's real cost
+         * per read: a polling core is busy whether or not frames come */
+        uint64_t t0 = rte_rdtsc();
+        if (burst(c) > 0) {
+            c->busy_cycles += rte_rdtsc() - t0;
             publish(c);
+        }
+    }
     publish(c);
     rcu_unregister_thread();
     return 0;
@@ -221,6 +231,7 @@ struct ldp *ldp_start(const struct ldp_cfg *cfg, struct dp *dp, char *err, size_
         l->ifc.mtu = 1500;
     int workers = (int)rte_lcore_count() - 1; /* the main lcore is larchd's own thread */
     l->ncores = cfg->cores > 0 ? cfg->cores : 1;
+    l->tsc_hz = rte_get_tsc_hz();
     if (rte_eth_dev_count_avail() == 0) {
         snprintf(err, errlen, "--dpdk: no port (give EAL a --vdev or a device)");
         goto fail;
@@ -292,6 +303,10 @@ void ldp_get_stats(struct ldp *l, struct ldp_stats *out)
         out->udp_replies += udp;
         out->core_udp_replies[i] = udp;
         out->tx_dropped += atomic_load_explicit(&c->st_tx_dropped, memory_order_relaxed);
+        uint64_t busy = atomic_load_explicit(&c->st_busy_cycles, memory_order_relaxed);
+        out->core_busy_ns[i] = l->tsc_hz ? busy / l->tsc_hz * 1000000000u +
+                                               busy % l->tsc_hz * 1000000000u / l->tsc_hz
+                                         : 0;
         for (int k = 0; k < LDP_DROPS; k++)
             out->dropped[k] += atomic_load_explicit(&c->st_dropped[k], memory_order_relaxed);
         for (int k = 0; k < ZK_UDP_STATUSES; k++)

@@ -320,6 +320,8 @@ static void put_mntr_dpdk(struct server *srv, struct zk_wbuf *out)
              st->udp.answered[i]);
     for (int i = 0; i < st->cores && i < LDP_CORES_MAX; i++)
         outf(out, "zk_larch_dpdk_core%d_udp_replies\t%" PRIu64 "\n", i, st->core_udp_replies[i]);
+    for (int i = 0; i < st->cores && i < LDP_CORES_MAX; i++)
+        outf(out, "zk_larch_dpdk_core%d_busy_ns\t%" PRIu64 "\n", i, st->core_busy_ns[i]);
     free(st);
 #else
     (void)srv, (void)out;

@@ -168,6 +168,7 @@ class DpdkReadTest(unittest.TestCase):
         self.assertGreaterEqual(int(m["zk_larch_dpdk_udp_replies"]), 5)
         self.assertEqual(int(m["zk_larch_dpdk_core0_udp_replies"]),
                          int(m["zk_larch_dpdk_udp_replies"]))
+        self.assertGreater(int(m["zk_larch_dpdk_core0_busy_ns"]), 0)  # time in bursts
         srvr = four_letter(self.srv.port, "srvr").decode()
         self.assertRegex(srvr, r"\nUDP reads \(DPDK\): %s:%d received=\d+ served=([1-9]\d+) "
                          r"refused=[1-9]\d* dropped=0\n" % (SERVER_IP, UDP_PORT))
