@@ -243,6 +243,10 @@ uint32_t base_crc32c_zeros(uint32_t crc, uint64_t n);
  * partial sum means something only to base_csum_fold (it is kept modulo
  * 0xffff, not as the 16-bit word sum). */
 uint32_t base_csum_add(uint32_t sum, const void *p, size_t n);
+/* Copies n bytes from src to dst (not overlapping) and adds them to sum
+ * as base_csum_add does, in one pass: a checksum of what was just copied
+ * would read it back from stores still in flight. */
+uint32_t base_csum_copy(uint32_t sum, void *dst, const void *src, size_t n);
 /* The checksum a header carries: the sum folded to 16 bits, complemented.
  * Over data that includes a correct checksum it is 0. */
 uint16_t base_csum_fold(uint32_t sum);

@@ -120,17 +120,19 @@ static size_t udp(const struct ldp_iface *ifc, struct dp *dp, uint8_t *buf, size
                              room < mtu_room ? room : mtu_room, scratch, &ctr->udp);
     if (n == 0)
         return drop(ctr, LDP_DROP_UDP_REQUEST);
-    memcpy(u + LDP_UDP_HEADER, scratch->p, n);
+    /* the payload's share of the checksum as it is copied (it starts at an
+     * even offset, so the pieces add up) */
+    uint32_t sum = base_csum_copy(0, u + LDP_UDP_HEADER, scratch->p, n);
     uint16_t sport = base_get_be16(u);
     base_put_be16(u, ifc->udp_port);
     base_put_be16(u + 2, sport);
     base_put_be16(u + 4, (uint16_t)(LDP_UDP_HEADER + n));
     ip_reply(ip, LDP_UDP_HEADER + n);
-    /* the checksum over the pseudo-header (addresses, protocol, length) */
+    /* then the pseudo-header (addresses, protocol, length) and the header */
     base_put_be16(u + 6, 0);
-    uint32_t sum = base_csum_add(0, ip + 12, 8);
+    sum = base_csum_add(sum, ip + 12, 8);
     sum += IPPROTO_UDP_ + (uint32_t)(LDP_UDP_HEADER + n);
-    uint16_t c = base_csum_fold(base_csum_add(sum, u, LDP_UDP_HEADER + n));
+    uint16_t c = base_csum_fold(base_csum_add(sum, u, LDP_UDP_HEADER));
     base_put_be16(u + 6, c ? c : 0xffff); /* 0 would mean "none" */
     eth_reply(buf, ifc);
     ctr->udp_replies++;

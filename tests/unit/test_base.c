@@ -342,6 +342,19 @@ static void test_inet_checksum(void **state)
             big = (big & 0xffff) + (big >> 16);
         assert_int_equal(base_csum_fold(base_csum_add(0xfffffff0u, b, n)), (uint16_t)~big);
     }
+    /* copying sums the same, and copies every byte */
+    uint8_t c[301];
+    for (size_t n = 0; n <= sizeof b; n++) {
+        for (size_t i = 0; i < n; i++)
+            b[i] = (uint8_t)base_rng_next(&rng);
+        memset(c, 0xa5, sizeof c);
+        uint32_t copied = base_csum_copy(7, c + 1, b, n);
+        assert_int_equal(base_csum_fold(copied), base_csum_fold(base_csum_add(7, b, n)));
+        assert_memory_equal(c + 1, b, n);
+        assert_int_equal(c[0], 0xa5);
+        if (n < sizeof b)
+            assert_int_equal(c[n + 1], 0xa5);
+    }
     /* all ones: every word add carries; and an odd start address */
     memset(b, 0xff, sizeof b);
     for (size_t n = 0; n + 1 <= sizeof b; n++) {
