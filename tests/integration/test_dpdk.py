@@ -9,16 +9,23 @@ garbage; then a fifth of the packets each way are lost and the reads of
 both still complete. The loss is nftables' (numgen random, in the
 namespace): this kernel has no netem. The namespace, the veth and the
 server are removed by the test, whatever happens.
+
+MemifPairTest puts larchd --dpdk and larch-bench --dpdk on the two ends of
+one net_memif, as an application co-located with the server would read:
+a reads-only run and a 90 % mix (its writes over TCP), every read answered.
 """
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import unittest
 
-from harness import Server, four_letter, kazoo_client, stop_kazoo, sut_kind, unique_path
+from harness import (Server, four_letter, kazoo_client, larchd_path, stop_kazoo, sut_kind,
+                     unique_path)
 from test_cli import cli_path
 from test_udp import mntr
 
@@ -202,6 +209,66 @@ class DpdkReadTest(unittest.TestCase):
         answered = sum(int(after[k]) - int(before.get(k, "0")) for k in after
                        if k.startswith("zk_larch_dpdk_replies_") and not k.endswith("_ok"))
         self.assertGreaterEqual(dropped + answered, 400)  # a few may be lost on the veth
+
+
+def bench_path():
+    return os.path.join(os.path.dirname(os.path.dirname(larchd_path())), "bench", "larch-bench")
+
+
+@unittest.skipUnless(sut_kind() == "larch", "the DPDK path is larchd's")
+@unittest.skipUnless(os.geteuid() == 0, "needs root (DPDK's runtime files)")
+class MemifPairTest(unittest.TestCase):
+    """larchd --dpdk and larch-bench --dpdk on the two ends of one memif:
+    the co-located case, shared memory between two poll-mode ports."""
+
+    def setUp(self):
+        tag = "%d" % (os.getpid() % 100000)
+        self.dir = tempfile.mkdtemp(prefix="larch-memif-")
+        self.eal_dirs = ["/var/run/dpdk/lms" + tag, "/var/run/dpdk/lmc" + tag]
+        self.addCleanup(self._remove)
+        sock = os.path.join(self.dir, "memif.sock")
+        self.bench_eal = ("-l 0 --no-huge --no-pci -m 256 --file-prefix lmc%s "
+                          "--vdev net_memif0,role=client,socket=%s" % (tag, sock))
+        self.srv = Server(cfg_lines=[
+            "larch.udp=%s:%d" % (SERVER_IP, UDP_PORT),
+            "larch.dpdk=-l 0-1 --no-huge --no-pci -m 256 --file-prefix lms%s "
+            "--vdev net_memif0,role=server,socket=%s" % (tag, sock)])
+        try:
+            self.srv.start()
+        except Exception:
+            text = open(self.srv.stderr_path).read() if self.srv.stderr_path else ""
+            if "built without DPDK" in text:
+                self.skipTest("this larchd was built without DPDK")
+            raise
+        self.addCleanup(self.srv.stop)
+
+    def _remove(self):
+        for d in self.eal_dirs:  # the processes stopped first
+            shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_bench_reads_and_mixes_over_memif(self):
+        if not os.access(bench_path(), os.X_OK):
+            self.skipTest("no larch-bench beside %s" % larchd_path())
+        r = subprocess.run([bench_path(), "--server", "127.0.0.1:%d" % self.srv.port,
+                            "--udp", "%s:%d" % (SERVER_IP, UDP_PORT), "--dpdk-src", CLIENT_IP,
+                            "--dpdk", self.bench_eal, "--read-ratio", "100,90", "--keys", "50",
+                            "--sessions", "2", "--outstanding", "4", "--warmup", "0.2",
+                            "--duration", "0.5", "--json"],
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode != 0 and "this build has no DPDK" in r.stderr:
+            self.skipTest("this larch-bench was built without DPDK")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        runs = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+        self.assertEqual([x["read_ratio"] for x in runs], [100, 90])
+        for x in runs:
+            self.assertEqual(x["errors_total"], 0, x)
+            self.assertGreater(x["reads"], 100)
+        self.assertGreater(runs[1]["writes"], 0)  # over TCP, beside the memif reads
+        m = mntr(self.srv.port)
+        self.assertGreaterEqual(int(m["zk_larch_dpdk_udp_replies"]),
+                                runs[0]["reads"] + runs[1]["reads"])
+        self.assertGreaterEqual(int(m["zk_larch_dpdk_arp_replies"]), 1)  # the bench asked
 
 
 if __name__ == "__main__":
