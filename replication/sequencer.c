@@ -1170,6 +1170,7 @@ bool seq_run_inline(struct seq *s)
         seq_run_round(s, reqs, n, now_ms, wall_ms);
     }
     rcu_read_unlock();
+    tree_grow_index(s->tree);
     bool more = !base_mpsc_empty(&s->in);
     role_release(s);
     if (more)
@@ -1187,12 +1188,16 @@ static void *seq_thread(void *arg)
         abort();
     }
     rcu_register_thread();
+    role_take(s);
+    tree_grow_index(s->tree); /* a recovered tree may hold millions of nodes */
+    role_release(s);
     while (s->ens && !atomic_load(&s->stop)) {
         int64_t io_ms = sq_ens_pump(s);
         role_take(s);
         rcu_read_lock();
         int64_t wait_ms = seq_ens_step(s, sq_clock(s, false), sq_clock(s, true));
         rcu_read_unlock();
+        tree_grow_index(s->tree);
         seq_ens_release(s);
         role_release(s);
         if (io_ms < wait_ms)
@@ -1213,6 +1218,7 @@ static void *seq_thread(void *arg)
                 seq_tick(s, now_ms, wall_ms);
         }
         rcu_read_unlock();
+        tree_grow_index(s->tree);
         bool more = flowing && !s->held && !base_mpsc_empty(&s->in);
         role_release(s);
         if (!flowing || s->held) {

@@ -125,6 +125,11 @@ void tree_free(struct tree *t);
  * ones, so src may be freed (tree_free) only after a grace period
  * (synchronize_rcu, outside any read-side section). Cannot fail. */
 void tree_replace(struct tree *t, struct tree *src);
+/* Grows the path index when the nodes have outrun it (to twice their
+ * number, at each doubling); cheap when they have not (a load and a
+ * compare). The writer (the sequencer role) calls it outside any
+ * read-side section: resizing waits for grace periods. */
+void tree_grow_index(struct tree *t);
 /* Changes whenever tree_replace runs (odd while it runs): a fuzzy
  * snapshot walk that sees it change has mixed two trees. */
 uint64_t tree_generation(const struct tree *t);

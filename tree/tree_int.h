@@ -162,6 +162,7 @@ struct tree {
     _Atomic int64_t session_count;
 
     /* sequencer only */
+    unsigned long index_buckets; /* what tree_grow_index last sized t->nodes to */
     struct tmap ephemerals; /* owner session id (8 bytes) -> struct tmap * of paths */
     struct tmap containers; /* set of container paths */
     struct tmap ttls;       /* set of TTL node paths */

@@ -21,6 +21,7 @@
 #include <urcu.h>
 
 #include "tree/tree.h"
+#include "tree/tree_int.h" /* index_buckets: what tree_grow_index sized */
 
 #define MAX_EVENTS 64
 
@@ -1673,11 +1674,44 @@ static void test_long_paths(void **state)
     check_long_path(*state, 200000);
 }
 
+/* ---- the path index ------------------------------------------------------------ */
+
+static void test_grow_index_sizes_the_table_to_twice_the_nodes(void **state)
+{
+    struct fx *f = *state;
+    unsigned long first = f->t->index_buckets;
+    tree_grow_index(f->t); /* a handful of nodes: nothing to do */
+    assert_int_equal(f->t->index_buckets, first);
+    assert_int_equal(create(f, "/g", ""), ZK_OK);
+    char path[32];
+    for (int i = 0; i < 3000; i++) {
+        snprintf(path, sizeof path, "/g/n%05d", i);
+        assert_int_equal(create(f, path, "v"), ZK_OK);
+        f->nev = 0; /* the events are not under test */
+    }
+    struct tree_stats ts;
+    tree_stats(f->t, &ts);
+    int64_t nodes = ts.node_count;
+    tree_grow_index(f->t);
+    unsigned long grown = f->t->index_buckets;
+    assert_true(grown >= 2 * (unsigned long)nodes && grown < 4 * (unsigned long)nodes);
+    assert_true((grown & (grown - 1)) == 0); /* a power of two, as the table's sizes are */
+    tree_grow_index(f->t);
+    assert_int_equal(f->t->index_buckets, grown);
+    for (int i = 0; i < 3000; i++) { /* every node still found through the new buckets */
+        snprintf(path, sizeof path, "/g/n%05d", i);
+        assert_true(exists(f, path));
+    }
+    assert_false(exists(f, "/g/n03000"));
+}
+
 int main(void)
 {
     rcu_register_thread();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_initial_tree, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_grow_index_sizes_the_table_to_twice_the_nodes, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_create_stat_and_events, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_null_and_empty_data, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_errors, setup, teardown),
