@@ -558,17 +558,15 @@ static int pop_children(struct loader *l, const char *path, size_t len, uint32_t
         return TREE_SNAP_EFORMAT;
     if (k == 0)
         return 0;
-    struct zkids *kids = malloc(sizeof *kids + k * sizeof kids->items[0]);
+    struct zkids *kids = zkids_new(k);
     if (kids == NULL)
         return -ENOMEM;
-    atomic_init(&kids->refs, 1);
-    kids->count = k;
     uint64_t first = l->stack_len - k;
     for (uint32_t i = 0; i < k; i++) {
         const struct znode *c = l->items[l->stack[first + i]].n;
         if (c->path_len <= 1 || tree_parent_len(c->path, c->path_len) != len ||
             memcmp(c->path, path, len) != 0) {
-            free(kids);
+            zkids_unref(kids);
             return TREE_SNAP_EFORMAT;
         }
         kids->items[i] = l->items[l->stack[first + i]].n; /* keeps the written order */

@@ -77,6 +77,54 @@ void zdata_unref(struct zdata *d)
         free(d);
 }
 
+/* ---- children --------------------------------------------------------------
+ * A create under a parent used to copy every sibling into a new array: a
+ * million creates under one parent cost 5 * 10^11 pointer copies. Lists
+ * of one parent now share a store. Adding a child to a list that ends
+ * where the store's used part ends writes the next slot and makes a list
+ * one longer over the same store; older lists never look past their own
+ * count, so readers of them see nothing change. A list that is not its
+ * store's longest (a rolled-back multi's extension used the slot), a full
+ * store, or a removal copies into a new store, at twice the size for
+ * adds. Only the writer adds; used is its own. */
+struct zkids_store {
+    atomic_long refs;
+    uint32_t cap;
+    uint32_t used; /* slots written: the longest list over this store */
+    struct znode *items[];
+};
+
+static struct zkids_store *store_new(uint32_t cap)
+{
+    struct zkids_store *st = malloc(sizeof *st + (size_t)cap * sizeof st->items[0]);
+    if (st != NULL) {
+        atomic_init(&st->refs, 1);
+        st->cap = cap;
+        st->used = 0;
+    }
+    return st;
+}
+
+static void store_unref(struct zkids_store *st)
+{
+    if (atomic_fetch_sub_explicit(&st->refs, 1, memory_order_acq_rel) == 1)
+        free(st);
+}
+
+/* A list of the first count items of st, taking a reference to st. */
+static struct zkids *list_over(struct zkids_store *st, uint32_t count)
+{
+    struct zkids *k = malloc(sizeof *k);
+    if (k == NULL)
+        return NULL;
+    atomic_init(&k->refs, 1);
+    k->count = count;
+    k->items = st->items;
+    k->store = st;
+    atomic_fetch_add_explicit(&st->refs, 1, memory_order_relaxed);
+    return k;
+}
+
 struct zkids *zkids_ref(struct zkids *k)
 {
     if (k != NULL)
@@ -86,32 +134,54 @@ struct zkids *zkids_ref(struct zkids *k)
 
 void zkids_unref(struct zkids *k)
 {
-    if (k != NULL && atomic_fetch_sub_explicit(&k->refs, 1, memory_order_acq_rel) == 1)
+    if (k != NULL && atomic_fetch_sub_explicit(&k->refs, 1, memory_order_acq_rel) == 1) {
+        store_unref(k->store);
         free(k);
+    }
 }
 
-static struct zkids *zkids_alloc(uint32_t count)
+struct zkids *zkids_new(uint32_t count)
 {
-    struct zkids *k = malloc(sizeof *k + count * sizeof k->items[0]);
-    if (k != NULL) {
-        atomic_init(&k->refs, 1);
-        k->count = count;
-    }
+    struct zkids_store *st = store_new(count > 0 ? count : 1);
+    if (st == NULL)
+        return NULL;
+    st->used = count;
+    struct zkids *k = list_over(st, count);
+    store_unref(st); /* the list holds it now */
     return k;
 }
 
-/* Copy-on-write add: O(children) per create, which readers pay nothing for.
- * A parent with very many children (100k+) makes creates under it slow. */
 struct zkids *zkids_with(const struct zkids *k, struct znode *child, bool *oom)
 {
     uint32_t n = k != NULL ? k->count : 0;
-    struct zkids *nk = zkids_alloc(n + 1);
-    *oom = nk == NULL;
-    if (nk == NULL)
+    struct zkids_store *st = k != NULL ? k->store : NULL;
+    *oom = false;
+    if (st != NULL && st->used == n && n < st->cap) {
+        struct zkids *nk = list_over(st, n + 1);
+        if (nk == NULL) {
+            *oom = true;
+            return NULL;
+        }
+        st->items[n] = child; /* published with the version that holds nk */
+        st->used = n + 1;
+        return nk;
+    }
+    if (n >= UINT32_MAX / 2) {
+        *oom = true;
         return NULL;
+    }
+    struct zkids_store *ns = store_new(n < 4 ? 8 : 2 * n);
+    struct zkids *nk = ns != NULL ? list_over(ns, n + 1) : NULL;
+    if (ns != NULL)
+        store_unref(ns); /* nk holds it, or it goes */
+    if (nk == NULL) {
+        *oom = true;
+        return NULL;
+    }
     if (n > 0)
-        memcpy(nk->items, k->items, n * sizeof k->items[0]);
-    nk->items[n] = child;
+        memcpy(ns->items, k->items, n * sizeof k->items[0]);
+    ns->items[n] = child;
+    ns->used = n + 1;
     return nk;
 }
 
@@ -131,7 +201,7 @@ struct zkids *zkids_without(const struct zkids *k, const struct znode *child, bo
         return zkids_ref((struct zkids *)k); /* not listed: unchanged */
     if (k->count == 1)
         return NULL;
-    struct zkids *nk = zkids_alloc(k->count - 1);
+    struct zkids *nk = zkids_new(k->count - 1);
     *oom = nk == NULL;
     if (nk == NULL)
         return NULL;

@@ -110,10 +110,14 @@ struct zdata {
     int32_t len;
     uint8_t bytes[];
 };
+/* A version's children: the first count entries of a store that lists of
+ * the same parent share (tree.c, "children"). Immutable once published. */
+struct zkids_store;
 struct zkids {
     atomic_long refs;
     uint32_t count;
-    struct znode *items[];
+    struct znode **items; /* the store's; items[0..count) are this list */
+    struct zkids_store *store;
 };
 struct zver {
     struct zk_stat st;  /* StatPersisted semantics, see the top of this file */
@@ -220,7 +224,11 @@ struct zdata *zdata_ref(struct zdata *d);
 void zdata_unref(struct zdata *d);
 struct zkids *zkids_ref(struct zkids *k);
 void zkids_unref(struct zkids *k);
-/* Copies of k with child added / removed; NULL on OOM (*oom set) or, for
+/* A list of count children in a store of its own, for the caller to fill
+ * (items[0..count)); NULL on OOM. */
+struct zkids *zkids_new(uint32_t count);
+/* k with child added (amortised O(1): in place at the end of k's store
+ * when k is its longest list) / removed (a copy); NULL on OOM (*oom set) or, for
  * remove, when the result is empty (*oom false). Removing a child k does not
  * list returns another reference to k. */
 struct zkids *zkids_with(const struct zkids *k, struct znode *child, bool *oom);

@@ -1674,6 +1674,80 @@ static void test_long_paths(void **state)
     check_long_path(*state, 200000);
 }
 
+/* ---- children lists ------------------------------------------------------------ */
+
+/* The current children list of path (a new reference). */
+static struct zkids *kids_of(struct fx *f, const char *path)
+{
+    rcu_read_lock();
+    struct znode *n = tree_lookup(f->t, path, strlen(path));
+    assert_non_null(n);
+    struct zkids *k = zkids_ref(znode_ver(n)->kids);
+    rcu_read_unlock();
+    return k;
+}
+
+static bool lists_child(const struct zkids *k, const char *path)
+{
+    for (uint32_t i = 0; k != NULL && i < k->count; i++)
+        if (strcmp(k->items[i]->path, path) == 0)
+            return true;
+    return false;
+}
+
+static void test_children_lists_share_a_store_and_old_lists_stay(void **state)
+{
+    struct fx *f = *state;
+    char path[32];
+    assert_int_equal(create(f, "/p", NULL), ZK_OK);
+    for (int i = 0; i < 70; i++) {
+        snprintf(path, sizeof path, "/p/c%03d", i);
+        assert_int_equal(create(f, path, NULL), ZK_OK);
+        f->nev = 0;
+    }
+    struct zkids *old = kids_of(f, "/p");
+    assert_int_equal(old->count, 70);
+    for (int i = 70; i < 100; i++) {
+        snprintf(path, sizeof path, "/p/c%03d", i);
+        assert_int_equal(create(f, path, NULL), ZK_OK);
+        f->nev = 0;
+    }
+    struct zkids *cur = kids_of(f, "/p");
+    assert_int_equal(cur->count, 100);
+    /* the creates appended in place (the store, twice 64 at the 65th child,
+     * had room): one store, and the old list unchanged */
+    assert_ptr_equal(cur->store, old->store);
+    assert_int_equal(old->count, 70);
+    for (int i = 0; i < 70; i++) {
+        snprintf(path, sizeof path, "/p/c%03d", i);
+        assert_string_equal(old->items[i]->path, path);
+    }
+    /* an extension nobody published (an apply that failed) used the next
+     * slot: the next create must not write over it, nor list it */
+    bool oom;
+    struct zkids *ghost = zkids_with(cur, cur->items[0], &oom);
+    assert_non_null(ghost);
+    assert_int_equal(create(f, "/p/after", NULL), ZK_OK);
+    struct zkids *next = kids_of(f, "/p");
+    assert_int_equal(next->count, 101);
+    assert_ptr_not_equal(next->store, cur->store); /* copied */
+    assert_true(ghost->items[100] == cur->items[0]);
+    assert_true(lists_child(next, "/p/after"));
+    zkids_unref(ghost);
+    /* a removal copies; the lists before it keep the child */
+    struct tree_req del = req_delete("/p/c010", -1);
+    assert_int_equal(run1(f, 0, &del), ZK_OK);
+    struct zkids *after = kids_of(f, "/p");
+    assert_int_equal(after->count, 100);
+    assert_false(lists_child(after, "/p/c010"));
+    assert_true(lists_child(next, "/p/c010") && lists_child(old, "/p/c010"));
+    assert_int_equal(stat_of(f, "/p").num_children, 100);
+    zkids_unref(old);
+    zkids_unref(cur);
+    zkids_unref(next);
+    zkids_unref(after);
+}
+
 /* ---- the path index ------------------------------------------------------------ */
 
 static void test_grow_index_sizes_the_table_to_twice_the_nodes(void **state)
@@ -1712,6 +1786,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_initial_tree, setup, teardown),
         cmocka_unit_test_setup_teardown(test_grow_index_sizes_the_table_to_twice_the_nodes, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_children_lists_share_a_store_and_old_lists_stay,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_stat_and_events, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_null_and_empty_data, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_errors, setup, teardown),
