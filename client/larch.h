@@ -301,7 +301,9 @@ int larch_amulti(struct larch *lh, const struct larch_op *ops, int32_t n, larch_
  * ZK_ESESSIONEXPIRED (after retrying until the deadline while lh's session
  * is alive: a new session reaches a follower a moment later), BAD_MAC
  * ZK_EAUTHFAILED, BAD_REQUEST ZK_EBADARGUMENTS, BAD_VERSION
- * ZK_EUNIMPLEMENTED.
+ * ZK_EUNIMPLEMENTED. Before lh has a session (it is still connecting)
+ * a read fails at once with ZK_ECONNECTIONLOSS; on a terminal lh, with
+ * lh's terminal code.
  *
  * Thread-safe: calls on one transport take turns (one request in flight);
  * open one per thread to read in parallel. lh must outlive the transport. */
