@@ -504,8 +504,10 @@ static int replay_one(void *arg, struct txn *x)
 {
     struct replay_ctx *c = arg;
     /* Idempotent: txns the fuzzy snapshot already holds change nothing. */
-    if (!c->boot || x->zxid <= c->apply_until)
+    if (!c->boot || x->zxid <= c->apply_until) {
         (void)tree_apply(c->tree, x, NULL, NULL, NULL);
+        tree_grow_index(c->tree); /* a log of creates fills the table fast */
+    }
     if (c->boot) {
         int rc = 0;
         if (x->zxid <= c->apply_until && txnlog_entry_type(x) == RAFT_ENTRY_CONFIG)

@@ -754,6 +754,8 @@ static int load_publish(struct loader *l)
 {
     struct tree *t = l->t;
     int rc = 0;
+    /* sized before the inserts: each walks its bucket's chain for a twin */
+    tree_reserve_index(t, (int64_t)l->items_len);
     rcu_read_lock();
     for (uint64_t i = 0; i < l->items_len; i++) {
         struct item *it = &l->items[i];

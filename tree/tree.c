@@ -345,16 +345,23 @@ void tree_insert(struct tree *t, struct znode *n)
  * 100,000 nodes in the table: chains long enough that a lookup took 3.8 us
  * and was 80 % of a read's CPU (30 ns once sized); with 1,000,000, 44 us.
  * So the writer sizes it itself, to twice the nodes at each doubling. */
-void tree_grow_index(struct tree *t)
+void tree_reserve_index(struct tree *t, int64_t nodes)
 {
-    int64_t n = atomic_load_explicit(&t->node_count, memory_order_relaxed);
-    if (n <= (int64_t)t->index_buckets)
+    /* resizing waits for grace periods: inside a read-side section (an
+     * ensemble member loading the leader's snapshot on its sequencer) it
+     * is left to the next tree_grow_index outside one */
+    if (nodes <= (int64_t)t->index_buckets || rcu_read_ongoing())
         return;
     unsigned long want = t->index_buckets;
-    while ((int64_t)want < 2 * n)
+    while ((int64_t)want < 2 * nodes)
         want <<= 1;
     cds_lfht_resize(tree_nodes_ht(t), want);
     t->index_buckets = want;
+}
+
+void tree_grow_index(struct tree *t)
+{
+    tree_reserve_index(t, atomic_load_explicit(&t->node_count, memory_order_relaxed));
 }
 
 void tree_remove(struct tree *t, struct znode *n)

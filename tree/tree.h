@@ -130,6 +130,9 @@ void tree_replace(struct tree *t, struct tree *src);
  * compare). The writer (the sequencer role) calls it outside any
  * read-side section: resizing waits for grace periods. */
 void tree_grow_index(struct tree *t);
+/* The same for nodes about to be added (a snapshot being loaded); a
+ * no-op inside a read-side section. */
+void tree_reserve_index(struct tree *t, int64_t nodes);
 /* Changes whenever tree_replace runs (odd while it runs): a fuzzy
  * snapshot walk that sees it change has mixed two trees. */
 uint64_t tree_generation(const struct tree *t);
