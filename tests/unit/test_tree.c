@@ -1777,6 +1777,15 @@ static void test_grow_index_sizes_the_table_to_twice_the_nodes(void **state)
         assert_true(exists(f, path));
     }
     assert_false(exists(f, "/g/n03000"));
+    /* room for nodes about to come (a snapshot's); none inside a read-side
+     * section, where resizing cannot wait for a grace period */
+    rcu_read_lock();
+    tree_reserve_index(f->t, 100000);
+    rcu_read_unlock();
+    assert_int_equal(f->t->index_buckets, grown);
+    tree_reserve_index(f->t, 100000);
+    assert_true(f->t->index_buckets >= 200000 && f->t->index_buckets < 400000);
+    assert_true(exists(f, "/g/n00000") && exists(f, "/g/n02999"));
 }
 
 int main(void)
