@@ -106,6 +106,11 @@ struct bench_counts {
 void bench_counts_add(struct bench_counts *dst, const struct bench_counts *src);
 void bench_counts_error(struct bench_counts *c, int32_t code);
 uint64_t bench_counts_error_total(const struct bench_counts *c);
+/* One finished operation of the measured interval: an error counted by its
+ * code, or its latency (t0 to now) in all and in by_kind (the read or the
+ * write histogram, as write says). */
+void bench_record_op(struct bench_counts *c, struct bench_hist *all, struct bench_hist *by_kind,
+                     bool write, int32_t err, uint64_t t0_ns, uint64_t now_ns);
 
 struct bench_result {
     double read_pct;

@@ -151,14 +151,8 @@ static void take_reply(struct ddrv *d, const uint8_t *f, size_t len, uint64_t no
     s->slots[i].rid = 0;
     if (d->cur_phase != BENCH_PHASE_MEASURE)
         return;
-    if (r.status != ZK_UDP_OK || r.h.err != ZK_OK) {
-        bench_counts_error(&d->counts, r.status != ZK_UDP_OK ? ZK_ESYSTEMERROR : r.h.err);
-        return;
-    }
-    uint64_t lat = now_ns > t0 ? now_ns - t0 : 0;
-    bench_hist_record(&d->all, lat);
-    bench_hist_record(&d->read, lat);
-    d->counts.read_ok++;
+    bench_record_op(&d->counts, &d->all, &d->read, false,
+                    r.status != ZK_UDP_OK ? ZK_ESYSTEMERROR : r.h.err, t0, now_ns);
 }
 
 /* Reads replies; returns how many frames came. */
@@ -185,19 +179,11 @@ static void write_done(void *arg, int32_t xid, int32_t err)
     struct dslot *slot = &d->sessions[xid / per].slots[xid % per];
     if (slot->rid != WRITE_RID)
         return;
-    uint64_t now_ns = (uint64_t)base_mono_ns();
-    uint64_t lat = now_ns > slot->t0_ns ? now_ns - slot->t0_ns : 0;
     slot->rid = 0;
     d->writes--;
-    if (d->cur_phase != BENCH_PHASE_MEASURE)
-        return;
-    if (err != ZK_OK) {
-        bench_counts_error(&d->counts, err);
-        return;
-    }
-    bench_hist_record(&d->all, lat);
-    bench_hist_record(&d->write, lat);
-    d->counts.write_ok++;
+    if (d->cur_phase == BENCH_PHASE_MEASURE)
+        bench_record_op(&d->counts, &d->all, &d->write, true, err, slot->t0_ns,
+                        (uint64_t)base_mono_ns());
 }
 
 /* Sends queued writes and takes their replies; a broken session loses

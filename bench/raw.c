@@ -257,19 +257,9 @@ static void complete(struct session *s, int32_t code, uint64_t now_ns)
     s->count--;
     if (w->cur_phase != BENCH_PHASE_MEASURE)
         return;
-    if (code != ZK_OK) {
-        bench_counts_error(&w->counts, code);
-        return;
-    }
-    uint64_t lat_ns = now_ns > sl.t0_ns ? now_ns - sl.t0_ns : 0;
-    bench_hist_record(&w->all, lat_ns);
-    if (sl.kind == KIND_READ) {
-        w->counts.read_ok++;
-        bench_hist_record(&w->read, lat_ns);
-    } else {
-        w->counts.write_ok++;
-        bench_hist_record(&w->write, lat_ns);
-    }
+    bool write = sl.kind != KIND_READ;
+    bench_record_op(&w->counts, &w->all, write ? &w->write : &w->read, write, code, sl.t0_ns,
+                    now_ns);
 }
 
 static void on_handshake(struct session *s, struct base_rd *r, uint64_t now_ns)

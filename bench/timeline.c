@@ -30,6 +30,22 @@ void bench_counts_error(struct bench_counts *c, int32_t code)
         c->errors_other++;
 }
 
+void bench_record_op(struct bench_counts *c, struct bench_hist *all, struct bench_hist *by_kind,
+                     bool write, int32_t err, uint64_t t0_ns, uint64_t now_ns)
+{
+    if (err != ZK_OK) {
+        bench_counts_error(c, err);
+        return;
+    }
+    uint64_t lat_ns = now_ns > t0_ns ? now_ns - t0_ns : 0;
+    bench_hist_record(all, lat_ns);
+    bench_hist_record(by_kind, lat_ns);
+    if (write)
+        c->write_ok++;
+    else
+        c->read_ok++;
+}
+
 uint64_t bench_counts_error_total(const struct bench_counts *c)
 {
     uint64_t total = c->errors_other;

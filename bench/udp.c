@@ -127,18 +127,9 @@ static void take_reply(struct uworker *w, struct usession *s, const uint8_t *d, 
     s->inflight--;
     if (w->cur_phase != BENCH_PHASE_MEASURE)
         return;
-    if (status != ZK_UDP_OK) {
-        bench_counts_error(&w->counts, ZK_ESYSTEMERROR); /* a UDP status: not a read */
-        return;
-    }
-    if (err != ZK_OK) {
-        bench_counts_error(&w->counts, err);
-        return;
-    }
-    uint64_t lat = now_ns > t0 ? now_ns - t0 : 0;
-    bench_hist_record(&w->all, lat);
-    bench_hist_record(&w->read, lat);
-    w->counts.read_ok++;
+    /* a UDP status other than OK is no read: counted as SYSTEMERROR */
+    bench_record_op(&w->counts, &w->all, &w->read, false,
+                    status != ZK_UDP_OK ? ZK_ESYSTEMERROR : err, t0, now_ns);
 }
 
 /* Fills free slots, and gives up on (and re-sends) the overdue. */
@@ -164,19 +155,11 @@ static void write_done(void *arg, int32_t xid, int32_t err)
     struct uslot *slot = &s->slots[xid % per];
     if (slot->rid != WRITE_RID)
         return;
-    uint64_t now_ns = (uint64_t)base_mono_ns();
-    uint64_t lat = now_ns > slot->t0_ns ? now_ns - slot->t0_ns : 0;
     slot->rid = 0;
     s->inflight--;
-    if (w->cur_phase != BENCH_PHASE_MEASURE)
-        return;
-    if (err != ZK_OK) {
-        bench_counts_error(&w->counts, err);
-        return;
-    }
-    bench_hist_record(&w->all, lat);
-    bench_hist_record(&w->write, lat);
-    w->counts.write_ok++;
+    if (w->cur_phase == BENCH_PHASE_MEASURE)
+        bench_record_op(&w->counts, &w->all, &w->write, true, err, slot->t0_ns,
+                        (uint64_t)base_mono_ns());
 }
 
 /* The write session broke: its writes are lost, and the run goes on reading. */

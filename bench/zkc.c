@@ -88,20 +88,10 @@ static void record(struct zkc_slot *slot, int rc)
     uint64_t now_ns = (uint64_t)base_mono_ns();
     if (atomic_load(&s->run->phase) != BENCH_PHASE_MEASURE)
         return;
-    uint64_t lat_ns = now_ns > slot->t0_ns ? now_ns - slot->t0_ns : 0;
+    bool write = slot->kind != KIND_READ;
     pthread_mutex_lock(&sh->lock);
-    if (rc != ZOK) {
-        bench_counts_error(&sh->counts, rc);
-    } else {
-        bench_hist_record(&sh->all, lat_ns);
-        if (slot->kind == KIND_READ) {
-            sh->counts.read_ok++;
-            bench_hist_record(&sh->read, lat_ns);
-        } else {
-            sh->counts.write_ok++;
-            bench_hist_record(&sh->write, lat_ns);
-        }
-    }
+    bench_record_op(&sh->counts, &sh->all, write ? &sh->write : &sh->read, write, rc, slot->t0_ns,
+                    now_ns);
     pthread_mutex_unlock(&sh->lock);
 }
 
