@@ -280,6 +280,36 @@ void lc_reply_free(struct lc_reply *r)
     r->nresults = 0;
 }
 
+int lc_reply_take_data(struct lc_reply *rep, int rc, char **data, int32_t *len,
+                       struct zk_stat *stat)
+{
+    if (rc == ZK_OK) {
+        if (data != NULL) {
+            *data = rep->data;
+            rep->data = NULL;
+        }
+        if (len != NULL)
+            *len = rep->data_len;
+        if (stat != NULL)
+            *stat = rep->stat;
+    }
+    lc_reply_free(rep);
+    return rc;
+}
+
+int lc_reply_take_children(struct lc_reply *rep, int rc, struct larch_strings *children,
+                           struct zk_stat *stat)
+{
+    if (rc == ZK_OK && children != NULL) {
+        *children = rep->strings;
+        rep->strings = (struct larch_strings){ 0 };
+    }
+    if (rc == ZK_OK && stat != NULL)
+        *stat = rep->stat;
+    lc_reply_free(rep);
+    return rc;
+}
+
 void lc_reply_result(const struct lc_reply *rep, struct larch_result *res)
 {
     *res = (struct larch_result){

@@ -715,18 +715,7 @@ int larch_get(struct larch *lh, const char *path, larch_watch_fn w, void *wctx, 
         return err;
     struct lc_reply rep;
     int rc = call(lh, r, &rep);
-    if (rc == ZK_OK) {
-        if (data != NULL) {
-            *data = rep.data;
-            rep.data = NULL;
-        }
-        if (len != NULL)
-            *len = rep.data_len;
-        if (stat != NULL)
-            *stat = rep.stat;
-    }
-    lc_reply_free(&rep);
-    return rc;
+    return lc_reply_take_data(&rep, rc, data, len, stat);
 }
 
 int larch_set(struct larch *lh, const char *path, const void *data, int32_t len, int32_t version,
@@ -749,14 +738,7 @@ int larch_get_children(struct larch *lh, const char *path, larch_watch_fn w, voi
         return err;
     struct lc_reply rep;
     int rc = call(lh, r, &rep);
-    if (rc == ZK_OK && children != NULL) {
-        *children = rep.strings;
-        rep.strings = (struct larch_strings){ 0 };
-    }
-    if (rc == ZK_OK && stat != NULL)
-        *stat = rep.stat;
-    lc_reply_free(&rep);
-    return rc;
+    return lc_reply_take_children(&rep, rc, children, stat);
 }
 
 int larch_get_acl(struct larch *lh, const char *path, struct larch_acl_list *acl,

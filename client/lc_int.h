@@ -126,6 +126,13 @@ struct lc_reply {
  * paths). A malformed body gives err ZK_EMARSHALLINGERROR. */
 void lc_reply_decode(const struct lc_req *req, const char *chroot, struct lc_reply *out);
 void lc_reply_free(struct lc_reply *r);
+/* Move a successful get's value and Stat, or get_children's names and
+ * Stat, to a synchronous caller's outputs (each may be NULL) and free the
+ * rest of rep. Return rc, the call's result: nothing moves unless it is ZK_OK. */
+int lc_reply_take_data(struct lc_reply *rep, int rc, char **data, int32_t *len,
+                       struct zk_stat *stat);
+int lc_reply_take_children(struct lc_reply *rep, int rc, struct larch_strings *children,
+                           struct zk_stat *stat);
 /* Points a larch_result at out's fields. */
 void lc_reply_result(const struct lc_reply *rep, struct larch_result *res);
 /* The opcode that creates a node of mode outside a multi (create2,

@@ -350,19 +350,7 @@ int larch_udp_get(struct larch_udp *u, const char *path, char **data, int32_t *l
     int rc = udp_read(u, LC_GET, ZK_OP_GETDATA, path, &rep);
     if (rc == LARCH_ETOOBIG && u->lh != NULL)
         return larch_get(u->lh, path, NULL, NULL, data, len, stat);
-    rc = rc != ZK_OK ? rc : rep.err;
-    if (rc == ZK_OK) {
-        if (data != NULL) {
-            *data = rep.data;
-            rep.data = NULL;
-        }
-        if (len != NULL)
-            *len = rep.data_len;
-        if (stat != NULL)
-            *stat = rep.stat;
-    }
-    lc_reply_free(&rep);
-    return rc;
+    return lc_reply_take_data(&rep, rc != ZK_OK ? rc : rep.err, data, len, stat);
 }
 
 int larch_udp_get_children(struct larch_udp *u, const char *path, struct larch_strings *children,
@@ -374,15 +362,7 @@ int larch_udp_get_children(struct larch_udp *u, const char *path, struct larch_s
     int rc = udp_read(u, LC_CHILDREN, ZK_OP_GETCHILDREN2, path, &rep);
     if (rc == LARCH_ETOOBIG && u->lh != NULL)
         return larch_get_children(u->lh, path, NULL, NULL, children, stat);
-    rc = rc != ZK_OK ? rc : rep.err;
-    if (rc == ZK_OK && children != NULL) {
-        *children = rep.strings;
-        rep.strings = (struct larch_strings){ 0 };
-    }
-    if (rc == ZK_OK && stat != NULL)
-        *stat = rep.stat;
-    lc_reply_free(&rep);
-    return rc;
+    return lc_reply_take_children(&rep, rc != ZK_OK ? rc : rep.err, children, stat);
 }
 
 int larch_udp_get_all_children_number(struct larch_udp *u, const char *path, int32_t *number)
