@@ -46,6 +46,24 @@ def can_make_namespaces():
     return r.returncode == 0
 
 
+def start_dpdk_server(test, eal, refused_by_kernel=()):
+    """larchd serving --udp's address from a DPDK port (EAL's arguments),
+    stopped at the test's cleanup; the test is skipped when this larchd has
+    no DPDK, or when its start-up error is one of refused_by_kernel."""
+    srv = Server(cfg_lines=["larch.udp=%s:%d" % (SERVER_IP, UDP_PORT), "larch.dpdk=" + eal])
+    try:
+        srv.start()
+    except Exception:
+        text = open(srv.stderr_path).read() if srv.stderr_path else ""
+        if "built without DPDK" in text:
+            test.skipTest("this larchd was built without DPDK")
+        if any(m in text for m in refused_by_kernel):
+            test.skipTest("the kernel refused the port: " + text.strip().splitlines()[-1])
+        raise
+    test.addCleanup(srv.stop)
+    return srv
+
+
 # Runs inside the namespace: test_udp's client, one job, a JSON line out.
 CLIENT = textwrap.dedent("""
     import json, os, socket, struct, sys
@@ -118,18 +136,7 @@ class DpdkReadTest(unittest.TestCase):
         self._ns("ip", "link", "set", self.ns_if, "up")
         eal = ("-l 0-1 --no-huge --no-pci -m 256 --file-prefix larch%s --vdev %s"
                % (tag, self.VDEV % self.host_if))
-        self.srv = Server(cfg_lines=["larch.udp=%s:%d" % (SERVER_IP, UDP_PORT),
-                                     "larch.dpdk=" + eal])
-        try:
-            self.srv.start()
-        except Exception:
-            text = open(self.srv.stderr_path).read() if self.srv.stderr_path else ""
-            if "built without DPDK" in text:
-                self.skipTest("this larchd was built without DPDK")
-            if any(m in text for m in self.REFUSED_BY_KERNEL):
-                self.skipTest("the kernel refused the port: " + text.strip().splitlines()[-1])
-            raise
-        self.addCleanup(self.srv.stop)
+        self.srv = start_dpdk_server(self, eal, self.REFUSED_BY_KERNEL)
 
     def _ns(self, *argv, check=True):
         return run("ip", "netns", "exec", self.ns, *argv, check=check)
@@ -243,18 +250,9 @@ class MemifPairTest(unittest.TestCase):
         sock = os.path.join(self.dir, "memif.sock")
         self.bench_eal = ("-l 0 --no-huge --no-pci -m 256 --file-prefix lmc%s "
                           "--vdev net_memif0,role=client,socket=%s" % (tag, sock))
-        self.srv = Server(cfg_lines=[
-            "larch.udp=%s:%d" % (SERVER_IP, UDP_PORT),
-            "larch.dpdk=-l 0-1 --no-huge --no-pci -m 256 --file-prefix lms%s "
-            "--vdev net_memif0,role=server,socket=%s" % (tag, sock)])
-        try:
-            self.srv.start()
-        except Exception:
-            text = open(self.srv.stderr_path).read() if self.srv.stderr_path else ""
-            if "built without DPDK" in text:
-                self.skipTest("this larchd was built without DPDK")
-            raise
-        self.addCleanup(self.srv.stop)
+        self.srv = start_dpdk_server(
+            self, "-l 0-1 --no-huge --no-pci -m 256 --file-prefix lms%s "
+            "--vdev net_memif0,role=server,socket=%s" % (tag, sock))
 
     def _remove(self):
         for d in self.eal_dirs:  # the processes stopped first
