@@ -331,8 +331,9 @@ static int check_combination(struct bench_cfg *cfg, char *err, size_t err_len)
                                       "(--write-op setData)");
         if (cfg->client == BENCH_CLIENT_C)
             return fail(err, err_len, "--udp: the C client speaks TCP only");
-        if (cfg->rate_per_s > 0)
-            return fail(err, err_len, "--udp: the UDP driver is closed loop (no --rate)");
+        if (cfg->rate_per_s > 0 && !cfg->dpdk_args[0])
+            return fail(err, err_len, "--udp: the kernel-socket UDP driver is closed loop "
+                                      "(no --rate; the --dpdk driver has an open loop)");
         if (cfg->watch)
             return fail(err, err_len, "--udp: watches need TCP");
         if (cfg->outstanding > 65535)
@@ -411,7 +412,7 @@ const char *bench_usage(void)
            "  --dpdk 'EAL ARGS'     with --udp: read from a DPDK port of the bench's own\n"
            "                        (e.g. '-l 0 --no-huge --no-pci -m 256 --file-prefix bench\n"
            "                        --vdev net_memif0,role=client' to a larchd --dpdk on\n"
-           "                        memif); one polling thread\n"
+           "                        memif); one polling thread; open loop with --rate\n"
            "  --dpdk-src IP         the bench port's IPv4 address (needed with --dpdk)\n"
            "  --label NAME          name printed in the table and JSON (default server)\n"
            "  --server-pid PID      read the server's CPU time from /proc/PID/stat over the\n"

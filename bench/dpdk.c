@@ -13,6 +13,11 @@
  * lost and sent again. In a read/write mix a slot's write goes over a TCP
  * session through the kernel (tcpw.c), pumped between bursts while writes
  * are in flight.
+ *
+ * With --rate the loop is open, as in raw.c: each session sends on a fixed
+ * schedule (rate / sessions each, staggered) while it has a free slot, and
+ * a read's latency runs from its intended send time, so a stall shows as
+ * latency of everything scheduled behind it, not as fewer samples.
  */
 #include "bench/bench.h"
 #include "dataplane/dataplane.h"
@@ -38,11 +43,13 @@
 
 struct dslot {
     uint64_t rid; /* 0: free; WRITE_RID: a write */
-    uint64_t t0_ns;
+    uint64_t t0_ns;   /* latency from here: the send, or the intended send (open loop) */
+    uint64_t sent_ns; /* a read unanswered RESEND_NS after this is lost */
 };
 
 struct dsess {
     struct dslot *slots;
+    uint64_t next_intended_ns; /* open loop: this session's next send */
     uint64_t gen;
     struct bench_rng rng;
 };
@@ -61,6 +68,7 @@ struct ddrv {
     const char *value;     /* what writes set */
     struct bench_tcpw tcp; /* a mix's writes (fd -1: reads only) */
     uint32_t writes;       /* in flight */
+    uint64_t interval_ns;  /* open loop: between one session's sends; 0 closed loop */
     bool tcp_broken;
     struct rte_mbuf *tx[BURST];
     int ntx;
@@ -117,7 +125,7 @@ static struct rte_mbuf *udp_frame(struct ddrv *d, uint16_t sport, const uint8_t 
     return m;
 }
 
-static void send_read(struct ddrv *d, int si, uint32_t i, uint64_t now_ns)
+static void send_read(struct ddrv *d, int si, uint32_t i, uint64_t t0_ns, uint64_t now_ns)
 {
     struct dsess *s = &d->sessions[si];
     char path[64];
@@ -125,7 +133,7 @@ static void send_read(struct ddrv *d, int si, uint32_t i, uint64_t now_ns)
     uint64_t rid = (++s->gen << SLOT_BITS) | i;
     zk_wbuf_reset(&d->req);
     bench_put_udp_read(&d->req, rid, d->cfg->read_op, path);
-    s->slots[i] = (struct dslot){ .rid = rid, .t0_ns = now_ns };
+    s->slots[i] = (struct dslot){ .rid = rid, .t0_ns = t0_ns, .sent_ns = now_ns };
     if (d->req.err)
         return; /* no memory: the slot is re-sent after RESEND_NS */
     struct rte_mbuf *m = udp_frame(d, (uint16_t)(SRC_PORT_BASE + si), d->req.p, d->req.len);
@@ -204,39 +212,62 @@ static void pump_writes(struct ddrv *d)
     d->writes = 0;
 }
 
-static void send_write(struct ddrv *d, int si, uint32_t i, uint64_t now_ns)
+static void send_write(struct ddrv *d, int si, uint32_t i, uint64_t t0_ns, uint64_t now_ns)
 {
     struct dsess *s = &d->sessions[si];
     char path[64];
     bench_key_path(path, sizeof path, bench_keys_pick(d->keys, &s->rng));
     int32_t xid = si * d->cfg->outstanding + (int32_t)i;
     bench_tcpw_set(&d->tcp, xid, path, d->value, d->cfg->value_size_bytes);
-    s->slots[i] = (struct dslot){ .rid = WRITE_RID, .t0_ns = now_ns };
+    s->slots[i] = (struct dslot){ .rid = WRITE_RID, .t0_ns = t0_ns, .sent_ns = now_ns };
     d->writes++;
 }
 
-/* Fills every free or overdue slot; true while anything is in flight. */
+/* Frees slot i of s if it holds a read unanswered for RESEND_NS (counted
+ * lost). True while the slot is in flight. */
+static bool slot_busy(struct ddrv *d, struct dsess *s, uint32_t i, uint64_t now_ns)
+{
+    uint64_t rid = s->slots[i].rid;
+    if (rid == WRITE_RID || (rid != 0 && now_ns - s->slots[i].sent_ns < RESEND_NS))
+        return true;
+    if (rid != 0 && d->cur_phase == BENCH_PHASE_MEASURE)
+        bench_counts_error(&d->counts, ZK_ECONNECTIONLOSS);
+    s->slots[i].rid = 0;
+    return false;
+}
+
+static void send_one(struct ddrv *d, int si, uint32_t i, uint64_t t0_ns, uint64_t now_ns)
+{
+    bool mix = d->tcp.fd >= 0 && !d->tcp_broken;
+    if (mix && !bench_pick_read(d->read_pct, &d->sessions[si].rng))
+        send_write(d, si, i, t0_ns, now_ns);
+    else
+        send_read(d, si, i, t0_ns, now_ns);
+}
+
+/* Sends what is due: closed loop, a read or write from every free slot;
+ * open loop, each session's scheduled sends while it has free slots. True
+ * while anything is in flight. */
 static bool fill(struct ddrv *d, uint64_t now_ns)
 {
     bool inflight = false;
-    bool mix = d->tcp.fd >= 0 && !d->tcp_broken;
     for (int si = 0; si < d->cfg->sessions; si++) {
         struct dsess *s = &d->sessions[si];
         for (uint32_t i = 0; i < (uint32_t)d->cfg->outstanding; i++) {
-            uint64_t rid = s->slots[i].rid;
-            if (rid == WRITE_RID || (rid != 0 && now_ns - s->slots[i].t0_ns < RESEND_NS)) {
+            if (slot_busy(d, s, i, now_ns)) {
                 inflight = true;
                 continue;
             }
-            if (rid != 0 && d->cur_phase == BENCH_PHASE_MEASURE)
-                bench_counts_error(&d->counts, ZK_ECONNECTIONLOSS);
-            s->slots[i].rid = 0;
             if (d->cur_phase == BENCH_PHASE_DRAIN)
                 continue;
-            if (mix && !bench_pick_read(d->read_pct, &s->rng))
-                send_write(d, si, i, now_ns);
-            else
-                send_read(d, si, i, now_ns);
+            if (d->interval_ns == 0) {
+                send_one(d, si, i, now_ns, now_ns);
+            } else if (s->next_intended_ns <= now_ns) {
+                send_one(d, si, i, s->next_intended_ns, now_ns);
+                s->next_intended_ns += d->interval_ns;
+            } else {
+                continue;
+            }
             inflight = true;
         }
     }
@@ -370,6 +401,8 @@ int bench_dpdk_run(const struct bench_cfg *cfg, double read_pct, struct bench_re
     bench_result_reset(r, read_pct);
     d.cfg = cfg;
     d.keys = &keys;
+    double interval = cfg->rate_per_s > 0 ? 1e9 * cfg->sessions / cfg->rate_per_s : 0;
+    d.interval_ns = cfg->rate_per_s > 0 ? (interval < 1 ? 1 : (uint64_t)interval) : 0;
     if (inet_pton(AF_INET, cfg->udp_host, d.server_ip) != 1 ||
         inet_pton(AF_INET, cfg->dpdk_src, d.ip) != 1) {
         snprintf(err, err_len, "--dpdk: --udp and --dpdk-src must be IPv4 addresses");
@@ -384,6 +417,9 @@ int bench_dpdk_run(const struct bench_cfg *cfg, double read_pct, struct bench_re
     for (int i = 0; d.sessions && i < cfg->sessions; i++) {
         d.sessions[i].slots = calloc((size_t)cfg->outstanding, sizeof(struct dslot));
         bench_rng_seed(&d.sessions[i].rng, cfg->seed ^ (uint64_t)i);
+        /* open loop: staggered, so the sessions do not send in lockstep */
+        d.sessions[i].next_intended_ns =
+            (uint64_t)base_mono_ns() + d.interval_ns * (uint64_t)i / (uint64_t)cfg->sessions;
         if (!d.sessions[i].slots) {
             snprintf(err, err_len, "out of memory");
             return -1;

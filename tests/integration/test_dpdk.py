@@ -281,6 +281,17 @@ class MemifPairTest(unittest.TestCase):
         self.assertGreaterEqual(int(m["zk_larch_dpdk_udp_replies"]),
                                 runs[0]["reads"] + runs[1]["reads"])
         self.assertGreaterEqual(int(m["zk_larch_dpdk_arp_replies"]), 1)  # the bench asked
+        # open loop: a schedule of sends, latency from each intended send time
+        r = subprocess.run([bench_path(), "--server", "127.0.0.1:%d" % self.srv.port,
+                            "--udp", "%s:%d" % (SERVER_IP, UDP_PORT), "--dpdk-src", CLIENT_IP,
+                            "--dpdk", self.bench_eal, "--read-ratio", "100", "--keys", "50",
+                            "--sessions", "2", "--outstanding", "8", "--rate", "20000",
+                            "--warmup", "0.2", "--duration", "0.5", "--no-setup", "--json"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        run = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")][0]
+        self.assertEqual((run["mode"], run["errors_total"]), ("open", 0), run)
+        self.assertGreater(run["reads"], 0)
 
 
 if __name__ == "__main__":

@@ -400,8 +400,14 @@ static void test_args_udp(void **state)
                      BENCH_ARGS_OK);
     expect_error("--udp: a mix's writes go over TCP as setData only (--write-op setData)",
                  "--udp", "127.0.0.1:5", "--write-op", "create-delete", NULL);
-    expect_error("--udp: the UDP driver is closed loop (no --rate)", "--udp", "127.0.0.1:5",
-                 "--read-ratio", "100", "--rate", "1000", NULL);
+    expect_error("--udp: the kernel-socket UDP driver is closed loop (no --rate; the --dpdk "
+                 "driver has an open loop)",
+                 "--udp", "127.0.0.1:5", "--read-ratio", "100", "--rate", "1000", NULL);
+    assert_int_equal(parse(&cfg, err, sizeof(err), "--udp", "198.18.0.1:5", "--dpdk",
+                           "-l 0 --vdev net_null0", "--dpdk-src", "198.18.0.2", "--rate", "1000",
+                           NULL),
+                     BENCH_ARGS_OK);
+    assert_true(cfg.rate_per_s == 1000);
     expect_error("--udp: watches need TCP", "--udp", "127.0.0.1:5", "--read-ratio", "100",
                  "--watch", NULL);
 }
