@@ -84,9 +84,11 @@ void zdata_unref(struct zdata *d)
  * where the store's used part ends writes the next slot and makes a list
  * one longer over the same store; older lists never look past their own
  * count, so readers of them see nothing change. A list that is not its
- * store's longest (a rolled-back multi's extension used the slot), a full
- * store, or a removal copies into a new store, at twice the size for
- * adds. Only the writer adds; used is its own. */
+ * store's longest (an extension that was never published, as when an
+ * apply ran out of memory, used the slot), a full store, or a removal
+ * copies into a new store, at twice the size for adds. Only the writer
+ * (the sequencer role, handed over with acquire and release) adds; used
+ * is its own. */
 struct zkids_store {
     atomic_long refs;
     uint32_t cap;
