@@ -302,6 +302,7 @@ static int apply_switch(struct bench_cfg *cfg, const char *flag)
     bool *target = strcmp(flag, "--watch") == 0     ? &cfg->watch
                    : strcmp(flag, "--json") == 0    ? &cfg->json
                    : strcmp(flag, "--cleanup") == 0 ? &cfg->cleanup
+                   : strcmp(flag, "--dpdk-hold") == 0 ? &cfg->dpdk_hold
                                                     : NULL;
     if (target) {
         *target = true;
@@ -341,6 +342,8 @@ static int check_combination(struct bench_cfg *cfg, char *err, size_t err_len)
     }
     if (cfg->dpdk_args[0] && (cfg->udp_port == 0 || strchr(cfg->udp_host, ':')))
         return fail(err, err_len, "--dpdk: needs --udp with the server's IPv4 address");
+    if (cfg->dpdk_hold && !cfg->dpdk_args[0])
+        return fail(err, err_len, "--dpdk-hold: only with --dpdk");
     if (cfg->dpdk_args[0] && cfg->dpdk_src[0] == '\0')
         return fail(err, err_len, "--dpdk: needs --dpdk-src, the bench port's IPv4 address");
     if (cfg->dpdk_args[0] && cfg->sessions > 40000)
@@ -414,6 +417,10 @@ const char *bench_usage(void)
            "                        --vdev net_memif0,role=client' to a larchd --dpdk on\n"
            "                        memif); one polling thread; open loop with --rate\n"
            "  --dpdk-src IP         the bench port's IPv4 address (needed with --dpdk)\n"
+           "  --dpdk-hold           after the runs, keep the port until the peer closes it\n"
+           "                        (at most 60 s): DPDK 22.11's memif unmaps a departing\n"
+           "                        peer's memory under the other side's polling core, so\n"
+           "                        a larchd on the other end must stop polling first\n"
            "  --label NAME          name printed in the table and JSON (default server)\n"
            "  --server-pid PID      read the server's CPU time from /proc/PID/stat over the\n"
            "                        measured interval and report CPU-us per op\n"

@@ -79,6 +79,7 @@ struct bench_cfg {
     uint16_t udp_port;      /* 0: TCP */
     char dpdk_args[1024];   /* --dpdk: EAL's arguments; "" kernel sockets */
     char dpdk_src[64];      /* --dpdk-src: the bench port's IPv4 address */
+    bool dpdk_hold;         /* --dpdk-hold: keep the port until the peer closes it */
     int32_t timeout_ms;     /* session timeout asked for in ConnectRequest */
     uint64_t seed;
 };
@@ -222,6 +223,9 @@ int bench_tcpw_pump(struct bench_tcpw *t, bench_tcpw_done_fn done, void *arg);
 /* dpdk.c: the same from a DPDK port of the bench's own (--dpdk). */
 int bench_dpdk_run(const struct bench_cfg *cfg, double read_pct, struct bench_result *r,
                    char *err, size_t err_len);
+/* After the runs (--dpdk-hold): waits, at most 60 s, until the DPDK port's
+ * link is down, the peer having closed it. 0, or -1 when it stayed up. */
+int bench_dpdk_hold(void);
 /* udp.c: reads over larchd's UDP read path (--udp), closed loop. */
 int bench_udp_run(const struct bench_cfg *cfg, double read_pct, struct bench_result *r,
                   char *err, size_t err_len);

@@ -27,6 +27,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <rte_eal.h>
 #include <rte_ethdev.h>
@@ -367,6 +368,22 @@ static int start_port(struct ddrv *d, char *err, size_t err_len)
     return 0;
 }
 
+/* The port, once started (EAL starts once per process, the port too). */
+static bool g_port_started;
+static uint16_t g_port;
+
+int bench_dpdk_hold(void)
+{
+    for (int waited_ms = 0; g_port_started && waited_ms < 60000; waited_ms += 10) {
+        struct rte_eth_link link;
+        if (rte_eth_link_get_nowait(g_port, &link) == 0 && link.link_status == RTE_ETH_LINK_DOWN)
+            return 0;
+        struct timespec ts = { .tv_sec = 0, .tv_nsec = 10 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    return g_port_started ? -1 : 0;
+}
+
 static bool always(void *arg)
 {
     (void)arg;
@@ -412,6 +429,8 @@ int bench_dpdk_run(const struct bench_cfg *cfg, double read_pct, struct bench_re
         if (start_port(&d, err, err_len) != 0 || resolve(&d, err, err_len) != 0)
             return -1;
         started = true;
+        g_port_started = true;
+        g_port = d.port;
     }
     d.sessions = calloc((size_t)cfg->sessions, sizeof *d.sessions);
     for (int i = 0; d.sessions && i < cfg->sessions; i++) {

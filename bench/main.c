@@ -110,5 +110,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "larch-bench: cleanup failed: %s\n", err);
         status = 1;
     }
+#ifdef LARCH_BENCH_HAVE_DPDK
+    fflush(stdout); /* what was measured is out before the wait */
+    if (cfg.dpdk_hold && bench_dpdk_hold() != 0) {
+        fprintf(stderr, "larch-bench: --dpdk-hold: the peer kept the port up for 60 s\n");
+        status = 1;
+    }
+#endif
     return status;
 }
