@@ -229,5 +229,7 @@ const char *larch_error(int err)
         return "CLOSING";
     if (err == LARCH_ETOOBIG)
         return "TOOBIG";
+    if (err == LARCH_EUDPVERSION)
+        return "UDPVERSION";
     return zk_err_name(err);
 }

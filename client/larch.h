@@ -300,14 +300,17 @@ int larch_amulti(struct larch *lh, const struct larch_op *ops, int32_t n, larch_
  * anonymous transport. Other UDP statuses: NO_SESSION is
  * ZK_ESESSIONEXPIRED (after retrying until the deadline while lh's session
  * is alive: a new session reaches a follower a moment later), BAD_MAC
- * ZK_EAUTHFAILED, BAD_REQUEST ZK_EBADARGUMENTS, BAD_VERSION
- * ZK_EUNIMPLEMENTED. Before lh has a session (it is still connecting)
+ * ZK_EAUTHFAILED, BAD_REQUEST ZK_EBADARGUMENTS, BAD_VERSION (or a
+ * status a newer server added) LARCH_EUDPVERSION. Before lh has a session (it is still connecting)
  * a read fails at once with ZK_ECONNECTIONLOSS; on a terminal lh, with
  * lh's terminal code.
  *
  * Thread-safe: calls on one transport take turns (one request in flight);
  * open one per thread to read in parallel. lh must outlive the transport. */
 #define LARCH_ETOOBIG (-1001) /* the reply does not fit a UDP datagram */
+/* The server speaks another version of the UDP read protocol (BAD_VERSION,
+ * or a status this client does not know): read over TCP. */
+#define LARCH_EUDPVERSION (-1002)
 #define LARCH_UDP_TIMEOUT_MS_DEFAULT 5000
 #define LARCH_UDP_RETRY_MS_DEFAULT 200
 

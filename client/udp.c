@@ -244,7 +244,7 @@ static int status_error(uint32_t status)
     case ZK_UDP_NO_SESSION: return ZK_ESESSIONEXPIRED;
     case ZK_UDP_BAD_MAC: return ZK_EAUTHFAILED;
     case ZK_UDP_BAD_REQUEST: return ZK_EBADARGUMENTS;
-    default: return ZK_EUNIMPLEMENTED; /* BAD_VERSION, or a newer server's status */
+    default: return LARCH_EUDPVERSION; /* BAD_VERSION, or a newer server's status */
     }
 }
 

@@ -416,6 +416,10 @@ void cli_error_text(struct cli_buf *b, int err, const char *path)
     case LARCH_ETOOBIG:
         cli_buf_printf(b, "Reply does not fit a UDP datagram: %s (read it over TCP: -server)", p);
         return;
+    case LARCH_EUDPVERSION:
+        cli_buf_printf(b, "The server speaks another UDP read protocol version: %s (read it "
+                          "over TCP: -server)", p);
+        return;
     default: break;
     }
     const char *msg = code_message(err);
