@@ -468,6 +468,17 @@ static void forward_to_sequencer(struct conn *c, int32_t xid, int32_t op, const 
     c->w->submitted = true;
 }
 
+bool dp_auth_enforced_ok(const struct dp *dp, const struct tree_authid *ids, int32_t count)
+{
+    uint32_t want = dp->cfg.enforce_auth;
+    if (want == 0 || (want & DP_AUTH_IP))
+        return true;
+    for (int32_t i = 0; i < count; i++)
+        if ((want & DP_AUTH_DIGEST) && ids[i].scheme && strcmp(ids[i].scheme, "digest") == 0)
+            return true;
+    return false;
+}
+
 static bool op_goes_to_sequencer(int32_t op)
 {
     return zk_op_is_write(op) || op == ZK_OP_SYNC || op == ZK_OP_GETEPHEMERALS;
@@ -497,6 +508,14 @@ static void dispatch(struct conn *c, const uint8_t *frame, size_t len, int64_t a
     const uint8_t *body = frame + r.pos;
     size_t blen = len - r.pos;
     atomic_store_explicit(&c->last_op, h.type, memory_order_relaxed);
+    if (h.type != ZK_OP_AUTH && h.type != ZK_OP_SASL &&
+        !dp_auth_enforced_ok(c->w->dp, c->auth, c->nauth)) {
+        /* ZooKeeper's AuthenticationHelper: the error, then the connection
+         * closes (the session is left to expire, as there) */
+        reply_header_only(c, h.xid, ZK_ESESSIONCLOSEDREQUIRESASL);
+        conn_close(c, false);
+        return;
+    }
     if (c->read_only && h.type == ZK_OP_CLOSESESSION) {
         /* the session is this server's alone while it has no quorum: no txn */
         reply_header_only(c, h.xid, ZK_OK);

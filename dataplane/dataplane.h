@@ -31,6 +31,9 @@
 
 struct dp;
 
+#define DP_AUTH_IP 1u     /* every connection has its peer address's ip identity */
+#define DP_AUTH_DIGEST 2u /* a digest identity from addauth */
+
 /* Four-letter-word handler: append the answer text to out. Runs on a worker. */
 typedef void (*dp_fourlw_fn)(void *arg, struct dp *dp, const char *word, struct zk_wbuf *out);
 
@@ -50,6 +53,12 @@ struct dp_cfg {
     int64_t conn_max_unsent_bytes;  /* unsent output that closes a connection (slow consumer) */
     int64_t max_buffered_bytes;     /* everything every connection holds: memory pressure above */
     const char *super_digest;  /* "user:base64" or "" */
+    /* zookeeper.enforce.auth: DP_AUTH_* bits of the schemes one of whose
+     * identities a connection must hold before any request but auth is
+     * served (ZooKeeper's AuthenticationHelper); 0: not enforced. The UDP
+     * path holds a signed session to the same rule, and anonymous reads
+     * meet it only through "ip". */
+    uint32_t enforce_auth;
     /* An ensemble member's membership in ZooKeeper's text, what
      * /zookeeper/config reads as (config_membership_text); NULL: the
      * tree's node, empty, as a standalone ZooKeeper's. Borrowed: it must

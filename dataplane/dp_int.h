@@ -284,6 +284,9 @@ void worker_fire(void *arg, uint64_t conn, int32_t type, const char *path);
 /* Ends c's reply fence: notifications deferred behind the reply follow it. */
 void conn_fence_release(struct conn *c);
 
+/* Whether identities meet cfg.enforce_auth (true when it is off). */
+bool dp_auth_enforced_ok(const struct dp *dp, const struct tree_authid *ids, int32_t count);
+
 /* reads.c: serve one request of an active connection from the tree.
  * Returns true when the request was handled (reply queued), false when it
  * is not a local read. */

@@ -36,6 +36,16 @@ static size_t answer(struct zk_wbuf *out, struct dp_udp_counters *ctr,
     return out->err ? 0 : out->len;
 }
 
+/* enforce.auth as over TCP: ZooKeeper's error code in the reply header, no
+ * record (UDP.md). */
+static size_t refuse_unauthenticated(struct zk_wbuf *out, struct dp_udp_counters *ctr,
+                                     const struct zk_udp_request_header *q, int64_t zxid)
+{
+    put_reply(out, q, ZK_UDP_OK, 0, zxid, ZK_ESESSIONCLOSEDREQUIRESASL);
+    ctr->answered[ZK_UDP_OK]++;
+    return out->err ? 0 : out->len;
+}
+
 static size_t drop(struct dp_udp_counters *ctr, enum dp_udp_drop why)
 {
     ctr->dropped[why]++;
@@ -136,8 +146,13 @@ size_t dp_udp_handle(struct dp *dp, const uint8_t *req, size_t len, const char *
         st = session_identity(dp, &q, req, len, &auth);
     if (st == ZK_UDP_OK && zxid < q.min_zxid)
         st = ZK_UDP_BEHIND;
-    size_t n = st == ZK_UDP_OK ? serve(dp, &q, req, len, &auth, datagram_max, out, ctr)
-                               : answer(out, ctr, &q, st, 0, zxid);
+    size_t n;
+    if (st != ZK_UDP_OK)
+        n = answer(out, ctr, &q, st, 0, zxid);
+    else if (!dp_auth_enforced_ok(dp, auth.ids, auth.count))
+        n = refuse_unauthenticated(out, ctr, &q, zxid);
+    else
+        n = serve(dp, &q, req, len, &auth, datagram_max, out, ctr);
     rcu_read_unlock();
     return n;
 }

@@ -100,6 +100,7 @@ enum kind {
     K_DIGEST,          /* "user:base64" or empty (no super user) */
     K_LOGLEVEL,        /* error|warn|info|debug -> 0..3 */
     K_HOSTPORT,        /* IPv4:PORT or [IPv6]:PORT, a literal and 1..65535 */
+    K_AUTH_SCHEMES,    /* enforce.auth.schemes: digest, ip (comma-separated) */
     K_META_CONFIG,     /* --config FILE */
     K_META_HELP,       /* --help, -h */
     K_META_VERSION,    /* --version, -V */
@@ -131,7 +132,7 @@ static const struct setting key_settings[] = {
     ROW("dataDir", K_STRING, data_dir, 0, 0, false),
     ROW_SET("dataLogDir", K_STRING, data_log_dir, data_log_dir_set, 0, 0),
     ROW("clientPort", K_PORT, client_port, 1, 65535, false),
-    ROW("clientPortAddress", K_STRING, client_port_address, 1, 0, false),
+    ROW_SET("clientPortAddress", K_STRING, client_port_address, client_port_address_set, 1, 0),
     ROW_SET("minSessionTimeout", K_SESSION_TIMEOUT, min_session_timeout_ms, min_session_set, 1,
             INT32_MAX),
     ROW_SET("maxSessionTimeout", K_SESSION_TIMEOUT, max_session_timeout_ms, max_session_set, 1,
@@ -162,6 +163,8 @@ static const struct setting key_settings[] = {
     ROW("jute.maxbuffer", K_INT32, max_buffer_bytes, 1, JUTE_MAXBUFFER_MAX, true),
     ROW("extendedTypesEnabled", K_BOOL, extended_types, 0, 0, true),
     ROW("DigestAuthenticationProvider.superDigest", K_DIGEST, super_digest, 0, 0, true),
+    ROW("enforce.auth.enabled", K_BOOL, enforce_auth_enabled, 0, 0, true),
+    ROW("enforce.auth.schemes", K_AUTH_SCHEMES, enforce_auth_schemes, 0, 0, true),
     ROW("larch.workers", K_INT32, workers, 1, WORKERS_MAX, false),
     ROW("larch.zxidCounterLimit", K_INT64, zxid_counter_limit, 16, 4294967294LL, false),
     ROW("larch.logLevel", K_LOGLEVEL, log_level, 0, 3, false),
@@ -185,7 +188,7 @@ static const struct setting flag_settings[] = {
     META("--version", K_META_VERSION),
     META("-V", K_META_VERSION),
     ROW("--port", K_PORT, client_port, 1, 65535, false),
-    ROW("--bind", K_STRING, client_port_address, 1, 0, false),
+    ROW_SET("--bind", K_STRING, client_port_address, client_port_address_set, 1, 0),
     ROW("--workers", K_INT32, workers, 1, WORKERS_MAX, false),
     ROW("--tick-time", K_INT32, tick_time_ms, 1, INT32_MAX, false),
     ROW_SET("--min-session-timeout", K_SESSION_TIMEOUT, min_session_timeout_ms, min_session_set,
@@ -214,17 +217,66 @@ static const struct setting flag_settings[] = {
  * optional "zookeeper." prefix; entries ending in '.' match as prefixes. */
 static const char *const ignored_keys[] = {
     "electionAlg", "electionPortBindRetry", "quorumListenOnAllIPs",
-    "admin.", "metricsProvider.", "audit.enable", "forceSync",
-    "secureClientPort", "secureClientPortAddress", "ssl.", "sslQuorum", "authProvider.",
-    "sessionRequireClientSASLAuth", "enforce.auth.", "clientPortListenBacklog",
+    "admin.", "metricsProvider.", "forceSync", "clientPortListenBacklog",
     "localSessionsEnabled", "localSessionsUpgradingEnabled", "connectToLearnerMasterLimit",
-    "syncEnabled", "serverCnxnFactory", "observerMasterPort",
-    "quorum.", "multiAddress.", "skipACL", "enforceQuota", "maxResponseCacheSize",
+    "syncEnabled", "quorum.", "multiAddress.", "enforceQuota", "maxResponseCacheSize",
     "maxGetChildrenResponseCacheSize", "fsync.warningthresholdms", "leaderServes", "cnxTimeout",
     "digest.enabled", "snapshot.", "txnLogSizeLimitInKb", "snapSizeLimitInKb", "jvm.",
-    "kerberos.", "sasl.", "jaasLoginRenew", "clientCnxnSocket", "netty.", "learner.",
+    "clientCnxnSocket", "netty.", "learner.",
     "leader.", "follower.", "commitProcessor.", "request_throttler.", "flushDelay",
     "maxWriteQueuePollTime", "maxBatchSize", "serializeLastProcessedZxid.enabled",
+};
+
+/* Security, TLS, SASL and quorum keys larchd cannot honour: a line asking
+ * for what they configure is an error naming it, never a warning, so that
+ * a configuration meaning "refuse unauthenticated clients" or "TLS only"
+ * cannot start a server that serves in the clear. A value saying what
+ * larchd does anyway ("false", the built-in providers) is accepted.
+ * Matched after an optional "zookeeper." prefix; a key ending in '.' names
+ * a family; the first match wins, so specific keys come before families. */
+struct unhonoured_key {
+    const char *key;
+    const char *allowed; /* '|'-separated values larchd honours (case-insensitive); NULL: none */
+    const char *lacks;   /* what larchd does not have */
+};
+
+#define NO_TLS "larchd has no TLS"
+#define NO_SASL "larchd has no SASL"
+#define AUTH_CLASS "org.apache.zookeeper.server.auth."
+#define CNXN_CLASS "org.apache.zookeeper.server."
+
+static const struct unhonoured_key unhonoured_keys[] = {
+    { "secureClientPort", "-1", NO_TLS " client port" }, /* -1: none, as "conf" prints it */
+    { "secureClientPortAddress", NULL, NO_TLS " client port" },
+    { "sslQuorum", "false", NO_TLS " on the quorum links" },
+    { "sslQuorumReloadCertFiles", "false", NO_TLS " on the quorum links" },
+    { "ssl.", NULL, NO_TLS },
+    { "X509AuthenticationProvider.", NULL, NO_TLS " client certificates (x509)" },
+    { "authProvider.", AUTH_CLASS "DigestAuthenticationProvider|" AUTH_CLASS
+      "IPAuthenticationProvider", "larchd's authentication providers are digest and ip, built in" },
+    { "DigestAuthenticationProvider.digestAlg", "SHA1|SHA-1",
+      "larchd's digest scheme hashes with SHA-1 (ZooKeeper's default)" },
+    { "sessionRequireClientSASLAuth", "false", NO_SASL },
+    { "allowSaslFailedClients", "false", NO_SASL },
+    { "superUser", NULL, NO_SASL " (superUser names a SASL identity)" },
+    { "superUser.", NULL, NO_SASL " (superUser names a SASL identity)" },
+    { "sasl.", NULL, NO_SASL },
+    { "kerberos.", NULL, NO_SASL " (Kerberos)" },
+    { "jaasLoginRenew", NULL, NO_SASL },
+    { "jaasLoginConfig", NULL, NO_SASL },
+    { "java.security.auth.login.config", NULL, NO_SASL },
+    { "quorum.auth.enableSasl", "false", NO_SASL " on the quorum links" },
+    { "quorum.auth.learnerRequireSasl", "false", NO_SASL " on the quorum links" },
+    { "quorum.auth.serverRequireSasl", "false", NO_SASL " on the quorum links" },
+    { "quorum.auth.", NULL, NO_SASL " on the quorum links" },
+    { "skipACL", "no", "larchd always checks ACLs" },
+    { "audit.enable", "false", "larchd writes no audit log" },
+    { "serverCnxnFactory", CNXN_CLASS "NIOServerCnxnFactory|" CNXN_CLASS "NettyServerCnxnFactory",
+      "larchd's connection layer stands in for ZooKeeper's NIO and Netty factories" },
+    { "electionAlg", "3", "ZooKeeper's only election algorithm is 3" },
+    { "quorumListenOnAllIPs", "false", "larchd's quorum port binds its server.N address" },
+    { "multiAddress.enabled", "false", "a larchd member has one quorum address" },
+    { "observerMasterPort", NULL, "larchd's observers follow the leader, not an observer master" },
 };
 
 /* ZooKeeper 3.8 FourLetterCommands (checked against the 3.8.0 jar). */
@@ -579,6 +631,43 @@ static void apply_log_level(struct config *c, const struct setting *s, const cha
            value);
 }
 
+struct auth_schemes {
+    struct reporter *r;
+    uint32_t mask;
+};
+
+static bool add_auth_scheme(const char *w, size_t n, const void *ctx)
+{
+    struct auth_schemes *a = (struct auth_schemes *)ctx;
+    if (n == 6 && memcmp(w, "digest", 6) == 0)
+        a->mask |= CONFIG_AUTH_DIGEST;
+    else if (n == 2 && memcmp(w, "ip", 2) == 0)
+        a->mask |= CONFIG_AUTH_IP;
+    else if (n == 4 && memcmp(w, "sasl", 4) == 0)
+        report(a->r, SEV_ERROR, "scheme 'sasl' cannot be honoured: " NO_SASL);
+    else if (n == 4 && memcmp(w, "x509", 4) == 0)
+        report(a->r, SEV_ERROR, "scheme 'x509' cannot be honoured: " NO_TLS);
+    else
+        report(a->r, SEV_ERROR, "authentication scheme '%.*s' is not available (larchd "
+                                "authenticates digest and ip)", (int)(n > 64 ? 64 : n), w);
+    return false;
+}
+
+/* ZooKeeper's AuthenticationHelper: comma-separated, blanks trimmed, every
+ * scheme one an authentication provider serves. */
+static void apply_auth_schemes(struct config *c, const struct setting *s, const char *value,
+                               struct reporter *r)
+{
+    struct auth_schemes a = { .r = r, .mask = 0 };
+    int errors = r->errors;
+    (void)each_word(value, add_auth_scheme, &a);
+    if (r->errors != errors)
+        return;
+    apply_string(c, s, value, r);
+    if (r->errors == errors)
+        c->enforce_auth_mask = a.mask;
+}
+
 /* Applies one value to the field a row names; problems go to r (whose prefix
  * already says where and which key). */
 static void apply_setting(struct config *c, const struct setting *s, const char *value,
@@ -598,6 +687,7 @@ static void apply_setting(struct config *c, const struct setting *s, const char 
     case K_DIGEST: apply_digest(c, s, value, r); break;
     case K_LOGLEVEL: apply_log_level(c, s, value, r); break;
     case K_HOSTPORT: apply_hostport(c, s, value, r); break;
+    case K_AUTH_SCHEMES: apply_auth_schemes(c, s, value, r); break;
     case K_META_CONFIG:
     case K_META_HELP:
     case K_META_VERSION: break; /* handled by config_from_args */
@@ -821,16 +911,51 @@ static const struct setting *find_key(const char *key)
     return NULL;
 }
 
+static bool key_matches(const char *key, const char *pattern)
+{
+    size_t n = strlen(pattern);
+    return pattern[n - 1] == '.' ? strncmp(key, pattern, n) == 0 : strcmp(key, pattern) == 0;
+}
+
+static bool value_allowed(const char *value, const char *allowed)
+{
+    for (const char *p = allowed; p != NULL && *p != '\0';) {
+        size_t n = strcspn(p, "|");
+        if (strlen(value) == n && strncasecmp(value, p, n) == 0)
+            return true;
+        p += n + (p[n] == '|');
+    }
+    return false;
+}
+
+/* Whether key is one of unhonoured_keys; if so, a value asking for what
+ * larchd lacks has been reported as an error. */
+static bool check_unhonoured(const char *key, const char *value, struct reporter *r)
+{
+    const char *bare = strncmp(key, ZK_PREFIX, strlen(ZK_PREFIX)) == 0 ? key + strlen(ZK_PREFIX)
+                                                                      : key;
+    for (size_t i = 0; i < COUNT(unhonoured_keys); i++) {
+        const struct unhonoured_key *u = &unhonoured_keys[i];
+        if (!key_matches(bare, u->key))
+            continue;
+        if (u->allowed == NULL)
+            report(r, SEV_ERROR, "key '%.*s' cannot be honoured: %s (remove the line to run "
+                                 "without it)", VALUE_ECHO_MAX, key, u->lacks);
+        else if (!value_allowed(value, u->allowed))
+            report(r, SEV_ERROR, "%.*s='%.*s' cannot be honoured: %s (accepted: %s)",
+                   VALUE_ECHO_MAX, key, VALUE_ECHO_MAX, value, u->lacks, u->allowed);
+        return true;
+    }
+    return false;
+}
+
 static bool is_ignored_key(const char *key)
 {
     if (strncmp(key, ZK_PREFIX, strlen(ZK_PREFIX)) == 0)
         key += strlen(ZK_PREFIX);
-    for (size_t i = 0; i < COUNT(ignored_keys); i++) {
-        const char *k = ignored_keys[i];
-        size_t n = strlen(k);
-        if (k[n - 1] == '.' ? strncmp(key, k, n) == 0 : strcmp(key, k) == 0)
+    for (size_t i = 0; i < COUNT(ignored_keys); i++)
+        if (key_matches(key, ignored_keys[i]))
             return true;
-    }
     return false;
 }
 
@@ -1066,6 +1191,8 @@ static void apply_line(struct config *c, struct logical_line *ll, struct reporte
     char *value = trim_java(ll->value);
     if (apply_ensemble_key(c, key, value, r))
         return;
+    if (check_unhonoured(key, value, r))
+        return;
     const struct setting *s = find_key(key);
     if (s == NULL) {
         warn_unused_key(key, r);
@@ -1184,6 +1311,10 @@ int config_load(struct config *c, const char *path, config_report_fn fn, void *a
     assert(c != NULL && path != NULL);
     uint32_t static_servers = c->n_servers;
     int rc = load_file(c, path, fn, arg, false);
+    /* ZooKeeper binds every interface unless clientPortAddress says one;
+     * only larchd without a zoo.cfg keeps to loopback */
+    if (!c->client_port_address_set)
+        snprintf(c->client_port_address, sizeof c->client_port_address, "0.0.0.0");
     if (c->dynamic_config_file[0] == '\0')
         return rc;
     static_servers = c->n_servers - static_servers;
@@ -1524,6 +1655,9 @@ int config_finish(struct config *c, config_report_fn fn, void *arg)
                "address: the one the DPDK port answers for");
     if (c->client_port_address[0] == '\0')
         report(&r, SEV_ERROR, "clientPortAddress must not be empty");
+    if (c->enforce_auth_enabled && c->enforce_auth_mask == 0)
+        report(&r, SEV_ERROR, "zookeeper.enforce.auth.enabled is true: "
+                              "zookeeper.enforce.auth.schemes must name a scheme (digest, ip)");
     /* ZooKeeper writes the txn log into dataDir unless dataLogDir is given. */
     if (!c->data_log_dir_set || c->data_log_dir[0] == '\0')
         memcpy(c->data_log_dir, c->data_dir, sizeof c->data_log_dir);
@@ -1937,7 +2071,7 @@ const char *config_usage(void)
            "  --config FILE             zoo.cfg to read first (ZooKeeper syntax)\n"
            "  --port N                  client port, 1-65535 (clientPort; default 2181)\n"
            "  --bind ADDR               address to listen on (clientPortAddress; default\n"
-           "                            127.0.0.1)\n"
+           "                            127.0.0.1, or 0.0.0.0 with a --config file)\n"
            "  --workers N               worker threads, 1-64 (larch.workers; default CPUs - 1,\n"
            "                            at least 1)\n"
            "  --inline-sequencer on|off run write rounds on the worker that submitted them\n"
@@ -1978,7 +2112,7 @@ const char *config_usage(void)
            "  dataDir=                          (none)\n"
            "  dataLogDir=                       (same as dataDir)\n"
            "  clientPort=2181\n"
-           "  clientPortAddress=127.0.0.1\n"
+           "  clientPortAddress=0.0.0.0          (127.0.0.1 without a zoo.cfg)\n"
            "  minSessionTimeout=-1              (-1 = 2 x tickTime)\n"
            "  maxSessionTimeout=-1              (-1 = 20 x tickTime)\n"
            "  maxClientCnxns=60\n"
@@ -2006,6 +2140,9 @@ const char *config_usage(void)
            "  jute.maxbuffer=1048575            (at most 16 MiB: a txn log record is 32 MiB) *\n"
            "  zookeeper.extendedTypesEnabled=true *\n"
            "  DigestAuthenticationProvider.superDigest=   (none) *\n"
+           "  enforce.auth.enabled=false        (refuse every request of a connection\n"
+           "                                    without an identity of these schemes) *\n"
+           "  enforce.auth.schemes=             (digest, ip) *\n"
            "  larch.workers=                    (CPUs - 1, at least 1, at most 64)\n"
            "  larch.zxidCounterLimit=4294967294 (ensembles: the leader steps down before\n"
            "                                    assigning a higher zxid counter; a new\n"
@@ -2025,8 +2162,11 @@ const char *config_usage(void)
            "  (1-255; 1-254 with extended types) in the file dataDir/myid, and both\n"
            "  initLimit and syncLimit; Raft's timing follows tickTime (heartbeat every\n"
            "  tickTime / 2, election after syncLimit ticks without a leader).\n"
-           "  JVM and other ZooKeeper keys (admin.*, ssl.*, ...) are accepted with a\n"
-           "  warning and ignored.\n"
+           "  JVM and other ZooKeeper tuning keys (admin.*, jvm.*, ...) are accepted with\n"
+           "  a warning and ignored. A security, TLS, SASL or quorum key larchd cannot\n"
+           "  honour (secureClientPort, ssl.*, sslQuorum=true, a SASL or x509\n"
+           "  authProvider, sessionRequireClientSASLAuth=true, ...) is an error naming\n"
+           "  its line: larchd does not start rather than run without it.\n"
            "\n"
            "Durability: with dataDir set, every write is in the txn log (fdatasync, group\n"
            "commit) before it is acknowledged, snapshots are taken every snapCount txns,\n"

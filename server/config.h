@@ -61,6 +61,11 @@ enum config_server_parse {
 int config_parse_server(const char *id_text, const char *value, struct config_server *out,
                         char *msg, size_t msg_len);
 
+/* The schemes enforce.auth.schemes may name: those whose identities larchd
+ * gives a connection (ZooKeeper gives every connection its "ip" one). */
+#define CONFIG_AUTH_IP 1u
+#define CONFIG_AUTH_DIGEST 2u
+
 struct config {
     /* zoo.cfg keys */
     int32_t tick_time_ms;           /* tickTime, default 2000 */
@@ -74,6 +79,15 @@ struct config {
     char four_letter_words[512];    /* 4lw.commands.whitelist, default "srvr"; "*" = all */
     bool read_only_mode;            /* readonlymode.enabled, default false */
     char super_digest[512];         /* DigestAuthenticationProvider.superDigest "user:base64" */
+    /* zookeeper.enforce.auth.enabled / .schemes (ZooKeeper's
+     * AuthenticationHelper): every request but auth from a connection
+     * holding none of these schemes' identities is answered
+     * SESSIONCLOSEDREQUIRESASLAUTH and the connection closed. The schemes
+     * are those larchd authenticates ("digest", "ip"); the parser refuses
+     * the rest by line. */
+    bool enforce_auth_enabled;
+    char enforce_auth_schemes[128]; /* comma-separated, as written */
+    uint32_t enforce_auth_mask;     /* the same, as CONFIG_AUTH_* bits */
     bool extended_types;            /* zookeeper.extendedTypesEnabled (TTL), default true */
     int32_t max_buffer_bytes;       /* jute.maxbuffer, default 0xfffff */
     int32_t snap_count;             /* snapCount, default 100000: txns between snapshots */
@@ -133,6 +147,7 @@ struct config {
     /* which of the above were set explicitly (bit per field is overkill: only what
      * derived defaults need) */
     bool min_session_set, max_session_set, data_log_dir_set, conn_max_buffer_set;
+    bool client_port_address_set;
 };
 
 /* Fills c with ZooKeeper's defaults (derived ones computed from tickTime by

@@ -218,6 +218,9 @@ static int start(struct server *srv)
         .conn_max_unsent_bytes = c->conn_max_unsent_bytes,
         .max_buffered_bytes = c->max_buffered_bytes,
         .super_digest = c->super_digest,
+        .enforce_auth = !c->enforce_auth_enabled ? 0
+                        : ((c->enforce_auth_mask & CONFIG_AUTH_IP) ? DP_AUTH_IP : 0) |
+                          ((c->enforce_auth_mask & CONFIG_AUTH_DIGEST) ? DP_AUTH_DIGEST : 0),
         .config_node = srv->config_node,
         .config_node_mtime = srv->config_node_mtime,
         .udp_host = c->udp.host,

@@ -71,6 +71,7 @@ ENOTEMPTY = -111
 ESESSIONEXPIRED = -112
 EINVALIDACL = -114
 EAUTHFAILED = -115
+ESESSIONCLOSEDREQUIRESASL = -124  # enforce.auth: a session without the scheme
 ENOWATCHER = -121
 
 ERR_NAMES = {0: "OK", -1: "SYSTEMERROR", -2: "RUNTIMEINCONSISTENCY",
@@ -375,7 +376,8 @@ class Server:
         with RawClient(self.port, timeout_s=2.0) as c:
             if c.connect(timeout_ms=10000).timeout_ms <= 0:
                 return False
-            return c.close_session().err == OK
+            # under enforce.auth the refusal shows the pipeline up too
+            return c.close_session().err in (OK, ESESSIONCLOSEDREQUIRESASL)
 
     # -- stop ----------------------------------------------------------
     def stop(self):

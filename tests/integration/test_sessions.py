@@ -4,10 +4,10 @@ import threading
 import time
 import unittest
 
-from harness import (EAUTHFAILED, ENOAUTH, ENONODE, EPHEMERAL, OK, OPEN_ACL,
-                     PERM_ALL, PERM_CREATE, PERM_READ, SUPER_AUTH, TICK_TIME_MS,
-                     ConnectionClosed, RawClient, ServerTestCase, unique_path,
-                     wait_until)
+from harness import (EAUTHFAILED, ENOAUTH, ENONODE, EPHEMERAL, ESESSIONCLOSEDREQUIRESASL,
+                     OK, OPEN_ACL, PERM_ALL, PERM_CREATE, PERM_READ, SUPER_AUTH, TICK_TIME_MS,
+                     ConnectionClosed, RawClient, ServerTestCase, larchd_path, sut_kind,
+                     unique_path, wait_until)
 
 MIN_SESSION_TIMEOUT_MS = 2 * TICK_TIME_MS   # ZooKeeper defaults
 MAX_SESSION_TIMEOUT_MS = 20 * TICK_TIME_MS
@@ -208,6 +208,62 @@ class AuthAclTest(ServerTestCase, unittest.TestCase):
         self.assertTrue(c.wait_closed(5.0), "AUTHFAILED closes the connection")
         self.assertEqual(self.raw().exists("/").err, OK, "server keeps serving")
 
+
+class EnforceAuthTest(ServerTestCase, unittest.TestCase):
+    """zookeeper.enforce.auth (ZooKeeper's AuthenticationHelper): a session
+    without a digest identity is refused at its first request."""
+
+    server_options = {"cfg_lines": ["enforce.auth.enabled=true", "enforce.auth.schemes=digest"]}
+
+    def test_anonymous_session_is_refused_and_closed(self):
+        c = self.raw()
+        self.assertEqual(c.exists("/").err, ESESSIONCLOSEDREQUIRESASL)
+        self.assertTrue(c.wait_closed(5.0))
+
+    def test_wrong_scheme_is_not_enough(self):
+        c = self.raw()
+        self.assertEqual(c.auth("ip", b"127.0.0.1").err, OK)
+        self.assertEqual(c.get_data("/").err, ESESSIONCLOSEDREQUIRESASL)
+        self.assertTrue(c.wait_closed(5.0))
+
+    def test_digest_session_is_served(self):
+        c = self.raw()
+        self.assertEqual(c.auth("digest", b"dora:pw").err, OK)
+        p = unique_path("enforced")
+        self.assertEqual(c.create(p, b"v").err, OK)
+        self.assertEqual(c.get_data(p).value[0], b"v")
+        zk = self.kazoo(auth_data=[("digest", "erin:pw")])
+        self.assertEqual(zk.get(p)[0], b"v")
+        zk.set(p, b"w")
+        self.assertEqual(c.get_data(p).value[0], b"w")
+
+
+@unittest.skipUnless(sut_kind() == "larch", "larchd's own configuration errors")
+class RefusedConfigTest(unittest.TestCase):
+    """A security line larchd cannot honour stops it, naming the line."""
+
+    def test_unhonoured_lines_are_errors(self):
+        import os
+        import subprocess
+        import tempfile
+        d = tempfile.mkdtemp(prefix="larch-it-refused-")
+        cfg = os.path.join(d, "zoo.cfg")
+        with open(cfg, "w") as f:
+            f.write("tickTime=2000\nsecureClientPort=2281\n"
+                    "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n"
+                    "sessionRequireClientSASLAuth=true\nclientPortAddress=127.0.0.1\n")
+        try:
+            p = subprocess.run([larchd_path(), "--config", cfg, "--port", "0"],
+                               capture_output=True, timeout=20, cwd=d)
+        finally:
+            os.unlink(cfg)
+            os.rmdir(d)
+        err = p.stderr.decode()
+        self.assertNotEqual(p.returncode, 0, err)
+        for line, key in ((2, "secureClientPort"), (3, "authProvider.1"),
+                          (4, "sessionRequireClientSASLAuth")):
+            self.assertIn("%s:%d: %s=" % (cfg, line, key), err)
+            self.assertIn("cannot be honoured", err)
 
 if __name__ == "__main__":
     unittest.main()

@@ -471,7 +471,7 @@ static void test_unknown_keys_warn(void **state)
                       "initLimit=10\n"
                       "server.1=localhost:2888:3888\n"
                       "admin.enableServer=false\n"
-                      "zookeeper.ssl.keyStore.location=/k\n"
+                      "zookeeper.jvm.heap=1g\n"
                       "frobnicate=yes\n"
                       "ticktime=5\n"
                       "metricsProvider.className=x\n";
@@ -480,11 +480,114 @@ static void test_unknown_keys_warn(void **state)
     assert_int_equal(m.warnings, 5);
     assert_int_equal(c.n_servers, 1); /* server.1 and initLimit are read, not ignored */
     assert_true(has_msg(&m, 0, "zoo.cfg:4: key 'admin.enableServer' is not used by larchd (standalone)"));
-    assert_true(has_msg(&m, 0, "zoo.cfg:5: key 'zookeeper.ssl.keyStore.location' is not used by larchd (standalone)"));
+    assert_true(has_msg(&m, 0, "zoo.cfg:5: key 'zookeeper.jvm.heap' is not used by larchd (standalone)"));
     assert_true(has_msg(&m, 0, "zoo.cfg:6: unknown key 'frobnicate' ignored"));
     assert_true(has_msg(&m, 0, "zoo.cfg:7: unknown key 'ticktime' ignored (keys are case-sensitive: did you mean 'tickTime'?)"));
     assert_true(has_msg(&m, 0, "zoo.cfg:8: key 'metricsProvider.className' is not used by larchd (standalone)"));
     assert_int_equal(c.tick_time_ms, 2000);
+}
+
+/* Fail closed: a security, TLS, SASL or quorum line larchd cannot honour is
+ * an error naming it; the values that say what larchd does are accepted. */
+static void test_unhonoured_keys_refused(void **state)
+{
+    struct config c;
+    struct msgs m;
+    const char *cfg = "secureClientPort=2281\n"
+                      "zookeeper.ssl.keyStore.location=/k.pem\n"
+                      "sslQuorum=true\n"
+                      "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n"
+                      "sessionRequireClientSASLAuth=true\n"
+                      "quorum.auth.enableSasl=true\n"
+                      "skipACL=yes\n"
+                      "zookeeper.superUser=admin\n"
+                      "DigestAuthenticationProvider.digestAlg=SHA3-256\n"
+                      "electionAlg=1\n";
+    assert_int_equal(parse(&c, &m, cfg), -1);
+    if (m.errors != 10)
+        dump_msgs(&m);
+    assert_int_equal(m.errors, 10);
+    assert_int_equal(m.warnings, 0);
+    assert_true(has_msg(&m, 1, "zoo.cfg:1: secureClientPort='2281' cannot be honoured: larchd has "
+                               "no TLS client port (accepted: -1)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:2: key 'zookeeper.ssl.keyStore.location' cannot be "
+                               "honoured: larchd has no TLS (remove the line to run without it)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:3: sslQuorum='true' cannot be honoured: larchd has no TLS "
+                               "on the quorum links (accepted: false)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:4: authProvider.1='org.apache.zookeeper.server.auth."
+                               "SASLAuthenticationProvider' cannot be honoured: larchd's "
+                               "authentication providers are digest and ip, built in (accepted: "
+                               "org.apache.zookeeper.server.auth.DigestAuthenticationProvider|"
+                               "org.apache.zookeeper.server.auth.IPAuthenticationProvider)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:5: sessionRequireClientSASLAuth='true' cannot be "
+                               "honoured: larchd has no SASL (accepted: false)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:7: skipACL='yes' cannot be honoured: larchd always checks "
+                               "ACLs (accepted: no)"));
+
+    /* what larchd does anyway is accepted, in any case */
+    cfg = "sslQuorum=false\n"
+          "zookeeper.sessionRequireClientSASLAuth=FALSE\n"
+          "authProvider.1=org.apache.zookeeper.server.auth.DigestAuthenticationProvider\n"
+          "quorum.auth.enableSasl=false\n"
+          "skipACL=no\n"
+          "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n"
+          "audit.enable=false\n"
+          "electionAlg=3\n";
+    assert_int_equal(parse(&c, &m, cfg), 0);
+    assert_int_equal(m.n, 0);
+}
+
+/* zookeeper.enforce.auth.*: the schemes larchd authenticates; any other
+ * is refused by line, and enabling it without a scheme is an error, as in
+ * ZooKeeper's AuthenticationHelper. */
+static void test_enforce_auth_keys(void **state)
+{
+    struct config c;
+    struct msgs m;
+    assert_int_equal(parse(&c, &m, "enforce.auth.enabled=true\n"
+                                   "zookeeper.enforce.auth.schemes= digest , ip\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_true(c.enforce_auth_enabled);
+    assert_int_equal(c.enforce_auth_mask, CONFIG_AUTH_DIGEST | CONFIG_AUTH_IP);
+
+    assert_int_equal(parse(&c, &m, "enforce.auth.enabled=true\n"
+                                   "enforce.auth.schemes=digest,sasl,kerberos\n"), -1);
+    assert_int_equal(m.errors, 2);
+    assert_true(has_msg(&m, 1, "zoo.cfg:2: enforce.auth.schemes: scheme 'sasl' cannot be "
+                               "honoured: larchd has no SASL"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:2: enforce.auth.schemes: authentication scheme "
+                               "'kerberos' is not available (larchd authenticates digest and ip)"));
+    assert_int_equal(c.enforce_auth_mask, 0);
+
+    assert_int_equal(parse(&c, &m, "zookeeper.enforce.auth.enabled=true\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), -1);
+    assert_true(has_msg(&m, 1, "larchd: zookeeper.enforce.auth.enabled is true: "
+                               "zookeeper.enforce.auth.schemes must name a scheme (digest, ip)"));
+}
+
+/* A zoo.cfg without clientPortAddress listens on every interface, as
+ * ZooKeeper does; without a zoo.cfg larchd keeps to loopback. */
+static void test_config_file_binds_all_interfaces(void **state)
+{
+    struct config c;
+    struct msgs m = { 0 };
+    bool help, version;
+    char path[64];
+    write_temp(path, "tickTime=2000\n");
+    config_defaults(&c);
+    assert_string_equal(c.client_port_address, "127.0.0.1");
+    assert_int_equal(config_load(&c, path, collect, &m), 0);
+    assert_string_equal(c.client_port_address, "0.0.0.0");
+    assert_int_equal(args(&c, &m, &help, &version, "--bind", "127.0.0.5", "--config", path, NULL),
+                     0);
+    assert_string_equal(c.client_port_address, "127.0.0.5");
+    unlink(path);
+    write_temp(path, "clientPortAddress=127.0.0.6\n");
+    assert_int_equal(args(&c, &m, &help, &version, "--config", path, NULL), 0);
+    assert_string_equal(c.client_port_address, "127.0.0.6");
+    unlink(path);
+    assert_int_equal(args(&c, &m, &help, &version, "--port", "2300", NULL), 0);
+    assert_string_equal(c.client_port_address, "127.0.0.1");
 }
 
 /* ------------------------------------------------------------------ server.N */
@@ -1108,12 +1211,13 @@ static void test_usage_mentions_everything(void **state)
         "--max-session-timeout", "--max-client-cnxns", "--4lw", "--super-digest", "--ttl",
         "--data-dir", "--data-log-dir", "--max-buffer", "--log-level", "--read-only", "--help",
         "-h,", "--version", "-V,", "tickTime=2000", "dataDir=", "dataLogDir=", "clientPort=2181",
-        "clientPortAddress=127.0.0.1", "minSessionTimeout=", "maxSessionTimeout=",
+        "clientPortAddress=0.0.0.0", "(127.0.0.1 without a zoo.cfg)", "minSessionTimeout=", "maxSessionTimeout=",
         "maxClientCnxns=60", "4lw.commands.whitelist=srvr", "readonlymode.enabled=false",
         "snapCount=100000", "autopurge.snapRetainCount=3", "autopurge.purgeInterval=0",
         "globalOutstandingLimit=1000", "znode.container.checkIntervalMs=60000",
         "jute.maxbuffer=1048575", "zookeeper.extendedTypesEnabled=true",
-        "DigestAuthenticationProvider.superDigest=", "larch.workers=", "larch.logLevel=info",
+        "DigestAuthenticationProvider.superDigest=", "enforce.auth.enabled=false",
+        "enforce.auth.schemes=", "cannot\n  honour", "larch.workers=", "larch.logLevel=info",
         "preAllocSize=65536", "--inline-sequencer", "larch.inlineSequencer=", "maxCnxns=0",
         "nio.sessionlessCnxnTimeout=10000", "larch.maxBufferedBytes=268435456",
         "larch.connection.maxBufferBytes=", "larch.connection.outputHighWaterBytes=1048576",
@@ -1594,6 +1698,9 @@ int main(void)
         cmocka_unit_test(test_malformed_values),
         cmocka_unit_test(test_every_error_reported),
         cmocka_unit_test(test_unknown_keys_warn),
+        cmocka_unit_test(test_unhonoured_keys_refused),
+        cmocka_unit_test(test_enforce_auth_keys),
+        cmocka_unit_test(test_config_file_binds_all_interfaces),
         cmocka_unit_test(test_server_lines_parse),
         cmocka_unit_test(test_server_line_errors),
         cmocka_unit_test(test_replicated_mode_needs_a_data_dir),

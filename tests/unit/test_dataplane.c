@@ -1048,6 +1048,70 @@ static void test_udp_size_and_min_zxid(void **state)
     env_free(e);
 }
 
+/* zookeeper.enforce.auth with the digest scheme: a connection without a
+ * digest identity gets SESSIONCLOSEDREQUIRESASLAUTH for its first request
+ * and is closed; auth itself is served; after addauth everything is. Over
+ * UDP an anonymous read gets the same code, a read signed by the
+ * authenticated session is served. With "ip" every connection qualifies. */
+static void test_enforce_auth(void **state)
+{
+    struct dp_cfg cfg = { .enforce_auth = DP_AUTH_DIGEST };
+    struct env *e = env_new(&cfg);
+    struct rx r = { 0 }, r2 = { 0 };
+    struct zk_wbuf w, out;
+    zk_wbuf_init(&w);
+    zk_wbuf_init(&out);
+
+    int fd = session_open(e, &r);
+    frame_path_watch(&w, 7, ZK_OP_EXISTS, "/", false);
+    send_wbuf(e, fd, &w);
+    struct zk_reply_header h = next_reply(e, fd, &r, false);
+    assert_int_equal(h.xid, 7);
+    assert_int_equal(h.err, ZK_ESESSIONCLOSEDREQUIRESASL);
+    assert_true(wait_eof(e, fd, &r, 2000));
+    close(fd);
+
+    int64_t sid;
+    uint8_t pw[16];
+    int fd2 = session_open_as(e, &r2, &sid, pw);
+    frame_auth(&w, "ip", "x"); /* served, and not enough */
+    frame_auth(&w, "digest", "user:pw");
+    frame_path_watch(&w, 8, ZK_OP_EXISTS, "/", false);
+    send_wbuf(e, fd2, &w);
+    assert_int_equal(next_reply(e, fd2, &r2, false).err, ZK_OK);
+    assert_int_equal(next_reply(e, fd2, &r2, false).err, ZK_OK);
+    h = next_reply(e, fd2, &r2, false);
+    assert_int_equal(h.xid, 8);
+    assert_int_equal(h.err, ZK_OK);
+
+    struct dp_udp_counters ctr = { 0 };
+    uint8_t req[512];
+    size_t n = udp_path_request(req, 1, ZK_OP_EXISTS, "/", false, 0, NULL);
+    assert_int_equal(udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr).h.err,
+                     ZK_ESESSIONCLOSEDREQUIRESASL);
+    n = udp_path_request(req, 2, ZK_OP_EXISTS, "/", false, sid, pw);
+    struct udp_reply u = udp_ask(e, req, n, "127.0.0.1", UDP_MAX, &out, &ctr);
+    assert_int_equal(u.status, ZK_UDP_OK);
+    assert_int_equal(u.h.err, ZK_OK);
+    close(fd2);
+    free(r.buf);
+    free(r2.buf);
+    env_free(e);
+
+    struct dp_cfg by_ip = { .enforce_auth = DP_AUTH_IP | DP_AUTH_DIGEST };
+    e = env_new(&by_ip);
+    struct rx r3 = { 0 };
+    int fd3 = session_open(e, &r3);
+    frame_path_watch(&w, 9, ZK_OP_EXISTS, "/", false);
+    send_wbuf(e, fd3, &w);
+    assert_int_equal(next_reply(e, fd3, &r3, false).err, ZK_OK);
+    close(fd3);
+    free(r3.buf);
+    zk_wbuf_free(&w);
+    zk_wbuf_free(&out);
+    env_free(e);
+}
+
 int main(void)
 {
     rcu_register_thread();
@@ -1065,6 +1129,7 @@ int main(void)
         cmocka_unit_test(test_udp_identity_and_mac),
         cmocka_unit_test(test_udp_bad_datagrams),
         cmocka_unit_test(test_udp_size_and_min_zxid),
+        cmocka_unit_test(test_enforce_auth),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     rcu_unregister_thread();
