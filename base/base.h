@@ -285,6 +285,33 @@ int64_t base_wall_ms(void);
  * condition variable must use the same clock. A negative ms counts as 0. */
 struct timespec base_deadline(clockid_t clock, int64_t ms);
 
+/* ---- latency distributions (latency.c) -------------------------------------------
+ * What operators graph: how long fsyncs, snapshots and requests take, as
+ * Prometheus histograms (cumulative counts below fixed bounds) and the
+ * quantiles ZooKeeper's summaries report, estimated from those counts.
+ * Any thread records and reads (relaxed atomics: a reader may see a value
+ * without the others of the same add). A zero-filled struct is empty. For
+ * what takes microseconds or more, not for a per-read path. */
+#define BASE_LATENCY_BUCKETS 20
+/* Upper bounds in microseconds, ascending; the last is UINT64_MAX (+Inf). */
+extern const uint64_t base_latency_bound_us[BASE_LATENCY_BUCKETS];
+struct base_latency {
+    _Atomic uint64_t sum_us, max_us;
+    _Atomic uint64_t bucket[BASE_LATENCY_BUCKETS]; /* values <= bound, not cumulative */
+};
+struct base_latency_snapshot {
+    uint64_t count, sum_us, max_us;
+    uint64_t bucket[BASE_LATENCY_BUCKETS];
+};
+/* Records one value. Any thread (relaxed atomic adds). */
+void base_latency_add(struct base_latency *l, uint64_t us);
+/* Adds l's values into out (zero it first; several structs merge). */
+void base_latency_read(const struct base_latency *l, struct base_latency_snapshot *out);
+/* The q-quantile (0..1) in microseconds, interpolated inside its bucket as
+ * Prometheus's histogram_quantile does, never above the recorded maximum;
+ * 0 when empty. */
+double base_latency_quantile(const struct base_latency_snapshot *s, double q);
+
 /* ---- seeded pseudo-random numbers ------------------------------------------
  * Not for secrets (session passwords use libcrypto). splitmix64 spreads a
  * seed or steps a one-word state; xoshiro256** (Blackman & Vigna), seeded

@@ -108,6 +108,7 @@ struct dp_udp_counters {
     uint64_t dropped[DP_UDP_DROPS];
 };
 
+#define DP_STATS_WORKERS 64 /* larch.workers is at most this */
 struct dp_stats {
     uint64_t packets_received;
     uint64_t packets_sent;
@@ -117,6 +118,8 @@ struct dp_stats {
     uint64_t watch_paths;      /* distinct watched paths (approximate: per worker) */
     uint64_t latency_min_us, latency_max_us, latency_sum_us, latency_count;
     uint64_t reads, writes;
+    int workers;                                  /* of which these are counted: */
+    uint64_t worker_reads[DP_STATS_WORKERS];      /* reads each worker answered */
     /* the memory budget */
     uint64_t buffered_bytes;        /* held by connections now */
     uint64_t buffered_bytes_limit;  /* cfg.max_buffered_bytes */

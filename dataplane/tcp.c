@@ -745,7 +745,12 @@ void dp_get_stats(struct dp *dp, struct dp_stats *out)
         struct worker *w = &dp->workers[i];
         out->packets_received += atomic_load_explicit(&w->st_rx, memory_order_relaxed);
         out->packets_sent += atomic_load_explicit(&w->st_tx, memory_order_relaxed);
-        out->reads += atomic_load_explicit(&w->st_reads, memory_order_relaxed);
+        uint64_t reads = atomic_load_explicit(&w->st_reads, memory_order_relaxed);
+        out->reads += reads;
+        if (i < DP_STATS_WORKERS) {
+            out->worker_reads[i] = reads;
+            out->workers = i + 1;
+        }
         out->writes += atomic_load_explicit(&w->st_writes, memory_order_relaxed);
         out->watches += atomic_load_explicit(&w->nwatches, memory_order_relaxed);
         uint64_t mn = atomic_load_explicit(&w->st_lat_min, memory_order_relaxed);

@@ -13,6 +13,7 @@
  */
 #include "proto/proto.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,6 +218,23 @@ bool zk_wbuf_reserve(struct zk_wbuf *w, size_t extra)
         return false;
     }
     return true;
+}
+
+void zk_wbuf_printf(struct zk_wbuf *w, const char *fmt, ...)
+{
+    va_list ap, again;
+    va_start(ap, fmt);
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    /* one more byte for vsnprintf's NUL, which len then excludes */
+    if (n < 0)
+        w->err = true;
+    else if (zk_wbuf_reserve(w, (size_t)n + 1)) {
+        vsnprintf((char *)w->p + w->len, (size_t)n + 1, fmt, again);
+        w->len += (size_t)n;
+    }
+    va_end(again);
 }
 
 /* n more bytes at the end of w, to be written by the caller; NULL when

@@ -315,6 +315,9 @@ void zk_wbuf_init(struct zk_wbuf *w);
 void zk_wbuf_free(struct zk_wbuf *w);
 void zk_wbuf_reset(struct zk_wbuf *w); /* len = 0, keeps the allocation */
 bool zk_wbuf_reserve(struct zk_wbuf *w, size_t extra);
+/* Appends printf-formatted text (no NUL counted in len): the text answers
+ * of the four-letter words and the HTTP endpoints. */
+void zk_wbuf_printf(struct zk_wbuf *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void zk_put_i32(struct zk_wbuf *w, int32_t v);
 void zk_put_i64(struct zk_wbuf *w, int64_t v);
 void zk_put_bool(struct zk_wbuf *w, bool v);

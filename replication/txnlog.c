@@ -817,6 +817,7 @@ struct txnlog {
     int64_t last_zxid;
     int64_t durable_zxid;
     bool broken; /* a truncation failed half way: only a restart may go on */
+    struct base_latency sync_us; /* each successful txnlog_sync: measured, never decided on */
 };
 
 /* The last zxid in the log: scanning only the last segment is enough unless
@@ -1129,9 +1130,12 @@ int txnlog_sync(struct txnlog *log)
     if (log->pending.len == 0)
         return 0;
     struct sync_attempt a = { .saved = log->cur };
+    int64_t t0_us = base_mono_us();
     int rc = write_pending(log, &a);
     if (rc == 0)
         rc = storage_datasync(log->cur.file);
+    if (rc == 0)
+        base_latency_add(&log->sync_us, (uint64_t)(base_mono_us() - t0_us));
     if (rc != 0) {
         attempt_undo(log, &a);
     } else {
@@ -1143,6 +1147,11 @@ int txnlog_sync(struct txnlog *log)
     free(a.created);
     BASE_ASSERT(rc != 0 || log->durable_zxid == log->last_zxid);
     return rc;
+}
+
+void txnlog_sync_latency(const struct txnlog *log, struct base_latency_snapshot *out)
+{
+    base_latency_read(&log->sync_us, out);
 }
 
 /* ---- truncation ------------------------------------------------------------------ */

@@ -253,6 +253,9 @@ uint8_t txnlog_entry_type(const struct txn *x);
  * cause is gone yields each record exactly once. The caller must not reply
  * to (or reuse the zxids of) records whose sync failed. */
 int txnlog_sync(struct txnlog *log);
+/* How long the successful syncs took, writes and fdatasync together
+ * (ZooKeeper's fsynctime): added into out. Any thread. */
+void txnlog_sync_latency(const struct txnlog *log, struct base_latency_snapshot *out);
 /* Highest zxid appended (buffered or durable); 0 for an empty log. */
 int64_t txnlog_last_zxid(const struct txnlog *log);
 /* Highest zxid known durable (after open's scan or a successful sync). */

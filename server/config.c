@@ -101,6 +101,7 @@ enum kind {
     K_LOGLEVEL,        /* error|warn|info|debug -> 0..3 */
     K_HOSTPORT,        /* IPv4:PORT or [IPv6]:PORT, a literal and 1..65535 */
     K_AUTH_SCHEMES,    /* enforce.auth.schemes: digest, ip (comma-separated) */
+    K_METRICS_CLASS,   /* metricsProvider.className: Prometheus's or ZooKeeper's default */
     K_META_CONFIG,     /* --config FILE */
     K_META_HELP,       /* --help, -h */
     K_META_VERSION,    /* --version, -V */
@@ -163,6 +164,9 @@ static const struct setting key_settings[] = {
     ROW("jute.maxbuffer", K_INT32, max_buffer_bytes, 1, JUTE_MAXBUFFER_MAX, true),
     ROW("extendedTypesEnabled", K_BOOL, extended_types, 0, 0, true),
     ROW("DigestAuthenticationProvider.superDigest", K_DIGEST, super_digest, 0, 0, true),
+    ROW("metricsProvider.className", K_METRICS_CLASS, metrics_prometheus, 0, 0, false),
+    ROW("metricsProvider.httpHost", K_STRING, metrics_http_host, 1, 0, false),
+    ROW("metricsProvider.httpPort", K_INT32, metrics_http_port, 0, 65535, false),
     ROW("enforce.auth.enabled", K_BOOL, enforce_auth_enabled, 0, 0, true),
     ROW("enforce.auth.schemes", K_AUTH_SCHEMES, enforce_auth_schemes, 0, 0, true),
     ROW("larch.workers", K_INT32, workers, 1, WORKERS_MAX, false),
@@ -277,6 +281,10 @@ static const struct unhonoured_key unhonoured_keys[] = {
     { "quorumListenOnAllIPs", "false", "larchd's quorum port binds its server.N address" },
     { "multiAddress.enabled", "false", "a larchd member has one quorum address" },
     { "observerMasterPort", NULL, "larchd's observers follow the leader, not an observer master" },
+    { "metricsProvider.httpsPort", NULL, NO_TLS " for /metrics" },
+    { "metricsProvider.ssl.", NULL, NO_TLS " for /metrics" },
+    /* process_* metrics are exported either way; there is no JVM to describe */
+    { "metricsProvider.exportJvmInfo", "true|false", "it takes true or false" },
 };
 
 /* ZooKeeper 3.8 FourLetterCommands (checked against the 3.8.0 jar). */
@@ -668,6 +676,22 @@ static void apply_auth_schemes(struct config *c, const struct setting *s, const 
         c->enforce_auth_mask = a.mask;
 }
 
+#define METRICS_PROMETHEUS "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider"
+#define METRICS_DEFAULT "org.apache.zookeeper.metrics.impl.DefaultMetricsProvider"
+
+/* ZooKeeper's two providers: Prometheus's serves /metrics, the default
+ * serves nothing but the 4lw and the AdminServer, as here. */
+static void apply_metrics_class(struct config *c, const char *value, struct reporter *r)
+{
+    if (strcmp(value, METRICS_PROMETHEUS) == 0)
+        c->metrics_prometheus = true;
+    else if (strcmp(value, METRICS_DEFAULT) == 0)
+        c->metrics_prometheus = false;
+    else
+        report(r, SEV_ERROR, "'%.*s' cannot be honoured: larchd serves " METRICS_PROMETHEUS
+                             " or " METRICS_DEFAULT, VALUE_ECHO_MAX, value);
+}
+
 /* Applies one value to the field a row names; problems go to r (whose prefix
  * already says where and which key). */
 static void apply_setting(struct config *c, const struct setting *s, const char *value,
@@ -688,6 +712,7 @@ static void apply_setting(struct config *c, const struct setting *s, const char 
     case K_LOGLEVEL: apply_log_level(c, s, value, r); break;
     case K_HOSTPORT: apply_hostport(c, s, value, r); break;
     case K_AUTH_SCHEMES: apply_auth_schemes(c, s, value, r); break;
+    case K_METRICS_CLASS: apply_metrics_class(c, value, r); break;
     case K_META_CONFIG:
     case K_META_HELP:
     case K_META_VERSION: break; /* handled by config_from_args */
@@ -717,6 +742,8 @@ void config_defaults(struct config *c)
     c->autopurge_interval_h = 0;
     c->container_check_ms = 60000;
     c->zxid_counter_limit = 4294967294LL;
+    snprintf(c->metrics_http_host, sizeof c->metrics_http_host, "0.0.0.0");
+    c->metrics_http_port = 7000;
     c->global_outstanding_limit = 1000;
     c->max_cnxns = 0;
     c->sessionless_timeout_ms = 10000;
@@ -2140,6 +2167,10 @@ const char *config_usage(void)
            "  jute.maxbuffer=1048575            (at most 16 MiB: a txn log record is 32 MiB) *\n"
            "  zookeeper.extendedTypesEnabled=true *\n"
            "  DigestAuthenticationProvider.superDigest=   (none) *\n"
+           "  metricsProvider.className=        (ZooKeeper's PrometheusMetricsProvider\n"
+           "                                    serves /metrics; default: none)\n"
+           "  metricsProvider.httpHost=0.0.0.0\n"
+           "  metricsProvider.httpPort=7000\n"
            "  enforce.auth.enabled=false        (refuse every request of a connection\n"
            "                                    without an identity of these schemes) *\n"
            "  enforce.auth.schemes=             (digest, ip) *\n"

@@ -127,6 +127,12 @@ struct config {
     uint32_t my_id;                 /* this member's id (dataDir/myid), set by larchd once
                                      * config_read_myid read it; 0 standalone ("conf"
                                      * prints it as serverId, as ZooKeeper does) */
+    /* metricsProvider.*: className ZooKeeper's PrometheusMetricsProvider
+     * turns /metrics on at httpHost:httpPort (ZooKeeper's defaults 0.0.0.0
+     * and 7000; port 0 takes any free one) */
+    bool metrics_prometheus;
+    char metrics_http_host[64];
+    int32_t metrics_http_port;
     /* larchd-only (flags, and the same names as zoo.cfg keys) */
     int32_t workers;                /* --workers / larch.workers, default: cores - 1, at least 1 */
     int32_t log_level;              /* --log-level: 0 error .. 3 debug, default 2 (info) */

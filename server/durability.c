@@ -60,6 +60,7 @@ struct durability {
     _Atomic uint64_t installs;
     _Atomic int64_t last_snap_zxid;
     _Atomic uint64_t snapshots;
+    struct base_latency snap_us; /* how long each kept snapshot took */
     _Atomic int64_t snap_error;
     /* Memberships reported (durability_note_membership, on the sequencer
      * thread) for the snapshot thread: memb[0..n_memb) in zxid order. lost:
@@ -842,6 +843,7 @@ int durability_snapshot(struct durability *d)
     atomic_store(&d->last_snap_zxid, info.zxid_start);
     atomic_store(&d->wanted, false);
     pthread_mutex_unlock(&d->files_lock);
+    base_latency_add(&d->snap_us, (uint64_t)(base_mono_ms() - t0) * 1000);
     atomic_fetch_add(&d->snapshots, 1);
     fprintf(stderr, "larchd: snapshot 0x%" PRIx64 ": %" PRIu64 " nodes, %" PRIu64 " bytes in %" PRId64 " ms\n",
             (uint64_t)info.zxid_start, info.node_count, info.size_bytes, base_mono_ms() - t0);
@@ -1152,6 +1154,8 @@ void durability_get_stats(struct durability *d, struct durability_stats *out)
     out->last_snapshot_zxid = atomic_load(&d->last_snap_zxid);
     out->snapshots = atomic_load(&d->snapshots);
     out->last_snapshot_error = atomic_load(&d->snap_error);
+    memset(&out->snapshot_time, 0, sizeof out->snapshot_time);
+    base_latency_read(&d->snap_us, &out->snapshot_time);
 }
 
 int durability_purge(const struct config *c, struct storage *st)

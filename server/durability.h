@@ -136,6 +136,7 @@ struct durability_stats {
     int64_t last_snapshot_zxid;
     uint64_t snapshots;
     int64_t last_snapshot_error; /* -errno, 0 when the last one succeeded */
+    struct base_latency_snapshot snapshot_time; /* of the snapshots kept (ZooKeeper's snapshottime) */
 };
 void durability_get_stats(struct durability *d, struct durability_stats *out);
 

@@ -249,11 +249,23 @@ static int start(struct server *srv)
     if (c->dpdk[0] && start_dpdk(srv) != 0)
         return -1;
     srv->started_ms = base_wall_ms();
+    if (c->metrics_prometheus) {
+        srv->metrics = http_start(c->metrics_http_host, c->metrics_http_port, metrics_http_get,
+                                  srv, err, sizeof(err));
+        if (!srv->metrics) {
+            fprintf(stderr, "larchd: /metrics (metricsProvider.httpHost/httpPort): %s\n", err);
+            return -1;
+        }
+        fprintf(stderr, "larchd: /metrics on %s:%d\n", c->metrics_http_host,
+                http_port(srv->metrics));
+    }
     return 0;
 }
 
 static void stop(struct server *srv)
 {
+    http_stop(srv->metrics); /* first: its pages read everything below */
+    srv->metrics = NULL;
     if (srv->dp)
         dp_stop(srv->dp);
 #ifdef LARCH_HAVE_DPDK

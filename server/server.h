@@ -34,6 +34,7 @@ struct server {
     char *config_node; /* what /zookeeper/config reads as (NULL standalone) */
     int64_t config_node_mtime;
     struct ldp *ldp;   /* the UDP path on a DPDK port (dpdk/dpdk.h), NULL: none */
+    struct http *metrics; /* /metrics (metricsProvider.*), NULL: off */
 };
 
 /* ---- the peer link as the sequencer's transport (peers.c) --------------- */
@@ -68,5 +69,29 @@ int reconfig_current_servers(const struct server *srv, const struct raft_config 
 void fourlw_answer(void *arg, struct dp *dp, const char *word, struct zk_wbuf *out);
 /* Whitelist check for the dataplane. */
 bool fourlw_allowed(void *arg, const char *word);
+
+/* ---- HTTP endpoints (http.c) ---------------------------------------------- */
+struct http;
+/* Answers one GET of url (path only): the HTTP status, the body appended
+ * to out, *type its content type (preset to text/plain). Runs on the HTTP
+ * server's thread. */
+typedef int (*http_get_fn)(void *arg, const char *url, struct zk_wbuf *out, const char **type);
+/* Binds host (an IP literal):port (0: any free one) and serves GET and
+ * HEAD through get on a thread of its own, registered with liburcu (get
+ * may read the tree). NULL with err naming the address and the problem. */
+struct http *http_start(const char *host, int port, http_get_fn get, void *arg, char *err,
+                        size_t errlen);
+int http_port(const struct http *h); /* the bound port */
+/* Stops the thread and closes the socket; NULL is a no-op. */
+void http_stop(struct http *h);
+
+/* ---- /metrics in Prometheus's text format (metrics.c) ---------------------- */
+/* metricsProvider.className=...PrometheusMetricsProvider: ZooKeeper's
+ * metric names (what mntr reports, without "zk_"), its fsynctime and
+ * snapshottime summaries, the process metrics Prometheus clients export,
+ * and larchd's own (larch_*). Any thread. */
+void metrics_prometheus(struct server *srv, struct zk_wbuf *out);
+/* An http_get_fn (arg: the struct server) serving /metrics. */
+int metrics_http_get(void *arg, const char *url, struct zk_wbuf *out, const char **type);
 
 #endif /* LARCH_SERVER_H */

@@ -367,6 +367,43 @@ static void test_inet_checksum(void **state)
     }
 }
 
+/* Latency distributions: bucket placement at the bounds, the merge of two
+ * structs, and quantiles interpolated inside a bucket and capped by the
+ * maximum. */
+static void test_latency(void **state)
+{
+    (void)state;
+    struct base_latency a = { 0 }, b = { 0 };
+    struct base_latency_snapshot s = { 0 };
+    assert_true(base_latency_quantile(&s, 0.5) == 0);
+    base_latency_add(&a, 0);  /* <= 10 */
+    base_latency_add(&a, 10); /* <= 10: bounds are inclusive */
+    base_latency_add(&a, 11); /* <= 25 */
+    base_latency_add(&b, 1000000);
+    base_latency_read(&a, &s);
+    base_latency_read(&b, &s);
+    assert_int_equal(s.count, 4);
+    assert_int_equal(s.sum_us, 1000021);
+    assert_int_equal(s.max_us, 1000000);
+    assert_int_equal(s.bucket[0], 2);
+    assert_int_equal(s.bucket[1], 1);
+    assert_int_equal(s.bucket[15], 1); /* the 1 s bound */
+    /* half the values are in the first bucket [0, 10]: the median is its top */
+    assert_true(base_latency_quantile(&s, 0.5) == 10.0);
+    /* the 0.625-quantile is halfway through the (10, 25] bucket */
+    assert_true(base_latency_quantile(&s, 0.625) == 17.5);
+    assert_true(base_latency_quantile(&s, 1.0) == 1000000.0);
+
+    /* beyond the last finite bound: the maximum, not infinity */
+    struct base_latency c = { 0 };
+    struct base_latency_snapshot t = { 0 };
+    base_latency_add(&c, 70000000);
+    base_latency_read(&c, &t);
+    assert_int_equal(t.bucket[BASE_LATENCY_BUCKETS - 1], 1);
+    assert_true(base_latency_quantile(&t, 0.99) <= 70000000.0);
+    assert_true(base_latency_quantile(&t, 0.99) > 60000000.0);
+}
+
 /* The reference vectors (key 00..0f, message 00..n-1; the paper's example
  * is n = 15), then OpenSSL's SipHash-2-4 on every length up to 200 under
  * seeded keys and messages. */
@@ -627,6 +664,7 @@ int main(void)
         cmocka_unit_test(test_crc32c_known_vectors),
         cmocka_unit_test(test_siphash24_vectors),
         cmocka_unit_test(test_inet_checksum),
+        cmocka_unit_test(test_latency),
         cmocka_unit_test(test_crc32c_pieces_match_reference),
         cmocka_unit_test(test_crc32c_zeros_extends),
         cmocka_unit_test(test_clocks),

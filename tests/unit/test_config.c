@@ -474,7 +474,7 @@ static void test_unknown_keys_warn(void **state)
                       "zookeeper.jvm.heap=1g\n"
                       "frobnicate=yes\n"
                       "ticktime=5\n"
-                      "metricsProvider.className=x\n";
+                      "metricsProvider.numWorkerThreads=2\n";
     assert_int_equal(parse(&c, &m, cfg), 0);
     assert_int_equal(m.errors, 0);
     assert_int_equal(m.warnings, 5);
@@ -483,7 +483,7 @@ static void test_unknown_keys_warn(void **state)
     assert_true(has_msg(&m, 0, "zoo.cfg:5: key 'zookeeper.jvm.heap' is not used by larchd (standalone)"));
     assert_true(has_msg(&m, 0, "zoo.cfg:6: unknown key 'frobnicate' ignored"));
     assert_true(has_msg(&m, 0, "zoo.cfg:7: unknown key 'ticktime' ignored (keys are case-sensitive: did you mean 'tickTime'?)"));
-    assert_true(has_msg(&m, 0, "zoo.cfg:8: key 'metricsProvider.className' is not used by larchd (standalone)"));
+    assert_true(has_msg(&m, 0, "zoo.cfg:8: key 'metricsProvider.numWorkerThreads' is not used by larchd (standalone)"));
     assert_int_equal(c.tick_time_ms, 2000);
 }
 
@@ -563,6 +563,41 @@ static void test_enforce_auth_keys(void **state)
     assert_int_equal(config_finish(&c, collect, &m), -1);
     assert_true(has_msg(&m, 1, "larchd: zookeeper.enforce.auth.enabled is true: "
                                "zookeeper.enforce.auth.schemes must name a scheme (digest, ip)"));
+}
+
+/* metricsProvider.*: ZooKeeper's two providers, its host and port keys;
+ * metrics over TLS cannot be honoured. */
+static void test_metrics_provider_keys(void **state)
+{
+    struct config c;
+    struct msgs m;
+    assert_int_equal(parse(&c, &m, ""), 0);
+    assert_false(c.metrics_prometheus);
+    assert_string_equal(c.metrics_http_host, "0.0.0.0");
+    assert_int_equal(c.metrics_http_port, 7000);
+    assert_int_equal(parse(&c, &m, "metricsProvider.className=org.apache.zookeeper.metrics."
+                                   "prometheus.PrometheusMetricsProvider\n"
+                                   "metricsProvider.httpHost=127.0.0.9\n"
+                                   "metricsProvider.httpPort=7100\n"
+                                   "metricsProvider.exportJvmInfo=false\n"), 0);
+    assert_int_equal(m.n, 0);
+    assert_true(c.metrics_prometheus);
+    assert_string_equal(c.metrics_http_host, "127.0.0.9");
+    assert_int_equal(c.metrics_http_port, 7100);
+    assert_int_equal(parse(&c, &m, "metricsProvider.className=org.apache.zookeeper.metrics."
+                                   "impl.DefaultMetricsProvider\n"), 0);
+    assert_false(c.metrics_prometheus);
+    assert_int_equal(parse(&c, &m, "metricsProvider.className=Foo\n"
+                                   "metricsProvider.httpsPort=7443\n"
+                                   "metricsProvider.httpPort=70000\n"), -1);
+    assert_int_equal(m.errors, 3);
+    assert_true(has_msg(&m, 1, "zoo.cfg:1: metricsProvider.className: 'Foo' cannot be honoured: "
+                               "larchd serves org.apache.zookeeper.metrics.prometheus."
+                               "PrometheusMetricsProvider or org.apache.zookeeper.metrics.impl."
+                               "DefaultMetricsProvider"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:2: key 'metricsProvider.httpsPort' cannot be honoured: "
+                               "larchd has no TLS for /metrics (remove the line to run without "
+                               "it)"));
 }
 
 /* A zoo.cfg without clientPortAddress listens on every interface, as
@@ -1701,6 +1736,7 @@ int main(void)
         cmocka_unit_test(test_unhonoured_keys_refused),
         cmocka_unit_test(test_enforce_auth_keys),
         cmocka_unit_test(test_config_file_binds_all_interfaces),
+        cmocka_unit_test(test_metrics_provider_keys),
         cmocka_unit_test(test_server_lines_parse),
         cmocka_unit_test(test_server_line_errors),
         cmocka_unit_test(test_replicated_mode_needs_a_data_dir),
