@@ -251,10 +251,11 @@ static void put_conn_brief(void *arg, const struct dp_conn_info *ci)
 static void put_conn_full(void *arg, const struct dp_conn_info *ci)
 {
     struct zk_wbuf *out = arg;
+    const char *lop = ci->last_op == DP_CONN_NO_OP ? "NA" : zk_op_name(ci->last_op);
     outf(out,
          " /%s[1](queued=%u,recved=%" PRIu64 ",sent=%" PRIu64 ",sid=0x%" PRIx64 ",lop=%s,est=%" PRId64
          ",to=%d,lzxid=0x%" PRIx64 ",llat=%" PRId64 ",minlat=%" PRId64 ",avglat=%" PRId64 ",maxlat=%" PRId64 ")\n",
-         ci->peer, ci->queued, ci->received, ci->sent, (uint64_t)ci->session_id, zk_op_name(ci->last_op),
+         ci->peer, ci->queued, ci->received, ci->sent, (uint64_t)ci->session_id, lop,
          ci->established_ms, ci->timeout_ms, (uint64_t)ci->last_zxid, ci->last_latency_us / 1000,
          ci->min_latency_us / 1000, ci->avg_latency_us / 1000, ci->max_latency_us / 1000);
 }
@@ -580,7 +581,7 @@ void fourlw_answer(void *arg, struct dp *dp, const char *word, struct zk_wbuf *o
         dp_each_conn(srv->dp, put_conn_full, out);
         outf(out, "\n");
     } else if (strcmp(word, "crst") == 0) {
-        dp_reset_stats(srv->dp);
+        dp_reset_conn_stats(srv->dp);
         outf(out, "Connection stats reset.\n");
     } else if (strcmp(word, "srst") == 0) {
         dp_reset_stats(srv->dp);

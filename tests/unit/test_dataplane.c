@@ -1112,6 +1112,91 @@ static void test_enforce_auth(void **state)
     env_free(e);
 }
 
+/* cons's counters of the only connection (dp_each_conn). */
+static void one_conn(void *arg, const struct dp_conn_info *ci)
+{
+    struct dp_conn_info *out = arg;
+    assert_int_equal(out->peer[0], '\0'); /* one connection only */
+    *out = *ci;
+}
+
+static struct dp_conn_info conn_stats(struct env *e)
+{
+    struct dp_conn_info ci = { 0 };
+    dp_each_conn(e->dp, one_conn, &ci);
+    assert_int_not_equal(ci.peer[0], '\0');
+    return ci;
+}
+
+/* crst resets what cons shows of each connection and nothing of srvr's;
+ * srst the reverse. Each shows at once, before the worker has run a pass
+ * (it carries the reset out then), and counting goes on from zero. */
+static void test_crst_and_srst_reset_their_own_counters(void **state)
+{
+    struct env *e = env_new(NULL);
+    struct rx r = { 0 };
+    struct zk_wbuf w;
+    zk_wbuf_init(&w);
+    int fd = session_open(e, &r);
+    frame_create(&w, 1, "/a", 3, NULL);
+    frame_path_watch(&w, 2, ZK_OP_EXISTS, "/a", false);
+    send_wbuf(e, fd, &w);
+    assert_int_equal(next_reply(e, fd, &r, false).xid, 1);
+    assert_int_equal(next_reply(e, fd, &r, false).xid, 2);
+    struct dp_conn_info ci = conn_stats(e);
+    assert_int_equal(ci.received, 3); /* connect, create, exists */
+    assert_int_equal(ci.sent, 3);
+    assert_int_equal(ci.last_op, ZK_OP_EXISTS);
+    struct dp_stats st = stats(e);
+    assert_int_equal(st.packets_received, 2); /* the connect counts for the connection only */
+    assert_int_equal(st.latency_count, 2);
+    uint64_t sent = st.packets_sent;
+
+    for (int pass = 0; pass < 2; pass++) { /* pending, then carried out */
+        dp_reset_conn_stats(e->dp);
+        ci = conn_stats(e);
+        assert_int_equal(ci.received, 0);
+        assert_int_equal(ci.sent, 0);
+        assert_int_equal(ci.last_op, DP_CONN_NO_OP);
+        assert_int_equal(ci.last_zxid, -1);
+        assert_int_equal(ci.max_latency_us, 0);
+        st = stats(e);
+        assert_int_equal(st.packets_received, 2);
+        assert_int_equal(st.packets_sent, sent);
+        assert_int_equal(st.latency_count, 2);
+        pump(e, 1);
+    }
+    frame_path_watch(&w, 3, ZK_OP_EXISTS, "/a", false);
+    send_wbuf(e, fd, &w);
+    assert_int_equal(next_reply(e, fd, &r, false).xid, 3);
+    ci = conn_stats(e);
+    assert_int_equal(ci.received, 1);
+    assert_int_equal(ci.sent, 1);
+    assert_int_equal(ci.last_op, ZK_OP_EXISTS);
+    assert_true(ci.last_zxid >= 0);
+
+    dp_reset_stats(e->dp);
+    st = stats(e);
+    assert_int_equal(st.packets_received, 0);
+    assert_int_equal(st.packets_sent, 0);
+    assert_int_equal(st.latency_count, 0);
+    assert_int_equal(st.latency_max_us, 0);
+    assert_int_equal(conn_stats(e).received, 1);
+    pump(e, 1);
+    frame_path_watch(&w, 4, ZK_OP_EXISTS, "/a", false);
+    send_wbuf(e, fd, &w);
+    assert_int_equal(next_reply(e, fd, &r, false).xid, 4);
+    st = stats(e);
+    assert_int_equal(st.packets_received, 1);
+    assert_int_equal(st.packets_sent, 1);
+    assert_int_equal(st.latency_count, 1);
+    assert_int_equal(conn_stats(e).received, 2);
+    close(fd);
+    free(r.buf);
+    zk_wbuf_free(&w);
+    env_free(e);
+}
+
 int main(void)
 {
     rcu_register_thread();
@@ -1130,6 +1215,7 @@ int main(void)
         cmocka_unit_test(test_udp_bad_datagrams),
         cmocka_unit_test(test_udp_size_and_min_zxid),
         cmocka_unit_test(test_enforce_auth),
+        cmocka_unit_test(test_crst_and_srst_reset_their_own_counters),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     rcu_unregister_thread();

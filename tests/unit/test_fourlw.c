@@ -43,6 +43,11 @@ void dp_reset_stats(struct dp *dp)
     (void)dp;
 }
 
+void dp_reset_conn_stats(struct dp *dp)
+{
+    (void)dp;
+}
+
 int dp_udp_port(const struct dp *dp)
 {
     (void)dp;
