@@ -6,6 +6,7 @@
 #include "server/server.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <pwd.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +22,7 @@
 #include <urcu.h>
 
 #define CONF_TEXT_MAX 16384 /* conf's text: the settings and up to 32 server.N lines */
+#define DIRS_NAMES_MAX 65536 /* dirs reads at most this many names per directory */
 
 /* Appends the formatted text whole, however long (a watched path may be as
  * long as a frame): measure, reserve, then format in place. On allocation
@@ -414,6 +417,76 @@ static void put_envi(struct server *srv, struct zk_wbuf *out)
     outf(out, "os.memory.free=%ldMB\n", (long)(sysconf(_SC_AVPHYS_PAGES) * (sysconf(_SC_PAGESIZE) / 1024) / 1024));
 }
 
+/* The bytes of the regular files in dir, as ZooKeeper's
+ * ZooKeeperServer.getDirSize sums a version-2 directory (File.length, which
+ * follows symbolic links). larchd makes no directories inside its own, so
+ * none is walked. This runs on a worker, so it reads at most DIRS_NAMES_MAX
+ * names (a purged data dir holds a few dozen). A file gone between the
+ * listing and its stat (purged, or a snapshot renamed into place) counts as
+ * absent. 0 or -errno (-E2BIG past the bound). */
+static int dir_bytes(const char *dir, uint64_t *out)
+{
+    *out = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return -errno;
+    int rc = 0;
+    for (int n = 0;; n++) {
+        if (n == DIRS_NAMES_MAX) {
+            rc = -E2BIG;
+            break;
+        }
+        errno = 0;
+        struct dirent *e = readdir(d);
+        if (!e) {
+            rc = -errno;
+            break;
+        }
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, 0) != 0) {
+            if (errno == ENOENT)
+                continue;
+            rc = -errno;
+            break;
+        }
+        if (S_ISREG(st.st_mode))
+            *out += (uint64_t)st.st_size;
+    }
+    closedir(d);
+    return rc;
+}
+
+/* dir_bytes, or 0 (as ZooKeeper answers when it cannot list a directory)
+ * with a log line saying why. */
+static uint64_t dir_bytes_or_zero(const char *dir)
+{
+    uint64_t n;
+    int rc = dir_bytes(dir, &n);
+    if (rc == 0)
+        return n;
+    fprintf(stderr, "larchd: dirs: cannot sum the files in %s: %s\n", dir,
+            rc == -E2BIG ? "more names than the bound" : strerror(-rc));
+    return 0;
+}
+
+/* dirs: ZooKeeper's DirsCommand. Its datadir_size is getDataDirSize, which
+ * sums FileTxnSnapLog.getDataDir(): the txn log directory, dataLogDir's
+ * version-2; logdir_size sums the snapshot directory, dataDir's version-2.
+ * The names are the other way round from zoo.cfg's, and stock 3.8 answers
+ * so (a separate dataLogDir shows its preallocated log as datadir_size);
+ * larchd answers alike for its own directories, so that what monitors
+ * ZooKeeper reads larchd the same. With one directory for both, both lines
+ * are its total. Without a dataDir both are 0. */
+static void put_dirs(struct server *srv, struct zk_wbuf *out)
+{
+    uint64_t log_bytes = 0, snap_bytes = 0;
+    if (srv->dur) {
+        log_bytes = dir_bytes_or_zero(durability_log_dir(srv->dur));
+        snap_bytes = dir_bytes_or_zero(durability_state_dir(srv->dur));
+    }
+    outf(out, "datadir_size: %" PRIu64 "\nlogdir_size: %" PRIu64 "\n", log_bytes, snap_bytes);
+}
+
 /* ---- watch dumps ------------------------------------------------------------ */
 
 struct wentry {
@@ -597,6 +670,6 @@ void fourlw_answer(void *arg, struct dp *dp, const char *word, struct zk_wbuf *o
     } else if (strcmp(word, "dump") == 0) {
         put_dump(srv, out);
     } else if (strcmp(word, "dirs") == 0) {
-        outf(out, "datadir_size: 0\nlogdir_size: 0\n");
+        put_dirs(srv, out);
     }
 }

@@ -9,8 +9,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <urcu.h>
 
@@ -65,6 +67,20 @@ void durability_get_stats(struct durability *d, struct durability_stats *out)
     memset(out, 0, sizeof *out);
 }
 
+static const char *stub_snap_dir, *stub_log_dir;
+
+const char *durability_state_dir(const struct durability *d)
+{
+    (void)d;
+    return stub_snap_dir;
+}
+
+const char *durability_log_dir(const struct durability *d)
+{
+    (void)d;
+    return stub_log_dir;
+}
+
 /* ---- tests ------------------------------------------------------------------ */
 
 static char *long_path(size_t len, char fill)
@@ -77,13 +93,12 @@ static char *long_path(size_t len, char fill)
     return p;
 }
 
-/* Runs word and returns its output as a NUL-terminated string. */
-static char *answer(const char *word)
+/* Runs word on srv and returns its output as a NUL-terminated string. */
+static char *answer_on(struct server *srv, const char *word)
 {
-    struct server srv = { 0 };
     struct zk_wbuf out;
     zk_wbuf_init(&out);
-    fourlw_answer(&srv, NULL, word, &out);
+    fourlw_answer(srv, NULL, word, &out);
     assert_false(out.err);
     char *s = malloc(out.len + 1);
     assert_non_null(s);
@@ -91,6 +106,12 @@ static char *answer(const char *word)
     s[out.len] = '\0';
     zk_wbuf_free(&out);
     return s;
+}
+
+static char *answer(const char *word)
+{
+    struct server srv = { 0 };
+    return answer_on(&srv, word);
 }
 
 static char *concat(const char *const *parts, size_t n)
@@ -142,10 +163,64 @@ static void test_watch_dumps_print_long_paths_whole(void **state)
     stub_nwatches = 0;
 }
 
+static void write_bytes(const char *dir, const char *name, size_t len)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (size_t i = 0; i < len; i++)
+        assert_int_not_equal(fputc('x', f), EOF);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* dirs sums the regular files of each directory, the log directory as
+ * datadir_size and the snapshot directory as logdir_size (ZooKeeper's
+ * names); a subdirectory is not a file; without a dataDir both are 0. */
+static void test_dirs_sums_the_files(void **state)
+{
+    (void)state;
+    char snap[] = "/tmp/test_fourlw_snap_XXXXXX", log[] = "/tmp/test_fourlw_log_XXXXXX";
+    assert_non_null(mkdtemp(snap));
+    assert_non_null(mkdtemp(log));
+    stub_snap_dir = snap;
+    stub_log_dir = log;
+    write_bytes(snap, "snapshot.0", 457);
+    write_bytes(snap, "secret", 32);
+    write_bytes(log, "log.1", 4096);
+    char sub[600];
+    snprintf(sub, sizeof sub, "%s/sub", log);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    write_bytes(sub, "ignored", 10);
+
+    static int token;
+    struct server srv = { .dur = (struct durability *)&token };
+    char *got = answer_on(&srv, "dirs");
+    assert_string_equal(got, "datadir_size: 4096\nlogdir_size: 489\n");
+    free(got);
+
+    stub_log_dir = snap; /* no dataLogDir: one directory, both lines its total */
+    got = answer_on(&srv, "dirs");
+    assert_string_equal(got, "datadir_size: 489\nlogdir_size: 489\n");
+    free(got);
+
+    got = answer("dirs");
+    assert_string_equal(got, "datadir_size: 0\nlogdir_size: 0\n");
+    free(got);
+
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", snap, log);
+    assert_int_equal(system(cmd), 0);
+    got = answer_on(&srv, "dirs"); /* gone: 0, as ZooKeeper answers for a directory it cannot list */
+    assert_string_equal(got, "datadir_size: 0\nlogdir_size: 0\n");
+    free(got);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_watch_dumps_print_long_paths_whole),
+        cmocka_unit_test(test_dirs_sums_the_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
