@@ -34,8 +34,12 @@ struct dp;
 #define DP_AUTH_IP 1u     /* every connection has its peer address's ip identity */
 #define DP_AUTH_DIGEST 2u /* a digest identity from addauth */
 
-/* Four-letter-word handler: append the answer text to out. Runs on a worker. */
-typedef void (*dp_fourlw_fn)(void *arg, struct dp *dp, const char *word, struct zk_wbuf *out);
+/* Four-letter-word handler: append the answer text to out. Runs on a worker.
+ * word_arg: for "stmk", the 8-byte big-endian long that follows the word
+ * in the same request (ZooKeeper's new trace mask); 0 for the other words,
+ * which take none. */
+typedef void (*dp_fourlw_fn)(void *arg, struct dp *dp, const char *word, int64_t word_arg,
+                             struct zk_wbuf *out);
 
 struct dp_cfg {
     const char *bind_addr;  /* IPv4 or IPv6 literal, or a host name */

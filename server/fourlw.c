@@ -624,7 +624,8 @@ static void put_dump(struct server *srv, struct zk_wbuf *out)
     free(d.eph.v);
 }
 
-void fourlw_answer(void *arg, struct dp *dp, const char *word, struct zk_wbuf *out)
+void fourlw_answer(void *arg, struct dp *dp, const char *word, int64_t word_arg,
+                   struct zk_wbuf *out)
 {
     struct server *srv = arg;
     (void)dp;
@@ -671,5 +672,12 @@ void fourlw_answer(void *arg, struct dp *dp, const char *word, struct zk_wbuf *o
         put_dump(srv, out);
     } else if (strcmp(word, "dirs") == 0) {
         put_dirs(srv, out);
+    } else if (strcmp(word, "gtmk") == 0) {
+        /* ZooKeeper's TraceMaskCommand: the number, no newline */
+        outf(out, "%" PRId64, atomic_load(&srv->trace_mask));
+    } else if (strcmp(word, "stmk") == 0) {
+        /* SetTraceMaskCommand: sets the mask and echoes it, no newline */
+        atomic_store(&srv->trace_mask, word_arg);
+        outf(out, "%" PRId64, word_arg);
     }
 }

@@ -93,12 +93,13 @@ static char *long_path(size_t len, char fill)
     return p;
 }
 
-/* Runs word on srv and returns its output as a NUL-terminated string. */
-static char *answer_on(struct server *srv, const char *word)
+/* Runs word (with word_arg, stmk's) on srv and returns its output as a
+ * NUL-terminated string. */
+static char *answer_arg(struct server *srv, const char *word, int64_t word_arg)
 {
     struct zk_wbuf out;
     zk_wbuf_init(&out);
-    fourlw_answer(srv, NULL, word, &out);
+    fourlw_answer(srv, NULL, word, word_arg, &out);
     assert_false(out.err);
     char *s = malloc(out.len + 1);
     assert_non_null(s);
@@ -106,6 +107,11 @@ static char *answer_on(struct server *srv, const char *word)
     s[out.len] = '\0';
     zk_wbuf_free(&out);
     return s;
+}
+
+static char *answer_on(struct server *srv, const char *word)
+{
+    return answer_arg(srv, word, 0);
 }
 
 static char *answer(const char *word)
@@ -216,11 +222,37 @@ static void test_dirs_sums_the_files(void **state)
     free(got);
 }
 
+/* gtmk prints the mask, stmk sets it and echoes it: decimal, signed (a
+ * Java long), no newline, as ZooKeeper's TraceMaskCommand and
+ * SetTraceMaskCommand print them. */
+static void test_trace_mask_set_and_read_back(void **state)
+{
+    (void)state;
+    struct server srv = { 0 };
+    atomic_init(&srv.trace_mask, LARCH_TRACE_MASK_DEFAULT);
+    char *got = answer_on(&srv, "gtmk");
+    assert_string_equal(got, "306");
+    free(got);
+    static const struct {
+        int64_t mask;
+        const char *text;
+    } cases[] = { { 4095, "4095" }, { -1, "-1" }, { INT64_MIN, "-9223372036854775808" }, { 0, "0" } };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        got = answer_arg(&srv, "stmk", cases[i].mask);
+        assert_string_equal(got, cases[i].text);
+        free(got);
+        got = answer_on(&srv, "gtmk");
+        assert_string_equal(got, cases[i].text);
+        free(got);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_watch_dumps_print_long_paths_whole),
         cmocka_unit_test(test_dirs_sums_the_files),
+        cmocka_unit_test(test_trace_mask_set_and_read_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
