@@ -42,7 +42,7 @@
 
 static const char *const fourlw_words[] = {
     "ruok", "srvr", "stat", "mntr", "conf", "cons", "crst", "srst", "envi",
-    "wchs", "wchc", "wchp", "dump", "isro", "dirs", "gtmk", "stmk", NULL,
+    "wchs", "wchc", "wchp", "dump", "isro", "dirs", "gtmk", "stmk", "hash", NULL,
 };
 /* stmk's request is the word and its argument, an 8-byte big-endian long. */
 #define FOURLW_STMK_BYTES 12u

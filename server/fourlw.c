@@ -487,6 +487,25 @@ static void put_dirs(struct server *srv, struct zk_wbuf *out)
     outf(out, "datadir_size: %" PRIu64 "\nlogdir_size: %" PRIu64 "\n", log_bytes, snap_bytes);
 }
 
+/* hash: ZooKeeper's DigestCommand, one line per entry of the digest log
+ * (replication.h), oldest first: the zxid as Long.toHexString prints it (no
+ * 0x, no padding), ": ", the digest as a Java long prints (signed decimal:
+ * larchd's digest is 64 bits of hash, negative half the time, and printed
+ * so it parses as the long ZooKeeper prints). Nothing before the first
+ * zxid that is a multiple of 128, as in ZooKeeper. */
+static void put_hash(struct server *srv, struct zk_wbuf *out)
+{
+    struct seq_digest *log = malloc(SEQ_DIGEST_LOG_MAX * sizeof *log);
+    if (!log) {
+        out->err = true;
+        return;
+    }
+    size_t n = seq_digest_log(srv->seq, log, SEQ_DIGEST_LOG_MAX);
+    for (size_t i = 0; i < n; i++)
+        outf(out, "%" PRIx64 ": %" PRId64 "\n", (uint64_t)log[i].zxid, (int64_t)log[i].digest);
+    free(log);
+}
+
 /* ---- watch dumps ------------------------------------------------------------ */
 
 struct wentry {
@@ -672,6 +691,8 @@ void fourlw_answer(void *arg, struct dp *dp, const char *word, int64_t word_arg,
         put_dump(srv, out);
     } else if (strcmp(word, "dirs") == 0) {
         put_dirs(srv, out);
+    } else if (strcmp(word, "hash") == 0) {
+        put_hash(srv, out);
     } else if (strcmp(word, "gtmk") == 0) {
         /* ZooKeeper's TraceMaskCommand: the number, no newline */
         outf(out, "%" PRId64, atomic_load(&srv->trace_mask));

@@ -16,6 +16,7 @@
 
 #include <urcu.h>
 
+#include "replication/seq_int.h"
 #include "server/server.h"
 
 /* ---- stubs for what fourlw.c calls outside the formatting ----------------- */
@@ -247,12 +248,42 @@ static void test_trace_mask_set_and_read_back(void **state)
     }
 }
 
+/* hash prints the digest log as ZooKeeper's DigestCommand does: the zxid
+ * in bare lowercase hex, the digest as a signed Java long, oldest first;
+ * nothing while the log is empty. */
+static void test_hash_prints_the_digest_log(void **state)
+{
+    (void)state;
+    rcu_register_thread();
+    struct tree *t = tree_new();
+    assert_non_null(t);
+    struct seq_cfg cfg = { .min_session_timeout_ms = 4000, .max_session_timeout_ms = 40000 };
+    struct server srv = { .tree = t, .seq = seq_new(t, &cfg, 0) };
+    assert_non_null(srv.seq);
+    char *got = answer_on(&srv, "hash");
+    assert_string_equal(got, "");
+    free(got);
+    sq_digest_log_note(&srv.seq->digest_log, 0x80, 271085424225u);
+    sq_digest_log_note(&srv.seq->digest_log, 0x500000100, 0xffffffffffffffffu);
+    sq_digest_log_note(&srv.seq->digest_log, 0x500000180, 0x8000000000000000u);
+    got = answer_on(&srv, "hash");
+    assert_string_equal(got, "80: 271085424225\n"
+                             "500000100: -1\n"
+                             "500000180: -9223372036854775808\n");
+    free(got);
+    seq_free(srv.seq);
+    rcu_barrier();
+    tree_free(t);
+    rcu_unregister_thread();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_watch_dumps_print_long_paths_whole),
         cmocka_unit_test(test_dirs_sums_the_files),
         cmocka_unit_test(test_trace_mask_set_and_read_back),
+        cmocka_unit_test(test_hash_prints_the_digest_log),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
