@@ -227,11 +227,46 @@ static void put_srvr_udp(struct server *srv, struct zk_wbuf *out, const struct d
          how, srv->cfg.udp.host, srv->cfg.udp.port, taken, served, other, dropped);
 }
 
+/* The average latency in ms as ZooKeeper prints it: AvgMinMaxCounter.getAvg
+ * rounds total/count half up to 4 decimals, and Java's Double.toString
+ * prints that: "0.0" with none, "2.0565", "1.5", "5.0E-4" below 0.001 and
+ * "1.2345678E7" from 10^7 on. Computed in integers (ten-thousandths of a
+ * ms), so the rounding is exact. buf has room for AVG_TEXT_MAX bytes. */
+#define AVG_TEXT_MAX 48
+static void format_avg_latency(uint64_t sum_us, uint64_t count, char *buf)
+{
+    /* ms * 10^4 = sum_us * 10 / count, rounded half up */
+    unsigned __int128 k128 = count ? ((unsigned __int128)sum_us * 20 + count) / ((unsigned __int128)count * 2) : 0;
+    uint64_t k = k128 > UINT64_MAX ? UINT64_MAX : (uint64_t)k128;
+    char digits[24];
+    if (k > 0 && k < 10) { /* below 10^-3: one digit, k x 10^-4 */
+        snprintf(buf, AVG_TEXT_MAX, "%" PRIu64 ".0E-4", k);
+        return;
+    }
+    if (k < 100000000000ull) { /* below 10^7: plain, trailing zeros dropped */
+        int frac = (int)(k % 10000);
+        int width = 4;
+        while (width > 1 && frac % 10 == 0) {
+            frac /= 10;
+            width--;
+        }
+        snprintf(buf, AVG_TEXT_MAX, "%" PRIu64 ".%0*d", k / 10000, width, frac);
+        return;
+    }
+    /* d.ddd...E<n>: every digit of k but trailing zeros, one at least after the point */
+    int n = snprintf(digits, sizeof digits, "%" PRIu64, k);
+    int last = n - 1;
+    while (last > 1 && digits[last] == '0')
+        last--;
+    snprintf(buf, AVG_TEXT_MAX, "%c.%.*sE%d", digits[0], last, digits + 1, n - 1 - 4);
+}
+
 static void put_server_stats(struct server *srv, struct zk_wbuf *out, const struct tree_snapshot *s)
 {
     const struct dp_stats *d = &s->ds;
-    double avg = d->latency_count ? (double)d->latency_sum_us / 1000.0 / (double)d->latency_count : 0.0;
-    outf(out, "Latency min/avg/max: %" PRIu64 "/%.4f/%" PRIu64 "\n", d->latency_min_us / 1000, avg,
+    char avg[AVG_TEXT_MAX];
+    format_avg_latency(d->latency_sum_us, d->latency_count, avg);
+    outf(out, "Latency min/avg/max: %" PRIu64 "/%s/%" PRIu64 "\n", d->latency_min_us / 1000, avg,
          d->latency_max_us / 1000);
     outf(out, "Received: %" PRIu64 "\n", d->packets_received);
     outf(out, "Sent: %" PRIu64 "\n", d->packets_sent);
@@ -342,12 +377,13 @@ static void put_mntr(struct server *srv, struct zk_wbuf *out)
     const struct dp_stats *d = &s.ds;
     struct rlimit rl = { 0 };
     getrlimit(RLIMIT_NOFILE, &rl);
-    double avg = d->latency_count ? (double)d->latency_sum_us / 1000.0 / (double)d->latency_count : 0.0;
+    char avg[AVG_TEXT_MAX];
+    format_avg_latency(d->latency_sum_us, d->latency_count, avg);
     outf(out, "zk_version\t%s, built on %s %s\n", LARCH_ZK_VERSION, __DATE__, __TIME__);
     struct seq_ens_status est;
     const char *state = server_state(srv, &est);
     outf(out, "zk_server_state\t%s\n", state);
-    outf(out, "zk_avg_latency\t%.4f\n", avg);
+    outf(out, "zk_avg_latency\t%s\n", avg);
     outf(out, "zk_max_latency\t%" PRIu64 "\n", d->latency_max_us / 1000);
     outf(out, "zk_min_latency\t%" PRIu64 "\n", d->latency_min_us / 1000);
     outf(out, "zk_packets_received\t%" PRIu64 "\n", d->packets_received);

@@ -35,10 +35,12 @@ void dp_each_watch(struct dp *dp, dp_watch_fn fn, void *arg)
         fn(arg, stub_watches[i].session, WATCH_DATA, stub_watches[i].path);
 }
 
+static struct dp_stats stub_stats;
+
 void dp_get_stats(struct dp *dp, struct dp_stats *out)
 {
     (void)dp;
-    memset(out, 0, sizeof *out);
+    *out = stub_stats;
 }
 
 void dp_reset_stats(struct dp *dp)
@@ -277,6 +279,49 @@ static void test_hash_prints_the_digest_log(void **state)
     rcu_unregister_thread();
 }
 
+/* srvr's average latency is printed as ZooKeeper prints its double:
+ * rounded half up to 4 decimals, then Java's Double.toString. */
+static void test_avg_latency_prints_as_java_double(void **state)
+{
+    (void)state;
+    rcu_register_thread();
+    struct server srv = { .tree = tree_new() };
+    assert_non_null(srv.tree);
+    static const struct {
+        uint64_t sum_us, count;
+        const char *avg;
+    } cases[] = {
+        { 0, 0, "0.0" },                  /* nothing measured (after srst) */
+        { 3000, 2, "1.5" },               /* trailing zeros go */
+        { 2000, 1, "2.0" },
+        { 20565, 10, "2.0565" },
+        { 1234565, 1000, "1.2346" },      /* 1.234565: half up */
+        { 1234564, 1000, "1.2346" },      /* 1.234564 */
+        { 1234549, 1000, "1.2345" },
+        { 10, 10, "0.001" },              /* 10^-3 is still plain */
+        { 1, 2, "5.0E-4" },               /* below: Java's scientific form */
+        { 1, 10, "1.0E-4" },
+        { 1, 100, "0.0" },                /* 10^-5 rounds to nothing */
+        { 10000000000ull, 1, "1.0E7" },   /* from 10^7 on, scientific too */
+        { 12345678900ull, 1, "1.23456789E7" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        stub_stats = (struct dp_stats){ .latency_sum_us = cases[i].sum_us,
+                                         .latency_count = cases[i].count };
+        char *got = answer_on(&srv, "srvr");
+        char want[96];
+        snprintf(want, sizeof want, "\nLatency min/avg/max: 0/%s/0\n", cases[i].avg);
+        if (!strstr(got, want))
+            fail_msg("sum %llu count %llu: want %s in\n%s", (unsigned long long)cases[i].sum_us,
+                     (unsigned long long)cases[i].count, cases[i].avg, got);
+        free(got);
+    }
+    stub_stats = (struct dp_stats){ 0 };
+    rcu_barrier();
+    tree_free(srv.tree);
+    rcu_unregister_thread();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -284,6 +329,7 @@ int main(void)
         cmocka_unit_test(test_dirs_sums_the_files),
         cmocka_unit_test(test_trace_mask_set_and_read_back),
         cmocka_unit_test(test_hash_prints_the_digest_log),
+        cmocka_unit_test(test_avg_latency_prints_as_java_double),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
