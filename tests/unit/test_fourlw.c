@@ -106,7 +106,8 @@ static char *answer_arg(struct server *srv, const char *word, int64_t word_arg)
     assert_false(out.err);
     char *s = malloc(out.len + 1);
     assert_non_null(s);
-    memcpy(s, out.p, out.len);
+    if (out.len) /* an empty answer may have no buffer at all */
+        memcpy(s, out.p, out.len);
     s[out.len] = '\0';
     zk_wbuf_free(&out);
     return s;
