@@ -230,13 +230,14 @@ static void put_srvr_udp(struct server *srv, struct zk_wbuf *out, const struct d
 /* The average latency in ms as ZooKeeper prints it: AvgMinMaxCounter.getAvg
  * rounds total/count half up to 4 decimals, and Java's Double.toString
  * prints that: "0.0" with none, "2.0565", "1.5", "5.0E-4" below 0.001 and
- * "1.2345678E7" from 10^7 on. Computed in integers (ten-thousandths of a
+ * "1.23456789E7" from 10^7 on. Computed in integers (ten-thousandths of a
  * ms), so the rounding is exact. buf has room for AVG_TEXT_MAX bytes. */
 #define AVG_TEXT_MAX 48
 static void format_avg_latency(uint64_t sum_us, uint64_t count, char *buf)
 {
     /* ms * 10^4 = sum_us * 10 / count, rounded half up */
-    unsigned __int128 k128 = count ? ((unsigned __int128)sum_us * 20 + count) / ((unsigned __int128)count * 2) : 0;
+    unsigned __int128 k128 =
+        count ? ((unsigned __int128)sum_us * 20 + count) / ((unsigned __int128)count * 2) : 0;
     uint64_t k = k128 > UINT64_MAX ? UINT64_MAX : (uint64_t)k128;
     char digits[24];
     if (k > 0 && k < 10) { /* below 10^-3: one digit, k x 10^-4 */
