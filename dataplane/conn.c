@@ -42,8 +42,10 @@
 
 static const char *const fourlw_words[] = {
     "ruok", "srvr", "stat", "mntr", "conf", "cons", "crst", "srst", "envi",
-    "wchs", "wchc", "wchp", "dump", "isro", "dirs", NULL,
+    "wchs", "wchc", "wchp", "dump", "isro", "dirs", "gtmk", "stmk", "hash", NULL,
 };
+/* stmk's request is the word and its argument, an 8-byte big-endian long. */
+#define FOURLW_STMK_BYTES 12u
 
 /* ---- the budget ------------------------------------------------------------ */
 
@@ -666,20 +668,40 @@ static bool is_fourlw(const uint8_t *p)
     return false;
 }
 
-static void handle_fourlw(struct conn *c, const uint8_t *p)
+static bool fourlw_allowed(const struct dp *dp, const char *word)
+{
+    return !dp->cfg.fourlw_allowed || dp->cfg.fourlw_allowed(dp->cfg.fourlw_arg, word);
+}
+
+/* The bytes of the four-letter-word request that begins at p (4 of them
+ * there), or 0 when p does not begin one. An allowed stmk carries its
+ * argument too; ZooKeeper answers one that is not allowed after the word. */
+static size_t fourlw_request_len(const struct conn *c, const uint8_t *p)
+{
+    if (!is_fourlw(p))
+        return 0;
+    if (memcmp(p, "stmk", 4) == 0 && fourlw_allowed(c->w->dp, "stmk"))
+        return FOURLW_STMK_BYTES;
+    return 4;
+}
+
+/* Answers the four-letter-word request at p (len bytes, fourlw_request_len)
+ * and closes the connection once the answer is out. */
+static void handle_fourlw(struct conn *c, const uint8_t *p, size_t len)
 {
     struct dp *dp = c->w->dp;
     char word[5];
     memcpy(word, p, 4);
     word[4] = '\0';
+    int64_t word_arg = len == FOURLW_STMK_BYTES ? (int64_t)base_get_be64(p + 4) : 0;
     struct zk_wbuf out;
     zk_wbuf_init(&out);
-    if (dp->cfg.fourlw_allowed && !dp->cfg.fourlw_allowed(dp->cfg.fourlw_arg, word)) {
+    if (!fourlw_allowed(dp, word)) {
         char msg[96];
         int n = snprintf(msg, sizeof(msg), "%s is not executed because it is not in the whitelist.\n", word);
         zk_put_raw(&out, msg, (size_t)n);
     } else if (dp->cfg.fourlw) {
-        dp->cfg.fourlw(dp->cfg.fourlw_arg, dp, word, &out);
+        dp->cfg.fourlw(dp->cfg.fourlw_arg, dp, word, word_arg, &out);
     }
     /* The answer is the last thing sent: no slow-consumer bound applies. */
     if (!out.err && out.len)
@@ -716,8 +738,11 @@ static size_t parse_frames(struct conn *c, const uint8_t *p, size_t n)
     size_t off = 0;
     while (can_run(c) && n - off >= 4) {
         const uint8_t *f = p + off;
-        if (c->state == CONN_NEW && is_fourlw(f)) {
-            handle_fourlw(c, f);
+        size_t word_len = c->state == CONN_NEW ? fourlw_request_len(c, f) : 0;
+        if (word_len > n - off)
+            break; /* stmk's argument is still to come (or the deadline closes it) */
+        if (word_len > 0) {
+            handle_fourlw(c, f, word_len);
             return n;
         }
         int32_t flen = (int32_t)base_get_be32(f);
@@ -806,8 +831,11 @@ static bool input_has_frame(const struct conn *c)
 {
     if (c->in_len < 4)
         return false;
+    size_t word_len = c->state == CONN_NEW ? fourlw_request_len(c, c->in) : 0;
+    if (word_len > 0)
+        return c->in_len >= word_len;
     uint32_t flen = base_get_be32(c->in);
-    return (c->state == CONN_NEW && is_fourlw(c->in)) || flen > (uint32_t)INT32_MAX ||
+    return flen > (uint32_t)INT32_MAX ||
            (int32_t)flen > c->w->dp->cfg.max_buffer_bytes || c->in_len - 4 >= flen;
 }
 

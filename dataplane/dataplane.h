@@ -34,8 +34,12 @@ struct dp;
 #define DP_AUTH_IP 1u     /* every connection has its peer address's ip identity */
 #define DP_AUTH_DIGEST 2u /* a digest identity from addauth */
 
-/* Four-letter-word handler: append the answer text to out. Runs on a worker. */
-typedef void (*dp_fourlw_fn)(void *arg, struct dp *dp, const char *word, struct zk_wbuf *out);
+/* Four-letter-word handler: append the answer text to out. Runs on a worker.
+ * word_arg: for "stmk", the 8-byte big-endian long that follows the word
+ * in the same request (ZooKeeper's new trace mask); 0 for the other words,
+ * which take none. */
+typedef void (*dp_fourlw_fn)(void *arg, struct dp *dp, const char *word, int64_t word_arg,
+                             struct zk_wbuf *out);
 
 struct dp_cfg {
     const char *bind_addr;  /* IPv4 or IPv6 literal, or a host name */
@@ -136,7 +140,24 @@ struct dp_stats {
     uint64_t udp_unsent;            /* replies a full socket buffer refused */
 };
 void dp_get_stats(struct dp *dp, struct dp_stats *out);
+/* The two resets of the four-letter words. Each worker alone writes its
+ * counters and its connections' (relaxed atomics, read by any thread), so
+ * a reset is a request that every worker carries out at the start of its
+ * next pass; meanwhile dp_get_stats and dp_each_conn report what is to be
+ * reset as zero, so the reset shows at once. Any thread.
+ *
+ * srst (ZooKeeper's ServerStats.reset): the server-wide packets received
+ * and sent and the latency min/avg/max that srvr, stat and mntr print.
+ * Connections' own counters are left as they are. */
 void dp_reset_stats(struct dp *dp);
+/* crst (ZooKeeper's resetAllConnectionStats): every connection's packets
+ * received and sent, last op, last zxid and latencies, which cons prints.
+ * The server-wide counters are left as they are. */
+void dp_reset_conn_stats(struct dp *dp);
+
+/* dp_conn_info.last_op of a connection whose stats were reset (crst) and
+ * that has sent nothing since: ZooKeeper prints "NA". Not an opcode. */
+#define DP_CONN_NO_OP INT32_MIN
 
 struct dp_conn_info {
     char peer[80]; /* "ip:port" */
@@ -145,8 +166,8 @@ struct dp_conn_info {
     uint64_t received, sent;
     uint32_t queued;
     int64_t established_ms; /* wall clock */
-    int64_t last_zxid;
-    int32_t last_op;
+    int64_t last_zxid; /* -1 after a reset, until the next reply */
+    int32_t last_op;   /* the last request's opcode, or DP_CONN_NO_OP */
     int64_t last_latency_us, min_latency_us, max_latency_us, avg_latency_us;
 };
 typedef void (*dp_conn_fn)(void *arg, const struct dp_conn_info *ci);

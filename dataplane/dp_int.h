@@ -174,6 +174,11 @@ struct worker {
     _Atomic uint64_t st_rx, st_tx, st_reads, st_writes;
     _Atomic uint64_t st_lat_min, st_lat_max, st_lat_sum, st_lat_count;
     _Atomic uint64_t st_throttle_events, st_slow_closes, st_sessionless_closes;
+    /* The resets (dp_reset_stats, dp_reset_conn_stats) this worker has
+     * carried out, as dp's epochs stood then: written by the worker only,
+     * after the counters (release), so a reader that finds them equal to
+     * dp's sees the counters as reset or newer. */
+    _Atomic uint64_t server_reset_done, conn_reset_done;
 
     /* The UDP read path over the kernel (udp_sock.c); udp_fd -1: off. The
      * counters are the worker's own, published to the st_udp mirrors. */
@@ -202,6 +207,9 @@ struct dp {
     atomic_bool pressure;       /* buffered bytes passed cfg.max_buffered_bytes */
     _Atomic uint32_t nconns;    /* open connections, for maxCnxns */
     _Atomic uint64_t st_refused; /* connections refused by maxCnxns / maxClientCnxns */
+    /* Resets asked for (srst, crst), counted: the workers carry them out
+     * (struct worker, *_reset_done). */
+    _Atomic uint64_t server_reset_epoch, conn_reset_epoch;
     int udp_port;                /* the UDP read path's, 0: off */
     pthread_mutex_t ip_lock; /* per-IP connection counts (accept/close only) */
     struct ip_count {

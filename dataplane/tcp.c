@@ -447,6 +447,51 @@ static void pass_clock(struct worker *w)
     w->now_ms = w->now_us / 1000;
 }
 
+static void reset_server_counters(struct worker *w)
+{
+    atomic_store_explicit(&w->st_rx, 0, memory_order_relaxed);
+    atomic_store_explicit(&w->st_tx, 0, memory_order_relaxed);
+    atomic_store_explicit(&w->st_lat_min, UINT64_MAX, memory_order_relaxed);
+    atomic_store_explicit(&w->st_lat_max, 0, memory_order_relaxed);
+    atomic_store_explicit(&w->st_lat_sum, 0, memory_order_relaxed);
+    atomic_store_explicit(&w->st_lat_count, 0, memory_order_relaxed);
+}
+
+/* What ZooKeeper's ServerCnxn.resetStats clears (lastOp "NA", lastZxid -1). */
+static void reset_conn_counters(struct conn *c)
+{
+    atomic_store_explicit(&c->rx, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->tx, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->last_op, DP_CONN_NO_OP, memory_order_relaxed);
+    atomic_store_explicit(&c->last_zxid, -1, memory_order_relaxed);
+    atomic_store_explicit(&c->lat_last_us, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->lat_min_us, INT64_MAX, memory_order_relaxed);
+    atomic_store_explicit(&c->lat_max_us, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->lat_sum_us, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->lat_count, 0, memory_order_relaxed);
+}
+
+/* Carries out the resets asked for since the last pass (srst, crst). The
+ * counters are this worker's to write (COUNTER_ADD is a load and a store),
+ * so a reset stored by another thread could be lost under an increment;
+ * done here, at the start of a pass, nothing of this worker races with it. */
+static void apply_stats_resets(struct worker *w)
+{
+    struct dp *dp = w->dp;
+    uint64_t want = atomic_load_explicit(&dp->server_reset_epoch, memory_order_relaxed);
+    if (want != atomic_load_explicit(&w->server_reset_done, memory_order_relaxed)) {
+        reset_server_counters(w);
+        atomic_store_explicit(&w->server_reset_done, want, memory_order_release);
+    }
+    want = atomic_load_explicit(&dp->conn_reset_epoch, memory_order_relaxed);
+    if (want != atomic_load_explicit(&w->conn_reset_done, memory_order_relaxed)) {
+        for (uint32_t i = 0; i < w->nslots; i++)
+            if (w->slots[i])
+                reset_conn_counters(w->slots[i]);
+        atomic_store_explicit(&w->conn_reset_done, want, memory_order_release);
+    }
+}
+
 /* One loop pass (see the top of the file). Blocks up to timeout_ms, or not at
  * all while work is left over from the previous pass. */
 static void worker_pass(struct worker *w, int timeout_ms)
@@ -459,6 +504,7 @@ static void worker_pass(struct worker *w, int timeout_ms)
     if (idle)
         seq_worker_idle_end(w->dp->seq, w->id);
     pass_clock(w);
+    apply_stats_resets(w);
     for (int i = 0; i < n; i++) {
         uint64_t key = evs[i].data.u64;
         if (key == EV_LISTEN)
@@ -737,14 +783,39 @@ void dp_free(struct dp *dp)
 
 /* ---- introspection (any thread) ------------------------------------------------ */
 
+/* Whether a reset asked for (epoch) is still to be carried out by the
+ * worker that has carried out those up to done. Read done first: acquiring
+ * it makes the counters the worker reset visible. */
+static bool reset_pending(_Atomic uint64_t *done, _Atomic uint64_t *epoch)
+{
+    uint64_t d = atomic_load_explicit(done, memory_order_acquire);
+    return d != atomic_load_explicit(epoch, memory_order_relaxed);
+}
+
+/* The counters srst resets; nothing when a reset of them is pending. */
+static void add_server_counters(struct worker *w, struct dp_stats *out)
+{
+    if (reset_pending(&w->server_reset_done, &w->dp->server_reset_epoch))
+        return;
+    out->packets_received += atomic_load_explicit(&w->st_rx, memory_order_relaxed);
+    out->packets_sent += atomic_load_explicit(&w->st_tx, memory_order_relaxed);
+    uint64_t mn = atomic_load_explicit(&w->st_lat_min, memory_order_relaxed);
+    uint64_t mx = atomic_load_explicit(&w->st_lat_max, memory_order_relaxed);
+    if (mn < out->latency_min_us)
+        out->latency_min_us = mn;
+    if (mx > out->latency_max_us)
+        out->latency_max_us = mx;
+    out->latency_sum_us += atomic_load_explicit(&w->st_lat_sum, memory_order_relaxed);
+    out->latency_count += atomic_load_explicit(&w->st_lat_count, memory_order_relaxed);
+}
+
 void dp_get_stats(struct dp *dp, struct dp_stats *out)
 {
     memset(out, 0, sizeof(*out));
     out->latency_min_us = UINT64_MAX;
     for (int i = 0; i < dp->nworkers; i++) {
         struct worker *w = &dp->workers[i];
-        out->packets_received += atomic_load_explicit(&w->st_rx, memory_order_relaxed);
-        out->packets_sent += atomic_load_explicit(&w->st_tx, memory_order_relaxed);
+        add_server_counters(w, out);
         uint64_t reads = atomic_load_explicit(&w->st_reads, memory_order_relaxed);
         out->reads += reads;
         if (i < DP_STATS_WORKERS) {
@@ -753,14 +824,6 @@ void dp_get_stats(struct dp *dp, struct dp_stats *out)
         }
         out->writes += atomic_load_explicit(&w->st_writes, memory_order_relaxed);
         out->watches += atomic_load_explicit(&w->nwatches, memory_order_relaxed);
-        uint64_t mn = atomic_load_explicit(&w->st_lat_min, memory_order_relaxed);
-        uint64_t mx = atomic_load_explicit(&w->st_lat_max, memory_order_relaxed);
-        if (mn < out->latency_min_us)
-            out->latency_min_us = mn;
-        if (mx > out->latency_max_us)
-            out->latency_max_us = mx;
-        out->latency_sum_us += atomic_load_explicit(&w->st_lat_sum, memory_order_relaxed);
-        out->latency_count += atomic_load_explicit(&w->st_lat_count, memory_order_relaxed);
         out->outstanding += atomic_load_explicit(&w->st_outstanding, memory_order_relaxed);
         out->buffered_bytes += atomic_load_explicit(&w->st_mem_bytes, memory_order_relaxed);
         out->throttled_connections += atomic_load_explicit(&w->st_throttled, memory_order_relaxed);
@@ -784,27 +847,31 @@ void dp_get_stats(struct dp *dp, struct dp_stats *out)
 
 void dp_reset_stats(struct dp *dp)
 {
-    for (int i = 0; i < dp->nworkers; i++) {
-        struct worker *w = &dp->workers[i];
-        atomic_store(&w->st_rx, 0);
-        atomic_store(&w->st_tx, 0);
-        atomic_store(&w->st_lat_min, UINT64_MAX);
-        atomic_store(&w->st_lat_max, 0);
-        atomic_store(&w->st_lat_sum, 0);
-        atomic_store(&w->st_lat_count, 0);
-    }
+    atomic_fetch_add(&dp->server_reset_epoch, 1);
 }
 
-static void conn_info(const struct conn *c, struct dp_conn_info *ci)
+void dp_reset_conn_stats(struct dp *dp)
+{
+    atomic_fetch_add(&dp->conn_reset_epoch, 1);
+}
+
+/* c's counters as cons reports them; as reset_conn_counters leaves them
+ * while a reset is pending on its worker. */
+static void conn_info(const struct conn *c, bool reset_pending, struct dp_conn_info *ci)
 {
     memset(ci, 0, sizeof(*ci));
     snprintf(ci->peer, sizeof(ci->peer), "%s", c->peer);
     ci->session_id = c->session_id;
     ci->timeout_ms = c->timeout_ms;
-    ci->received = atomic_load_explicit(&c->rx, memory_order_relaxed);
-    ci->sent = atomic_load_explicit(&c->tx, memory_order_relaxed);
     ci->queued = c->queued;
     ci->established_ms = c->established_ms;
+    if (reset_pending) {
+        ci->last_zxid = -1;
+        ci->last_op = DP_CONN_NO_OP;
+        return;
+    }
+    ci->received = atomic_load_explicit(&c->rx, memory_order_relaxed);
+    ci->sent = atomic_load_explicit(&c->tx, memory_order_relaxed);
     ci->last_zxid = atomic_load_explicit(&c->last_zxid, memory_order_relaxed);
     ci->last_op = atomic_load_explicit(&c->last_op, memory_order_relaxed);
     ci->last_latency_us = atomic_load_explicit(&c->lat_last_us, memory_order_relaxed);
@@ -819,11 +886,12 @@ void dp_each_conn(struct dp *dp, dp_conn_fn fn, void *arg)
     for (int i = 0; i < dp->nworkers; i++) {
         struct worker *w = &dp->workers[i];
         pthread_mutex_lock(&w->conns_lock);
+        bool pending = reset_pending(&w->conn_reset_done, &dp->conn_reset_epoch);
         for (uint32_t s = 0; s < w->nslots; s++) {
             if (!w->slots[s] || w->slots[s]->state != CONN_ACTIVE)
                 continue;
             struct dp_conn_info ci;
-            conn_info(w->slots[s], &ci);
+            conn_info(w->slots[s], pending, &ci);
             fn(arg, &ci);
         }
         pthread_mutex_unlock(&w->conns_lock);

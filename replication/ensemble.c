@@ -571,8 +571,12 @@ static const struct digest_at *digest_find(const struct seq_ens *e, int64_t zxid
     return NULL;
 }
 
-static void digests_forget(struct seq_ens *e)
+/* The tree was replaced, or is about to be: the digests taken so far,
+ * here and in "hash"'s log, are not of the tree this server will have. */
+static void digests_forget(struct seq *s)
 {
+    struct seq_ens *e = s->ens;
+    sq_digest_log_forget(&s->digest_log);
     e->n_digests = e->digest_head = 0;
     e->check = (struct digest_at){ 0 };
 }
@@ -597,7 +601,7 @@ static void digest_mismatch(struct seq *s, int64_t zxid, uint64_t mine, uint64_t
     e->snap->hold(e->snap_arg);
     e->resyncing = true;
     e->resync_asked = false;
-    digests_forget(e);
+    digests_forget(s);
 }
 
 /* Between readies: the core asks the leader for its snapshot; a leader
@@ -719,8 +723,11 @@ static void apply_entry(struct seq *s, const struct raft_entry *ent, int64_t now
         sq_ens_fatal("replica diverged", 0);
     }
     e->applied++;
-    if (x.zxid > e->tolerate_repeats_until)
-        digest_note(s, x.zxid, tree_digest_running(s->tree));
+    if (x.zxid > e->tolerate_repeats_until) {
+        uint64_t digest = tree_digest_running(s->tree);
+        digest_note(s, x.zxid, digest);
+        sq_digest_log_note(&s->digest_log, x.zxid, digest);
+    }
     note_config_node(s, &x);
     if (x.nops == 1 && x.ops[0].type == TXN_CREATE_SESSION) {
         /* the txn carries the leader's wall clock; expiry runs on this
@@ -1004,7 +1011,7 @@ static void install_snapshot(struct seq *s, const struct raft_snapshot *snap, in
     if (repeats_until > e->tolerate_repeats_until)
         e->tolerate_repeats_until = repeats_until;
     e->snaps_installed++;
-    digests_forget(e);
+    digests_forget(s);
     if (e->resyncing)
         fprintf(stderr, "larchd: ensemble: resynced from the leader's snapshot 0x%llx; the "
                         "log after it applies again\n", (unsigned long long)snap->zxid);

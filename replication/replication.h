@@ -248,6 +248,29 @@ struct seq_stats {
 };
 void seq_get_stats(const struct seq *s, struct seq_stats *out);
 
+/* ---- the digest log (the "hash" four-letter word) ------------------------
+ * ZooKeeper's DataTree logs the tree digest after each txn whose zxid is a
+ * multiple of DIGEST_LOG_INTERVAL (128), keeps the last DIGEST_LOG_LIMIT
+ * (1024) of them, and its "hash" word prints them. The sequencer keeps the
+ * same log of larchd's digest (tree_digest_running: a function of its own,
+ * so the values are not ZooKeeper's; the zxids they are taken at are).
+ * Only txns applied live are logged. The ones recovery replays over a
+ * fuzzy snapshot may meet nodes already newer than they are (and so may
+ * the first ones a member applies after installing a snapshot): the digest
+ * then is not the tree's at that zxid. A member whose tree is replaced
+ * (a snapshot from the leader, a resync after a digest mismatch) forgets
+ * its log, as ZooKeeper starts a new DataTree. */
+#define SEQ_DIGEST_LOG_INTERVAL 128
+#define SEQ_DIGEST_LOG_MAX 1024
+struct seq_digest {
+    int64_t zxid;
+    uint64_t digest; /* tree_digest_running once zxid was applied */
+};
+/* Copies the digest log (its newest max entries), oldest first, into out
+ * and returns how many it copied. Any thread: it takes the log's lock,
+ * which the sequencer takes once per SEQ_DIGEST_LOG_INTERVAL txns. */
+size_t seq_digest_log(struct seq *s, struct seq_digest *out, size_t max);
+
 /* ---- the round in steps (also used by tests without the thread) ---------
  * A round is prepared, made durable (and, in an ensemble, committed by a
  * quorum) and then finished, like etcd raft's Ready: preparing does no I/O

@@ -17,6 +17,28 @@
 #include "proto/proto.h"
 #include "replication/replication.h"
 
+/* The digest log (replication.h): a ring of the last SEQ_DIGEST_LOG_MAX
+ * entries under a lock (digest_log.c). The role holder notes, any thread
+ * copies. */
+struct sq_digest_log {
+    pthread_mutex_t lock;
+    struct seq_digest ring[SEQ_DIGEST_LOG_MAX];
+    uint32_t head; /* the slot written next */
+    uint32_t n;    /* entries held, up to SEQ_DIGEST_LOG_MAX */
+};
+/* 0 or a pthread error; destroy undoes init. */
+int sq_digest_log_init(struct sq_digest_log *l);
+void sq_digest_log_destroy(struct sq_digest_log *l);
+/* The tree hashes to digest once zxid is applied: logged when zxid is one
+ * ZooKeeper logs (a multiple of SEQ_DIGEST_LOG_INTERVAL), the oldest entry
+ * dropped when the ring is full. zxids increase from call to call (until
+ * a forget). */
+void sq_digest_log_note(struct sq_digest_log *l, int64_t zxid, uint64_t digest);
+/* Empties the log (the tree was replaced). */
+void sq_digest_log_forget(struct sq_digest_log *l);
+/* seq_digest_log's copy. */
+size_t sq_digest_log_copy(struct sq_digest_log *l, struct seq_digest *out, size_t max);
+
 struct seq_outq {
     struct base_mpsc q;
     int efd;
@@ -59,6 +81,7 @@ struct seq {
     /* Ensemble mode (cfg.ensemble): the Raft core and what the replicated
      * driver keeps (ensemble.c). NULL when standalone. */
     struct seq_ens *ens;
+    struct sq_digest_log digest_log; /* what "hash" prints */
 };
 
 /* One request of a round and what it turned into. */

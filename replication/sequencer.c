@@ -537,6 +537,7 @@ static void apply_entry(struct seq *s, struct seq_entry *e, struct seq_evbuf *ev
                 (unsigned long long)e->txn.zxid, zk_err_name(rc));
         abort();
     }
+    sq_digest_log_note(&s->digest_log, e->txn.zxid, tree_digest_running(s->tree));
     e->reply_zxid = e->txn.zxid;
 }
 
@@ -1263,6 +1264,10 @@ struct seq *seq_new(struct tree *t, const struct seq_cfg *cfg, int nworkers)
     struct seq *s = calloc(1, sizeof(*s));
     if (!s)
         return NULL;
+    if (sq_digest_log_init(&s->digest_log) != 0) {
+        free(s);
+        return NULL;
+    }
     s->tree = t;
     s->cfg = *cfg;
     if (s->cfg.tick_ms <= 0)
@@ -1278,6 +1283,7 @@ struct seq *seq_new(struct tree *t, const struct seq_cfg *cfg, int nworkers)
     atomic_init(&s->serving, !s->cfg.ensemble); /* a member serves once it has a leader */
     s->evb = calloc(1, sizeof(*s->evb));
     if (!s->evb) {
+        sq_digest_log_destroy(&s->digest_log);
         free(s);
         return NULL;
     }
@@ -1364,6 +1370,7 @@ void seq_free(struct seq *s)
     free(s->evb->paths);
     free(s->evb);
     OPENSSL_cleanse(s->passwd_key, sizeof s->passwd_key);
+    sq_digest_log_destroy(&s->digest_log);
     free(s);
 }
 
@@ -1427,6 +1434,11 @@ int64_t seq_applying_zxid(const struct seq *s)
 bool seq_serving(const struct seq *s)
 {
     return atomic_load_explicit((atomic_bool *)&s->serving, memory_order_acquire);
+}
+
+size_t seq_digest_log(struct seq *s, struct seq_digest *out, size_t max)
+{
+    return sq_digest_log_copy(&s->digest_log, out, max);
 }
 
 void seq_get_stats(const struct seq *s, struct seq_stats *out)

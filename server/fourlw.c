@@ -6,6 +6,7 @@
 #include "server/server.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <pwd.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +22,7 @@
 #include <urcu.h>
 
 #define CONF_TEXT_MAX 16384 /* conf's text: the settings and up to 32 server.N lines */
+#define DIRS_NAMES_MAX 65536 /* dirs reads at most this many names per directory */
 
 /* Appends the formatted text whole, however long (a watched path may be as
  * long as a frame): measure, reserve, then format in place. On allocation
@@ -224,11 +227,47 @@ static void put_srvr_udp(struct server *srv, struct zk_wbuf *out, const struct d
          how, srv->cfg.udp.host, srv->cfg.udp.port, taken, served, other, dropped);
 }
 
+/* The average latency in ms as ZooKeeper prints it: AvgMinMaxCounter.getAvg
+ * rounds total/count half up to 4 decimals, and Java's Double.toString
+ * prints that: "0.0" with none, "2.0565", "1.5", "5.0E-4" below 0.001 and
+ * "1.23456789E7" from 10^7 on. Computed in integers (ten-thousandths of a
+ * ms), so the rounding is exact. buf has room for AVG_TEXT_MAX bytes. */
+#define AVG_TEXT_MAX 48
+static void format_avg_latency(uint64_t sum_us, uint64_t count, char *buf)
+{
+    /* ms * 10^4 = sum_us * 10 / count, rounded half up */
+    unsigned __int128 k128 =
+        count ? ((unsigned __int128)sum_us * 20 + count) / ((unsigned __int128)count * 2) : 0;
+    uint64_t k = k128 > UINT64_MAX ? UINT64_MAX : (uint64_t)k128;
+    char digits[24];
+    if (k > 0 && k < 10) { /* below 10^-3: one digit, k x 10^-4 */
+        snprintf(buf, AVG_TEXT_MAX, "%" PRIu64 ".0E-4", k);
+        return;
+    }
+    if (k < 100000000000ull) { /* below 10^7: plain, trailing zeros dropped */
+        int frac = (int)(k % 10000);
+        int width = 4;
+        while (width > 1 && frac % 10 == 0) {
+            frac /= 10;
+            width--;
+        }
+        snprintf(buf, AVG_TEXT_MAX, "%" PRIu64 ".%0*d", k / 10000, width, frac);
+        return;
+    }
+    /* d.ddd...E<n>: every digit of k but trailing zeros, one at least after the point */
+    int n = snprintf(digits, sizeof digits, "%" PRIu64, k);
+    int last = n - 1;
+    while (last > 1 && digits[last] == '0')
+        last--;
+    snprintf(buf, AVG_TEXT_MAX, "%c.%.*sE%d", digits[0], last, digits + 1, n - 1 - 4);
+}
+
 static void put_server_stats(struct server *srv, struct zk_wbuf *out, const struct tree_snapshot *s)
 {
     const struct dp_stats *d = &s->ds;
-    double avg = d->latency_count ? (double)d->latency_sum_us / 1000.0 / (double)d->latency_count : 0.0;
-    outf(out, "Latency min/avg/max: %" PRIu64 "/%.4f/%" PRIu64 "\n", d->latency_min_us / 1000, avg,
+    char avg[AVG_TEXT_MAX];
+    format_avg_latency(d->latency_sum_us, d->latency_count, avg);
+    outf(out, "Latency min/avg/max: %" PRIu64 "/%s/%" PRIu64 "\n", d->latency_min_us / 1000, avg,
          d->latency_max_us / 1000);
     outf(out, "Received: %" PRIu64 "\n", d->packets_received);
     outf(out, "Sent: %" PRIu64 "\n", d->packets_sent);
@@ -251,10 +290,11 @@ static void put_conn_brief(void *arg, const struct dp_conn_info *ci)
 static void put_conn_full(void *arg, const struct dp_conn_info *ci)
 {
     struct zk_wbuf *out = arg;
+    const char *lop = ci->last_op == DP_CONN_NO_OP ? "NA" : zk_op_name(ci->last_op);
     outf(out,
          " /%s[1](queued=%u,recved=%" PRIu64 ",sent=%" PRIu64 ",sid=0x%" PRIx64 ",lop=%s,est=%" PRId64
          ",to=%d,lzxid=0x%" PRIx64 ",llat=%" PRId64 ",minlat=%" PRId64 ",avglat=%" PRId64 ",maxlat=%" PRId64 ")\n",
-         ci->peer, ci->queued, ci->received, ci->sent, (uint64_t)ci->session_id, zk_op_name(ci->last_op),
+         ci->peer, ci->queued, ci->received, ci->sent, (uint64_t)ci->session_id, lop,
          ci->established_ms, ci->timeout_ms, (uint64_t)ci->last_zxid, ci->last_latency_us / 1000,
          ci->min_latency_us / 1000, ci->avg_latency_us / 1000, ci->max_latency_us / 1000);
 }
@@ -338,12 +378,13 @@ static void put_mntr(struct server *srv, struct zk_wbuf *out)
     const struct dp_stats *d = &s.ds;
     struct rlimit rl = { 0 };
     getrlimit(RLIMIT_NOFILE, &rl);
-    double avg = d->latency_count ? (double)d->latency_sum_us / 1000.0 / (double)d->latency_count : 0.0;
+    char avg[AVG_TEXT_MAX];
+    format_avg_latency(d->latency_sum_us, d->latency_count, avg);
     outf(out, "zk_version\t%s, built on %s %s\n", LARCH_ZK_VERSION, __DATE__, __TIME__);
     struct seq_ens_status est;
     const char *state = server_state(srv, &est);
     outf(out, "zk_server_state\t%s\n", state);
-    outf(out, "zk_avg_latency\t%.4f\n", avg);
+    outf(out, "zk_avg_latency\t%s\n", avg);
     outf(out, "zk_max_latency\t%" PRIu64 "\n", d->latency_max_us / 1000);
     outf(out, "zk_min_latency\t%" PRIu64 "\n", d->latency_min_us / 1000);
     outf(out, "zk_packets_received\t%" PRIu64 "\n", d->packets_received);
@@ -411,6 +452,95 @@ static void put_envi(struct server *srv, struct zk_wbuf *out)
     outf(out, "user.home=%s\n", pw ? pw->pw_dir : "?");
     outf(out, "user.dir=%s\n", cwd);
     outf(out, "os.memory.free=%ldMB\n", (long)(sysconf(_SC_AVPHYS_PAGES) * (sysconf(_SC_PAGESIZE) / 1024) / 1024));
+}
+
+/* The bytes of the regular files in dir, as ZooKeeper's
+ * ZooKeeperServer.getDirSize sums a version-2 directory (File.length, which
+ * follows symbolic links). larchd makes no directories inside its own, so
+ * none is walked. This runs on a worker, so it reads at most DIRS_NAMES_MAX
+ * names (a purged data dir holds a few dozen). A file gone between the
+ * listing and its stat (purged, or a snapshot renamed into place) counts as
+ * absent. 0 or -errno (-E2BIG past the bound). */
+static int dir_bytes(const char *dir, uint64_t *out)
+{
+    *out = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return -errno;
+    int rc = 0;
+    for (int n = 0;; n++) {
+        if (n == DIRS_NAMES_MAX) {
+            rc = -E2BIG;
+            break;
+        }
+        errno = 0;
+        struct dirent *e = readdir(d);
+        if (!e) {
+            rc = -errno;
+            break;
+        }
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, 0) != 0) {
+            if (errno == ENOENT)
+                continue;
+            rc = -errno;
+            break;
+        }
+        if (S_ISREG(st.st_mode))
+            *out += (uint64_t)st.st_size;
+    }
+    closedir(d);
+    return rc;
+}
+
+/* dir_bytes, or 0 (as ZooKeeper answers when it cannot list a directory)
+ * with a log line saying why. */
+static uint64_t dir_bytes_or_zero(const char *dir)
+{
+    uint64_t n;
+    int rc = dir_bytes(dir, &n);
+    if (rc == 0)
+        return n;
+    fprintf(stderr, "larchd: dirs: cannot sum the files in %s: %s\n", dir,
+            rc == -E2BIG ? "more names than the bound" : strerror(-rc));
+    return 0;
+}
+
+/* dirs: ZooKeeper's DirsCommand. Its datadir_size is getDataDirSize, which
+ * sums FileTxnSnapLog.getDataDir(): the txn log directory, dataLogDir's
+ * version-2; logdir_size sums the snapshot directory, dataDir's version-2.
+ * The names are the other way round from zoo.cfg's, and stock 3.8 answers
+ * so (a separate dataLogDir shows its preallocated log as datadir_size);
+ * larchd answers alike for its own directories, so that what monitors
+ * ZooKeeper reads larchd the same. With one directory for both, both lines
+ * are its total. Without a dataDir both are 0. */
+static void put_dirs(struct server *srv, struct zk_wbuf *out)
+{
+    uint64_t log_bytes = 0, snap_bytes = 0;
+    if (srv->dur) {
+        log_bytes = dir_bytes_or_zero(durability_log_dir(srv->dur));
+        snap_bytes = dir_bytes_or_zero(durability_state_dir(srv->dur));
+    }
+    outf(out, "datadir_size: %" PRIu64 "\nlogdir_size: %" PRIu64 "\n", log_bytes, snap_bytes);
+}
+
+/* hash: ZooKeeper's DigestCommand, one line per entry of the digest log
+ * (replication.h), oldest first: the zxid as Long.toHexString prints it (no
+ * 0x, no padding), ": ", the digest as a Java long prints (signed decimal:
+ * larchd's digest is 64 bits of hash, negative half the time, and printed
+ * so it parses as the long ZooKeeper prints). Nothing before the first
+ * zxid that is a multiple of 128, as in ZooKeeper. */
+static void put_hash(struct server *srv, struct zk_wbuf *out)
+{
+    struct seq_digest *log = malloc(SEQ_DIGEST_LOG_MAX * sizeof *log);
+    if (!log) {
+        out->err = true;
+        return;
+    }
+    size_t n = seq_digest_log(srv->seq, log, SEQ_DIGEST_LOG_MAX);
+    for (size_t i = 0; i < n; i++)
+        outf(out, "%" PRIx64 ": %" PRId64 "\n", (uint64_t)log[i].zxid, (int64_t)log[i].digest);
+    free(log);
 }
 
 /* ---- watch dumps ------------------------------------------------------------ */
@@ -550,7 +680,8 @@ static void put_dump(struct server *srv, struct zk_wbuf *out)
     free(d.eph.v);
 }
 
-void fourlw_answer(void *arg, struct dp *dp, const char *word, struct zk_wbuf *out)
+void fourlw_answer(void *arg, struct dp *dp, const char *word, int64_t word_arg,
+                   struct zk_wbuf *out)
 {
     struct server *srv = arg;
     (void)dp;
@@ -580,7 +711,7 @@ void fourlw_answer(void *arg, struct dp *dp, const char *word, struct zk_wbuf *o
         dp_each_conn(srv->dp, put_conn_full, out);
         outf(out, "\n");
     } else if (strcmp(word, "crst") == 0) {
-        dp_reset_stats(srv->dp);
+        dp_reset_conn_stats(srv->dp);
         outf(out, "Connection stats reset.\n");
     } else if (strcmp(word, "srst") == 0) {
         dp_reset_stats(srv->dp);
@@ -596,6 +727,15 @@ void fourlw_answer(void *arg, struct dp *dp, const char *word, struct zk_wbuf *o
     } else if (strcmp(word, "dump") == 0) {
         put_dump(srv, out);
     } else if (strcmp(word, "dirs") == 0) {
-        outf(out, "datadir_size: 0\nlogdir_size: 0\n");
+        put_dirs(srv, out);
+    } else if (strcmp(word, "hash") == 0) {
+        put_hash(srv, out);
+    } else if (strcmp(word, "gtmk") == 0) {
+        /* ZooKeeper's TraceMaskCommand: the number, no newline */
+        outf(out, "%" PRId64, atomic_load(&srv->trace_mask));
+    } else if (strcmp(word, "stmk") == 0) {
+        /* SetTraceMaskCommand: sets the mask and echoes it, no newline */
+        atomic_store(&srv->trace_mask, word_arg);
+        outf(out, "%" PRId64, word_arg);
     }
 }

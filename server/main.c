@@ -314,6 +314,7 @@ int main(int argc, char **argv)
     bool want_help = false, want_version = false;
     bool want_purge = take_purge_flag(&argc, argv);
     config_defaults(&srv.cfg);
+    atomic_init(&srv.trace_mask, LARCH_TRACE_MASK_DEFAULT);
     if (config_from_args(&srv.cfg, argc, argv, report, NULL, &want_help, &want_version) != 0) {
         fprintf(stderr, "larchd: see 'larchd --help'\n");
         return 2;

@@ -64,7 +64,7 @@ static void put_mntr_gauges(struct server *srv, struct zk_wbuf *out)
 {
     struct zk_wbuf m;
     zk_wbuf_init(&m);
-    fourlw_answer(srv, srv->dp, "mntr", &m);
+    fourlw_answer(srv, srv->dp, "mntr", 0, &m);
     zk_wbuf_printf(&m, "%s", ""); /* room for the NUL below */
     if (m.err) {
         out->err = true;

@@ -5,6 +5,8 @@
 #ifndef LARCH_SERVER_H
 #define LARCH_SERVER_H
 
+#include <stdatomic.h>
+
 #include "dataplane/dataplane.h"
 #include "dpdk/dpdk.h"
 #include "replication/peer_link.h"
@@ -17,6 +19,10 @@
 /* What clients and tools see as the server version: the ZooKeeper protocol
  * level we speak, then ours (kazoo parses the leading x.y.z). */
 #define LARCH_ZK_VERSION "3.8.0-larch-" LARCH_VERSION
+/* What gtmk answers until stmk sets another mask: ZooKeeper's ZooTrace
+ * default, CLIENT_REQUEST | SERVER_PACKET | SESSION | WARNING
+ * (2 | 16 | 32 | 256), as stock 3.8.0 answers it. */
+#define LARCH_TRACE_MASK_DEFAULT 306
 
 struct server {
     struct config cfg;
@@ -35,6 +41,11 @@ struct server {
     int64_t config_node_mtime;
     struct ldp *ldp;   /* the UDP path on a DPDK port (dpdk/dpdk.h), NULL: none */
     struct http *metrics; /* /metrics (metricsProvider.*), NULL: off */
+    /* ZooKeeper's text trace mask (ZooTrace): stmk sets it, gtmk reads it,
+     * on any worker. larchd has no trace log for it to select from, so it
+     * is kept and reported, for the tools that set and read it, and changes
+     * nothing larchd does. */
+    _Atomic int64_t trace_mask;
 };
 
 /* ---- the peer link as the sequencer's transport (peers.c) --------------- */
@@ -66,7 +77,8 @@ int reconfig_current_servers(const struct server *srv, const struct raft_config 
                              struct config_server *out, uint32_t *n);
 
 /* dp_fourlw_fn: answers one four-letter word (runs on a worker thread). */
-void fourlw_answer(void *arg, struct dp *dp, const char *word, struct zk_wbuf *out);
+void fourlw_answer(void *arg, struct dp *dp, const char *word, int64_t word_arg,
+                   struct zk_wbuf *out);
 /* Whitelist check for the dataplane. */
 bool fourlw_allowed(void *arg, const char *word);
 

@@ -1112,6 +1112,206 @@ static void test_enforce_auth(void **state)
     env_free(e);
 }
 
+/* cons's counters of the only connection (dp_each_conn). */
+static void one_conn(void *arg, const struct dp_conn_info *ci)
+{
+    struct dp_conn_info *out = arg;
+    assert_int_equal(out->peer[0], '\0'); /* one connection only */
+    *out = *ci;
+}
+
+static struct dp_conn_info conn_stats(struct env *e)
+{
+    struct dp_conn_info ci = { 0 };
+    dp_each_conn(e->dp, one_conn, &ci);
+    assert_int_not_equal(ci.peer[0], '\0');
+    return ci;
+}
+
+/* crst resets what cons shows of each connection and nothing of srvr's;
+ * srst the reverse. Each shows at once, before the worker has run a pass
+ * (it carries the reset out then), and counting goes on from zero. */
+static void test_crst_and_srst_reset_their_own_counters(void **state)
+{
+    struct env *e = env_new(NULL);
+    struct rx r = { 0 };
+    struct zk_wbuf w;
+    zk_wbuf_init(&w);
+    int fd = session_open(e, &r);
+    frame_create(&w, 1, "/a", 3, NULL);
+    frame_path_watch(&w, 2, ZK_OP_EXISTS, "/a", false);
+    send_wbuf(e, fd, &w);
+    assert_int_equal(next_reply(e, fd, &r, false).xid, 1);
+    assert_int_equal(next_reply(e, fd, &r, false).xid, 2);
+    struct dp_conn_info ci = conn_stats(e);
+    assert_int_equal(ci.received, 3); /* connect, create, exists */
+    assert_int_equal(ci.sent, 3);
+    assert_int_equal(ci.last_op, ZK_OP_EXISTS);
+    struct dp_stats st = stats(e);
+    assert_int_equal(st.packets_received, 2); /* the connect counts for the connection only */
+    assert_int_equal(st.latency_count, 2);
+    uint64_t sent = st.packets_sent;
+
+    for (int pass = 0; pass < 2; pass++) { /* pending, then carried out */
+        dp_reset_conn_stats(e->dp);
+        ci = conn_stats(e);
+        assert_int_equal(ci.received, 0);
+        assert_int_equal(ci.sent, 0);
+        assert_int_equal(ci.last_op, DP_CONN_NO_OP);
+        assert_int_equal(ci.last_zxid, -1);
+        assert_int_equal(ci.max_latency_us, 0);
+        st = stats(e);
+        assert_int_equal(st.packets_received, 2);
+        assert_int_equal(st.packets_sent, sent);
+        assert_int_equal(st.latency_count, 2);
+        pump(e, 1);
+    }
+    frame_path_watch(&w, 3, ZK_OP_EXISTS, "/a", false);
+    send_wbuf(e, fd, &w);
+    assert_int_equal(next_reply(e, fd, &r, false).xid, 3);
+    ci = conn_stats(e);
+    assert_int_equal(ci.received, 1);
+    assert_int_equal(ci.sent, 1);
+    assert_int_equal(ci.last_op, ZK_OP_EXISTS);
+    assert_true(ci.last_zxid >= 0);
+
+    dp_reset_stats(e->dp);
+    st = stats(e);
+    assert_int_equal(st.packets_received, 0);
+    assert_int_equal(st.packets_sent, 0);
+    assert_int_equal(st.latency_count, 0);
+    assert_int_equal(st.latency_max_us, 0);
+    assert_int_equal(conn_stats(e).received, 1);
+    pump(e, 1);
+    frame_path_watch(&w, 4, ZK_OP_EXISTS, "/a", false);
+    send_wbuf(e, fd, &w);
+    assert_int_equal(next_reply(e, fd, &r, false).xid, 4);
+    st = stats(e);
+    assert_int_equal(st.packets_received, 1);
+    assert_int_equal(st.packets_sent, 1);
+    assert_int_equal(st.latency_count, 1);
+    assert_int_equal(conn_stats(e).received, 2);
+    close(fd);
+    free(r.buf);
+    zk_wbuf_free(&w);
+    env_free(e);
+}
+
+/* A four-letter-word handler that records what it was asked. */
+struct fourlw_log {
+    int calls;
+    char word[5];
+    int64_t word_arg;
+    bool allow_stmk;
+};
+
+static void fourlw_record(void *arg, struct dp *dp, const char *word, int64_t word_arg,
+                          struct zk_wbuf *out)
+{
+    struct fourlw_log *l = arg;
+    (void)dp;
+    l->calls++;
+    snprintf(l->word, sizeof l->word, "%s", word);
+    l->word_arg = word_arg;
+    zk_put_raw(out, "ok", 2);
+}
+
+static bool fourlw_allow(void *arg, const char *word)
+{
+    const struct fourlw_log *l = arg;
+    return strcmp(word, "stmk") != 0 || l->allow_stmk;
+}
+
+/* Pumps until the client reads EOF; what came before it into r. */
+static void read_to_eof(struct env *e, int fd, struct rx *r)
+{
+    for (int i = 0; i < PASSES_MAX && !r->eof; i++) {
+        pump(e, 1);
+        rx_poll(fd, r);
+    }
+    assert_true(r->eof);
+}
+
+/* One four-letter-word request: bytes, then, with half_close, the end of
+ * the client's output. Returns the answer (NUL-terminated, the caller's). */
+static char *fourlw_ask(struct env *e, const void *bytes, size_t n, bool half_close)
+{
+    struct rx r = { 0 };
+    int fd = client_open(e, "127.0.0.1");
+    send_all(e, fd, bytes, n);
+    if (half_close)
+        assert_int_equal(shutdown(fd, SHUT_WR), 0);
+    read_to_eof(e, fd, &r);
+    close(fd);
+    char *s = malloc(r.len + 1);
+    assert_non_null(s);
+    memcpy(s, r.buf, r.len);
+    s[r.len] = '\0';
+    free(r.buf);
+    return s;
+}
+
+/* stmk's 8-byte argument is read with the word, however the bytes arrive;
+ * a connection waiting for it holds no worker (nothing to run, nothing
+ * resumed) and one that ends first gets no answer; the other words, and a
+ * stmk the whitelist refuses, are answered after four bytes. */
+static void test_stmk_reads_its_argument(void **state)
+{
+    struct fourlw_log log = { .allow_stmk = true };
+    struct dp_cfg cfg = { .fourlw = fourlw_record, .fourlw_arg = &log, .fourlw_allowed = fourlw_allow };
+    struct env *e = env_new(&cfg);
+    static const uint8_t whole[12] = { 's', 't', 'm', 'k', 0x80, 0, 0, 0, 0, 0, 0x0f, 0xff };
+
+    char *got = fourlw_ask(e, whole, sizeof whole, false);
+    assert_string_equal(got, "ok");
+    free(got);
+    assert_int_equal(log.calls, 1);
+    assert_string_equal(log.word, "stmk");
+    assert_int_equal(log.word_arg, (int64_t)0x8000000000000fffULL);
+
+    /* in pieces: the word and three bytes, then the rest */
+    struct rx r = { 0 };
+    int fd = client_open(e, "127.0.0.1");
+    send_all(e, fd, whole, 7);
+    pump(e, 5);
+    rx_poll(fd, &r);
+    assert_false(r.eof);
+    assert_int_equal(r.len, 0);
+    assert_int_equal(log.calls, 1);
+    assert_null(e->dp->workers[0].resume); /* waiting, not spinning */
+    assert_int_equal(stats(e).connections, 1);
+    send_all(e, fd, whole + 7, sizeof whole - 7);
+    read_to_eof(e, fd, &r);
+    assert_int_equal(r.len, 2);
+    assert_int_equal(log.calls, 2);
+    assert_int_equal(log.word_arg, (int64_t)0x8000000000000fffULL);
+    close(fd);
+    free(r.buf);
+
+    /* the client stops short: no answer, nothing run */
+    got = fourlw_ask(e, whole, 6, true);
+    assert_string_equal(got, "");
+    free(got);
+    got = fourlw_ask(e, "stmk", 4, true);
+    assert_string_equal(got, "");
+    free(got);
+    assert_int_equal(log.calls, 2);
+
+    got = fourlw_ask(e, "gtmk", 4, false);
+    assert_string_equal(got, "ok");
+    free(got);
+    assert_int_equal(log.calls, 3);
+    assert_string_equal(log.word, "gtmk");
+    assert_int_equal(log.word_arg, 0);
+
+    log.allow_stmk = false; /* refused at once, as ZooKeeper does, argument or not */
+    got = fourlw_ask(e, "stmk", 4, false);
+    assert_string_equal(got, "stmk is not executed because it is not in the whitelist.\n");
+    free(got);
+    assert_int_equal(log.calls, 3);
+    env_free(e);
+}
+
 int main(void)
 {
     rcu_register_thread();
@@ -1130,6 +1330,8 @@ int main(void)
         cmocka_unit_test(test_udp_bad_datagrams),
         cmocka_unit_test(test_udp_size_and_min_zxid),
         cmocka_unit_test(test_enforce_auth),
+        cmocka_unit_test(test_crst_and_srst_reset_their_own_counters),
+        cmocka_unit_test(test_stmk_reads_its_argument),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     rcu_unregister_thread();

@@ -21,6 +21,7 @@
 #include <urcu.h>
 
 #include "replication/replication.h"
+#include "replication/seq_int.h"
 
 #define NOW 1000000
 #define WALL 1700000000000LL
@@ -1214,9 +1215,72 @@ static void test_error_txns_let_a_replica_answer_every_write(void **state)
     tree_free(t);
 }
 
+/* The ring on its own: only zxids that are multiples of the interval go
+ * in, the newest SEQ_DIGEST_LOG_MAX stay, copies come oldest first (the
+ * newest max of them when max is smaller), forget empties it. */
+static void test_digest_log_ring(void **state)
+{
+    (void)state;
+    static struct sq_digest_log l;
+    static struct seq_digest got[SEQ_DIGEST_LOG_MAX + 1];
+    assert_int_equal(sq_digest_log_init(&l), 0);
+    assert_int_equal(sq_digest_log_copy(&l, got, SEQ_DIGEST_LOG_MAX), 0);
+    const int64_t total = SEQ_DIGEST_LOG_MAX + 5; /* entries noted: the ring wraps */
+    for (int64_t zxid = 1; zxid <= total * SEQ_DIGEST_LOG_INTERVAL; zxid++)
+        sq_digest_log_note(&l, zxid, (uint64_t)zxid * 3);
+    assert_int_equal(sq_digest_log_copy(&l, got, SEQ_DIGEST_LOG_MAX + 1), SEQ_DIGEST_LOG_MAX);
+    for (size_t i = 0; i < SEQ_DIGEST_LOG_MAX; i++) {
+        int64_t want = (total - SEQ_DIGEST_LOG_MAX + 1 + (int64_t)i) * SEQ_DIGEST_LOG_INTERVAL;
+        assert_int_equal(got[i].zxid, want);
+        assert_int_equal(got[i].digest, (uint64_t)want * 3);
+    }
+    assert_int_equal(sq_digest_log_copy(&l, got, 3), 3);
+    assert_int_equal(got[0].zxid, (total - 2) * SEQ_DIGEST_LOG_INTERVAL);
+    assert_int_equal(got[2].zxid, total * SEQ_DIGEST_LOG_INTERVAL);
+    sq_digest_log_forget(&l);
+    assert_int_equal(sq_digest_log_copy(&l, got, SEQ_DIGEST_LOG_MAX), 0);
+    sq_digest_log_note(&l, 5 * SEQ_DIGEST_LOG_INTERVAL, 9); /* after a forget, any zxid */
+    assert_int_equal(sq_digest_log_copy(&l, got, SEQ_DIGEST_LOG_MAX), 1);
+    assert_int_equal(got[0].zxid, 5 * SEQ_DIGEST_LOG_INTERVAL);
+    sq_digest_log_destroy(&l);
+}
+
+/* Through the sequencer: the txns applied in rounds are logged with the
+ * tree's digest at their zxid (the walk, tree_digest, agrees), and only
+ * those at multiples of the interval. */
+static void test_rounds_log_the_digest_every_interval(void **state)
+{
+    struct fx *f = *state;
+    int64_t id = connect_session(f, 0, 7, 10000, NULL); /* zxid 1 */
+    struct seq_digest got[4];
+    uint64_t want[3] = { 0 };
+    for (int32_t xid = 1; tree_last_zxid(f->t) < 3 * SEQ_DIGEST_LOG_INTERVAL; xid++) {
+        char path[32];
+        snprintf(path, sizeof path, "/n%d", xid);
+        create_from(f, id, xid, path);
+        int64_t zxid = tree_last_zxid(f->t);
+        assert_int_equal(zxid, xid + 1); /* one txn per create */
+        if (zxid % SEQ_DIGEST_LOG_INTERVAL == 0)
+            want[zxid / SEQ_DIGEST_LOG_INTERVAL - 1] = tree_digest(f->t);
+        struct outs o = { 0 };
+        drain(f, 0, &o);
+        outs_free(&o);
+        drain(f, 1, &o);
+        outs_free(&o);
+    }
+    assert_int_equal(seq_digest_log(f->s, got, 4), 3);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(got[i].zxid, (i + 1) * SEQ_DIGEST_LOG_INTERVAL);
+        assert_int_equal(got[i].digest, want[i]);
+    }
+    assert_int_not_equal(got[0].digest, got[1].digest);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_digest_log_ring),
+        cmocka_unit_test_setup_teardown(test_rounds_log_the_digest_every_interval, setup, teardown),
         cmocka_unit_test_setup_teardown(test_connect_clamps_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_events_precede_reply_and_reach_all_workers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_worker_woken_only_for_its_output_or_watches, setup,
