@@ -51,7 +51,7 @@ static int load_membership(struct server *srv)
     srv->config_node = config_membership_text(&srv->cfg, 0);
     srv->config_node_mtime = base_wall_ms();
     if (!srv->config_node) {
-        fprintf(stderr, "larchd: out of memory\n");
+        base_log(BASE_LOG_ERROR, "larchd: out of memory");
         return -1;
     }
     return 0;
@@ -63,14 +63,14 @@ static int open_data(struct server *srv, struct durability_boot *boot)
     char err[512];
     srv->st = storage_posix_new();
     if (!srv->st) {
-        fprintf(stderr, "larchd: out of memory\n");
+        base_log(BASE_LOG_ERROR, "larchd: out of memory");
         return -1;
     }
     int rc = srv->member ? durability_open_member(c, srv->st, srv->tree, &srv->dur, boot, err,
                                                   sizeof(err))
                          : durability_open(c, srv->st, srv->tree, &srv->dur, err, sizeof(err));
     if (rc != 0) {
-        fprintf(stderr, "larchd: %s\n", err);
+        base_log(BASE_LOG_ERROR, "larchd: %s", err);
         return -1;
     }
     return 0;
@@ -97,7 +97,7 @@ static int make_sequencer(struct server *srv, struct durability_boot *boot)
         char err[512];
         srv->peers = peers_new(&srv->ens, err, sizeof(err));
         if (!srv->peers) {
-            fprintf(stderr, "larchd: %s\n", err);
+            base_log(BASE_LOG_ERROR, "larchd: %s", err);
             return -1;
         }
         for (uint32_t i = 0; i < srv->ens.n_members; i++)
@@ -144,9 +144,9 @@ static int make_sequencer(struct server *srv, struct durability_boot *boot)
     srv->seq = seq_new(srv->tree, &scfg, c->workers);
     explicit_bzero(scfg.passwd_key, sizeof scfg.passwd_key);
     if (!srv->seq) {
-        fprintf(stderr, "larchd: cannot create the sequencer%s: %s\n",
-                srv->member ? " (is the term/vote file consistent with the log?)" : "",
-                strerror(errno));
+        base_log(BASE_LOG_ERROR, "larchd: cannot create the sequencer%s: %s",
+                 srv->member ? " (is the term/vote file consistent with the log?)" : "",
+                 strerror(errno));
         return -1;
     }
     if (srv->peers)
@@ -162,27 +162,28 @@ static int start_dpdk(struct server *srv)
     struct ldp_cfg lc = { .eal_args = c->dpdk, .cores = c->dpdk_cores };
     lc.ifc.udp_port = (uint16_t)c->udp.port;
     if (inet_pton(AF_INET, c->udp.host, lc.ifc.ip) != 1) {
-        fprintf(stderr, "larchd: --dpdk: '%s' is not an IPv4 address\n", c->udp.host);
+        base_log(BASE_LOG_ERROR, "larchd: --dpdk: '%s' is not an IPv4 address", c->udp.host);
         return -1;
     }
     char err[512];
     srv->ldp = ldp_start(&lc, srv->dp, err, sizeof err);
     if (!srv->ldp) {
-        fprintf(stderr, "larchd: %s\n", err);
+        base_log(BASE_LOG_ERROR, "larchd: %s", err);
         return -1;
     }
     struct ldp_stats st;
     ldp_get_stats(srv->ldp, &st);
     const uint8_t *mac = st.ifc.mac;
-    fprintf(stderr, "larchd: reads over UDP on %s:%d from DPDK port %u (MAC "
-            "%02x:%02x:%02x:%02x:%02x:%02x, MTU %u, %d poll-mode core%s)\n",
-            c->udp.host, c->udp.port, st.port, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5],
-            st.ifc.mtu, st.cores, st.cores == 1 ? "" : "s");
+    base_log(BASE_LOG_INFO, "larchd: reads over UDP on %s:%d from DPDK port %u (MAC "
+             "%02x:%02x:%02x:%02x:%02x:%02x, MTU %u, %d poll-mode core%s)",
+             c->udp.host, c->udp.port, st.port, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5],
+             st.ifc.mtu, st.cores, st.cores == 1 ? "" : "s");
     return 0;
 #else
     (void)srv;
-    fprintf(stderr, "larchd: --dpdk: this larchd was built without DPDK (meson -Ddpdk=enabled "
-            "with libdpdk-dev installed builds it in)\n");
+    base_log(BASE_LOG_ERROR,
+             "larchd: --dpdk: this larchd was built without DPDK (meson -Ddpdk=enabled "
+             "with libdpdk-dev installed builds it in)");
     return -1;
 #endif
 }
@@ -192,7 +193,7 @@ static int start(struct server *srv)
     struct config *c = &srv->cfg;
     srv->tree = tree_new();
     if (!srv->tree) {
-        fprintf(stderr, "larchd: out of memory building the tree\n");
+        base_log(BASE_LOG_ERROR, "larchd: out of memory building the tree");
         return -1;
     }
     if (config_is_distributed(c) && load_membership(srv) != 0)
@@ -232,7 +233,7 @@ static int start(struct server *srv)
     char err[512];
     srv->dp = dp_new(&dcfg, srv->tree, srv->seq, err, sizeof(err));
     if (!srv->dp) {
-        fprintf(stderr, "larchd: %s\n", err);
+        base_log(BASE_LOG_ERROR, "larchd: %s", err);
         return -1;
     }
     rc = seq_start(srv->seq);
@@ -243,7 +244,7 @@ static int start(struct server *srv)
     if (rc == 0 && srv->dur)
         rc = durability_start(srv->dur);
     if (rc != 0) {
-        fprintf(stderr, "larchd: cannot start threads: %s\n", strerror(-rc));
+        base_log(BASE_LOG_ERROR, "larchd: cannot start threads: %s", strerror(-rc));
         return -1;
     }
     if (c->dpdk[0] && start_dpdk(srv) != 0)
@@ -303,7 +304,7 @@ int main(int argc, char **argv)
     bool want_purge = take_purge_flag(&argc, argv);
     config_defaults(&srv.cfg);
     if (config_from_args(&srv.cfg, argc, argv, report, NULL, &want_help, &want_version) != 0) {
-        fprintf(stderr, "larchd: see 'larchd --help'\n");
+        base_log(BASE_LOG_ERROR, "larchd: see 'larchd --help'");
         return 2;
     }
     if (want_help) {
@@ -340,21 +341,22 @@ int main(int argc, char **argv)
     }
     for (uint32_t i = 0; srv.member && i < srv.ens.n_members; i++)
         if (srv.ens.members[i].id == srv.ens.self_id)
-            fprintf(stderr, "larchd: server %u of an ensemble of %u (%s), quorum address %s:%d\n",
-                    srv.ens.self_id, srv.ens.n_members,
-                    srv.ens.self_observer ? "observer" : "participant", srv.ens.members[i].host,
-                    srv.ens.members[i].quorum_port);
-    fprintf(stderr, "larchd: serving on %s:%d (%d workers + 1 sequencer%s; %s%s)\n",
-            srv.cfg.client_port_address, dp_port(srv.dp), srv.cfg.workers,
-            want_inline_sequencer(&srv.cfg) && !srv.dur ? ", write rounds inline on workers" : "",
-            srv.dur ? "durable in " : "no dataDir: data is in memory only",
-            srv.dur ? srv.cfg.data_dir : "");
+            base_log(BASE_LOG_INFO,
+                     "larchd: server %u of an ensemble of %u (%s), quorum address %s:%d",
+                     srv.ens.self_id, srv.ens.n_members,
+                     srv.ens.self_observer ? "observer" : "participant", srv.ens.members[i].host,
+                     srv.ens.members[i].quorum_port);
+    base_log(BASE_LOG_INFO, "larchd: serving on %s:%d (%d workers + 1 sequencer%s; %s%s)",
+             srv.cfg.client_port_address, dp_port(srv.dp), srv.cfg.workers,
+             want_inline_sequencer(&srv.cfg) && !srv.dur ? ", write rounds inline on workers" : "",
+             srv.dur ? "durable in " : "no dataDir: data is in memory only",
+             srv.dur ? srv.cfg.data_dir : "");
     if (dp_udp_port(srv.dp) != 0)
-        fprintf(stderr, "larchd: reads over UDP on %s:%d (dataplane/UDP.md)\n", srv.cfg.udp.host,
-                dp_udp_port(srv.dp));
+        base_log(BASE_LOG_INFO, "larchd: reads over UDP on %s:%d (dataplane/UDP.md)",
+                 srv.cfg.udp.host, dp_udp_port(srv.dp));
     int sig = 0;
     sigwait(&set, &sig);
-    fprintf(stderr, "larchd: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    base_log(BASE_LOG_INFO, "larchd: %s, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
     stop(&srv);
     rcu_unregister_thread();
     return 0;
