@@ -1238,6 +1238,58 @@ static void test_usage_mentions_everything(void **state)
     }
 }
 
+/* ------------------------------------------------------------------ packaging/zoo.cfg */
+
+/* The sample configuration the systemd unit reads parses without a warning,
+ * and so does every setting it leaves commented out ("#key=value" lines), so
+ * an operator who enables one gets what the comment says. */
+static void test_packaged_sample_loads_cleanly(void **state)
+{
+    (void)state;
+    static const char path[] = LARCH_PACKAGING "/zoo.cfg";
+    struct config c;
+    struct msgs m = { 0 };
+    config_defaults(&c);
+    assert_int_equal(config_load(&c, path, collect, &m), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    if (m.n)
+        dump_msgs(&m);
+    assert_int_equal(m.n, 0);
+    assert_string_equal(c.data_dir, "/var/lib/larch");
+    assert_int_equal(c.client_port, 2181);
+    assert_string_equal(c.client_port_address, "127.0.0.1");
+    assert_string_equal(c.four_letter_words, "srvr,ruok,mntr,conf");
+    assert_int_equal(c.autopurge_interval_h, 24);
+    assert_int_equal(c.log_level, 2);
+    assert_string_equal(c.log_file, "");
+
+    /* the settings left off: each "#key=value" line without its '#' */
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    static char off[16384];
+    size_t used = 0;
+    int n_off = 0;
+    char line[1024];
+    while (fgets(line, sizeof line, f) != NULL) {
+        if (line[0] != '#' || line[1] == ' ' || line[1] == '\n' || line[1] == '#')
+            continue;
+        size_t len = strlen(line + 1);
+        assert_true(used + len < sizeof off);
+        memcpy(off + used, line + 1, len + 1);
+        used += len;
+        n_off++;
+    }
+    fclose(f);
+    assert_true(n_off >= 2);
+    assert_int_equal(config_parse_text(&c, off, used, path, collect, &m), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    if (m.n)
+        dump_msgs(&m);
+    assert_int_equal(m.n, 0);
+    assert_string_equal(c.log_file, "/var/log/larch/larchd.log");
+    assert_true(c.data_log_dir_set);
+}
+
 /* ------------------------------------------------------------------ the ensemble */
 
 /* Parses text (which must parse cleanly) and derives the ensemble for myid;
@@ -1729,6 +1781,7 @@ int main(void)
         cmocka_unit_test(test_format),
         cmocka_unit_test(test_format_round_trip),
         cmocka_unit_test(test_usage_mentions_everything),
+        cmocka_unit_test(test_packaged_sample_loads_cleanly),
         cmocka_unit_test(test_ensemble_three_servers),
         cmocka_unit_test(test_ensemble_timing),
         cmocka_unit_test(test_ensemble_observers),
