@@ -1,6 +1,6 @@
 /*
  * base.c — assertions, array growth, the byte buffer and clocks (base.h).
- * CRC-32C lives in crc32c.c; byte order and the reader are inline in base.h.
+ * CRC-32C lives in crc32c.c, log lines in log.c; byte order and the reader are inline in base.h.
  */
 #include "base/base.h"
 
@@ -13,8 +13,14 @@
 
 _Noreturn void base_assert_fail(const char *file, int line, const char *expr)
 {
-    fprintf(stderr, "%s:%d: assertion failed: %s\n", file, line, expr);
-    fflush(stderr);
+    /* base_log asserts too: a failure inside it must not come back here */
+    static _Thread_local bool failing;
+    if (!failing) {
+        failing = true;
+        base_log(BASE_LOG_ERROR, "%s:%d: assertion failed: %s", file, line, expr);
+    } else {
+        fprintf(stderr, "%s:%d: assertion failed: %s\n", file, line, expr);
+    }
     abort();
 }
 

@@ -1,8 +1,8 @@
 /*
  * base — the primitives every module shares, one home each (DESIGN.md
  * layout): byte order, one bounded reader, a growable byte buffer, array
- * growth, CRC-32C, clocks, and assertions that stay on in release builds.
- * Every module above (proto, tree, replication, dataplane, server, client,
+ * growth, CRC-32C, clocks, log lines, and assertions that stay on in
+ * release builds. Every module above (proto, tree, replication, dataplane, server, client,
  * bench, tests) uses these instead of keeping its own copy, so a format's
  * byte order or a reader's bounds check is written, and tested, once
  * (tests/unit/test_base.c).
@@ -12,19 +12,23 @@
  * here locks. base_crc32c builds its tables once (pthread_once: the first
  * call may wait for another thread's) and only reads them afterwards. Only
  * base_grow and base_buf_* allocate, and they never abort on allocation
- * failure: they return it. base depends on no other module.
+ * failure: they return it. base_log writes each line with one write(2), so
+ * lines from different threads never interleave; its threshold is set once
+ * at startup. base depends on no other module.
  */
 #ifndef LARCH_BASE_H
 #define LARCH_BASE_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <time.h>
 
 /* ---- assertions ------------------------------------------------------------------ */
 
-/* Prints "file:line: assertion failed: expr" to stderr and aborts. */
+/* Logs "file:line: assertion failed: expr" at BASE_LOG_ERROR (so on fd 2,
+ * whatever the threshold) and aborts. */
 _Noreturn void base_assert_fail(const char *file, int line, const char *expr);
 
 /* An invariant of the replication and log code: checked in every build
@@ -270,6 +274,71 @@ struct base_sip {
 void base_sip_init(struct base_sip *s, const uint8_t key[BASE_SIPHASH_KEY_BYTES]);
 void base_sip_update(struct base_sip *s, const void *p, size_t n);
 uint64_t base_sip_final(struct base_sip *s);
+
+/* ---- logging (log.c) -------------------------------------------------------------- */
+/* Log lines on fd 2, in the shape of ZooKeeper's logback lines, so that one
+ * grep or log shipper reads both servers' logs:
+ *
+ *     2026-11-26T13:40:01.123+00:00 [INFO ] larchd: serving on 127.0.0.1:2181 (...)
+ *
+ * that is: the local time as ISO 8601 with milliseconds and the UTC offset
+ * (always "+HH:MM" or "-HH:MM", never "Z"), one space, the level tag padded
+ * to seven characters ("[ERROR]", "[WARN ]", "[INFO ]", "[DEBUG]"), one
+ * space, the message as formatted, '\n'. The message carries its own
+ * prefix ("larchd: ..."): base adds none, so what tests and operators grep
+ * for is the text the caller wrote. A '\n' or '\r' inside a message becomes
+ * a space (one record per line: a client-chosen string cannot forge a
+ * line), and a message longer than the line allows is cut and ends in
+ * "..." (BASE_LOG_LINE_MAX bytes in all, '\n' included).
+ *
+ * Threading: base_log may be called from any thread at any time. Each line
+ * is formatted on the caller's stack and handed to ONE write(2) on fd 2;
+ * with fd 2 a regular file opened O_APPEND, or a pipe and a line of at most
+ * PIPE_BUF bytes, lines of different threads never interleave. (Only a write
+ * the kernel cuts short, which it does not do for those, is finished with a
+ * second write.) Whatever fd 2 is (a terminal, the journal's socket, a file
+ * that base_log_open_file put there) is the caller's: base_log only writes
+ * to it. The threshold is one process-wide atomic read with relaxed order:
+ * a line below it costs the call and that one load (its arguments are still
+ * evaluated, so a caller with costly ones checks base_log_enabled first). A
+ * line that cannot be written (a full disk, EIO) is dropped: there is
+ * nowhere left to report it. base_log keeps errno as it found it. */
+enum base_log_level {
+    BASE_LOG_ERROR = 0, /* always written: the lowest threshold is ERROR */
+    BASE_LOG_WARN = 1,
+    BASE_LOG_INFO = 2, /* the threshold until base_log_set_level */
+    BASE_LOG_DEBUG = 3,
+};
+
+#define BASE_LOG_LINE_MAX 4096 /* bytes of one line, '\n' included */
+
+/* Sets the process-wide threshold: lines at level or more severe are
+ * written. Called once at startup, before the threads that log start (a
+ * later call takes effect on each thread at its next line). Also reads the
+ * time zone (tzset: TZ, /etc/localtime) once, so the first line of a thread
+ * does no file I/O for it. level must be one of enum base_log_level. */
+void base_log_set_level(enum base_log_level level);
+/* True when a line at level would be written (one relaxed atomic load). */
+bool base_log_enabled(enum base_log_level level);
+/* Writes one line at level if the threshold lets it through (format above). */
+void base_log(enum base_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Formats the line base_log would write for level at time when into out
+ * (cap bytes, at least 64; at most BASE_LOG_LINE_MAX are used), '\n' and a
+ * terminating NUL included; returns its length without the NUL. Pure but
+ * for the time zone (localtime_r); for tests of the format. */
+size_t base_log_vformat(char *out, size_t cap, enum base_log_level level,
+                        const struct timespec *when, const char *fmt, va_list ap)
+    __attribute__((format(printf, 5, 0)));
+/* Opens path for appending (O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+ * mode 0640 less the umask) and puts it on fd 2 with dup2, so that every
+ * later line, and anything else written to stderr (a sanitizer's report,
+ * abort messages), goes there. Called again with the same path after the
+ * file was renamed (log rotation), it starts a new file; a thread writing
+ * meanwhile writes its line to the old file or the new one, whole. 0, or
+ * -errno from open or dup2 (fd 2 is then unchanged). Any thread, but one
+ * at a time. */
+int base_log_open_file(const char *path);
 
 /* ---- clocks ----------------------------------------------------------------------- */
 /* CLOCK_MONOTONIC (intervals, deadlines; never jumps) and CLOCK_REALTIME

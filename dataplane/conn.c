@@ -108,8 +108,10 @@ static bool budget_pressure(struct worker *w)
     atomic_store_explicit(&dp->pressure, now, memory_order_relaxed);
     if (w->now_ms >= w->next_pressure_log_ms) {
         w->next_pressure_log_ms = w->now_ms + 1000;
-        fprintf(stderr, "larchd: memory pressure %s: connections hold %zu bytes (larch.maxBufferedBytes=%zu)%s\n",
-                now ? "on" : "off", total, limit, now ? ": heavy connections are not read" : "");
+        base_log(now ? BASE_LOG_WARN : BASE_LOG_INFO,
+                 "larchd: memory pressure %s: connections hold %zu bytes "
+                 "(larch.maxBufferedBytes=%zu)%s",
+                 now ? "on" : "off", total, limit, now ? ": heavy connections are not read" : "");
     }
     return now;
 }
@@ -192,8 +194,8 @@ void worker_budget_pass(struct worker *w)
 
 static void slow_consumer(struct conn *c, const char *why)
 {
-    fprintf(stderr, "larchd: closing %s (session 0x%llx): %s, %zu bytes unsent\n", c->peer,
-            (unsigned long long)c->session_id, why, conn_unsent(c));
+    base_log(BASE_LOG_WARN, "larchd: closing %s (session 0x%llx): %s, %zu bytes unsent", c->peer,
+             (unsigned long long)c->session_id, why, conn_unsent(c));
     COUNTER_ADD(c->w->st_slow_closes, 1);
     conn_close(c, true);
 }
@@ -203,7 +205,7 @@ static void slow_consumer(struct conn *c, const char *why)
 void conn_frame_added(struct conn *c)
 {
     if (c->out.err) {
-        fprintf(stderr, "larchd: closing %s: out of memory for its output\n", c->peer);
+        base_log(BASE_LOG_ERROR, "larchd: closing %s: out of memory for its output", c->peer);
         conn_close(c, true);
         return;
     }
@@ -748,8 +750,9 @@ static size_t parse_frames(struct conn *c, const uint8_t *p, size_t n)
         int32_t flen = (int32_t)base_get_be32(f);
         if (flen < 0 || flen > max) {
             /* ZooKeeper: "Len error" -> the connection is closed. */
-            fprintf(stderr, "larchd: closing %s: frame length %d outside 0..%d (jute.maxbuffer)\n",
-                    c->peer, flen, max);
+            base_log(BASE_LOG_WARN,
+                     "larchd: closing %s: frame length %d outside 0..%d (jute.maxbuffer)",
+                     c->peer, flen, max);
             conn_close(c, true);
             return n;
         }
@@ -809,7 +812,7 @@ void conn_input(struct conn *c, const uint8_t *p, size_t n)
             return;
     }
     if (!input_reserve(c, n)) {
-        fprintf(stderr, "larchd: closing %s: out of memory for its input\n", c->peer);
+        base_log(BASE_LOG_ERROR, "larchd: closing %s: out of memory for its input", c->peer);
         conn_close(c, true);
         return;
     }
@@ -1047,8 +1050,8 @@ void worker_wait_events(struct worker *w, int64_t need_zxid)
         if (w->events_through >= need_zxid)
             return;
         if (atomic_load(&w->dp->stop) || spins > 1000000) {
-            fprintf(stderr, "larchd: worker %d: events through 0x%llx never arrived\n", w->id,
-                    (unsigned long long)need_zxid);
+            base_log(BASE_LOG_WARN, "larchd: worker %d: events through 0x%llx never arrived", w->id,
+                     (unsigned long long)need_zxid);
             w->events_through = need_zxid;
             return;
         }

@@ -92,7 +92,7 @@ static bool cnxn_acquire(struct dp *dp)
 static void refuse(struct dp *dp, int fd, const char *ip, const char *why, int32_t max)
 {
     /* ZooKeeper: "Too many connections from <ip> - max is N": drop. */
-    fprintf(stderr, "larchd: too many connections %s%s - max is %d\n", why, ip, max);
+    base_log(BASE_LOG_WARN, "larchd: too many connections %s%s - max is %d", why, ip, max);
     atomic_fetch_add_explicit(&dp->st_refused, 1, memory_order_relaxed);
     close(fd);
 }
@@ -418,8 +418,8 @@ static void scan_deadlines(struct worker *w)
             continue;
         }
         if (c->state != CONN_ACTIVE && w->now_ms - c->accepted_ms >= sessionless) {
-            fprintf(stderr, "larchd: closing %s: no session after %lld ms\n", c->peer,
-                    (long long)(w->now_ms - c->accepted_ms));
+            base_log(BASE_LOG_DEBUG, "larchd: closing %s: no session after %lld ms", c->peer,
+                     (long long)(w->now_ms - c->accepted_ms));
             COUNTER_ADD(w->st_sessionless_closes, 1);
             conn_close(c, true);
         }

@@ -34,7 +34,7 @@ struct zk_str zk_str_c(const char *s)
     size_t n = strlen(s);
     if (n > (size_t)INT32_MAX) {
         /* A C string this long cannot be a jute string; it is a caller bug. */
-        fprintf(stderr, "zk_str_c: string of %zu bytes exceeds jute limit\n", n);
+        base_log(BASE_LOG_ERROR, "zk_str_c: string of %zu bytes exceeds jute limit", n);
         abort();
     }
     return (struct zk_str){ s, (int32_t)n };

@@ -255,8 +255,9 @@ static bool is_leader(const struct seq_ens *e)
 
 _Noreturn void sq_ens_fatal(const char *what, int err)
 {
-    fprintf(stderr, "larchd: ensemble: %s (%s); stopping: this server restarts from its disk\n",
-            what, err ? strerror(err < 0 ? -err : err) : "invariant");
+    base_log(BASE_LOG_ERROR,
+             "larchd: ensemble: %s (%s); stopping: this server restarts from its disk",
+             what, err ? strerror(err < 0 ? -err : err) : "invariant");
     abort();
 }
 
@@ -591,11 +592,11 @@ static void digest_mismatch(struct seq *s, int64_t zxid, uint64_t mine, uint64_t
 {
     struct seq_ens *e = s->ens;
     e->digest_mismatches++;
-    fprintf(stderr, "larchd: ensemble: DIGEST MISMATCH at zxid 0x%llx: this server's tree "
-                    "hashes to %016llx, the leader's (server %u) to %016llx. This replica "
-                    "diverged: it stops serving and rebuilds from the leader's snapshot\n",
-            (unsigned long long)zxid, (unsigned long long)mine, leader,
-            (unsigned long long)leaders);
+    base_log(BASE_LOG_ERROR, "larchd: ensemble: DIGEST MISMATCH at zxid 0x%llx: this server's tree "
+                             "hashes to %016llx, the leader's (server %u) to %016llx. This replica "
+                             "diverged: it stops serving and rebuilds from the leader's snapshot",
+             (unsigned long long)zxid, (unsigned long long)mine, leader,
+             (unsigned long long)leaders);
     if (!e->snap)
         sq_ens_fatal("replica diverged and this server has no snapshot store to resync", 0);
     e->snap->hold(e->snap_arg);
@@ -718,8 +719,8 @@ static void apply_entry(struct seq *s, const struct raft_entry *ent, int64_t now
     if (rc != ZK_OK && x.zxid > e->tolerate_repeats_until) {
         /* every server applies the same txns to the same tree: a txn that
          * does not fit means this replica diverged; serving on would spread it */
-        fprintf(stderr, "larchd: ensemble: committed txn 0x%llx does not apply (%s)\n",
-                (unsigned long long)x.zxid, zk_err_name(rc));
+        base_log(BASE_LOG_ERROR, "larchd: ensemble: committed txn 0x%llx does not apply (%s)",
+                 (unsigned long long)x.zxid, zk_err_name(rc));
         sq_ens_fatal("replica diverged", 0);
     }
     e->applied++;
@@ -864,9 +865,9 @@ static const struct base_buf *snap_payload(struct seq *s, int64_t zxid)
             rc = -ENOMEM;
         free(data);
         if (rc != 0) {
-            fprintf(stderr, "larchd: ensemble: cannot read snapshot 0x%llx for a follower "
-                            "(%s); it stays behind until a newer snapshot is taken\n",
-                    (unsigned long long)zxid, strerror(-rc));
+            base_log(BASE_LOG_WARN, "larchd: ensemble: cannot read snapshot 0x%llx for a follower "
+                                    "(%s); it stays behind until a newer snapshot is taken",
+                     (unsigned long long)zxid, strerror(-rc));
             e->snap_out.len = 0;
             e->snap_unreadable_zxid = zxid;
             return NULL;
@@ -899,8 +900,9 @@ static void send_msgs(struct seq *s, const struct raft_ready *rd, bool early)
             full.snap_len = b->len;
             if (e->peer->send_msg(e->peer_arg, &full) == 0) {
                 e->snaps_sent++;
-                fprintf(stderr, "larchd: ensemble: sending snapshot 0x%llx (%zu bytes) to "
-                                "server %u\n", (unsigned long long)m->snap_zxid, b->len, m->to);
+                base_log(BASE_LOG_INFO,
+                         "larchd: ensemble: sending snapshot 0x%llx (%zu bytes) to "
+                         "server %u", (unsigned long long)m->snap_zxid, b->len, m->to);
             }
             continue;
         }
@@ -976,8 +978,9 @@ static void install_snapshot(struct seq *s, const struct raft_snapshot *snap, in
     struct tree_snap_info info;
     int rc = tree_snapshot_load(fresh, body, body_len, &info);
     if (rc != 0) {
-        fprintf(stderr, "larchd: ensemble: the leader's snapshot 0x%llx does not load (%d)\n",
-                (unsigned long long)snap->zxid, rc);
+        base_log(BASE_LOG_ERROR,
+                 "larchd: ensemble: the leader's snapshot 0x%llx does not load (%d)",
+                 (unsigned long long)snap->zxid, rc);
         sq_ens_fatal("a snapshot from the leader does not load", 0);
     }
     if (info.zxid_start != snap->zxid)
@@ -1013,13 +1016,13 @@ static void install_snapshot(struct seq *s, const struct raft_snapshot *snap, in
     e->snaps_installed++;
     digests_forget(s);
     if (e->resyncing)
-        fprintf(stderr, "larchd: ensemble: resynced from the leader's snapshot 0x%llx; the "
-                        "log after it applies again\n", (unsigned long long)snap->zxid);
+        base_log(BASE_LOG_INFO, "larchd: ensemble: resynced from the leader's snapshot 0x%llx; the "
+                                "log after it applies again", (unsigned long long)snap->zxid);
     e->resyncing = e->resync_asked = false;
-    fprintf(stderr, "larchd: ensemble: installed the leader's snapshot 0x%llx: %llu nodes, "
-                    "%llu sessions; %zu client connections closed to resync\n",
-            (unsigned long long)snap->zxid, (unsigned long long)info.node_count,
-            (unsigned long long)info.session_count, c.closed);
+    base_log(BASE_LOG_INFO, "larchd: ensemble: installed the leader's snapshot 0x%llx: %llu nodes, "
+                            "%llu sessions; %zu client connections closed to resync",
+             (unsigned long long)snap->zxid, (unsigned long long)info.node_count,
+             (unsigned long long)info.session_count, c.closed);
 }
 
 /* Compacts the core's log to the newest snapshot this server holds,
@@ -1507,8 +1510,8 @@ void seq_peer_msg(struct seq *s, const struct raft_msg *m)
         return;
     int rc = raft_step(s->ens->raft, m);
     if (rc == RAFT_EINVAL)
-        fprintf(stderr, "larchd: ensemble: ignored a %s from server %u that does not fit\n",
-                raft_msg_type_name(m->type), m->from);
+        base_log(BASE_LOG_WARN, "larchd: ensemble: ignored a %s from server %u that does not fit",
+                 raft_msg_type_name(m->type), m->from);
     if (rc != RAFT_OK || m->type != RAFT_MSG_APPEND || m->digest_zxid <= 0)
         return;
     struct raft_brief st = raft_brief(s->ens->raft);
@@ -1628,8 +1631,8 @@ static void watch_leadership(struct seq *s, int64_t now_ms)
         pend_fail_all(s);
     if (leader && e->resyncing) {
         /* its log won the election; its tree is what the ensemble has */
-        fprintf(stderr, "larchd: ensemble: leading with a tree that differed from the last "
-                        "leader's; followers that disagree resync from it\n");
+        base_log(BASE_LOG_WARN, "larchd: ensemble: leading with a tree that differed from the last "
+                                "leader's; followers that disagree resync from it");
         e->resyncing = e->resync_asked = false;
         e->snap->hold_end(e->snap_arg);
     }
@@ -1691,12 +1694,12 @@ static void watch_serving(struct seq *s)
             stage(s, e->ro_conns[i].worker, o);
         }
         if (e->n_ro_conns)
-            fprintf(stderr, "larchd: ensemble: leaving read-only mode: %zu read-only "
-                            "connections closed\n", e->n_ro_conns);
+            base_log(BASE_LOG_INFO, "larchd: ensemble: leaving read-only mode: %zu read-only "
+                                    "connections closed", e->n_ro_conns);
         e->n_ro_conns = 0;
         if (e->ever_served)
-            fprintf(stderr, "larchd: ensemble: serving clients again (leader %u)\n",
-                    st.leader_id);
+            base_log(BASE_LOG_INFO, "larchd: ensemble: serving clients again (leader %u)",
+                     st.leader_id);
         e->ever_served = true;
         return;
     }
@@ -1704,12 +1707,14 @@ static void watch_serving(struct seq *s)
     tree_session_each(s->tree, close_local_session, &c);
     pend_fail_all(s);
     if (e->resyncing)
-        fprintf(stderr, "larchd: ensemble: resyncing: %zu client connections closed, new ones "
-                        "held until this server holds the leader's tree\n", c.closed);
+        base_log(BASE_LOG_INFO,
+                 "larchd: ensemble: resyncing: %zu client connections closed, new ones "
+                 "held until this server holds the leader's tree", c.closed);
     else
-        fprintf(stderr, "larchd: ensemble: no leader: %zu client connections closed, new ones "
-                        "%s until one is elected\n", c.closed,
-                e->ro_enabled ? "served read-only if they allow it" : "refused");
+        base_log(BASE_LOG_INFO,
+                 "larchd: ensemble: no leader: %zu client connections closed, new ones "
+                 "%s until one is elected", c.closed,
+                 e->ro_enabled ? "served read-only if they allow it" : "refused");
 }
 
 struct due_scan {
@@ -2092,8 +2097,9 @@ static void pump_pending(struct seq *s, int64_t now_ms)
         }
     }
     if (timed_out) {
-        fprintf(stderr, "larchd: ensemble: forwarded writes unanswered for %lld ms: closing "
-                        "their connections\n", (long long)e->pending_timeout_ms);
+        base_log(BASE_LOG_WARN,
+                 "larchd: ensemble: forwarded writes unanswered for %lld ms: closing "
+                 "their connections", (long long)e->pending_timeout_ms);
         pend_fail_all(s);
     }
     pend_pop_done(e);

@@ -265,7 +265,10 @@ __attribute__((format(printf, 3, 4))) static void link_log(const struct peer_lin
     if (pl->cfg.log != NULL)
         pl->cfg.log(pl->cfg.log_arg, level, line);
     else
-        fprintf(stderr, "larchd: peer: %s\n", line);
+        base_log(level <= PEER_LINK_LOG_ERR       ? BASE_LOG_ERROR
+                 : level <= PEER_LINK_LOG_WARNING ? BASE_LOG_WARN
+                                                  : BASE_LOG_INFO,
+                 "larchd: peer: %s", line);
 }
 
 /* Server id's slot, member or not; NULL for self or an id outside 1..255. */

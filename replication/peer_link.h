@@ -188,7 +188,7 @@ struct peer_link_cfg {
     void *notify_arg;
     /* Log lines (no newline; level is enum peer_link_log_level), from the
      * I/O thread and from peer_link_new. NULL: "larchd: peer: <msg>" lines
-     * on stderr. */
+     * through base_log at the matching level. */
     void (*log)(void *arg, int level, const char *msg);
     void *log_arg;
     /* Monotonic ms for backoff, timeouts and up_since_ms; NULL: base_mono_ms. */

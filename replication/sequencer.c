@@ -533,8 +533,8 @@ static void apply_entry(struct seq *s, struct seq_entry *e, struct seq_evbuf *ev
     if (rc != ZK_OK) {
         /* Prep accepted it against this very tree: a mismatch is a bug that
          * would make replicas diverge. Stop rather than serve a wrong tree. */
-        fprintf(stderr, "larchd: sequencer: txn 0x%llx does not apply (%s); aborting\n",
-                (unsigned long long)e->txn.zxid, zk_err_name(rc));
+        base_log(BASE_LOG_ERROR, "larchd: sequencer: txn 0x%llx does not apply (%s); aborting",
+                 (unsigned long long)e->txn.zxid, zk_err_name(rc));
         abort();
     }
     sq_digest_log_note(&s->digest_log, e->txn.zxid, tree_digest_running(s->tree));
@@ -756,7 +756,8 @@ void sq_push_events(struct seq *s, struct seq_evbuf *evb, int64_t through)
     if (!ev) {
         /* Workers waiting on through_zxid give up after a bounded spin and
          * say so; events lost to OOM cannot be recovered here. */
-        fprintf(stderr, "larchd: sequencer: out of memory for %u watch events\n", evb->count);
+        base_log(BASE_LOG_ERROR, "larchd: sequencer: out of memory for %u watch events",
+                 evb->count);
         sq_evbuf_drop(evb);
         return;
     }
@@ -808,8 +809,9 @@ static int round_persist(struct seq *s, struct seq_round *r)
             /* prep bounds every txn by the record (prep_txn): one it
              * accepted that the log refuses is a bug, not a disk problem,
              * and holding the round for it would stall every write. */
-            fprintf(stderr, "larchd: sequencer: txn 0x%llx does not fit a log record; aborting\n",
-                    (unsigned long long)es[i].txn.zxid);
+            base_log(BASE_LOG_ERROR,
+                     "larchd: sequencer: txn 0x%llx does not fit a log record; aborting",
+                     (unsigned long long)es[i].txn.zxid);
             abort();
         }
         if (rc != 0)
@@ -929,7 +931,8 @@ void seq_run_round(struct seq *s, struct seq_req **reqs, size_t n, int64_t now_m
     int rc = round_persist(s, r);
     if (rc != 0) {
         /* Not durable: keep everything, answer nothing, serve reads on. */
-        fprintf(stderr, "larchd: txn log sync failed (%s): writes wait until it succeeds\n", strerror(-rc));
+        base_log(BASE_LOG_ERROR, "larchd: txn log sync failed (%s): writes wait until it succeeds",
+                 strerror(-rc));
         atomic_store(&s->log_error, rc);
         s->held = r;
         return;
@@ -946,7 +949,8 @@ bool seq_retry_held(struct seq *s)
         atomic_store(&s->log_error, rc);
         return false;
     }
-    fprintf(stderr, "larchd: txn log sync succeeded again: %zu held requests proceed\n", s->held->n);
+    base_log(BASE_LOG_INFO, "larchd: txn log sync succeeded again: %zu held requests proceed",
+             s->held->n);
     atomic_store(&s->log_error, 0);
     struct seq_round *r = s->held;
     s->held = NULL;
@@ -1185,7 +1189,7 @@ static void *seq_thread(void *arg)
     pthread_setname_np(pthread_self(), "larch-seq");
     struct seq_req **reqs = calloc(SEQ_ROUND_MAX, sizeof(*reqs));
     if (!reqs) {
-        fprintf(stderr, "larchd: sequencer: out of memory at start\n");
+        base_log(BASE_LOG_ERROR, "larchd: sequencer: out of memory at start");
         abort();
     }
     rcu_register_thread();

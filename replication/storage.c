@@ -740,7 +740,7 @@ void storage_mem_fail_sync(struct storage *s, int err, unsigned count)
 static void crash_resize(uint8_t **p, size_t *len, size_t new_len)
 {
     if (image_resize(p, len, new_len) != 0) {
-        fprintf(stderr, "storage_mem_crash: out of memory\n");
+        base_log(BASE_LOG_ERROR, "storage_mem_crash: out of memory");
         abort();
     }
 }

@@ -172,6 +172,7 @@ static const struct setting key_settings[] = {
     ROW("larch.workers", K_INT32, workers, 1, WORKERS_MAX, false),
     ROW("larch.zxidCounterLimit", K_INT64, zxid_counter_limit, 16, 4294967294LL, false),
     ROW("larch.logLevel", K_LOGLEVEL, log_level, 0, 3, false),
+    ROW("larch.logFile", K_STRING, log_file, 1, 0, false),
     ROW_SET("larch.inlineSequencer", K_BOOL, inline_sequencer, inline_sequencer_set, 0, 0),
     ROW("larch.udp", K_HOSTPORT, udp, 0, 0, false),
     ROW("larch.dpdk", K_STRING, dpdk, 1, 0, false),
@@ -207,6 +208,7 @@ static const struct setting flag_settings[] = {
     ROW_SET("--data-log-dir", K_STRING, data_log_dir, data_log_dir_set, 0, 0),
     ROW("--max-buffer", K_INT32, max_buffer_bytes, 1, JUTE_MAXBUFFER_MAX, false),
     ROW("--log-level", K_LOGLEVEL, log_level, 0, 3, false),
+    ROW("--log-file", K_STRING, log_file, 1, 0, false),
     ROW("--read-only", K_ONOFF, read_only_mode, 0, 0, false),
     ROW_SET("--inline-sequencer", K_ONOFF, inline_sequencer, inline_sequencer_set, 0, 0),
     ROW("--udp", K_HOSTPORT, udp, 0, 0, false),
@@ -2129,6 +2131,8 @@ const char *config_usage(void)
            "  --max-buffer BYTES        jute.maxbuffer, largest packet (default 1048575, at\n"
            "                            most 16777216)\n"
            "  --log-level LEVEL         error, warn, info or debug (larch.logLevel; default info)\n"
+           "  --log-file FILE           append the log there instead of stderr (larch.logFile;\n"
+           "                            created 0640; SIGHUP reopens it, for log rotation)\n"
            "  --read-only on|off        readonlymode.enabled (default off)\n"
            "  -h, --help                print this text and exit\n"
            "  -V, --version             print the version and exit\n"
@@ -2179,6 +2183,7 @@ const char *config_usage(void)
            "                                    assigning a higher zxid counter; a new\n"
            "                                    term starts: ZOOKEEPER-1277's rollover)\n"
            "  larch.logLevel=info               (error, warn, info, debug)\n"
+           "  larch.logFile=                    (none: stderr)\n"
            "  larch.inlineSequencer=            (auto: true when CPUs < workers + 1)\n"
            "  larch.udp=IP:PORT                 (off)\n"
            "  larch.dpdk=EAL ARGS               (off)\n"
@@ -2283,6 +2288,8 @@ size_t config_format(const struct config *c, char *out, size_t cap)
     const char *level = c->log_level >= 0 && c->log_level < (int32_t)COUNT(log_level_names)
                             ? log_level_names[c->log_level] : "info";
     out_printf(&o, "larch.workers=%d\nlarch.logLevel=%s\n", c->workers, level);
+    if (c->log_file[0] != '\0')
+        out_printf(&o, "larch.logFile=%s\n", c->log_file);
     if (c->inline_sequencer_set)
         out_printf(&o, "larch.inlineSequencer=%s\n", c->inline_sequencer ? "true" : "false");
     if (c->udp.port != 0)

@@ -136,6 +136,8 @@ struct config {
     /* larchd-only (flags, and the same names as zoo.cfg keys) */
     int32_t workers;                /* --workers / larch.workers, default: cores - 1, at least 1 */
     int32_t log_level;              /* --log-level: 0 error .. 3 debug, default 2 (info) */
+    char log_file[4096];            /* --log-file / larch.logFile: append log lines (all of
+                                     * stderr) there, reopened on SIGHUP; "" = stderr */
     bool inline_sequencer;          /* --inline-sequencer / larch.inlineSequencer; unset: auto */
     bool inline_sequencer_set;      /* given explicitly (else main decides from CPU affinity) */
     /* --udp / larch.udp: where the UDP read path listens (dataplane/UDP.md);

@@ -154,10 +154,11 @@ static int load_secret(struct durability *d)
     if (rc != 0 && rc != -ENOENT)
         return rc;
     if (rc == 0) {
-        fprintf(stderr, "larchd: %s holds %zu bytes, not a %zu-byte key%s: replacing it; "
-                        "sessions without a recorded password cannot reattach (their clients "
-                        "get a new session)\n",
-                path, len, sizeof d->passwd_key, len == 8 ? " (the old format)" : "");
+        base_log(BASE_LOG_WARN,
+                 "larchd: %s holds %zu bytes, not a %zu-byte key%s: replacing it; "
+                 "sessions without a recorded password cannot reattach (their clients "
+                 "get a new session)",
+                 path, len, sizeof d->passwd_key, len == 8 ? " (the old format)" : "");
         explicit_bzero(buf, len);
     }
     free(buf);
@@ -410,9 +411,11 @@ static int load_newest_snapshot(struct durability *d, int64_t *zxid, struct raft
         struct tree_snap_info info;
         int lrc = load_snapshot(d, path, l->zxid[i], &info, conf);
         if (lrc == 0) {
-            fprintf(stderr, "larchd: loaded %s: %" PRIu64 " nodes, %" PRIu64 " sessions in %" PRId64 " ms%s\n", path,
-                    info.node_count, info.session_count, base_mono_ms() - t0,
-                    *conf ? " (with its membership)" : "");
+            base_log(BASE_LOG_INFO,
+                     "larchd: loaded %s: %" PRIu64 " nodes, %" PRIu64 " sessions in %" PRId64
+                     " ms%s",
+                     path, info.node_count, info.session_count, base_mono_ms() - t0,
+                     *conf ? " (with its membership)" : "");
             *zxid = info.zxid_start;
             free(l);
             return 0;
@@ -421,8 +424,9 @@ static int load_newest_snapshot(struct durability *d, int64_t *zxid, struct raft
             rc = lrc;
             break;
         }
-        fprintf(stderr, "larchd: snapshot %s (or its membership file) is not valid (error %d); "
-                        "trying an older one\n", path, lrc);
+        base_log(BASE_LOG_WARN,
+                 "larchd: snapshot %s (or its membership file) is not valid (error %d); "
+                 "trying an older one", path, lrc);
     }
     if (rc == 0 && l->n > 0) {
         snprintf(err, errlen, "none of the %zu snapshots in %s is valid; refusing to start (nothing was deleted)",
@@ -567,8 +571,9 @@ static int fill_old_passwords(struct durability *d, char *err, size_t errlen)
         return rc;
     }
     if (filled > 0)
-        fprintf(stderr, "larchd: %" PRIu64 " sessions came from format-1 files without a recorded "
-                        "password: derived from the key in %s, as before\n", filled, d->snap_dir);
+        base_log(BASE_LOG_INFO,
+                 "larchd: %" PRIu64 " sessions came from format-1 files without a recorded "
+                 "password: derived from the key in %s, as before", filled, d->snap_dir);
     return 0;
 }
 
@@ -619,16 +624,19 @@ static int recover(struct durability *d, struct durability_boot *boot, char *err
         return rc;
     }
     if (rs.torn_bytes)
-        fprintf(stderr, "larchd: txn log had a torn tail: dropped %" PRIu64 " bytes after zxid 0x%" PRIx64 "\n",
-                rs.torn_bytes, (uint64_t)rs.last_zxid);
+        base_log(BASE_LOG_WARN,
+                 "larchd: txn log had a torn tail: dropped %" PRIu64 " bytes after zxid 0x%" PRIx64,
+                 rs.torn_bytes, (uint64_t)rs.last_zxid);
     rc = fill_old_passwords(d, err, errlen);
     if (rc != 0)
         return rc;
     int64_t now = base_mono_ms();
     tree_session_each(d->tree, restart_session_clock, &now);
     atomic_store(&d->last_snap_zxid, snap_zxid);
-    fprintf(stderr, "larchd: recovered to zxid 0x%" PRIx64 " (snapshot 0x%" PRIx64 " + %" PRIu64 " txns) in %" PRId64 " ms\n",
-            (uint64_t)tree_last_zxid(d->tree), (uint64_t)snap_zxid, rs.records, now - t0);
+    base_log(BASE_LOG_INFO,
+             "larchd: recovered to zxid 0x%" PRIx64 " (snapshot 0x%" PRIx64 " + %" PRIu64
+             " txns) in %" PRId64 " ms",
+             (uint64_t)tree_last_zxid(d->tree), (uint64_t)snap_zxid, rs.records, now - t0);
     return 0;
 }
 
@@ -850,8 +858,10 @@ int durability_snapshot(struct durability *d)
     pthread_mutex_unlock(&d->files_lock);
     base_latency_add(&d->snap_us, (uint64_t)(base_mono_ms() - t0) * 1000);
     atomic_fetch_add(&d->snapshots, 1);
-    fprintf(stderr, "larchd: snapshot 0x%" PRIx64 ": %" PRIu64 " nodes, %" PRIu64 " bytes in %" PRId64 " ms\n",
-            (uint64_t)info.zxid_start, info.node_count, info.size_bytes, base_mono_ms() - t0);
+    base_log(BASE_LOG_INFO,
+             "larchd: snapshot 0x%" PRIx64 ": %" PRIu64 " nodes, %" PRIu64
+             " bytes in %" PRId64 " ms",
+             (uint64_t)info.zxid_start, info.node_count, info.size_bytes, base_mono_ms() - t0);
     return 0;
 }
 
@@ -881,8 +891,8 @@ static int remove_snapshots_after(struct durability *d, int64_t zxid)
     for (size_t i = 0; rc == 0 && i < l->n && l->zxid[i] > zxid; i++) {
         rc = remove_snapshot(d->st, d->snap_dir, l->zxid[i], false);
         if (rc == 0)
-            fprintf(stderr, "larchd: removed snapshot 0x%" PRIx64 " of the diverged tree\n",
-                    (uint64_t)l->zxid[i]);
+            base_log(BASE_LOG_INFO, "larchd: removed snapshot 0x%" PRIx64 " of the diverged tree",
+                     (uint64_t)l->zxid[i]);
     }
     if (rc == 0)
         rc = storage_sync_dir(d->st, d->snap_dir);
@@ -930,11 +940,11 @@ int durability_install_snapshot(struct durability *d, int64_t zxid, const uint8_
     atomic_fetch_add(&d->snapshots, 1);
     int prc = purge_dirs(d->st, d->snap_dir, d->log_dir, 1, false);
     pthread_mutex_unlock(&d->files_lock);
-    fprintf(stderr, "larchd: snapshot 0x%" PRIx64 " from the leader: %zu bytes, durable\n",
-            (uint64_t)zxid, len);
+    base_log(BASE_LOG_INFO, "larchd: snapshot 0x%" PRIx64 " from the leader: %zu bytes, durable",
+             (uint64_t)zxid, len);
     if (prc != 0) /* the snapshot is in place; what is left over only takes space */
-        fprintf(stderr, "larchd: removing the snapshots and log before it failed: %s\n",
-                strerror(-prc));
+        base_log(BASE_LOG_WARN, "larchd: removing the snapshots and log before it failed: %s",
+                 strerror(-prc));
     return 0;
 }
 
@@ -1094,13 +1104,15 @@ static void *snapshot_thread(void *arg)
         if (due && !atomic_load(&d->held)) {
             int rc = durability_snapshot(d);
             if (rc == -EAGAIN) /* not a failure: the tree is the leader's snapshot now */
-                fprintf(stderr, "larchd: snapshot discarded: the leader's snapshot replaced the "
-                                "tree while it was taken, the tree diverged, or the membership "
-                                "at its zxid is not known\n");
+                base_log(BASE_LOG_INFO,
+                         "larchd: snapshot discarded: the leader's snapshot replaced the "
+                         "tree while it was taken, the tree diverged, or the membership "
+                         "at its zxid is not known");
             else
                 atomic_store(&d->snap_error, rc);
             if (rc != 0 && rc != -EAGAIN)
-                fprintf(stderr, "larchd: snapshot failed: %s (retrying later)\n", strerror(-rc));
+                base_log(BASE_LOG_ERROR, "larchd: snapshot failed: %s (retrying later)",
+                         strerror(-rc));
         }
         int64_t interval_ms = (int64_t)d->purge_interval_h * 3600 * 1000;
         if (interval_ms > 0 && base_mono_ms() - last_purge >= interval_ms) {
@@ -1109,7 +1121,7 @@ static void *snapshot_thread(void *arg)
             int rc = purge_dirs(d->st, d->snap_dir, d->log_dir, d->retain, false);
             pthread_mutex_unlock(&d->files_lock);
             if (rc != 0)
-                fprintf(stderr, "larchd: autopurge failed: %s\n", strerror(-rc));
+                base_log(BASE_LOG_ERROR, "larchd: autopurge failed: %s", strerror(-rc));
         }
         pthread_mutex_lock(&d->lock);
     }
@@ -1166,7 +1178,7 @@ void durability_get_stats(struct durability *d, struct durability_stats *out)
 int durability_purge(const struct config *c, struct storage *st)
 {
     if (!c->data_dir[0]) {
-        fprintf(stderr, "larchd: --purge needs dataDir (--data-dir or zoo.cfg)\n");
+        base_log(BASE_LOG_ERROR, "larchd: --purge needs dataDir (--data-dir or zoo.cfg)");
         return -1;
     }
     char snap_dir[4200], log_dir[4200];
@@ -1174,7 +1186,7 @@ int durability_purge(const struct config *c, struct storage *st)
     int32_t retain = c->autopurge_snap_retain < 3 ? 3 : c->autopurge_snap_retain;
     int rc = purge_dirs(st, snap_dir, log_dir, retain, true);
     if (rc != 0) {
-        fprintf(stderr, "larchd: purge of %s failed: %s\n", snap_dir, strerror(-rc));
+        base_log(BASE_LOG_ERROR, "larchd: purge of %s failed: %s", snap_dir, strerror(-rc));
         return -1;
     }
     return 0;

@@ -1,6 +1,7 @@
 /*
- * main.c — larchd: read the configuration, build the tree, start the
- * sequencer and the workers, wait for SIGINT/SIGTERM, stop in reverse order.
+ * main.c — larchd: read the configuration, set up the log, build the tree,
+ * start the sequencer and the workers, tell the service manager, wait for
+ * SIGINT/SIGTERM (reopening the log at each SIGHUP), stop in reverse order.
  */
 #include "server/server.h"
 
@@ -16,10 +17,50 @@
 
 #include <urcu.h>
 
+/* ---- configuration messages --------------------------------------------- */
+/* The log's level and file come from the configuration being read, so the
+ * configuration's own messages are held until the log is set up, then
+ * logged in order: a warning then obeys --log-level and lands in --log-file
+ * like every later line. More than HELD_MSGS_MAX are not held back: they
+ * are all logged at once, as they come, rather than lost. */
+#define HELD_MSGS_MAX 64
+
+static struct {
+    bool holding;
+    unsigned n;
+    struct {
+        int severity;
+        char text[CONFIG_MSG_MAX];
+    } msg[HELD_MSGS_MAX];
+} held = { .holding = true };
+
+static void log_config_msg(int severity, const char *msg)
+{
+    base_log(severity ? BASE_LOG_ERROR : BASE_LOG_WARN, "larchd: %s%s",
+             severity ? "error: " : "warning: ", msg);
+}
+
+/* Logs what was held, in order; report logs at once from then on. */
+static void release_held(void)
+{
+    for (unsigned i = 0; i < held.n; i++)
+        log_config_msg(held.msg[i].severity, held.msg[i].text);
+    held.n = 0;
+    held.holding = false;
+}
+
 static void report(void *arg, int severity, const char *msg)
 {
     (void)arg;
-    fprintf(stderr, "larchd: %s%s\n", severity ? "error: " : "warning: ", msg);
+    if (held.holding && held.n == HELD_MSGS_MAX)
+        release_held();
+    if (!held.holding) {
+        log_config_msg(severity, msg);
+        return;
+    }
+    held.msg[held.n].severity = severity;
+    snprintf(held.msg[held.n].text, sizeof held.msg[held.n].text, "%s", msg);
+    held.n++;
 }
 
 /* The super digest is given as "user:base64"; connections prove it by
@@ -51,7 +92,7 @@ static int load_membership(struct server *srv)
     srv->config_node = config_membership_text(&srv->cfg, 0);
     srv->config_node_mtime = base_wall_ms();
     if (!srv->config_node) {
-        fprintf(stderr, "larchd: out of memory\n");
+        base_log(BASE_LOG_ERROR, "larchd: out of memory");
         return -1;
     }
     return 0;
@@ -63,14 +104,14 @@ static int open_data(struct server *srv, struct durability_boot *boot)
     char err[512];
     srv->st = storage_posix_new();
     if (!srv->st) {
-        fprintf(stderr, "larchd: out of memory\n");
+        base_log(BASE_LOG_ERROR, "larchd: out of memory");
         return -1;
     }
     int rc = srv->member ? durability_open_member(c, srv->st, srv->tree, &srv->dur, boot, err,
                                                   sizeof(err))
                          : durability_open(c, srv->st, srv->tree, &srv->dur, err, sizeof(err));
     if (rc != 0) {
-        fprintf(stderr, "larchd: %s\n", err);
+        base_log(BASE_LOG_ERROR, "larchd: %s", err);
         return -1;
     }
     return 0;
@@ -97,7 +138,7 @@ static int make_sequencer(struct server *srv, struct durability_boot *boot)
         char err[512];
         srv->peers = peers_new(&srv->ens, err, sizeof(err));
         if (!srv->peers) {
-            fprintf(stderr, "larchd: %s\n", err);
+            base_log(BASE_LOG_ERROR, "larchd: %s", err);
             return -1;
         }
         for (uint32_t i = 0; i < srv->ens.n_members; i++)
@@ -144,9 +185,9 @@ static int make_sequencer(struct server *srv, struct durability_boot *boot)
     srv->seq = seq_new(srv->tree, &scfg, c->workers);
     explicit_bzero(scfg.passwd_key, sizeof scfg.passwd_key);
     if (!srv->seq) {
-        fprintf(stderr, "larchd: cannot create the sequencer%s: %s\n",
-                srv->member ? " (is the term/vote file consistent with the log?)" : "",
-                strerror(errno));
+        base_log(BASE_LOG_ERROR, "larchd: cannot create the sequencer%s: %s",
+                 srv->member ? " (is the term/vote file consistent with the log?)" : "",
+                 strerror(errno));
         return -1;
     }
     if (srv->peers)
@@ -162,27 +203,28 @@ static int start_dpdk(struct server *srv)
     struct ldp_cfg lc = { .eal_args = c->dpdk, .cores = c->dpdk_cores };
     lc.ifc.udp_port = (uint16_t)c->udp.port;
     if (inet_pton(AF_INET, c->udp.host, lc.ifc.ip) != 1) {
-        fprintf(stderr, "larchd: --dpdk: '%s' is not an IPv4 address\n", c->udp.host);
+        base_log(BASE_LOG_ERROR, "larchd: --dpdk: '%s' is not an IPv4 address", c->udp.host);
         return -1;
     }
     char err[512];
     srv->ldp = ldp_start(&lc, srv->dp, err, sizeof err);
     if (!srv->ldp) {
-        fprintf(stderr, "larchd: %s\n", err);
+        base_log(BASE_LOG_ERROR, "larchd: %s", err);
         return -1;
     }
     struct ldp_stats st;
     ldp_get_stats(srv->ldp, &st);
     const uint8_t *mac = st.ifc.mac;
-    fprintf(stderr, "larchd: reads over UDP on %s:%d from DPDK port %u (MAC "
-            "%02x:%02x:%02x:%02x:%02x:%02x, MTU %u, %d poll-mode core%s)\n",
-            c->udp.host, c->udp.port, st.port, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5],
-            st.ifc.mtu, st.cores, st.cores == 1 ? "" : "s");
+    base_log(BASE_LOG_INFO, "larchd: reads over UDP on %s:%d from DPDK port %u (MAC "
+             "%02x:%02x:%02x:%02x:%02x:%02x, MTU %u, %d poll-mode core%s)",
+             c->udp.host, c->udp.port, st.port, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5],
+             st.ifc.mtu, st.cores, st.cores == 1 ? "" : "s");
     return 0;
 #else
     (void)srv;
-    fprintf(stderr, "larchd: --dpdk: this larchd was built without DPDK (meson -Ddpdk=enabled "
-            "with libdpdk-dev installed builds it in)\n");
+    base_log(BASE_LOG_ERROR,
+             "larchd: --dpdk: this larchd was built without DPDK (meson -Ddpdk=enabled "
+             "with libdpdk-dev installed builds it in)");
     return -1;
 #endif
 }
@@ -192,7 +234,7 @@ static int start(struct server *srv)
     struct config *c = &srv->cfg;
     srv->tree = tree_new();
     if (!srv->tree) {
-        fprintf(stderr, "larchd: out of memory building the tree\n");
+        base_log(BASE_LOG_ERROR, "larchd: out of memory building the tree");
         return -1;
     }
     if (config_is_distributed(c) && load_membership(srv) != 0)
@@ -232,7 +274,7 @@ static int start(struct server *srv)
     char err[512];
     srv->dp = dp_new(&dcfg, srv->tree, srv->seq, err, sizeof(err));
     if (!srv->dp) {
-        fprintf(stderr, "larchd: %s\n", err);
+        base_log(BASE_LOG_ERROR, "larchd: %s", err);
         return -1;
     }
     rc = seq_start(srv->seq);
@@ -243,7 +285,7 @@ static int start(struct server *srv)
     if (rc == 0 && srv->dur)
         rc = durability_start(srv->dur);
     if (rc != 0) {
-        fprintf(stderr, "larchd: cannot start threads: %s\n", strerror(-rc));
+        base_log(BASE_LOG_ERROR, "larchd: cannot start threads: %s", strerror(-rc));
         return -1;
     }
     if (c->dpdk[0] && start_dpdk(srv) != 0)
@@ -253,11 +295,12 @@ static int start(struct server *srv)
         srv->metrics = http_start(c->metrics_http_host, c->metrics_http_port, metrics_http_get,
                                   srv, err, sizeof(err));
         if (!srv->metrics) {
-            fprintf(stderr, "larchd: /metrics (metricsProvider.httpHost/httpPort): %s\n", err);
+            base_log(BASE_LOG_ERROR, "larchd: /metrics (metricsProvider.httpHost/httpPort): %s",
+                     err);
             return -1;
         }
-        fprintf(stderr, "larchd: /metrics on %s:%d\n", c->metrics_http_host,
-                http_port(srv->metrics));
+        base_log(BASE_LOG_INFO, "larchd: /metrics on %s:%d", c->metrics_http_host,
+                 http_port(srv->metrics));
     }
     return 0;
 }
@@ -308,27 +351,124 @@ static bool take_purge_flag(int *argc, char **argv)
     return found;
 }
 
+/* ---- the log and the service manager ---------------------------------------- */
+
+/* Reads the flags and zoo.cfg, then sets the log up as they say (level,
+ * file). Returns -1 to go on serving, or the status to exit with. A --purge
+ * run keeps stderr: it is a command whose errors belong to whoever ran it. */
+static int configure(struct config *c, int argc, char **argv, bool purge)
+{
+    bool want_help = false, want_version = false;
+    config_defaults(c);
+    if (config_from_args(c, argc, argv, report, NULL, &want_help, &want_version) != 0) {
+        release_held();
+        base_log(BASE_LOG_ERROR, "larchd: see 'larchd --help'");
+        return 2;
+    }
+    if (want_help || want_version) {
+        release_held();
+        if (want_help)
+            fputs(config_usage(), stdout);
+        else
+            printf("larchd %s (ZooKeeper protocol %s)\n", LARCH_VERSION, LARCH_ZK_VERSION);
+        return 0;
+    }
+    if (config_finish(c, report, NULL) != 0) {
+        release_held();
+        return 2;
+    }
+    base_log_set_level((enum base_log_level)c->log_level);
+    if (!purge && c->log_file[0] != '\0') {
+        int rc = base_log_open_file(c->log_file);
+        if (rc != 0) {
+            release_held(); /* still on the old stderr, beside the error */
+            base_log(BASE_LOG_ERROR, "larchd: cannot open log file %s: %s", c->log_file,
+                     strerror(-rc));
+            return 1;
+        }
+    }
+    release_held();
+    return -1;
+}
+
+/* SIGHUP: reopens --log-file at its path, so that after logrotate renamed
+ * the file (without copytruncate) lines go to a new one there. The
+ * message is the new file's first line. */
+static void reopen_log(const struct config *c)
+{
+    if (c->log_file[0] == '\0') {
+        base_log(BASE_LOG_INFO, "larchd: SIGHUP ignored: no log file to reopen (--log-file)");
+        return;
+    }
+    int rc = base_log_open_file(c->log_file);
+    if (rc != 0)
+        base_log(BASE_LOG_ERROR, "larchd: SIGHUP: cannot reopen log file %s: %s (still "
+                 "writing to the one open before)", c->log_file, strerror(-rc));
+    else
+        base_log(BASE_LOG_INFO, "larchd: SIGHUP: log reopened: %s", c->log_file);
+}
+
+/* Waits for SIGINT or SIGTERM (returned), reopening the log at each SIGHUP
+ * on the way. The signals are blocked in every thread (main blocked them
+ * before any started), so they queue here. */
+static int wait_for_stop(const struct config *c, const sigset_t *set)
+{
+    for (;;) {
+        int sig = 0;
+        int rc = sigwait(set, &sig);
+        BASE_ASSERT(rc == 0); /* fails only for a set with an invalid signal */
+        if (sig != SIGHUP)
+            return sig;
+        reopen_log(c);
+    }
+}
+
+/* Tells a service manager that listens ($NOTIFY_SOCKET; systemd's
+ * Type=notify) what larchd is doing. A failure does not stop larchd: the
+ * manager, which waits for READY=1, times the start out itself. */
+static void notify_manager(const char *state)
+{
+    const char *addr = getenv("NOTIFY_SOCKET");
+    int rc = notify_service(addr, state);
+    if (rc != 0)
+        base_log(BASE_LOG_WARN, "larchd: cannot notify the service manager at NOTIFY_SOCKET=%s: %s",
+                 addr, strerror(-rc));
+}
+
+/* The "serving on" line, and the same as the service manager's status. */
+static void announce_serving(const struct server *srv)
+{
+    const struct config *c = &srv->cfg;
+    for (uint32_t i = 0; srv->member && i < srv->ens.n_members; i++)
+        if (srv->ens.members[i].id == srv->ens.self_id)
+            base_log(BASE_LOG_INFO,
+                     "larchd: server %u of an ensemble of %u (%s), quorum address %s:%d",
+                     srv->ens.self_id, srv->ens.n_members,
+                     srv->ens.self_observer ? "observer" : "participant",
+                     srv->ens.members[i].host, srv->ens.members[i].quorum_port);
+    base_log(BASE_LOG_INFO, "larchd: serving on %s:%d (%d workers + 1 sequencer%s; %s%s)",
+             c->client_port_address, dp_port(srv->dp), c->workers,
+             want_inline_sequencer(c) && !srv->dur ? ", write rounds inline on workers" : "",
+             srv->dur ? "durable in " : "no dataDir: data is in memory only",
+             srv->dur ? c->data_dir : "");
+    if (dp_udp_port(srv->dp) != 0)
+        base_log(BASE_LOG_INFO, "larchd: reads over UDP on %s:%d (dataplane/UDP.md)",
+                 c->udp.host, dp_udp_port(srv->dp));
+    char state[sizeof c->client_port_address + sizeof c->log_file + 64];
+    snprintf(state, sizeof state, "READY=1\nSTATUS=serving on %s:%d%s%s%s",
+             c->client_port_address, dp_port(srv->dp), c->log_file[0] ? " (log: " : "",
+             c->log_file, c->log_file[0] ? ")" : "");
+    notify_manager(state);
+}
+
 int main(int argc, char **argv)
 {
     static struct server srv;
-    bool want_help = false, want_version = false;
     bool want_purge = take_purge_flag(&argc, argv);
-    config_defaults(&srv.cfg);
     atomic_init(&srv.trace_mask, LARCH_TRACE_MASK_DEFAULT);
-    if (config_from_args(&srv.cfg, argc, argv, report, NULL, &want_help, &want_version) != 0) {
-        fprintf(stderr, "larchd: see 'larchd --help'\n");
-        return 2;
-    }
-    if (want_help) {
-        fputs(config_usage(), stdout);
-        return 0;
-    }
-    if (want_version) {
-        printf("larchd %s (ZooKeeper protocol %s)\n", LARCH_VERSION, LARCH_ZK_VERSION);
-        return 0;
-    }
-    if (config_finish(&srv.cfg, report, NULL) != 0)
-        return 2;
+    int status = configure(&srv.cfg, argc, argv, want_purge);
+    if (status >= 0)
+        return status;
     if (want_purge) {
         struct storage *st = storage_posix_new();
         int rc = st && durability_purge(&srv.cfg, st) == 0 ? 0 : 1;
@@ -343,6 +483,7 @@ int main(int argc, char **argv)
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -351,23 +492,11 @@ int main(int argc, char **argv)
         rcu_unregister_thread();
         return 1;
     }
-    for (uint32_t i = 0; srv.member && i < srv.ens.n_members; i++)
-        if (srv.ens.members[i].id == srv.ens.self_id)
-            fprintf(stderr, "larchd: server %u of an ensemble of %u (%s), quorum address %s:%d\n",
-                    srv.ens.self_id, srv.ens.n_members,
-                    srv.ens.self_observer ? "observer" : "participant", srv.ens.members[i].host,
-                    srv.ens.members[i].quorum_port);
-    fprintf(stderr, "larchd: serving on %s:%d (%d workers + 1 sequencer%s; %s%s)\n",
-            srv.cfg.client_port_address, dp_port(srv.dp), srv.cfg.workers,
-            want_inline_sequencer(&srv.cfg) && !srv.dur ? ", write rounds inline on workers" : "",
-            srv.dur ? "durable in " : "no dataDir: data is in memory only",
-            srv.dur ? srv.cfg.data_dir : "");
-    if (dp_udp_port(srv.dp) != 0)
-        fprintf(stderr, "larchd: reads over UDP on %s:%d (dataplane/UDP.md)\n", srv.cfg.udp.host,
-                dp_udp_port(srv.dp));
-    int sig = 0;
-    sigwait(&set, &sig);
-    fprintf(stderr, "larchd: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    announce_serving(&srv);
+    int sig = wait_for_stop(&srv.cfg, &set);
+    base_log(BASE_LOG_INFO, "larchd: %s, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    notify_manager(sig == SIGINT ? "STOPPING=1\nSTATUS=shutting down (SIGINT)"
+                                 : "STOPPING=1\nSTATUS=shutting down (SIGTERM)");
     stop(&srv);
     rcu_unregister_thread();
     return 0;

@@ -168,7 +168,8 @@ static int resolve(const char *host, char *out, size_t len, char *err, size_t er
 static void report_membership(void *arg, int severity, const char *msg)
 {
     (void)arg;
-    fprintf(stderr, "larchd: peers: %s%s\n", severity ? "" : "warning: ", msg);
+    base_log(severity ? BASE_LOG_ERROR : BASE_LOG_WARN, "larchd: peers: %s%s",
+             severity ? "" : "warning: ", msg);
 }
 
 /* The address literal for server srv: the cached one when its host is as
@@ -180,8 +181,8 @@ static int member_addr(struct peers *p, const struct config_server *srv, const c
     if (r->host[0] == '\0' || strcmp(r->host, srv->host) != 0) {
         char why[300], lit[PEER_LINK_HOST_BYTES_MAX];
         if (resolve(srv->host, lit, sizeof lit, why, sizeof why) != 0) {
-            fprintf(stderr, "larchd: peers: server.%u: %s: no link to it\n", (unsigned)srv->id,
-                    why);
+            base_log(BASE_LOG_ERROR, "larchd: peers: server.%u: %s: no link to it",
+                     (unsigned)srv->id, why);
             return -1;
         }
         size_t len = strnlen(srv->host, sizeof r->host - 1); /* distinct arrays of one struct */
@@ -211,8 +212,8 @@ static int links_set(struct peers *p, const struct peer_link_member *m, uint32_t
     }
     pthread_mutex_unlock(&p->mu);
     if (rc != 0)
-        fprintf(stderr, "larchd: peers: membership refused by the peer link: %s\n",
-                rc == -EINVAL ? err : strerror(-rc));
+        base_log(BASE_LOG_ERROR, "larchd: peers: membership refused by the peer link: %s",
+                 rc == -EINVAL ? err : strerror(-rc));
     return rc == 0 ? 0 : -1;
 }
 
@@ -242,7 +243,7 @@ static void ops_membership(void *arg, const struct raft_config *c)
     }
     if (config_parse_members((const char *)c->extra, c->extra_len, "membership", p->scratch,
                              &n_srv, report_membership, NULL) != 0) {
-        fprintf(stderr, "larchd: peers: membership not understood: links unchanged\n");
+        base_log(BASE_LOG_ERROR, "larchd: peers: membership not understood: links unchanged");
         return;
     }
     struct peer_link_member m[CONFIG_SERVERS_MAX];

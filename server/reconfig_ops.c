@@ -175,7 +175,7 @@ static int ops_plan(void *arg, const uint8_t *body, size_t len, bool super,
         rc = ZK_ENOAUTH;
     if (rc != ZK_OK) {
         if (rc != ZK_ENOAUTH)
-            fprintf(stderr, "larchd: reconfig refused (%s): %s\n", zk_err_name(rc), msg);
+            base_log(BASE_LOG_WARN, "larchd: reconfig refused (%s): %s", zk_err_name(rc), msg);
         return rc;
     }
     char *desc = change_description(next, n_next, now, n_now);
@@ -183,8 +183,9 @@ static int ops_plan(void *arg, const uint8_t *body, size_t len, bool super,
         return ZK_ESYSTEMERROR;
     size_t dlen = strlen(desc);
     if (dlen > RAFT_CONFIG_EXTRA_MAX) {
-        fprintf(stderr, "larchd: reconfig refused: the membership's server.N lines take %zu "
-                        "bytes, more than %d\n", dlen, RAFT_CONFIG_EXTRA_MAX);
+        base_log(BASE_LOG_WARN,
+                 "larchd: reconfig refused: the membership's server.N lines take %zu "
+                 "bytes, more than %d", dlen, RAFT_CONFIG_EXTRA_MAX);
         free(desc);
         return ZK_EBADARGUMENTS;
     }
@@ -217,8 +218,9 @@ static void ops_applied(void *arg, const char *text, size_t len)
     snprintf(dir, sizeof dir, "%s", path);
     int rc = storage_write_whole(srv->st, dirname(dir), path, text, len, 0);
     if (rc != 0)
-        fprintf(stderr, "larchd: cannot write dynamicConfigFile %s: %s (the data dir keeps "
-                        "the membership all the same)\n", path, strerror(-rc));
+        base_log(BASE_LOG_ERROR,
+                 "larchd: cannot write dynamicConfigFile %s: %s (the data dir keeps "
+                 "the membership all the same)", path, strerror(-rc));
 }
 
 int reconfig_current_servers(const struct server *srv, const struct raft_config *c,

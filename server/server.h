@@ -76,6 +76,19 @@ const struct seq_reconfig_ops *reconfig_ops(void);
 int reconfig_current_servers(const struct server *srv, const struct raft_config *c,
                              struct config_server *out, uint32_t *n);
 
+/* ---- the service manager (notify.c) ------------------------------------ */
+/* Sends state (sd_notify's newline-separated "VAR=value" lines, e.g.
+ * "READY=1\nSTATUS=serving") as one datagram to the AF_UNIX socket addr,
+ * which main takes from $NOTIFY_SOCKET: a path, or "@name" for a name in
+ * the abstract namespace. A NULL or empty addr (larchd was not started by
+ * a service manager that listens) sends nothing and returns 0. Otherwise
+ * 0, or -errno: -EAFNOSUPPORT for an address of another form (systemd's
+ * vsock:), -ENAMETOOLONG, or what socket/sendto said (-ENOENT,
+ * -ECONNREFUSED: nobody listens there). Like sd_notify, it waits if the
+ * receiver's queue is full (systemd drains its socket promptly). Any
+ * thread; it reads no environment itself. */
+int notify_service(const char *addr, const char *state);
+
 /* dp_fourlw_fn: answers one four-letter word (runs on a worker thread). */
 void fourlw_answer(void *arg, struct dp *dp, const char *word, int64_t word_arg,
                    struct zk_wbuf *out);

@@ -332,7 +332,7 @@ void tree_insert(struct tree *t, struct znode *n)
                             &n->hnode);
     if (got != &n->hnode) {
         /* callers look the path up first on the single writer thread */
-        fprintf(stderr, "tree: duplicate insert of %s\n", n->path);
+        base_log(BASE_LOG_ERROR, "tree: duplicate insert of %s", n->path);
         abort();
     }
     atomic_fetch_add_explicit(&t->node_count, 1, memory_order_relaxed);
@@ -369,7 +369,7 @@ void tree_grow_index(struct tree *t)
 void tree_remove(struct tree *t, struct znode *n)
 {
     if (cds_lfht_del(tree_nodes_ht(t), &n->hnode) != 0) {
-        fprintf(stderr, "tree: removing %s which is not in the table\n", n->path);
+        base_log(BASE_LOG_ERROR, "tree: removing %s which is not in the table", n->path);
         abort();
     }
     atomic_fetch_sub_explicit(&t->node_count, 1, memory_order_relaxed);

@@ -213,6 +213,7 @@ static void test_every_key(void **state)
                       "DigestAuthenticationProvider.superDigest=super:D/InIHSb7yEEbrWz8b9l71RjZJU=\n"
                       "larch.workers=3\n"
                       "larch.logLevel=DEBUG\n"
+                      "larch.logFile=/var/log/larch/larchd.log\n"
                       "larch.udp=[::1]:2282\n";
     assert_int_equal(parse(&c, &m, cfg), 0);
     if (m.n)
@@ -241,6 +242,7 @@ static void test_every_key(void **state)
     assert_string_equal(c.super_digest, "super:D/InIHSb7yEEbrWz8b9l71RjZJU=");
     assert_int_equal(c.workers, 3);
     assert_int_equal(c.log_level, 3);
+    assert_string_equal(c.log_file, "/var/log/larch/larchd.log");
     assert_string_equal(c.udp.host, "::1");
     assert_int_equal(c.udp.port, 2282);
 }
@@ -944,7 +946,7 @@ static void test_flags_all(void **state)
                   "--max-session-timeout=9000", "--max-client-cnxns", "5", "--4lw", "ruok,conf",
                   "--super-digest", "a:D/InIHSb7yEEbrWz8b9l71RjZJU=", "--ttl", "off",
                   "--data-dir", "/d", "--data-log-dir=/l", "--max-buffer", "2048", "--log-level",
-                  "error", "--read-only=on", NULL);
+                  "error", "--read-only=on", "--log-file", "/l/larchd.log", NULL);
     if (m.n)
         dump_msgs(&m);
     assert_int_equal(rc, 0);
@@ -965,6 +967,7 @@ static void test_flags_all(void **state)
     assert_string_equal(c.data_log_dir, "/l");
     assert_int_equal(c.max_buffer_bytes, 2048);
     assert_int_equal(c.log_level, 0);
+    assert_string_equal(c.log_file, "/l/larchd.log");
     assert_true(c.read_only_mode);
 }
 
@@ -1225,7 +1228,8 @@ static void test_format_round_trip(void **state)
 
     assert_int_equal(parse(&c, &m, "tickTime=1500\nclientPort=2999\ndataDir=/x y\n"
                                    "4lw.commands.whitelist=ruok,mntr\nreadonlymode.enabled=true\n"
-                                   "larch.workers=5\nlarch.logLevel=debug\nmaxSessionTimeout=60000\n"), 0);
+                                   "larch.workers=5\nlarch.logLevel=debug\nmaxSessionTimeout=60000\n"
+                                   "larch.logFile=/var/log/larch d.log\n"), 0);
     assert_int_equal(config_finish(&c, collect, &m), 0);
     size_t n = config_format(&c, first, sizeof first);
     assert_int_equal(parse(&d, &m, first), 0);
@@ -1233,6 +1237,7 @@ static void test_format_round_trip(void **state)
     assert_int_equal(config_finish(&d, collect, &m), 0);
     assert_int_equal(config_format(&d, second, sizeof second), n);
     assert_string_equal(first, second);
+    assert_non_null(strstr(first, "\nlarch.logFile=/var/log/larch d.log\n"));
     assert_int_equal(d.tick_time_ms, 1500);
     assert_int_equal(d.workers, 5);
     assert_string_equal(d.data_dir, "/x y");
@@ -1244,7 +1249,8 @@ static void test_usage_mentions_everything(void **state)
     static const char *const words[] = {
         "--config", "--port", "--bind", "--workers", "--tick-time", "--min-session-timeout",
         "--max-session-timeout", "--max-client-cnxns", "--4lw", "--super-digest", "--ttl",
-        "--data-dir", "--data-log-dir", "--max-buffer", "--log-level", "--read-only", "--help",
+        "--data-dir", "--data-log-dir", "--max-buffer", "--log-level", "--log-file",
+        "--read-only", "--help",
         "-h,", "--version", "-V,", "tickTime=2000", "dataDir=", "dataLogDir=", "clientPort=2181",
         "clientPortAddress=0.0.0.0", "(127.0.0.1 without a zoo.cfg)", "minSessionTimeout=", "maxSessionTimeout=",
         "maxClientCnxns=60", "4lw.commands.whitelist=srvr", "readonlymode.enabled=false",
@@ -1253,6 +1259,7 @@ static void test_usage_mentions_everything(void **state)
         "jute.maxbuffer=1048575", "zookeeper.extendedTypesEnabled=true",
         "DigestAuthenticationProvider.superDigest=", "enforce.auth.enabled=false",
         "enforce.auth.schemes=", "cannot\n  honour", "larch.workers=", "larch.logLevel=info",
+        "larch.logFile=", "SIGHUP",
         "preAllocSize=65536", "--inline-sequencer", "larch.inlineSequencer=", "maxCnxns=0",
         "nio.sessionlessCnxnTimeout=10000", "larch.maxBufferedBytes=268435456",
         "larch.connection.maxBufferBytes=", "larch.connection.outputHighWaterBytes=1048576",
@@ -1264,6 +1271,58 @@ static void test_usage_mentions_everything(void **state)
             fprintf(stderr, "usage lacks '%s'\n", words[i]);
         assert_non_null(strstr(u, words[i]));
     }
+}
+
+/* ------------------------------------------------------------------ packaging/zoo.cfg */
+
+/* The sample configuration the systemd unit reads parses without a warning,
+ * and so does every setting it leaves commented out ("#key=value" lines), so
+ * an operator who enables one gets what the comment says. */
+static void test_packaged_sample_loads_cleanly(void **state)
+{
+    (void)state;
+    static const char path[] = LARCH_PACKAGING "/zoo.cfg";
+    struct config c;
+    struct msgs m = { 0 };
+    config_defaults(&c);
+    assert_int_equal(config_load(&c, path, collect, &m), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    if (m.n)
+        dump_msgs(&m);
+    assert_int_equal(m.n, 0);
+    assert_string_equal(c.data_dir, "/var/lib/larch");
+    assert_int_equal(c.client_port, 2181);
+    assert_string_equal(c.client_port_address, "127.0.0.1");
+    assert_string_equal(c.four_letter_words, "srvr,ruok,mntr,conf");
+    assert_int_equal(c.autopurge_interval_h, 24);
+    assert_int_equal(c.log_level, 2);
+    assert_string_equal(c.log_file, "");
+
+    /* the settings left off: each "#key=value" line without its '#' */
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    static char off[16384];
+    size_t used = 0;
+    int n_off = 0;
+    char line[1024];
+    while (fgets(line, sizeof line, f) != NULL) {
+        if (line[0] != '#' || line[1] == ' ' || line[1] == '\n' || line[1] == '#')
+            continue;
+        size_t len = strlen(line + 1);
+        assert_true(used + len < sizeof off);
+        memcpy(off + used, line + 1, len + 1);
+        used += len;
+        n_off++;
+    }
+    fclose(f);
+    assert_true(n_off >= 2);
+    assert_int_equal(config_parse_text(&c, off, used, path, collect, &m), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    if (m.n)
+        dump_msgs(&m);
+    assert_int_equal(m.n, 0);
+    assert_string_equal(c.log_file, "/var/log/larch/larchd.log");
+    assert_true(c.data_log_dir_set);
 }
 
 /* ------------------------------------------------------------------ the ensemble */
@@ -1758,6 +1817,7 @@ int main(void)
         cmocka_unit_test(test_format),
         cmocka_unit_test(test_format_round_trip),
         cmocka_unit_test(test_usage_mentions_everything),
+        cmocka_unit_test(test_packaged_sample_loads_cleanly),
         cmocka_unit_test(test_ensemble_three_servers),
         cmocka_unit_test(test_ensemble_timing),
         cmocka_unit_test(test_ensemble_observers),
