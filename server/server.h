@@ -70,6 +70,102 @@ void fourlw_answer(void *arg, struct dp *dp, const char *word, struct zk_wbuf *o
 /* Whitelist check for the dataplane. */
 bool fourlw_allowed(void *arg, const char *word);
 
+/* ---- what the 4lw and the AdminServer report (fourlw.c) ------------------- */
+/* Each fact is gathered here once: the 4lw print it as text, the
+ * AdminServer (admin.c) writes it as JSON. Any thread registered with
+ * liburcu (the tree is read under RCU): a worker for the 4lw, the HTTP
+ * thread for the AdminServer. */
+
+/* ZooKeeper's Version.getFullVersion: "<version>, built on <date time>". */
+const char *server_full_version(void);
+
+/* One value of a report, typed as ZooKeeper's Java objects are (a long,
+ * a double, a String, a Boolean), so that JSON gets the same types. */
+enum report_type { REPORT_INT, REPORT_UINT, REPORT_DOUBLE, REPORT_TEXT, REPORT_BOOL };
+struct report_value {
+    enum report_type type;
+    union {
+        int64_t i;
+        uint64_t u;
+        double d;
+        const char *text;
+        bool b;
+    };
+};
+/* Takes one key and value; both are valid during the call only. */
+typedef void (*report_fn)(void *arg, const char *key, const struct report_value *v);
+/* mntr's values, in its order, keys without "zk_" (ZooKeeper's
+ * dumpMonitorValues and its metrics provider's dump). zxids and digests
+ * are text ("0x..."), as mntr prints them. */
+void server_monitor(struct server *srv, report_fn fn, void *arg);
+/* envi's entries (ZooKeeper's Environment.list), every value text. */
+void server_environment(struct server *srv, report_fn fn, void *arg);
+
+/* The tree's and the dataplane's counters, read once. */
+struct server_counts {
+    struct tree_stats tree;
+    struct dp_stats dp;
+};
+void server_get_counts(struct server *srv, struct server_counts *out);
+/* Request latency as mntr and srvr print it: whole milliseconds, the
+ * average rounded to four decimals (as ZooKeeper's AvgMinMaxCounter). */
+struct server_latency {
+    uint64_t min_ms, max_ms;
+    double avg_ms;
+};
+void server_latency(const struct dp_stats *d, struct server_latency *out);
+
+/* ZooKeeper's server state: "standalone", "leader", "follower",
+ * "observer", "read-only" or "looking" (a static string). */
+const char *server_state_name(struct server *srv);
+/* ZooKeeper's Zab phase of a server in that state: "" standalone,
+ * "broadcast" with a leader, "election" without. */
+const char *server_zab_phase(const char *state);
+/* isro: serving read-only clients without a quorum (readonlymode). */
+bool server_read_only(struct server *srv);
+/* Clients are served: standalone, or a member with a leader or read-only
+ * (ZooKeeper's zkServer.isRunning()). */
+bool server_serving(struct server *srv);
+
+/* (session, path) pairs: watches, or ephemeral nodes by owner. */
+struct server_path_entry {
+    int64_t session;
+    char *path;
+};
+struct server_paths {
+    struct server_path_entry *v;
+    size_t n, cap;
+    bool oom;
+};
+void server_paths_free(struct server_paths *l);
+enum server_order { SERVER_BY_SESSION, SERVER_BY_PATH };
+/* Every watch of every connection (a data and a child watch on one path
+ * are two), sorted by session then path or by path then session: 0, or
+ * -ENOMEM with *out empty. Free with server_paths_free. */
+int server_watches(struct server *srv, enum server_order order, struct server_paths *out);
+/* wchs: sessions watching, distinct paths watched, watches. 0 or -ENOMEM. */
+struct server_watch_summary {
+    size_t connections, paths, watches;
+};
+int server_watch_summary(struct server *srv, struct server_watch_summary *out);
+
+/* dump: every session, with the time (base_mono_ms) past which the
+ * sequencer expires it if it stays silent, and the ephemeral nodes by
+ * owner (sorted by session, then path). 0, or -ENOMEM with *out empty.
+ * Free with server_sessions_free. */
+struct server_session_entry {
+    int64_t id;
+    int32_t timeout_ms;
+    int64_t expires_ms;
+};
+struct server_sessions {
+    struct server_session_entry *v; /* in the tree's order */
+    size_t n, cap;
+    struct server_paths ephemerals;
+};
+int server_sessions(struct server *srv, struct server_sessions *out);
+void server_sessions_free(struct server_sessions *s);
+
 /* ---- HTTP endpoints (http.c) ---------------------------------------------- */
 struct http;
 /* Answers one GET of url (path only): the HTTP status, the body appended
