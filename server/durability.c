@@ -658,6 +658,11 @@ const char *durability_state_dir(const struct durability *d)
     return d->snap_dir;
 }
 
+const char *durability_log_dir(const struct durability *d)
+{
+    return d->log_dir;
+}
+
 static int open_dirs(const struct config *c, struct storage *st, struct tree *t,
                      struct durability_boot *boot, struct durability **out, char *err,
                      size_t errlen)

@@ -84,8 +84,11 @@ int durability_open_member(const struct config *c, struct storage *st, struct tr
                            struct durability **out, struct durability_boot *boot, char *err,
                            size_t errlen);
 void durability_boot_free(struct durability_boot *b);
-/* The directory of the term/vote file (<dataDir>/larch). */
+/* The directory of the term/vote file (<dataDir>/larch), which holds the
+ * snapshots too. */
 const char *durability_state_dir(const struct durability *d);
+/* The directory of the txn log (<dataLogDir>/larch). */
+const char *durability_log_dir(const struct durability *d);
 struct txnlog *durability_log(struct durability *d);
 /* Copies the session-password key (seq_cfg.passwd_key). */
 void durability_passwd_key(const struct durability *d, uint8_t out[SEQ_PASSWD_KEY_BYTES]);

@@ -568,6 +568,31 @@ static void envi_line(void *arg, const char *key, const struct report_value *v)
     outf(arg, "%s=%s\n", key, v->text);
 }
 
+/* ---- the data dirs ------------------------------------------------------------ */
+
+/* Bytes in the regular files of dir (no subdirectories: larchd's data
+ * dirs have none); 0 when it cannot be read. */
+static uint64_t dir_bytes(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    uint64_t total = 0;
+    struct dirent *e;
+    struct stat st;
+    while ((e = readdir(d)) != NULL)
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+            total += (uint64_t)st.st_size;
+    closedir(d);
+    return total;
+}
+
+void server_dir_sizes(struct server *srv, uint64_t *data_bytes, uint64_t *log_bytes)
+{
+    *data_bytes = srv->dur ? dir_bytes(durability_state_dir(srv->dur)) : 0;
+    *log_bytes = srv->dur ? dir_bytes(durability_log_dir(srv->dur)) : 0;
+}
+
 /* ---- watches, sessions and ephemerals ---------------------------------------- */
 
 static bool paths_add(struct server_paths *l, int64_t session, const char *path)
@@ -789,6 +814,8 @@ void fourlw_answer(void *arg, struct dp *dp, const char *word, struct zk_wbuf *o
     } else if (strcmp(word, "dump") == 0) {
         put_dump(srv, out);
     } else if (strcmp(word, "dirs") == 0) {
-        outf(out, "datadir_size: 0\nlogdir_size: 0\n");
+        uint64_t data, log;
+        server_dir_sizes(srv, &data, &log);
+        outf(out, "datadir_size: %" PRIu64 "\nlogdir_size: %" PRIu64 "\n", data, log);
     }
 }

@@ -127,6 +127,12 @@ bool server_read_only(struct server *srv);
  * (ZooKeeper's zkServer.isRunning()). */
 bool server_serving(struct server *srv);
 
+/* dirs: the bytes of the files in larchd's data dirs, <dataDir>/larch
+ * (snapshots) and <dataLogDir>/larch (the txn log), which stand where
+ * ZooKeeper's version-2 directories do; one number twice when they are
+ * one directory, as ZooKeeper reports it. 0 without a dataDir. */
+void server_dir_sizes(struct server *srv, uint64_t *data_bytes, uint64_t *log_bytes);
+
 /* (session, path) pairs: watches, or ephemeral nodes by owner. */
 struct server_path_entry {
     int64_t session;

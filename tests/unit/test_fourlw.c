@@ -1,7 +1,7 @@
 /*
  * test_fourlw.c — the four-letter-word formatting of server/fourlw.c, with
  * the dataplane replaced by stubs (no sockets): wchp and wchc must print
- * every watched path whole, however long.
+ * every watched path whole, however long; dirs measures the data dirs.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,8 +9,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <urcu.h>
 
@@ -60,6 +63,21 @@ void durability_get_stats(struct durability *d, struct durability_stats *out)
     memset(out, 0, sizeof *out);
 }
 
+/* the data dirs "dirs" measures (durability's larch/ subdirectories) */
+static const char *stub_snap_dir = "", *stub_log_dir = "";
+
+const char *durability_state_dir(const struct durability *d)
+{
+    (void)d;
+    return stub_snap_dir;
+}
+
+const char *durability_log_dir(const struct durability *d)
+{
+    (void)d;
+    return stub_log_dir;
+}
+
 /* ---- tests ------------------------------------------------------------------ */
 
 static char *long_path(size_t len, char fill)
@@ -72,13 +90,12 @@ static char *long_path(size_t len, char fill)
     return p;
 }
 
-/* Runs word and returns its output as a NUL-terminated string. */
-static char *answer(const char *word)
+/* Runs word for srv and returns its output as a NUL-terminated string. */
+static char *answer_for(struct server *srv, const char *word)
 {
-    struct server srv = { 0 };
     struct zk_wbuf out;
     zk_wbuf_init(&out);
-    fourlw_answer(&srv, NULL, word, &out);
+    fourlw_answer(srv, NULL, word, &out);
     assert_false(out.err);
     char *s = malloc(out.len + 1);
     assert_non_null(s);
@@ -86,6 +103,12 @@ static char *answer(const char *word)
     s[out.len] = '\0';
     zk_wbuf_free(&out);
     return s;
+}
+
+static char *answer(const char *word)
+{
+    struct server srv = { 0 };
+    return answer_for(&srv, word);
 }
 
 static char *concat(const char *const *parts, size_t n)
@@ -137,10 +160,69 @@ static void test_watch_dumps_print_long_paths_whole(void **state)
     stub_nwatches = 0;
 }
 
+static void write_bytes(const char *path, size_t n)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(fputc('x', f), 'x');
+    assert_int_equal(fclose(f), 0);
+}
+
+/* dirs: the bytes of the regular files in the snapshot and log dirs, not
+ * counting subdirectories or what symbolic links point at; 0 and 0
+ * without a dataDir. */
+static void test_dirs_measures_the_data_dirs(void **state)
+{
+    (void)state;
+    char *got = answer("dirs");
+    assert_string_equal(got, "datadir_size: 0\nlogdir_size: 0\n");
+    free(got);
+
+    char snap[] = "/tmp/test_fourlw_snapXXXXXX", log[] = "/tmp/test_fourlw_logXXXXXX";
+    char path[128];
+    assert_non_null(mkdtemp(snap));
+    assert_non_null(mkdtemp(log));
+    snprintf(path, sizeof path, "%s/snapshot.0", snap);
+    write_bytes(path, 1000);
+    snprintf(path, sizeof path, "%s/secret", snap);
+    write_bytes(path, 32);
+    snprintf(path, sizeof path, "%s/sub", snap);
+    assert_int_equal(mkdir(path, 0700), 0);
+    snprintf(path, sizeof path, "%s/log.1", log);
+    write_bytes(path, 70000);
+    snprintf(path, sizeof path, "%s/link", log);
+    assert_int_equal(symlink("/etc/passwd", path), 0);
+    stub_snap_dir = snap;
+    stub_log_dir = log;
+    struct server srv = { .dur = (struct durability *)&srv }; /* only tested for NULL */
+    got = answer_for(&srv, "dirs");
+    assert_string_equal(got, "datadir_size: 1032\nlogdir_size: 70000\n");
+    free(got);
+    stub_log_dir = snap; /* one directory: one number twice */
+    got = answer_for(&srv, "dirs");
+    assert_string_equal(got, "datadir_size: 1032\nlogdir_size: 1032\n");
+    free(got);
+
+    const char *const rm[] = { "snapshot.0", "secret", "sub" };
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", snap, rm[i]);
+        assert_int_equal(remove(path), 0);
+    }
+    snprintf(path, sizeof path, "%s/log.1", log);
+    assert_int_equal(remove(path), 0);
+    snprintf(path, sizeof path, "%s/link", log);
+    assert_int_equal(remove(path), 0);
+    assert_int_equal(rmdir(snap), 0);
+    assert_int_equal(rmdir(log), 0);
+    stub_snap_dir = stub_log_dir = "";
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_watch_dumps_print_long_paths_whole),
+        cmocka_unit_test(test_dirs_measures_the_data_dirs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
