@@ -16,6 +16,8 @@
 
 #include <urcu.h>
 
+#define METRICS_IDLE_TIMEOUT_S 10 /* a scraper's connection idle this long is dropped */
+
 static void report(void *arg, int severity, const char *msg)
 {
     (void)arg;
@@ -250,8 +252,8 @@ static int start(struct server *srv)
         return -1;
     srv->started_ms = base_wall_ms();
     if (c->metrics_prometheus) {
-        srv->metrics = http_start(c->metrics_http_host, c->metrics_http_port, metrics_http_get,
-                                  srv, err, sizeof(err));
+        srv->metrics = http_start(c->metrics_http_host, c->metrics_http_port,
+                                  METRICS_IDLE_TIMEOUT_S, metrics_http_get, srv, err, sizeof(err));
         if (!srv->metrics) {
             fprintf(stderr, "larchd: /metrics (metricsProvider.httpHost/httpPort): %s\n", err);
             return -1;

@@ -180,9 +180,10 @@ struct http;
 typedef int (*http_get_fn)(void *arg, const char *url, struct zk_wbuf *out, const char **type);
 /* Binds host (an IP literal):port (0: any free one) and serves GET and
  * HEAD through get on a thread of its own, registered with liburcu (get
- * may read the tree). NULL with err naming the address and the problem. */
-struct http *http_start(const char *host, int port, http_get_fn get, void *arg, char *err,
-                        size_t errlen);
+ * may read the tree); a connection idle for idle_timeout_s (at least 1)
+ * is closed. NULL with err naming the address and the problem. */
+struct http *http_start(const char *host, int port, unsigned idle_timeout_s, http_get_fn get,
+                        void *arg, char *err, size_t errlen);
 int http_port(const struct http *h); /* the bound port */
 /* Stops the thread and closes the socket; NULL is a no-op. */
 void http_stop(struct http *h);
