@@ -261,12 +261,23 @@ static int start(struct server *srv)
         fprintf(stderr, "larchd: /metrics on %s:%d\n", c->metrics_http_host,
                 http_port(srv->metrics));
     }
+    if (c->admin_enabled) {
+        srv->admin = admin_start(srv, err, sizeof(err));
+        if (!srv->admin) {
+            fprintf(stderr, "larchd: AdminServer: %s\n", err);
+            return -1;
+        }
+        fprintf(stderr, "larchd: AdminServer on %s:%d, command URL %s\n", c->admin_host,
+                admin_port(srv->admin), c->admin_command_url);
+    }
     return 0;
 }
 
 static void stop(struct server *srv)
 {
-    http_stop(srv->metrics); /* first: its pages read everything below */
+    admin_stop(srv->admin); /* first: its answers read everything below */
+    srv->admin = NULL;
+    http_stop(srv->metrics); /* likewise */
     srv->metrics = NULL;
     if (srv->dp)
         dp_stop(srv->dp);

@@ -35,6 +35,7 @@ struct server {
     int64_t config_node_mtime;
     struct ldp *ldp;   /* the UDP path on a DPDK port (dpdk/dpdk.h), NULL: none */
     struct http *metrics; /* /metrics (metricsProvider.*), NULL: off */
+    struct admin *admin;  /* the AdminServer (admin.*), NULL: off */
 };
 
 /* ---- the peer link as the sequencer's transport (peers.c) --------------- */
@@ -196,5 +197,19 @@ void http_stop(struct http *h);
 void metrics_prometheus(struct server *srv, struct zk_wbuf *out);
 /* An http_get_fn (arg: the struct server) serving /metrics. */
 int metrics_http_get(void *arg, const char *url, struct zk_wbuf *out, const char **type);
+
+/* ---- ZooKeeper's AdminServer (admin.c) ------------------------------------ */
+/* admin.enableServer: JSON answers to the four-letter words at
+ * http://admin.serverAddress:admin.serverPort<admin.commandURL>/<command>,
+ * the commands ZooKeeper 3.9's Commands registers (README "AdminServer"
+ * lists which differ and why). srv must be started (the dataplane up):
+ * the answers read it. Reads the --config file's text once, for
+ * initial_configuration. NULL with err naming the problem (a taken port:
+ * the address). */
+struct admin;
+struct admin *admin_start(struct server *srv, char *err, size_t errlen);
+int admin_port(const struct admin *a); /* the bound port */
+/* Stops answering (joins the HTTP thread) and frees a; NULL is a no-op. */
+void admin_stop(struct admin *a);
 
 #endif /* LARCH_SERVER_H */
