@@ -13,6 +13,7 @@
 #include "base/base.h"
 
 #include <assert.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -102,6 +103,7 @@ enum kind {
     K_HOSTPORT,        /* IPv4:PORT or [IPv6]:PORT, a literal and 1..65535 */
     K_AUTH_SCHEMES,    /* enforce.auth.schemes: digest, ip (comma-separated) */
     K_METRICS_CLASS,   /* metricsProvider.className: Prometheus's or ZooKeeper's default */
+    K_URL_PATH,        /* admin.commandURL: "/" then URL-safe characters, no trailing '/' */
     K_META_CONFIG,     /* --config FILE */
     K_META_HELP,       /* --help, -h */
     K_META_VERSION,    /* --version, -V */
@@ -167,6 +169,14 @@ static const struct setting key_settings[] = {
     ROW("metricsProvider.className", K_METRICS_CLASS, metrics_prometheus, 0, 0, false),
     ROW("metricsProvider.httpHost", K_STRING, metrics_http_host, 1, 0, false),
     ROW("metricsProvider.httpPort", K_INT32, metrics_http_port, 0, 65535, false),
+    /* ZooKeeper's AdminServer (JettyAdminServer reads these as
+     * zookeeper.admin.* system properties); larchd's default for
+     * enableServer is false: see config_usage */
+    ROW("admin.enableServer", K_BOOL, admin_enabled, 0, 0, true),
+    ROW("admin.serverAddress", K_STRING, admin_host, 1, 0, true),
+    ROW("admin.serverPort", K_INT32, admin_port, 0, 65535, true),
+    ROW("admin.commandURL", K_URL_PATH, admin_command_url, 2, 0, true),
+    ROW("admin.idleTimeout", K_INT32, admin_idle_timeout_ms, 1, INT32_MAX, true),
     ROW("enforce.auth.enabled", K_BOOL, enforce_auth_enabled, 0, 0, true),
     ROW("enforce.auth.schemes", K_AUTH_SCHEMES, enforce_auth_schemes, 0, 0, true),
     ROW("larch.workers", K_INT32, workers, 1, WORKERS_MAX, false),
@@ -223,7 +233,8 @@ static const struct setting flag_settings[] = {
  * optional "zookeeper." prefix; entries ending in '.' match as prefixes. */
 static const char *const ignored_keys[] = {
     "electionAlg", "electionPortBindRetry", "quorumListenOnAllIPs",
-    "admin.", "metricsProvider.", "forceSync", "clientPortListenBacklog",
+    /* paces the AdminServer's snapshot and restore, which larchd does not serve */
+    "admin.rateLimiterIntervalInMS", "metricsProvider.", "forceSync", "clientPortListenBacklog",
     "localSessionsEnabled", "localSessionsUpgradingEnabled", "connectToLearnerMasterLimit",
     "syncEnabled", "quorum.", "multiAddress.", "enforceQuota", "maxResponseCacheSize",
     "maxGetChildrenResponseCacheSize", "fsync.warningthresholdms", "leaderServes", "cnxTimeout",
@@ -285,6 +296,17 @@ static const struct unhonoured_key unhonoured_keys[] = {
     { "observerMasterPort", NULL, "larchd's observers follow the leader, not an observer master" },
     { "metricsProvider.httpsPort", NULL, NO_TLS " for /metrics" },
     { "metricsProvider.ssl.", NULL, NO_TLS " for /metrics" },
+    /* the AdminServer over HTTPS (its keystore is ssl.quorum.*, refused above) */
+    { "admin.forceHttps", "false", NO_TLS " for the AdminServer" },
+    { "admin.portUnification", "false", NO_TLS " for the AdminServer" },
+    { "admin.needClientAuth", "false", NO_TLS " for the AdminServer (client certificates)" },
+    /* ZooKeeper picks the HTTPS connector's protocol with it; larchd's
+     * AdminServer is plain HTTP/1.1 */
+    { "admin.httpVersion", "11", "larchd's AdminServer speaks HTTP/1.1 only" },
+    /* ZooKeeper's snapshot and restore commands need its admin
+     * authentication, which larchd does not implement: not served */
+    { "admin.snapshot.enabled", "false", "larchd's AdminServer does not serve snapshot" },
+    { "admin.restore.enabled", "false", "larchd's AdminServer does not serve restore" },
     /* process_* metrics are exported either way; there is no JVM to describe */
     { "metricsProvider.exportJvmInfo", "true|false", "it takes true or false" },
 };
@@ -694,6 +716,26 @@ static void apply_metrics_class(struct config *c, const char *value, struct repo
                              " or " METRICS_DEFAULT, VALUE_ECHO_MAX, value);
 }
 
+/* admin.commandURL: the path the AdminServer serves under. ZooKeeper's
+ * Jetty maps everything under it; larchd asks for '/' then URL-safe characters (RFC
+ * 3986's unreserved ones and '/'), no '/' at the end: the value goes into
+ * the HTML of the command list unescaped. */
+static void apply_url_path(struct config *c, const struct setting *s, const char *value,
+                           struct reporter *r)
+{
+    size_t n = strlen(value);
+    bool ok = n >= 2 && value[0] == '/' && value[n - 1] != '/';
+    for (size_t i = 0; ok && i < n; i++)
+        ok = isalnum((unsigned char)value[i]) || strchr("/-._~", value[i]) != NULL;
+    if (!ok) {
+        report(r, SEV_ERROR, "'%.*s' is not a URL path larchd serves ('/' then letters, "
+                             "digits, '-', '.', '_', '~' or '/', not ending in '/')",
+               VALUE_ECHO_MAX, value);
+        return;
+    }
+    apply_string(c, s, value, r);
+}
+
 /* Applies one value to the field a row names; problems go to r (whose prefix
  * already says where and which key). */
 static void apply_setting(struct config *c, const struct setting *s, const char *value,
@@ -715,6 +757,7 @@ static void apply_setting(struct config *c, const struct setting *s, const char 
     case K_HOSTPORT: apply_hostport(c, s, value, r); break;
     case K_AUTH_SCHEMES: apply_auth_schemes(c, s, value, r); break;
     case K_METRICS_CLASS: apply_metrics_class(c, value, r); break;
+    case K_URL_PATH: apply_url_path(c, s, value, r); break;
     case K_META_CONFIG:
     case K_META_HELP:
     case K_META_VERSION: break; /* handled by config_from_args */
@@ -746,6 +789,11 @@ void config_defaults(struct config *c)
     c->zxid_counter_limit = 4294967294LL;
     snprintf(c->metrics_http_host, sizeof c->metrics_http_host, "0.0.0.0");
     c->metrics_http_port = 7000;
+    c->admin_enabled = false; /* ZooKeeper's is true: see config_usage */
+    snprintf(c->admin_host, sizeof c->admin_host, "0.0.0.0");
+    c->admin_port = 8080;
+    snprintf(c->admin_command_url, sizeof c->admin_command_url, "/commands");
+    c->admin_idle_timeout_ms = 30000;
     c->global_outstanding_limit = 1000;
     c->max_cnxns = 0;
     c->sessionless_timeout_ms = 10000;
@@ -1291,7 +1339,7 @@ int config_parse_members(const char *text, size_t len, const char *source,
 }
 
 /* Reads the whole file (bounded by FILE_BYTES_MAX) into a fresh buffer that the
- * caller frees. Reports and returns NULL on failure. */
+ * caller frees, NUL-terminated. Reports and returns NULL on failure. */
 static char *read_file(const char *path, size_t *len, struct reporter *r)
 {
     FILE *f = fopen(path, "rb");
@@ -1314,12 +1362,20 @@ static char *read_file(const char *path, size_t *len, struct reporter *r)
         goto free_buf;
     }
     fclose(f);
+    buf[*len] = '\0';
     return buf;
 free_buf:
     free(buf);
 close_file:
     fclose(f);
     return NULL;
+}
+
+char *config_read_file(const char *path, size_t *len, config_report_fn fn, void *arg)
+{
+    assert(path != NULL && len != NULL);
+    struct reporter r = { .fn = fn, .arg = arg, .source = path };
+    return read_file(path, len, &r);
 }
 
 static int load_file(struct config *c, const char *path, config_report_fn fn, void *arg,
@@ -1465,8 +1521,16 @@ int config_from_args(struct config *c, int argc, char **argv, config_report_fn f
     check_flags(argc, argv, &r, &config_path);
     if (r.errors > 0)
         return -1;
-    if (config_path != NULL && config_load(c, config_path, fn, arg) != 0)
-        r.errors++; /* go on: report the flags' problems too */
+    if (config_path != NULL && strlen(config_path) >= sizeof c->config_path) {
+        report(&r, SEV_ERROR, "--config: the path is longer than %zu bytes",
+               sizeof c->config_path - 1);
+        return -1;
+    }
+    if (config_path != NULL) {
+        memcpy(c->config_path, config_path, strlen(config_path) + 1);
+        if (config_load(c, config_path, fn, arg) != 0)
+            r.errors++; /* go on: report the flags' problems too */
+    }
     apply_flags(c, argc, argv, &r);
     return r.errors > 0 ? -1 : 0;
 }
@@ -2175,6 +2239,20 @@ const char *config_usage(void)
            "                                    serves /metrics; default: none)\n"
            "  metricsProvider.httpHost=0.0.0.0\n"
            "  metricsProvider.httpPort=7000\n"
+           "  admin.enableServer=false          (the AdminServer: JSON answers to the\n"
+           "                                    four-letter words over HTTP. Off unless set:\n"
+           "                                    ZooKeeper's default, true, serves sessions,\n"
+           "                                    ephemeral paths, the environment and stat\n"
+           "                                    resets on every interface without\n"
+           "                                    authentication, and port 8080 on every\n"
+           "                                    server of a host; larchd opens nothing you\n"
+           "                                    did not ask for, as with /metrics and the\n"
+           "                                    four-letter words) *\n"
+           "  admin.serverAddress=0.0.0.0 *\n"
+           "  admin.serverPort=8080             (0: any free port, as logged) *\n"
+           "  admin.commandURL=/commands *\n"
+           "  admin.idleTimeout=30000           (ms an idle connection is kept; whole\n"
+           "                                    seconds, rounded up) *\n"
            "  enforce.auth.enabled=false        (refuse every request of a connection\n"
            "                                    without an identity of these schemes) *\n"
            "  enforce.auth.schemes=             (digest, ip) *\n"
@@ -2198,11 +2276,12 @@ const char *config_usage(void)
            "  (1-255; 1-254 with extended types) in the file dataDir/myid, and both\n"
            "  initLimit and syncLimit; Raft's timing follows tickTime (heartbeat every\n"
            "  tickTime / 2, election after syncLimit ticks without a leader).\n"
-           "  JVM and other ZooKeeper tuning keys (admin.*, jvm.*, ...) are accepted with\n"
-           "  a warning and ignored. A security, TLS, SASL or quorum key larchd cannot\n"
+           "  JVM and other ZooKeeper tuning keys (jvm.*, ...) are accepted with a\n"
+           "  warning and ignored. A security, TLS, SASL or quorum key larchd cannot\n"
            "  honour (secureClientPort, ssl.*, sslQuorum=true, a SASL or x509\n"
-           "  authProvider, sessionRequireClientSASLAuth=true, ...) is an error naming\n"
-           "  its line: larchd does not start rather than run without it.\n"
+           "  authProvider, sessionRequireClientSASLAuth=true, admin.forceHttps=true,\n"
+           "  admin.portUnification=true, admin.needClientAuth=true, ...) is an error\n"
+           "  naming its line: larchd does not start rather than run without it.\n"
            "\n"
            "Durability: with dataDir set, every write is in the txn log (fdatasync, group\n"
            "commit) before it is acknowledged, snapshots are taken every snapCount txns,\n"

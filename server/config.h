@@ -133,6 +133,16 @@ struct config {
     bool metrics_prometheus;
     char metrics_http_host[64];
     int32_t metrics_http_port;
+    /* admin.*: ZooKeeper's AdminServer (server/admin.c), JSON answers to
+     * the four-letter words at http://serverAddress:serverPort/commandURL.
+     * enableServer defaults to false here (ZooKeeper's: true), see
+     * config_usage; port 0 takes any free one. idleTimeout (ms) drops an
+     * idle connection, rounded up to whole seconds. */
+    bool admin_enabled;
+    char admin_host[64];
+    int32_t admin_port;
+    char admin_command_url[128];
+    int32_t admin_idle_timeout_ms;
     /* larchd-only (flags, and the same names as zoo.cfg keys) */
     int32_t workers;                /* --workers / larch.workers, default: cores - 1, at least 1 */
     int32_t log_level;              /* --log-level: 0 error .. 3 debug, default 2 (info) */
@@ -156,6 +166,9 @@ struct config {
      * derived defaults need) */
     bool min_session_set, max_session_set, data_log_dir_set, conn_max_buffer_set;
     bool client_port_address_set;
+    /* the --config file as given ("" when none), for the AdminServer's
+     * initial_configuration, which shows its text as ZooKeeper does */
+    char config_path[4096];
 };
 
 /* Fills c with ZooKeeper's defaults (derived ones computed from tickTime by
@@ -298,6 +311,11 @@ struct config_ensemble {
  * then unspecified). */
 int config_ensemble(const struct config *c, uint32_t myid, struct config_ensemble *out,
                     config_report_fn report, void *arg);
+
+/* Reads the whole file at path (at most the size config_load accepts)
+ * into a malloc'd, NUL-terminated buffer the caller frees, *len its
+ * length; NULL after reporting why (naming path). */
+char *config_read_file(const char *path, size_t *len, config_report_fn report, void *arg);
 
 /* Parses argv (argv[0] is the program name). Flags override the file: when
  * --config is present the file is parsed first, then every flag. Sets

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <urcu.h>
@@ -669,6 +670,19 @@ const char *durability_state_dir(const struct durability *d)
 const char *durability_log_dir(const struct durability *d)
 {
     return d->log_dir;
+}
+
+int durability_last_snapshot(struct durability *d, int64_t *zxid, int64_t *mtime_s)
+{
+    char path[4300];
+    struct stat st;
+    int64_t z = atomic_load(&d->last_snap_zxid);
+    snap_path(d->snap_dir, z, path, sizeof path);
+    if (stat(path, &st) != 0)
+        return -errno;
+    *zxid = z;
+    *mtime_s = (int64_t)st.st_mtime;
+    return 0;
 }
 
 static int open_dirs(const struct config *c, struct storage *st, struct tree *t,

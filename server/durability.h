@@ -84,11 +84,17 @@ int durability_open_member(const struct config *c, struct storage *st, struct tr
                            struct durability **out, struct durability_boot *boot, char *err,
                            size_t errlen);
 void durability_boot_free(struct durability_boot *b);
-/* The directory of the snapshots, the session key and the term/vote file
- * (<dataDir>/larch), and that of the txn log (<dataLogDir>/larch: the same
- * one without a dataLogDir). Fixed by durability_open: any thread. */
+/* The directory of the term/vote file (<dataDir>/larch), which holds the
+ * snapshots too. */
 const char *durability_state_dir(const struct durability *d);
+/* The directory of the txn log (<dataLogDir>/larch). */
 const char *durability_log_dir(const struct durability *d);
+/* The newest snapshot as ZooKeeper's lsnp reports it: its zxid, and its
+ * file's modification time in seconds since the epoch (at start, the
+ * snapshot recovered from; then the last one taken or installed). -ENOENT
+ * when there is none, or it was purged between the two reads. Any thread:
+ * a stat(2) outside the storage interface, for reporting only. */
+int durability_last_snapshot(struct durability *d, int64_t *zxid, int64_t *mtime_s);
 struct txnlog *durability_log(struct durability *d);
 /* Copies the session-password key (seq_cfg.passwd_key). */
 void durability_passwd_key(const struct durability *d, uint8_t out[SEQ_PASSWD_KEY_BYTES]);

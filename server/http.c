@@ -22,7 +22,6 @@
 #include <urcu.h>
 
 #define HTTP_CONNECTIONS_MAX 64 /* a scraper and an operator or two, not a crowd */
-#define HTTP_TIMEOUT_S 10       /* an idle or stalled client is dropped after this */
 #define HTTP_POLL_MS 100        /* how soon http_stop is noticed */
 
 struct http {
@@ -134,9 +133,13 @@ static void *serve(void *arg)
     return NULL;
 }
 
-struct http *http_start(const char *host, int port, http_get_fn get, void *arg, char *err,
-                        size_t errlen)
+struct http *http_start(const char *host, int port, unsigned idle_timeout_s, http_get_fn get,
+                        void *arg, char *err, size_t errlen)
 {
+    /* 0 would be libmicrohttpd's "never": a stalled client must not hold a
+     * connection slot forever */
+    if (idle_timeout_s == 0)
+        idle_timeout_s = 1;
     struct http *h = calloc(1, sizeof *h);
     if (!h) {
         snprintf(err, errlen, "out of memory");
@@ -153,7 +156,7 @@ struct http *http_start(const char *host, int port, http_get_fn get, void *arg, 
     h->daemon = MHD_start_daemon(MHD_USE_EPOLL, 0, NULL, NULL, on_request, h,
                                  MHD_OPTION_LISTEN_SOCKET, fd,
                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTIONS_MAX,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_TIMEOUT_S,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout_s,
                                  MHD_OPTION_END);
     if (!h->daemon) {
         snprintf(err, errlen, "%s:%d: the HTTP server did not start", host, h->port);

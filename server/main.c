@@ -48,6 +48,7 @@ static void release_held(void)
     held.n = 0;
     held.holding = false;
 }
+#define METRICS_IDLE_TIMEOUT_S 10 /* a scraper's connection idle this long is dropped */
 
 static void report(void *arg, int severity, const char *msg)
 {
@@ -292,8 +293,8 @@ static int start(struct server *srv)
         return -1;
     srv->started_ms = base_wall_ms();
     if (c->metrics_prometheus) {
-        srv->metrics = http_start(c->metrics_http_host, c->metrics_http_port, metrics_http_get,
-                                  srv, err, sizeof(err));
+        srv->metrics = http_start(c->metrics_http_host, c->metrics_http_port,
+                                  METRICS_IDLE_TIMEOUT_S, metrics_http_get, srv, err, sizeof(err));
         if (!srv->metrics) {
             base_log(BASE_LOG_ERROR, "larchd: /metrics (metricsProvider.httpHost/httpPort): %s",
                      err);
@@ -302,12 +303,23 @@ static int start(struct server *srv)
         base_log(BASE_LOG_INFO, "larchd: /metrics on %s:%d", c->metrics_http_host,
                  http_port(srv->metrics));
     }
+    if (c->admin_enabled) {
+        srv->admin = admin_start(srv, err, sizeof(err));
+        if (!srv->admin) {
+            fprintf(stderr, "larchd: AdminServer: %s\n", err);
+            return -1;
+        }
+        fprintf(stderr, "larchd: AdminServer on %s:%d, command URL %s\n", c->admin_host,
+                admin_port(srv->admin), c->admin_command_url);
+    }
     return 0;
 }
 
 static void stop(struct server *srv)
 {
-    http_stop(srv->metrics); /* first: its pages read everything below */
+    admin_stop(srv->admin); /* first: its answers read everything below */
+    srv->admin = NULL;
+    http_stop(srv->metrics); /* likewise */
     srv->metrics = NULL;
     if (srv->dp)
         dp_stop(srv->dp);

@@ -3,8 +3,8 @@
  * ZooKeeper's PrometheusMetricsProvider serves it, so that a dashboard
  * built for ZooKeeper shows larchd unchanged.
  *
- * One source for the numbers: every numeric line of mntr becomes the gauge
- * ZooKeeper registers under the same name without "zk_" (znode_count,
+ * One source for the numbers: every numeric value of mntr (server_monitor)
+ * becomes the gauge ZooKeeper registers under the same name without "zk_" (znode_count,
  * num_alive_connections, avg_latency, quorum_size, ...; larchd's own are
  * larch_*). Then what mntr has no line for: uptime, the fsynctime and
  * snapshottime summaries (quantile 0.5, _count and _sum in milliseconds,
@@ -41,48 +41,29 @@ static void gauge(struct zk_wbuf *out, const char *name, const char *help, doubl
     zk_wbuf_printf(out, "%s %.17g\n", name, v);
 }
 
-/* A numeric mntr value as a number: decimal, hex (zxids) or a boolean; not
- * a number (the version, the server state): false. */
-static bool mntr_value(const char *text, double *v)
+/* One mntr value as gauge <key>: numbers, booleans as 0/1, zxids (hex
+ * text) as their value; other text (the version, the state) is no gauge. */
+static void monitor_gauge(void *arg, const char *key, const struct report_value *v)
 {
-    if (strcmp(text, "true") == 0 || strcmp(text, "false") == 0) {
-        *v = text[0] == 't';
-        return true;
+    struct zk_wbuf *out = arg;
+    double x;
+    switch (v->type) {
+    case REPORT_INT: x = (double)v->i; break;
+    case REPORT_UINT: x = (double)v->u; break;
+    case REPORT_DOUBLE: x = v->d; break;
+    case REPORT_BOOL: x = v->b; break;
+    case REPORT_TEXT: {
+        char *end;
+        if (strncmp(v->text, "0x", 2) != 0)
+            return;
+        x = (double)strtoull(v->text + 2, &end, 16);
+        if (end == v->text + 2 || *end != '\0')
+            return;
+        break;
     }
-    char *end;
-    if (strncmp(text, "0x", 2) == 0) {
-        *v = (double)strtoull(text + 2, &end, 16);
-        return end != text + 2 && *end == '\0';
+    default: return;
     }
-    *v = strtod(text, &end);
-    return end != text && *end == '\0';
-}
-
-/* Every numeric "zk_<name>\t<value>" line of mntr as gauge <name>; ZooKeeper
- * registers these as gauges under the names mntr prints. */
-static void put_mntr_gauges(struct server *srv, struct zk_wbuf *out)
-{
-    struct zk_wbuf m;
-    zk_wbuf_init(&m);
-    fourlw_answer(srv, srv->dp, "mntr", 0, &m);
-    zk_wbuf_printf(&m, "%s", ""); /* room for the NUL below */
-    if (m.err) {
-        out->err = true;
-        zk_wbuf_free(&m);
-        return;
-    }
-    m.p[m.len] = '\0';
-    char *save = NULL;
-    for (char *line = strtok_r((char *)m.p, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        char *tab = strchr(line, '\t');
-        double v;
-        if (!tab || strncmp(line, "zk_", 3) != 0)
-            continue;
-        *tab = '\0';
-        if (mntr_value(tab + 1, &v))
-            gauge(out, line + 3, line + 3, v);
-    }
-    zk_wbuf_free(&m);
+    gauge(out, key, key, x);
 }
 
 /* ZooKeeper's Summary at BASIC detail, in milliseconds: the median,
@@ -222,7 +203,7 @@ static void put_workers(struct server *srv, struct zk_wbuf *out)
 
 void metrics_prometheus(struct server *srv, struct zk_wbuf *out)
 {
-    put_mntr_gauges(srv, out);
+    server_monitor(srv, monitor_gauge, out); /* ZooKeeper registers these as gauges */
     put_workers(srv, out);
     gauge(out, "uptime", "uptime", (double)(base_wall_ms() - srv->started_ms));
     put_latencies(srv, out);

@@ -46,6 +46,7 @@ struct server {
      * is kept and reported, for the tools that set and read it, and changes
      * nothing larchd does. */
     _Atomic int64_t trace_mask;
+    struct admin *admin;  /* the AdminServer (admin.*), NULL: off */
 };
 
 /* ---- the peer link as the sequencer's transport (peers.c) --------------- */
@@ -95,6 +96,116 @@ void fourlw_answer(void *arg, struct dp *dp, const char *word, int64_t word_arg,
 /* Whitelist check for the dataplane. */
 bool fourlw_allowed(void *arg, const char *word);
 
+/* ---- what the 4lw and the AdminServer report (fourlw.c) ------------------- */
+/* Each fact is gathered here once: the 4lw print it as text, the
+ * AdminServer (admin.c) writes it as JSON. Any thread registered with
+ * liburcu (the tree is read under RCU): a worker for the 4lw, the HTTP
+ * thread for the AdminServer. */
+
+/* ZooKeeper's Version.getFullVersion: "<version>, built on <date time>". */
+const char *server_full_version(void);
+
+/* One value of a report, typed as ZooKeeper's Java objects are (a long,
+ * a double, a String, a Boolean), so that JSON gets the same types. */
+enum report_type { REPORT_INT, REPORT_UINT, REPORT_DOUBLE, REPORT_TEXT, REPORT_BOOL };
+struct report_value {
+    enum report_type type;
+    union {
+        int64_t i;
+        uint64_t u;
+        double d;
+        const char *text;
+        bool b;
+    };
+};
+/* Takes one key and value; both are valid during the call only. */
+typedef void (*report_fn)(void *arg, const char *key, const struct report_value *v);
+/* mntr's values, in its order, keys without "zk_" (ZooKeeper's
+ * dumpMonitorValues and its metrics provider's dump). zxids and digests
+ * are text ("0x..."), as mntr prints them. */
+void server_monitor(struct server *srv, report_fn fn, void *arg);
+/* envi's entries (ZooKeeper's Environment.list), every value text. */
+void server_environment(struct server *srv, report_fn fn, void *arg);
+
+/* The tree's and the dataplane's counters, read once. */
+struct server_counts {
+    struct tree_stats tree;
+    struct dp_stats dp;
+};
+void server_get_counts(struct server *srv, struct server_counts *out);
+/* Request latency as mntr and srvr print it: whole milliseconds, the
+ * average rounded to four decimals (as ZooKeeper's AvgMinMaxCounter). */
+#define SERVER_AVG_TEXT_MAX 48
+struct server_latency {
+    uint64_t min_ms, max_ms;
+    double avg_ms;                        /* rounded half up to four decimals */
+    char avg_text[SERVER_AVG_TEXT_MAX];   /* as ZooKeeper prints it (Java's double) */
+};
+void server_latency(const struct dp_stats *d, struct server_latency *out);
+
+/* ZooKeeper's server state: "standalone", "leader", "follower",
+ * "observer", "read-only" or "looking" (a static string). */
+const char *server_state_name(struct server *srv);
+/* ZooKeeper's Zab phase of a server in that state: "" standalone,
+ * "broadcast" with a leader, "election" without. */
+const char *server_zab_phase(const char *state);
+/* isro: serving read-only clients without a quorum (readonlymode). */
+bool server_read_only(struct server *srv);
+/* Clients are served: standalone, or a member with a leader or read-only
+ * (ZooKeeper's zkServer.isRunning()). */
+bool server_serving(struct server *srv);
+
+/* A connection's last operation as ZooKeeper's cons and connections
+ * print it: "NA" before its first request and after crst. */
+const char *server_last_op_name(const struct dp_conn_info *ci);
+
+/* dirs: the bytes of the files in larchd's data dirs, which stand where
+ * ZooKeeper's version-2 directories do, under ZooKeeper's names: its
+ * datadir_size is the txn log's directory (<dataLogDir>/larch), its
+ * logdir_size the snapshots' (<dataDir>/larch); one number twice when they
+ * are one directory. 0 without a dataDir, or for a directory that cannot
+ * be read (logged). Runs a bounded directory walk: any thread. */
+void server_dir_sizes(struct server *srv, uint64_t *datadir_size, uint64_t *logdir_size);
+
+/* (session, path) pairs: watches, or ephemeral nodes by owner. */
+struct server_path_entry {
+    int64_t session;
+    char *path;
+};
+struct server_paths {
+    struct server_path_entry *v;
+    size_t n, cap;
+    bool oom;
+};
+void server_paths_free(struct server_paths *l);
+enum server_order { SERVER_BY_SESSION, SERVER_BY_PATH };
+/* Every watch of every connection (a data and a child watch on one path
+ * are two), sorted by session then path or by path then session: 0, or
+ * -ENOMEM with *out empty. Free with server_paths_free. */
+int server_watches(struct server *srv, enum server_order order, struct server_paths *out);
+/* wchs: sessions watching, distinct paths watched, watches. 0 or -ENOMEM. */
+struct server_watch_summary {
+    size_t connections, paths, watches;
+};
+int server_watch_summary(struct server *srv, struct server_watch_summary *out);
+
+/* dump: every session, with the time (base_mono_ms) past which the
+ * sequencer expires it if it stays silent, and the ephemeral nodes by
+ * owner (sorted by session, then path). 0, or -ENOMEM with *out empty.
+ * Free with server_sessions_free. */
+struct server_session_entry {
+    int64_t id;
+    int32_t timeout_ms;
+    int64_t expires_ms;
+};
+struct server_sessions {
+    struct server_session_entry *v; /* in the tree's order */
+    size_t n, cap;
+    struct server_paths ephemerals;
+};
+int server_sessions(struct server *srv, struct server_sessions *out);
+void server_sessions_free(struct server_sessions *s);
+
 /* ---- HTTP endpoints (http.c) ---------------------------------------------- */
 struct http;
 /* Answers one GET of url (path only): the HTTP status, the body appended
@@ -103,9 +214,10 @@ struct http;
 typedef int (*http_get_fn)(void *arg, const char *url, struct zk_wbuf *out, const char **type);
 /* Binds host (an IP literal):port (0: any free one) and serves GET and
  * HEAD through get on a thread of its own, registered with liburcu (get
- * may read the tree). NULL with err naming the address and the problem. */
-struct http *http_start(const char *host, int port, http_get_fn get, void *arg, char *err,
-                        size_t errlen);
+ * may read the tree); a connection idle for idle_timeout_s (at least 1)
+ * is closed. NULL with err naming the address and the problem. */
+struct http *http_start(const char *host, int port, unsigned idle_timeout_s, http_get_fn get,
+                        void *arg, char *err, size_t errlen);
 int http_port(const struct http *h); /* the bound port */
 /* Stops the thread and closes the socket; NULL is a no-op. */
 void http_stop(struct http *h);
@@ -118,5 +230,19 @@ void http_stop(struct http *h);
 void metrics_prometheus(struct server *srv, struct zk_wbuf *out);
 /* An http_get_fn (arg: the struct server) serving /metrics. */
 int metrics_http_get(void *arg, const char *url, struct zk_wbuf *out, const char **type);
+
+/* ---- ZooKeeper's AdminServer (admin.c) ------------------------------------ */
+/* admin.enableServer: JSON answers to the four-letter words at
+ * http://admin.serverAddress:admin.serverPort<admin.commandURL>/<command>,
+ * the commands ZooKeeper 3.9's Commands registers (README "AdminServer"
+ * lists which differ and why). srv must be started (the dataplane up):
+ * the answers read it. Reads the --config file's text once, for
+ * initial_configuration. NULL with err naming the problem (a taken port:
+ * the address). */
+struct admin;
+struct admin *admin_start(struct server *srv, char *err, size_t errlen);
+int admin_port(const struct admin *a); /* the bound port */
+/* Stops answering (joins the HTTP thread) and frees a; NULL is a no-op. */
+void admin_stop(struct admin *a);
 
 #endif /* LARCH_SERVER_H */

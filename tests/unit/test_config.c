@@ -472,7 +472,7 @@ static void test_unknown_keys_warn(void **state)
     const char *cfg = "tickTime=2000\n"
                       "initLimit=10\n"
                       "server.1=localhost:2888:3888\n"
-                      "admin.enableServer=false\n"
+                      "admin.rateLimiterIntervalInMS=1000\n"
                       "zookeeper.jvm.heap=1g\n"
                       "frobnicate=yes\n"
                       "ticktime=5\n"
@@ -481,7 +481,7 @@ static void test_unknown_keys_warn(void **state)
     assert_int_equal(m.errors, 0);
     assert_int_equal(m.warnings, 5);
     assert_int_equal(c.n_servers, 1); /* server.1 and initLimit are read, not ignored */
-    assert_true(has_msg(&m, 0, "zoo.cfg:4: key 'admin.enableServer' is not used by larchd (standalone)"));
+    assert_true(has_msg(&m, 0, "zoo.cfg:4: key 'admin.rateLimiterIntervalInMS' is not used by larchd (standalone)"));
     assert_true(has_msg(&m, 0, "zoo.cfg:5: key 'zookeeper.jvm.heap' is not used by larchd (standalone)"));
     assert_true(has_msg(&m, 0, "zoo.cfg:6: unknown key 'frobnicate' ignored"));
     assert_true(has_msg(&m, 0, "zoo.cfg:7: unknown key 'ticktime' ignored (keys are case-sensitive: did you mean 'tickTime'?)"));
@@ -600,6 +600,76 @@ static void test_metrics_provider_keys(void **state)
     assert_true(has_msg(&m, 1, "zoo.cfg:2: key 'metricsProvider.httpsPort' cannot be honoured: "
                                "larchd has no TLS for /metrics (remove the line to run without "
                                "it)"));
+}
+
+/* admin.*: ZooKeeper's AdminServer keys with its defaults but for
+ * enableServer (off unless asked for); HTTPS, client certificates and the
+ * snapshot and restore commands cannot be honoured, each refused by line. */
+static void test_admin_server_keys(void **state)
+{
+    struct config c;
+    struct msgs m;
+    assert_int_equal(parse(&c, &m, ""), 0);
+    assert_false(c.admin_enabled);
+    assert_string_equal(c.admin_host, "0.0.0.0");
+    assert_int_equal(c.admin_port, 8080);
+    assert_string_equal(c.admin_command_url, "/commands");
+    assert_int_equal(c.admin_idle_timeout_ms, 30000);
+    assert_int_equal(parse(&c, &m, "admin.enableServer=true\n"
+                                   "admin.serverAddress=127.0.0.9\n"
+                                   "zookeeper.admin.serverPort=0\n"
+                                   "admin.commandURL=/zk/cmd\n"
+                                   "admin.idleTimeout=1500\n"
+                                   "admin.forceHttps=false\n"
+                                   "admin.portUnification=false\n"
+                                   "admin.needClientAuth=false\n"
+                                   "admin.httpVersion=11\n"
+                                   "admin.snapshot.enabled=false\n"
+                                   "admin.restore.enabled=false\n"), 0);
+    assert_int_equal(m.n, 0);
+    assert_true(c.admin_enabled);
+    assert_string_equal(c.admin_host, "127.0.0.9");
+    assert_int_equal(c.admin_port, 0);
+    assert_string_equal(c.admin_command_url, "/zk/cmd");
+    assert_int_equal(c.admin_idle_timeout_ms, 1500);
+    assert_int_equal(parse(&c, &m, "admin.forceHttps=true\n"
+                                   "zookeeper.admin.portUnification=true\n"
+                                   "admin.needClientAuth=true\n"
+                                   "admin.snapshot.enabled=true\n"
+                                   "admin.restore.enabled=true\n"
+                                   "admin.httpVersion=20\n"
+                                   "ssl.quorum.keyStore.location=/k.jks\n"
+                                   "admin.serverPort=65536\n"
+                                   "admin.commandURL=commands\n"
+                                   "admin.commandURL=/commands/\n"
+                                   "admin.commandURL=/a\"b\n"
+                                   "admin.idleTimeout=0\n"
+                                   "admin.enableServer=yes\n"), -1);
+    if (m.errors != 13)
+        dump_msgs(&m);
+    assert_int_equal(m.errors, 13);
+    assert_true(has_msg(&m, 1, "zoo.cfg:1: admin.forceHttps='true' cannot be honoured: larchd "
+                               "has no TLS for the AdminServer (accepted: false)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:2: zookeeper.admin.portUnification='true' cannot be "
+                               "honoured: larchd has no TLS for the AdminServer (accepted: "
+                               "false)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:3: admin.needClientAuth='true' cannot be honoured: "
+                               "larchd has no TLS for the AdminServer (client certificates) "
+                               "(accepted: false)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:4: admin.snapshot.enabled='true' cannot be honoured: "
+                               "larchd's AdminServer does not serve snapshot (accepted: false)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:5: admin.restore.enabled='true' cannot be honoured: "
+                               "larchd's AdminServer does not serve restore (accepted: false)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:6: admin.httpVersion='20' cannot be honoured: larchd's "
+                               "AdminServer speaks HTTP/1.1 only (accepted: 11)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:7: key 'ssl.quorum.keyStore.location' cannot be "
+                               "honoured: larchd has no TLS (remove the line to run without it)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:9: admin.commandURL: 'commands' is not a URL path "
+                               "larchd serves ('/' then letters, digits, '-', '.', '_', '~' or "
+                               "'/', not ending in '/')"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:10: admin.commandURL: '/commands/' is not a URL path "
+                               "larchd serves ('/' then letters, digits, '-', '.', '_', '~' or "
+                               "'/', not ending in '/')"));
 }
 
 /* A zoo.cfg without clientPortAddress listens on every interface, as
@@ -1796,6 +1866,7 @@ int main(void)
         cmocka_unit_test(test_enforce_auth_keys),
         cmocka_unit_test(test_config_file_binds_all_interfaces),
         cmocka_unit_test(test_metrics_provider_keys),
+        cmocka_unit_test(test_admin_server_keys),
         cmocka_unit_test(test_server_lines_parse),
         cmocka_unit_test(test_server_line_errors),
         cmocka_unit_test(test_replicated_mode_needs_a_data_dir),

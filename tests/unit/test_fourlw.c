@@ -1,7 +1,7 @@
 /*
  * test_fourlw.c — the four-letter-word formatting of server/fourlw.c, with
  * the dataplane replaced by stubs (no sockets): wchp and wchc must print
- * every watched path whole, however long.
+ * every watched path whole, however long; dirs measures the data dirs.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <urcu.h>
 
