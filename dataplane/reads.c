@@ -254,7 +254,8 @@ static int read_all_children_number(struct rd *r, struct base_rd *in)
 }
 
 /* WhoAmIResponse: the connection's identities, the ip one first, as
- * ZooKeeper lists its authInfo; digest ids show the user name only. */
+ * ZooKeeper lists its authInfo; digest ids show the user name only (its
+ * provider's getUserName), others their whole id. */
 static int read_whoami(struct rd *r)
 {
     struct conn *c = r->c;
@@ -263,7 +264,7 @@ static int read_whoami(struct rd *r)
     zk_put_str(r->out, zk_str_c(c->peer_ip));
     for (int32_t i = 0; i < c->nauth; i++) {
         const char *id = c->auth[i].id;
-        const char *colon = strchr(id, ':');
+        const char *colon = strcmp(c->auth[i].scheme, "digest") == 0 ? strchr(id, ':') : NULL;
         zk_put_str(r->out, zk_str_c(c->auth[i].scheme));
         zk_put_bytes(r->out, id, colon ? (int32_t)(colon - id) : (int32_t)strlen(id));
     }
