@@ -35,6 +35,10 @@ struct server {
     int64_t config_node_mtime;
     struct ldp *ldp;   /* the UDP path on a DPDK port (dpdk/dpdk.h), NULL: none */
     struct http *metrics; /* /metrics (metricsProvider.*), NULL: off */
+    /* SASL (jaasLoginConfig): saslsrv holds the JAAS users while sasl is
+     * true; the dataplane borrows the super user names (pointers into cfg) */
+    bool sasl;
+    const char *sasl_super_users[CONFIG_KEYED_MAX];
 };
 
 /* ---- the peer link as the sequencer's transport (peers.c) --------------- */
