@@ -319,7 +319,8 @@ void reply_header_only(struct conn *c, int32_t xid, int32_t err)
 
 struct tree_auth conn_auth(const struct conn *c)
 {
-    return (struct tree_auth){ .ids = c->auth, .count = c->nauth, .peer_ip = c->peer_ip, .super = c->super };
+    return (struct tree_auth){ .ids = c->auth, .count = c->nauth, .peer_ip = c->peer_ip,
+                               .super = c->super, .sasl_provider = c->w->dp->cfg.sasl_provider };
 }
 
 /* Latency bookkeeping for stat/cons/mntr, which report milliseconds: the
@@ -366,6 +367,27 @@ static void auth_failed(struct conn *c)
     conn_close(c, false);
 }
 
+/* Adds (scheme, id) to c once; false without room or memory. The id is
+ * taken over either way. */
+static bool add_identity(struct conn *c, const char *scheme, char *id)
+{
+    for (int32_t i = 0; i < c->nauth; i++) {
+        if (strcmp(c->auth[i].scheme, scheme) == 0 && strcmp(c->auth[i].id, id) == 0) {
+            free(id);
+            return true;
+        }
+    }
+    char *s = c->nauth < DP_AUTH_MAX ? strdup(scheme) : NULL;
+    if (!s) {
+        free(id);
+        return false;
+    }
+    c->auth[c->nauth].scheme = s;
+    c->auth[c->nauth].id = id;
+    c->nauth++;
+    return true;
+}
+
 /* Adds the identity "digest:user:base64(sha1(credential))" to c, once, as
  * DigestAuthenticationProvider does: the user is the credential up to its
  * first ':' (all of it when there is none: "" and "bob" are credentials
@@ -379,22 +401,10 @@ static bool add_digest_identity(struct conn *c, const char *cred, size_t len)
     char *id = NULL;
     if (asprintf(&id, "%.*s:%s", (int)user, cred, hash) < 0)
         return false;
-    for (int32_t i = 0; i < c->nauth; i++) {
-        if (strcmp(c->auth[i].id, id) == 0) {
-            free(id);
-            return true;
-        }
-    }
-    char *scheme = c->nauth < DP_AUTH_MAX ? strdup("digest") : NULL;
-    if (!scheme) {
-        free(id);
+    bool super = c->w->dp->super_digest[0] && strcmp(id, c->w->dp->super_digest) == 0;
+    if (!add_identity(c, "digest", id))
         return false;
-    }
-    c->auth[c->nauth].scheme = scheme;
-    c->auth[c->nauth].id = id;
-    c->nauth++;
-    if (c->w->dp->super_digest[0] && strcmp(id, c->w->dp->super_digest) == 0)
-        c->super = true;
+    c->super = c->super || super;
     return true;
 }
 
@@ -447,6 +457,99 @@ static void handle_auth(struct conn *c, const uint8_t *body, size_t len)
     reply_header_only(c, ZK_XID_AUTH, ZK_OK);
 }
 
+/* ---- SASL (ZooKeeperServer.processSasl) ------------------------------------ */
+
+/* A SASL reply: the request's xid, zxid 0 and err as ZooKeeper sends them,
+ * then a SetSASLResponse with the token (len -1: null). */
+static void reply_sasl(struct conn *c, int32_t xid, int32_t err, const void *token, int32_t len)
+{
+    struct zk_wbuf *w = &c->w->aux;
+    zk_wbuf_reset(w);
+    size_t mark = zk_frame_begin(w);
+    struct zk_reply_header h = { .xid = xid, .zxid = 0, .err = err };
+    zk_put_reply_header(w, &h);
+    zk_put_sasl_response(w, &(struct zk_sasl_response){ { token, len } });
+    zk_frame_end(w, mark);
+    conn_queue_reply(c, w);
+    zk_wbuf_reset(w);
+}
+
+static void sasl_end(struct conn *c)
+{
+    saslsrv_conn_free(c->sasl);
+    c->sasl = NULL;
+    c->sasl_done = true;
+}
+
+/* A failed exchange: AUTHFAILED, or SESSIONCLOSEDREQUIRESASLAUTH where the
+ * server requires SASL, with a null token; then the connection closes and
+ * the session is left to expire (sendCloseSession closes the socket). */
+static void sasl_failed(struct conn *c, int32_t xid, const char *why)
+{
+    bool required = (c->w->dp->cfg.enforce_auth & DP_AUTH_SASL) != 0;
+    base_log(BASE_LOG_WARN, "larchd: closing %s (session 0x%llx): SASL login failed: %s", c->peer,
+             (unsigned long long)c->session_id, why);
+    sasl_end(c);
+    reply_sasl(c, xid, required ? ZK_ESESSIONCLOSEDREQUIRESASL : ZK_EAUTHFAILED, NULL, -1);
+    conn_close(c, false);
+}
+
+/* The identity of a login, ("sasl", user), and ZooKeeper's super user rule
+ * for SASL: a user named by zookeeper.superUser[.X] passes every ACL. */
+static bool add_sasl_identity(struct conn *c, const char *user)
+{
+    const struct dp_cfg *cfg = &c->w->dp->cfg;
+    char *id = strdup(user);
+    if (!id || !add_identity(c, "sasl", id))
+        return false;
+    for (int32_t i = 0; i < cfg->n_sasl_super_users; i++)
+        c->super = c->super || strcmp(cfg->sasl_super_users[i], user) == 0;
+    return true;
+}
+
+/* One GetSASLRequest: the next step of the connection's exchange, begun
+ * on its first token. A record that does not decode, or a null token
+ * (ZooKeeper dereferences it), closes the connection; a login answers its
+ * last token (rspauth) with OK, and the identity is there for every
+ * request after it, the UDP path's included. */
+static void handle_sasl(struct conn *c, int32_t xid, const uint8_t *body, size_t len)
+{
+    struct base_rd r;
+    struct zk_sasl_request q;
+    base_rd_init(&r, body, len);
+    if (!zk_get_sasl_request(&r, &q) || q.token.len < 0) {
+        conn_close(c, true);
+        return;
+    }
+    if (c->sasl_done) {
+        sasl_failed(c, xid, "a SASL request after the login ended");
+        return;
+    }
+    if (!c->sasl && !(c->sasl = saslsrv_conn_new())) {
+        sasl_failed(c, xid, "no memory for a SASL exchange");
+        return;
+    }
+    const void *out = NULL;
+    size_t out_len = 0;
+    enum saslsrv_result res = saslsrv_step(c->sasl, q.token.ptr, (size_t)q.token.len, &out,
+                                           &out_len);
+    if (res == SASLSRV_FAILED) {
+        char why[192];
+        snprintf(why, sizeof why, "%s", saslsrv_error(c->sasl));
+        sasl_failed(c, xid, why);
+        return;
+    }
+    if (res == SASLSRV_DONE && !add_sasl_identity(c, saslsrv_user(c->sasl))) {
+        sasl_failed(c, xid, "no room for another identity");
+        return;
+    }
+    reply_sasl(c, xid, ZK_OK, out, (int32_t)out_len); /* out lives in c->sasl until here */
+    if (res == SASLSRV_DONE) {
+        publish_session_auth(c);
+        sasl_end(c);
+    }
+}
+
 static void forward_to_sequencer(struct conn *c, int32_t xid, int32_t op, const uint8_t *body,
                                  size_t len, int64_t arrived_us)
 {
@@ -477,9 +580,12 @@ bool dp_auth_enforced_ok(const struct dp *dp, const struct tree_authid *ids, int
     uint32_t want = dp->cfg.enforce_auth;
     if (want == 0 || (want & DP_AUTH_IP))
         return true;
-    for (int32_t i = 0; i < count; i++)
-        if ((want & DP_AUTH_DIGEST) && ids[i].scheme && strcmp(ids[i].scheme, "digest") == 0)
+    for (int32_t i = 0; i < count; i++) {
+        const char *scheme = ids[i].scheme ? ids[i].scheme : "";
+        if (((want & DP_AUTH_DIGEST) && strcmp(scheme, "digest") == 0) ||
+            ((want & DP_AUTH_SASL) && strcmp(scheme, "sasl") == 0))
             return true;
+    }
     return false;
 }
 
@@ -537,6 +643,10 @@ static void dispatch(struct conn *c, const uint8_t *frame, size_t len, int64_t a
     }
     if (h.type == ZK_OP_AUTH) {
         handle_auth(c, body, blen);
+        return;
+    }
+    if (h.type == ZK_OP_SASL && c->w->dp->cfg.sasl) {
+        handle_sasl(c, h.xid, body, blen);
         return;
     }
     if (h.type == ZK_OP_SASL || !op_is_known(h.type)) {
@@ -890,6 +1000,8 @@ void conn_release(struct conn *c)
     atomic_store_explicit(&w->nwatches, watch_count(w->wt), memory_order_relaxed);
     pthread_mutex_unlock(&w->watch_lock);
     qframes_free(c);
+    saslsrv_conn_free(c->sasl);
+    c->sasl = NULL;
     for (int32_t i = 0; i < c->nauth; i++) {
         free((char *)c->auth[i].scheme);
         free((char *)c->auth[i].id);

@@ -33,6 +33,7 @@ struct dp;
 
 #define DP_AUTH_IP 1u     /* every connection has its peer address's ip identity */
 #define DP_AUTH_DIGEST 2u /* a digest identity from addauth */
+#define DP_AUTH_SASL 4u   /* a sasl identity from a SASL login */
 
 /* Four-letter-word handler: append the answer text to out. Runs on a worker.
  * word_arg: for "stmk", the 8-byte big-endian long that follows the word
@@ -57,11 +58,25 @@ struct dp_cfg {
     int64_t conn_max_unsent_bytes;  /* unsent output that closes a connection (slow consumer) */
     int64_t max_buffered_bytes;     /* everything every connection holds: memory pressure above */
     const char *super_digest;  /* "user:base64" or "" */
+    /* SASL (ZooKeeperServer.processSasl): with sasl, a SASL request runs
+     * a DIGEST-MD5 exchange (saslsrv, initialised by the caller) and a
+     * login adds the identity ("sasl", user); without it the opcode is
+     * answered UNIMPLEMENTED, as before. A user named in the super list
+     * (zookeeper.superUser[.X]) becomes the super user. sasl_provider
+     * goes into every tree_auth the dataplane builds (authProvider.N
+     * names SASLAuthenticationProvider). The list is borrowed: it must
+     * outlive the dataplane. */
+    bool sasl;
+    bool sasl_provider;
+    const char *const *sasl_super_users;
+    int32_t n_sasl_super_users;
     /* zookeeper.enforce.auth: DP_AUTH_* bits of the schemes one of whose
-     * identities a connection must hold before any request but auth is
-     * served (ZooKeeper's AuthenticationHelper); 0: not enforced. The UDP
-     * path holds a signed session to the same rule, and anonymous reads
-     * meet it only through "ip". */
+     * identities a connection must hold before any request but auth and
+     * sasl is served (ZooKeeper's AuthenticationHelper); 0: not enforced.
+     * With DP_AUTH_SASL in it a failed SASL login is answered
+     * SESSIONCLOSEDREQUIRESASLAUTH rather than AUTHFAILED. The UDP path
+     * holds a signed session to the same rule, and anonymous reads meet it
+     * only through "ip". */
     uint32_t enforce_auth;
     /* An ensemble member's membership in ZooKeeper's text, what
      * /zookeeper/config reads as (config_membership_text); NULL: the

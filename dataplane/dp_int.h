@@ -25,6 +25,7 @@
 #include <stdatomic.h>
 
 #include "dataplane/dataplane.h"
+#include "saslsrv/saslsrv.h"
 
 #define DP_AUTH_MAX 16               /* addauth identities per connection */
 #define DP_PIPELINE_MAX 32           /* a connection's requests at the sequencer */
@@ -114,6 +115,8 @@ struct conn {
     struct tree_authid auth[DP_AUTH_MAX];
     int32_t nauth;
     bool super;
+    struct saslsrv_conn *sasl; /* a SASL exchange under way, or NULL */
+    bool sasl_done;            /* it ended: a connection logs in once */
     char peer_ip[64];
     char peer[80];
 

@@ -254,7 +254,10 @@ static int read_all_children_number(struct rd *r, struct base_rd *in)
 }
 
 /* WhoAmIResponse: the connection's identities, the ip one first, as
- * ZooKeeper lists its authInfo; digest ids show the user name only. */
+ * ZooKeeper lists its authInfo, each id as its provider's getUserName
+ * gives it (AuthUtil.getClientInfos): digest ids show the user name only,
+ * sasl ids their whole name, and "" without SASLAuthenticationProvider
+ * (no provider, no user). */
 static int read_whoami(struct rd *r)
 {
     struct conn *c = r->c;
@@ -263,7 +266,9 @@ static int read_whoami(struct rd *r)
     zk_put_str(r->out, zk_str_c(c->peer_ip));
     for (int32_t i = 0; i < c->nauth; i++) {
         const char *id = c->auth[i].id;
-        const char *colon = strchr(id, ':');
+        const char *colon = strcmp(c->auth[i].scheme, "digest") == 0 ? strchr(id, ':') : NULL;
+        if (strcmp(c->auth[i].scheme, "sasl") == 0 && !c->w->dp->cfg.sasl_provider)
+            id = "";
         zk_put_str(r->out, zk_str_c(c->auth[i].scheme));
         zk_put_bytes(r->out, id, colon ? (int32_t)(colon - id) : (int32_t)strlen(id));
     }

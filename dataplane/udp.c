@@ -138,7 +138,8 @@ size_t dp_udp_handle(struct dp *dp, const uint8_t *req, size_t len, const char *
     if (dp->seq != NULL && !seq_serving(dp->seq))
         return answer(out, ctr, &q, ZK_UDP_NOT_SERVING, 0, tree_last_zxid(dp->tree));
 
-    struct tree_auth auth = { .ids = NULL, .count = 0, .peer_ip = peer_ip, .super = false };
+    struct tree_auth auth = { .ids = NULL, .count = 0, .peer_ip = peer_ip, .super = false,
+                              .sasl_provider = dp->cfg.sasl_provider };
     rcu_read_lock();
     int64_t zxid = tree_last_zxid(dp->tree);
     enum zk_udp_status st = ZK_UDP_OK;

@@ -534,6 +534,26 @@ void zk_put_auth_packet(struct zk_wbuf *w, const struct zk_auth_packet *v)
     zk_put_str(w, v->auth);
 }
 
+bool zk_get_sasl_request(struct base_rd *r, struct zk_sasl_request *v)
+{
+    return zk_get_str(r, &v->token);
+}
+
+void zk_put_sasl_request(struct zk_wbuf *w, const struct zk_sasl_request *v)
+{
+    zk_put_str(w, v->token);
+}
+
+bool zk_get_sasl_response(struct base_rd *r, struct zk_sasl_response *v)
+{
+    return zk_get_str(r, &v->token);
+}
+
+void zk_put_sasl_response(struct zk_wbuf *w, const struct zk_sasl_response *v)
+{
+    zk_put_str(w, v->token);
+}
+
 bool zk_get_watcher_event(struct base_rd *r, struct zk_watcher_event *v)
 {
     return zk_get_i32(r, &v->type) && zk_get_i32(r, &v->state) && zk_get_str(r, &v->path);

@@ -238,6 +238,15 @@ struct zk_auth_packet {
     struct zk_str scheme;
     struct zk_str auth;
 };
+/* GetSASLRequest, the body of a ZK_OP_SASL request, and SetSASLResponse,
+ * the server's answer: one jute buffer each, the mechanism's next token
+ * (zookeeper.jute). Empty or null where the mechanism has nothing to say. */
+struct zk_sasl_request {
+    struct zk_str token;
+};
+struct zk_sasl_response {
+    struct zk_str token;
+};
 struct zk_watcher_event {
     int32_t type;
     int32_t state;
@@ -353,6 +362,10 @@ void zk_put_multi_header(struct zk_wbuf *w, const struct zk_multi_header *v);
 void zk_put_multi_end(struct zk_wbuf *w);
 bool zk_get_auth_packet(struct base_rd *r, struct zk_auth_packet *v);
 void zk_put_auth_packet(struct zk_wbuf *w, const struct zk_auth_packet *v);
+bool zk_get_sasl_request(struct base_rd *r, struct zk_sasl_request *v);
+void zk_put_sasl_request(struct zk_wbuf *w, const struct zk_sasl_request *v);
+bool zk_get_sasl_response(struct base_rd *r, struct zk_sasl_response *v);
+void zk_put_sasl_response(struct zk_wbuf *w, const struct zk_sasl_response *v);
 bool zk_get_watcher_event(struct base_rd *r, struct zk_watcher_event *v);
 void zk_put_watcher_event(struct zk_wbuf *w, const struct zk_watcher_event *v);
 

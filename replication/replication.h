@@ -71,6 +71,9 @@ struct seq_cfg {
      * standalone server may leave it off (a failed write then answers with
      * the current zxid and costs no log write). */
     bool error_txns;
+    /* ZooKeeper's SASLAuthenticationProvider is configured: prep checks
+     * and builds ACLs with "sasl" served (tree_auth.sasl_provider). */
+    bool sasl_provider;
     /* Ensemble mode (see "ensembles" below); NULL: standalone. seq_new
      * copies what it needs. Implies error_txns, and no inline rounds. */
     const struct seq_ensemble_cfg *ensemble;

@@ -289,12 +289,13 @@ static void entry_release(struct seq_entry *e)
 
 /* ---- phase 1: prep ------------------------------------------------------- */
 
-static struct tree_auth entry_auth(const struct seq_req *r)
+static struct tree_auth entry_auth(const struct seq *s, const struct seq_req *r)
 {
     return (struct tree_auth){ .ids = r->auth_ids,
                                .count = r->auth_count,
                                .peer_ip = r->peer_ip,
-                               .super = r->super };
+                               .super = r->super,
+                               .sasl_provider = s->cfg.sasl_provider };
 }
 
 static void prep_txn(struct seq *s, struct seq_entry *e, int64_t wall_ms)
@@ -307,7 +308,7 @@ static void prep_txn(struct seq *s, struct seq_entry *e, int64_t wall_ms)
     struct tree_prep_cfg pcfg = { .ttl_enabled = s->cfg.ttl_enabled,
                                   .max_txn_bytes = TXNLOG_TXN_OPS_BYTES_MAX,
                                   .op_bytes = txn_op_encoded_bytes };
-    struct tree_auth auth = entry_auth(e->req);
+    struct tree_auth auth = entry_auth(s, e->req);
     e->txn.zxid = s->next_zxid_counter;
     e->txn.session_id = e->req->session_id;
     e->txn.cxid = e->req->xid;

@@ -776,7 +776,8 @@ static int admin_http_get(void *arg, const char *url, struct zk_wbuf *out, const
 static void report_stderr(void *arg, int severity, const char *msg)
 {
     (void)arg;
-    fprintf(stderr, "larchd: %s%s\n", severity ? "error: " : "warning: ", msg);
+    base_log(severity ? BASE_LOG_ERROR : BASE_LOG_WARN, "larchd: %s%s",
+             severity ? "error: " : "warning: ", msg);
 }
 
 struct admin *admin_start(struct server *srv, char *err, size_t errlen)

@@ -179,6 +179,11 @@ static const struct setting key_settings[] = {
     ROW("admin.idleTimeout", K_INT32, admin_idle_timeout_ms, 1, INT32_MAX, true),
     ROW("enforce.auth.enabled", K_BOOL, enforce_auth_enabled, 0, 0, true),
     ROW("enforce.auth.schemes", K_AUTH_SCHEMES, enforce_auth_schemes, 0, 0, true),
+    /* SASL (authProvider.N and superUser[.X] are families: apply_keyed_family) */
+    ROW("sessionRequireClientSASLAuth", K_BOOL, session_require_sasl, 0, 0, true),
+    ROW("jaasLoginConfig", K_STRING, jaas_file, 1, 0, false),
+    ROW("java.security.auth.login.config", K_STRING, jaas_file, 1, 0, false),
+    ROW("sasl.serverconfig", K_STRING, sasl_section, 1, 0, true),
     ROW("larch.workers", K_INT32, workers, 1, WORKERS_MAX, false),
     ROW("larch.zxidCounterLimit", K_INT64, zxid_counter_limit, 16, 4294967294LL, false),
     ROW("larch.logLevel", K_LOGLEVEL, log_level, 0, 3, false),
@@ -213,6 +218,7 @@ static const struct setting flag_settings[] = {
     ROW("--max-client-cnxns", K_INT32, max_client_cnxns, 0, INT32_MAX, false),
     ROW("--4lw", K_FOURLW, four_letter_words, 0, 0, false),
     ROW("--super-digest", K_DIGEST, super_digest, 0, 0, false),
+    ROW("--jaas", K_STRING, jaas_file, 1, 0, false),
     ROW("--ttl", K_ONOFF, extended_types, 0, 0, false),
     ROW("--data-dir", K_STRING, data_dir, 0, 0, false),
     ROW_SET("--data-log-dir", K_STRING, data_log_dir, data_log_dir_set, 0, 0),
@@ -258,7 +264,8 @@ struct unhonoured_key {
 };
 
 #define NO_TLS "larchd has no TLS"
-#define NO_SASL "larchd has no SASL"
+#define NO_KERBEROS "larchd's SASL is DIGEST-MD5 with a JAAS file's users: no Kerberos (GSSAPI)"
+#define NO_QUORUM_SASL "larchd has no SASL on the quorum links"
 #define AUTH_CLASS "org.apache.zookeeper.server.auth."
 #define CNXN_CLASS "org.apache.zookeeper.server."
 
@@ -269,23 +276,20 @@ static const struct unhonoured_key unhonoured_keys[] = {
     { "sslQuorumReloadCertFiles", "false", NO_TLS " on the quorum links" },
     { "ssl.", NULL, NO_TLS },
     { "X509AuthenticationProvider.", NULL, NO_TLS " client certificates (x509)" },
-    { "authProvider.", AUTH_CLASS "DigestAuthenticationProvider|" AUTH_CLASS
-      "IPAuthenticationProvider", "larchd's authentication providers are digest and ip, built in" },
     { "DigestAuthenticationProvider.digestAlg", "SHA1|SHA-1",
       "larchd's digest scheme hashes with SHA-1 (ZooKeeper's default)" },
-    { "sessionRequireClientSASLAuth", "false", NO_SASL },
-    { "allowSaslFailedClients", "false", NO_SASL },
-    { "superUser", NULL, NO_SASL " (superUser names a SASL identity)" },
-    { "superUser.", NULL, NO_SASL " (superUser names a SASL identity)" },
-    { "sasl.", NULL, NO_SASL },
-    { "kerberos.", NULL, NO_SASL " (Kerberos)" },
-    { "jaasLoginRenew", NULL, NO_SASL },
-    { "jaasLoginConfig", NULL, NO_SASL },
-    { "java.security.auth.login.config", NULL, NO_SASL },
-    { "quorum.auth.enableSasl", "false", NO_SASL " on the quorum links" },
-    { "quorum.auth.learnerRequireSasl", "false", NO_SASL " on the quorum links" },
-    { "quorum.auth.serverRequireSasl", "false", NO_SASL " on the quorum links" },
-    { "quorum.auth.", NULL, NO_SASL " on the quorum links" },
+    { "allowSaslFailedClients", "false",
+      "larchd closes a connection whose SASL login fails, as ZooKeeper does by default" },
+    { "SASLAuthenticationProvider.superPassword", NULL,
+      "larchd takes every SASL password from the JAAS file (user_super for the user super)" },
+    { "letAnySaslUserDoX", NULL, "larchd's sasl ACLs match their own id and the user super only" },
+    { "sasl.", NULL, NO_KERBEROS " and no SASL client settings (sasl.serverconfig is served)" },
+    { "kerberos.", NULL, NO_KERBEROS },
+    { "jaasLoginRenew", NULL, NO_KERBEROS " tickets to renew" },
+    { "quorum.auth.enableSasl", "false", NO_QUORUM_SASL },
+    { "quorum.auth.learnerRequireSasl", "false", NO_QUORUM_SASL },
+    { "quorum.auth.serverRequireSasl", "false", NO_QUORUM_SASL },
+    { "quorum.auth.", NULL, NO_QUORUM_SASL },
     { "skipACL", "no", "larchd always checks ACLs" },
     { "audit.enable", "false", "larchd writes no audit log" },
     { "serverCnxnFactory", CNXN_CLASS "NIOServerCnxnFactory|" CNXN_CLASS "NettyServerCnxnFactory",
@@ -676,12 +680,12 @@ static bool add_auth_scheme(const char *w, size_t n, const void *ctx)
     else if (n == 2 && memcmp(w, "ip", 2) == 0)
         a->mask |= CONFIG_AUTH_IP;
     else if (n == 4 && memcmp(w, "sasl", 4) == 0)
-        report(a->r, SEV_ERROR, "scheme 'sasl' cannot be honoured: " NO_SASL);
+        a->mask |= CONFIG_AUTH_SASL; /* config_finish wants its provider and users */
     else if (n == 4 && memcmp(w, "x509", 4) == 0)
         report(a->r, SEV_ERROR, "scheme 'x509' cannot be honoured: " NO_TLS);
     else
         report(a->r, SEV_ERROR, "authentication scheme '%.*s' is not available (larchd "
-                                "authenticates digest and ip)", (int)(n > 64 ? 64 : n), w);
+                                "authenticates digest, ip and sasl)", (int)(n > 64 ? 64 : n), w);
     return false;
 }
 
@@ -808,6 +812,7 @@ void config_defaults(struct config *c)
     c->log_level = 2;
     c->dpdk_cores = 1;
     c->standalone_enabled = true;
+    snprintf(c->sasl_section, sizeof c->sasl_section, "Server");
 }
 
 /* ------------------------------------------------------------------ zoo.cfg text */
@@ -1248,6 +1253,63 @@ static bool apply_ensemble_key(struct config *c, const char *key, char *value,
     return false;
 }
 
+#define PROVIDERS_SERVED AUTH_CLASS "DigestAuthenticationProvider|" AUTH_CLASS \
+    "IPAuthenticationProvider|" CONFIG_SASL_PROVIDER
+
+/* Sets key's value in a family's list: a key given again replaces its
+ * value, as the system property ZooKeeper makes of it would. */
+static void keyed_put(struct config_keyed *list, uint32_t *n, const char *key, const char *value,
+                      struct reporter *r)
+{
+    if (strlen(key) >= sizeof list->key || strlen(value) >= sizeof list->value) {
+        report(r, SEV_ERROR, "too long (keys of at most %zu bytes, values of %zu)",
+               sizeof list->key - 1, sizeof list->value - 1);
+        return;
+    }
+    uint32_t i = 0;
+    while (i < *n && strcmp(list[i].key, key) != 0)
+        i++;
+    if (i == CONFIG_KEYED_MAX) {
+        report(r, SEV_ERROR, "more than %d such lines", CONFIG_KEYED_MAX);
+        return;
+    }
+    snprintf(list[i].key, sizeof list[i].key, "%s", key);
+    snprintf(list[i].value, sizeof list[i].value, "%s", value);
+    if (i == *n)
+        (*n)++;
+}
+
+/* authProvider.N and superUser[.X]: ZooKeeper loads every authProvider.N
+ * class (ProviderRegistry) and takes every superUser[.X] value as a SASL
+ * super user (ZooKeeperServer.isSaslSuperUser). True when key was one. */
+static bool apply_keyed_family(struct config *c, const char *key, const char *value,
+                               struct reporter *r)
+{
+    const char *bare = strncmp(key, ZK_PREFIX, strlen(ZK_PREFIX)) == 0 ? key + strlen(ZK_PREFIX)
+                                                                      : key;
+    bool provider = strncmp(bare, "authProvider.", strlen("authProvider.")) == 0;
+    bool super = strcmp(bare, "superUser") == 0 ||
+                 strncmp(bare, "superUser.", strlen("superUser.")) == 0;
+    if (!provider && !super)
+        return false;
+    if (provider && !value_allowed(value, PROVIDERS_SERVED)) {
+        report(r, SEV_ERROR, "%.*s='%.*s' cannot be honoured: %s (accepted: %s)", VALUE_ECHO_MAX,
+               key, VALUE_ECHO_MAX, value,
+               strstr(value, "X509") ? NO_TLS " client certificates (x509)"
+                                     : "larchd's authentication providers are digest and ip, "
+                                       "built in, and sasl",
+               PROVIDERS_SERVED);
+        return true;
+    }
+    r->what = key;
+    if (provider)
+        keyed_put(c->auth_providers, &c->n_auth_providers, bare, value, r);
+    else
+        keyed_put(c->sasl_super_users, &c->n_sasl_super_users, bare, value, r);
+    r->what = NULL;
+    return true;
+}
+
 /* Parses one logical line into key and value and applies it. */
 static void apply_line(struct config *c, struct logical_line *ll, struct reporter *r)
 {
@@ -1268,11 +1330,14 @@ static void apply_line(struct config *c, struct logical_line *ll, struct reporte
     char *value = trim_java(ll->value);
     if (apply_ensemble_key(c, key, value, r))
         return;
-    if (check_unhonoured(key, value, r))
+    if (apply_keyed_family(c, key, value, r))
         return;
+    /* a key larchd serves first: sasl.serverconfig is one of a family it
+     * refuses otherwise */
     const struct setting *s = find_key(key);
     if (s == NULL) {
-        warn_unused_key(key, r);
+        if (!check_unhonoured(key, value, r))
+            warn_unused_key(key, r);
         return;
     }
     r->what = key;
@@ -1734,6 +1799,56 @@ static void finish_ensemble(struct config *c, struct reporter *r)
                          "vote and its log)");
 }
 
+bool config_sasl_provider(const struct config *c)
+{
+    for (uint32_t i = 0; i < c->n_auth_providers; i++)
+        if (strcasecmp(c->auth_providers[i].value, CONFIG_SASL_PROVIDER) == 0)
+            return true;
+    return false;
+}
+
+/* The SASL setting that needs a JAAS file, or NULL when none is made. */
+static const char *sasl_setting(const struct config *c)
+{
+    if (c->session_require_sasl)
+        return "sessionRequireClientSASLAuth=true";
+    if (c->enforce_auth_enabled && (c->enforce_auth_mask & CONFIG_AUTH_SASL))
+        return "zookeeper.enforce.auth.schemes with sasl";
+    if (config_sasl_provider(c))
+        return "authProvider.N=" CONFIG_SASL_PROVIDER;
+    if (c->n_sasl_super_users > 0)
+        return c->sasl_super_users[0].key;
+    if (strcmp(c->sasl_section, "Server") != 0)
+        return "zookeeper.sasl.serverconfig";
+    return NULL;
+}
+
+/* sessionRequireClientSASLAuth=true is enforce.auth with the scheme sasl
+ * alone (AuthenticationHelper ignores enforce.auth.* then); enforcing sasl
+ * needs its provider ("Authentication scheme sasl is not available"), and
+ * every SASL setting needs the JAAS file the users come from. */
+static void finish_sasl(struct config *c, struct reporter *r)
+{
+    if (c->session_require_sasl) {
+        c->enforce_auth_enabled = true;
+        c->enforce_auth_mask = CONFIG_AUTH_SASL;
+    }
+    bool enforced = c->enforce_auth_enabled && (c->enforce_auth_mask & CONFIG_AUTH_SASL);
+    if (enforced && !config_sasl_provider(c))
+        report(r, SEV_ERROR, "%s: authentication scheme sasl is not available without "
+                             "authProvider.N=" CONFIG_SASL_PROVIDER,
+               c->session_require_sasl ? "sessionRequireClientSASLAuth=true"
+                                       : "zookeeper.enforce.auth.schemes");
+    const char *setting = sasl_setting(c);
+    if (c->jaas_file[0] == '\0' && setting != NULL)
+        report(r, SEV_ERROR, "%s needs the JAAS file with the SASL users (jaasLoginConfig=FILE, "
+                             "java.security.auth.login.config=FILE or --jaas FILE)", setting);
+    else if (c->jaas_file[0] != '\0' && !config_sasl_provider(c))
+        report(r, SEV_WARNING, "a JAAS file without authProvider.N=" CONFIG_SASL_PROVIDER
+                               ": clients may log in with SASL, but, as in ZooKeeper, sasl ACLs "
+                               "are refused and match no one");
+}
+
 int config_finish(struct config *c, config_report_fn fn, void *arg)
 {
     assert(c != NULL);
@@ -1748,9 +1863,11 @@ int config_finish(struct config *c, config_report_fn fn, void *arg)
                "address: the one the DPDK port answers for");
     if (c->client_port_address[0] == '\0')
         report(&r, SEV_ERROR, "clientPortAddress must not be empty");
+    finish_sasl(c, &r);
     if (c->enforce_auth_enabled && c->enforce_auth_mask == 0)
         report(&r, SEV_ERROR, "zookeeper.enforce.auth.enabled is true: "
-                              "zookeeper.enforce.auth.schemes must name a scheme (digest, ip)");
+                              "zookeeper.enforce.auth.schemes must name a scheme (digest, ip, "
+                              "sasl)");
     /* ZooKeeper writes the txn log into dataDir unless dataLogDir is given. */
     if (!c->data_log_dir_set || c->data_log_dir[0] == '\0')
         memcpy(c->data_log_dir, c->data_dir, sizeof c->data_log_dir);
@@ -2188,6 +2305,8 @@ const char *config_usage(void)
            "                            (default srvr; srvr is always allowed, and isro too\n"
            "                            in read-only mode)\n"
            "  --super-digest USER:B64   DigestAuthenticationProvider.superDigest (default none)\n"
+           "  --jaas FILE               the JAAS file whose Server section's DigestLoginModule\n"
+           "                            lists the SASL DIGEST-MD5 users (jaasLoginConfig)\n"
            "  --ttl on|off              zookeeper.extendedTypesEnabled: TTL znodes (default on;\n"
            "                            ZooKeeper's default is off)\n"
            "  --data-dir DIR            dataDir (default none)\n"
@@ -2255,7 +2374,14 @@ const char *config_usage(void)
            "                                    seconds, rounded up) *\n"
            "  enforce.auth.enabled=false        (refuse every request of a connection\n"
            "                                    without an identity of these schemes) *\n"
-           "  enforce.auth.schemes=             (digest, ip) *\n"
+           "  enforce.auth.schemes=             (digest, ip, sasl) *\n"
+           "  jaasLoginConfig=                  (none; also java.security.auth.login.config: the\n"
+           "                                    JAAS file of the SASL DIGEST-MD5 users)\n"
+           "  sasl.serverconfig=Server          (its section) *\n"
+           "  authProvider.N=                   (" CONFIG_SASL_PROVIDER ":\n"
+           "                                    sasl ACLs; digest and ip are built in) *\n"
+           "  sessionRequireClientSASLAuth=false (enforce.auth with sasl alone) *\n"
+           "  superUser=, superUser.X=          (SASL users who pass every ACL) *\n"
            "  larch.workers=                    (CPUs - 1, at least 1, at most 64)\n"
            "  larch.zxidCounterLimit=4294967294 (ensembles: the leader steps down before\n"
            "                                    assigning a higher zxid counter; a new\n"
@@ -2278,8 +2404,8 @@ const char *config_usage(void)
            "  tickTime / 2, election after syncLimit ticks without a leader).\n"
            "  JVM and other ZooKeeper tuning keys (jvm.*, ...) are accepted with a\n"
            "  warning and ignored. A security, TLS, SASL or quorum key larchd cannot\n"
-           "  honour (secureClientPort, ssl.*, sslQuorum=true, a SASL or x509\n"
-           "  authProvider, sessionRequireClientSASLAuth=true, admin.forceHttps=true,\n"
+           "  honour (secureClientPort, ssl.*, sslQuorum=true, an x509 authProvider,\n"
+           "  Kerberos and quorum SASL keys, admin.forceHttps=true,\n"
            "  admin.portUnification=true, admin.needClientAuth=true, ...) is an error\n"
            "  naming its line: larchd does not start rather than run without it.\n"
            "\n"

@@ -65,6 +65,17 @@ int config_parse_server(const char *id_text, const char *value, struct config_se
  * gives a connection (ZooKeeper gives every connection its "ip" one). */
 #define CONFIG_AUTH_IP 1u
 #define CONFIG_AUTH_DIGEST 2u
+#define CONFIG_AUTH_SASL 4u
+
+#define CONFIG_KEYED_MAX 16 /* superUser[.X] and authProvider.N lines each */
+#define CONFIG_SASL_PROVIDER "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"
+
+/* One line of a key family (superUser.X, authProvider.N): ZooKeeper makes
+ * each a system property, so a key given again replaces its value. */
+struct config_keyed {
+    char key[128];   /* without a "zookeeper." prefix */
+    char value[256];
+};
 
 struct config {
     /* zoo.cfg keys */
@@ -88,6 +99,19 @@ struct config {
     bool enforce_auth_enabled;
     char enforce_auth_schemes[128]; /* comma-separated, as written */
     uint32_t enforce_auth_mask;     /* the same, as CONFIG_AUTH_* bits */
+    /* SASL (DIGEST-MD5 for clients, saslsrv/): the users are the JAAS
+     * file's (server/jaas.h), from jaasLoginConfig, its JVM spelling
+     * java.security.auth.login.config, or --jaas. sessionRequireClientSASLAuth
+     * is enforce.auth with the one scheme sasl (config_finish sets the two
+     * fields above from it, as ZooKeeper's AuthenticationHelper ignores
+     * enforce.auth.* then). Every SASL setting needs the JAAS file. */
+    char jaas_file[4096];
+    char sasl_section[256];         /* sasl.serverconfig: the JAAS section, default "Server" */
+    bool session_require_sasl;      /* sessionRequireClientSASLAuth, default false */
+    uint32_t n_auth_providers;      /* authProvider.N lines (config_sasl_provider) */
+    struct config_keyed auth_providers[CONFIG_KEYED_MAX];
+    uint32_t n_sasl_super_users;    /* superUser and superUser.X: SASL ids that are super */
+    struct config_keyed sasl_super_users[CONFIG_KEYED_MAX];
     bool extended_types;            /* zookeeper.extendedTypesEnabled (TTL), default true */
     int32_t max_buffer_bytes;       /* jute.maxbuffer, default 0xfffff */
     int32_t snap_count;             /* snapCount, default 100000: txns between snapshots */
@@ -327,6 +351,10 @@ int config_from_args(struct config *c, int argc, char **argv, config_report_fn r
 /* Computes derived defaults and checks cross-field rules (min <= max session
  * timeout, port in 1..65535, workers in 1..64, ...). Returns 0 or -1 after reporting. */
 int config_finish(struct config *c, config_report_fn report, void *arg);
+
+/* True when an authProvider.N line names ZooKeeper's SASLAuthenticationProvider:
+ * "sasl" ACLs are then valid and matched (tree_auth.sasl_provider). */
+bool config_sasl_provider(const struct config *c);
 
 /* True when the four-letter word (e.g. "ruok") is allowed by the whitelist. */
 bool config_4lw_allowed(const struct config *c, const char *word);

@@ -4,6 +4,8 @@
  * SIGINT/SIGTERM (reopening the log at each SIGHUP), stop in reverse order.
  */
 #include "server/server.h"
+#include "server/jaas.h"
+#include "saslsrv/saslsrv.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -79,6 +81,38 @@ static bool want_inline_sequencer(const struct config *c)
     return CPU_COUNT(&set) < c->workers + 1;
 }
 
+/* SASL DIGEST-MD5 for the users of the JAAS file (jaasLoginConfig, --jaas),
+ * set up before any thread starts; a file that does not parse, or lists no
+ * user, stops larchd with the file and line. */
+static int start_sasl(struct server *srv)
+{
+    const struct config *c = &srv->cfg;
+    struct jaas_users users;
+    if (jaas_load(c->jaas_file, c->sasl_section, &users, report, NULL) != 0)
+        return -1;
+    struct saslsrv_user *table = calloc(users.count, sizeof *table);
+    char err[256] = "out of memory";
+    int rc = -1;
+    if (table) {
+        for (size_t i = 0; i < users.count; i++)
+            table[i] = (struct saslsrv_user){ users.items[i].name, users.items[i].password };
+        rc = saslsrv_init(table, users.count, err, sizeof err);
+        free(table);
+    }
+    if (rc != 0)
+        base_log(BASE_LOG_ERROR, "larchd: error: %s: %s", c->jaas_file, err);
+    else
+        base_log(BASE_LOG_INFO, "larchd: SASL DIGEST-MD5 for %zu user%s of %s (section %s)%s",
+                 users.count, users.count == 1 ? "" : "s", c->jaas_file, c->sasl_section,
+                 config_sasl_provider(c) ? "" : "; sasl ACLs are not served (no authProvider.N="
+                                                CONFIG_SASL_PROVIDER ")");
+    jaas_users_free(&users);
+    srv->sasl = rc == 0;
+    for (uint32_t i = 0; i < c->n_sasl_super_users; i++)
+        srv->sasl_super_users[i] = c->sasl_super_users[i].value;
+    return rc;
+}
+
 /* An ensemble member: its id (dataDir/myid) and its view of the ensemble. */
 static int load_membership(struct server *srv)
 {
@@ -131,6 +165,7 @@ static int make_sequencer(struct server *srv, struct durability_boot *boot)
         .tick_ms = c->tick_time_ms / 2 > 0 ? c->tick_time_ms / 2 : 1,
         .inline_rounds = want_inline_sequencer(c),
         .passwd_key_set = srv->dur != NULL,
+        .sasl_provider = config_sasl_provider(c),
         .log = srv->dur ? durability_log(srv->dur) : NULL,
     };
     struct raft_member members[CONFIG_SERVERS_MAX];
@@ -261,9 +296,14 @@ static int start(struct server *srv)
         .conn_max_unsent_bytes = c->conn_max_unsent_bytes,
         .max_buffered_bytes = c->max_buffered_bytes,
         .super_digest = c->super_digest,
+        .sasl = srv->sasl,
+        .sasl_provider = config_sasl_provider(c),
+        .sasl_super_users = srv->sasl_super_users,
+        .n_sasl_super_users = (int32_t)c->n_sasl_super_users,
         .enforce_auth = !c->enforce_auth_enabled ? 0
                         : ((c->enforce_auth_mask & CONFIG_AUTH_IP) ? DP_AUTH_IP : 0) |
-                          ((c->enforce_auth_mask & CONFIG_AUTH_DIGEST) ? DP_AUTH_DIGEST : 0),
+                          ((c->enforce_auth_mask & CONFIG_AUTH_DIGEST) ? DP_AUTH_DIGEST : 0) |
+                          ((c->enforce_auth_mask & CONFIG_AUTH_SASL) ? DP_AUTH_SASL : 0),
         .config_node = srv->config_node,
         .config_node_mtime = srv->config_node_mtime,
         .udp_host = c->udp.host,
@@ -306,11 +346,11 @@ static int start(struct server *srv)
     if (c->admin_enabled) {
         srv->admin = admin_start(srv, err, sizeof(err));
         if (!srv->admin) {
-            fprintf(stderr, "larchd: AdminServer: %s\n", err);
+            base_log(BASE_LOG_ERROR, "larchd: AdminServer: %s", err);
             return -1;
         }
-        fprintf(stderr, "larchd: AdminServer on %s:%d, command URL %s\n", c->admin_host,
-                admin_port(srv->admin), c->admin_command_url);
+        base_log(BASE_LOG_INFO, "larchd: AdminServer on %s:%d, command URL %s", c->admin_host,
+                 admin_port(srv->admin), c->admin_command_url);
     }
     return 0;
 }
@@ -481,6 +521,8 @@ int main(int argc, char **argv)
     int status = configure(&srv.cfg, argc, argv, want_purge);
     if (status >= 0)
         return status;
+    if (srv.cfg.jaas_file[0] != '\0' && !want_purge && start_sasl(&srv) != 0)
+        return 2;
     if (want_purge) {
         struct storage *st = storage_posix_new();
         int rc = st && durability_purge(&srv.cfg, st) == 0 ? 0 : 1;
@@ -501,6 +543,7 @@ int main(int argc, char **argv)
 
     if (start(&srv) != 0) {
         stop(&srv);
+        saslsrv_done();
         rcu_unregister_thread();
         return 1;
     }
@@ -510,6 +553,7 @@ int main(int argc, char **argv)
     notify_manager(sig == SIGINT ? "STOPPING=1\nSTATUS=shutting down (SIGINT)"
                                  : "STOPPING=1\nSTATUS=shutting down (SIGTERM)");
     stop(&srv);
+    saslsrv_done(); /* after the workers freed every exchange */
     rcu_unregister_thread();
     return 0;
 }

@@ -47,6 +47,10 @@ struct server {
      * nothing larchd does. */
     _Atomic int64_t trace_mask;
     struct admin *admin;  /* the AdminServer (admin.*), NULL: off */
+    /* SASL (jaasLoginConfig): saslsrv holds the JAAS users while sasl is
+     * true; the dataplane borrows the super user names (pointers into cfg) */
+    bool sasl;
+    const char *sasl_super_users[CONFIG_KEYED_MAX];
 };
 
 /* ---- the peer link as the sequencer's transport (peers.c) --------------- */

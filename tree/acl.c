@@ -248,18 +248,41 @@ static bool ip_id_valid(struct zk_str id)
     return ip_expr_parse(id.ptr, (size_t)id.len, addr, &bits) != 0;
 }
 
+/* SASLAuthenticationProvider.isValid: whether Kerberos's KerberosName
+ * constructor takes the id. A name without '@' is simple (all of it is
+ * the service name); one with '@' must be name[/host]@realm, none of the
+ * parts holding '/' or '@' (its pattern ([^/@]*)(/([^/@]*))?@([^/@]*)). */
+static bool sasl_id_valid(struct zk_str id)
+{
+    const char *at = memchr(id.ptr, '@', (size_t)id.len);
+    if (at == NULL)
+        return true;
+    size_t before = (size_t)(at - id.ptr), after = (size_t)id.len - before - 1;
+    const char *slash = memchr(id.ptr, '/', before);
+    if (slash != NULL && memchr(slash + 1, '/', before - (size_t)(slash - id.ptr) - 1) != NULL)
+        return false;
+    return memchr(at + 1, '@', after) == NULL && memchr(at + 1, '/', after) == NULL;
+}
+
+/* Whether a scheme has a provider on this server: ZooKeeper's registry
+ * always has ip and digest, and sasl when authProvider.N names it. */
+static bool sasl_served(const char *scheme, const struct tree_auth *auth)
+{
+    return auth != NULL && auth->sasl_provider && strcmp(scheme, "sasl") == 0;
+}
+
 /* Schemes whose provider says isAuthenticated(): only their ids stand in for
  * "auth". ip and world are not; "super" has no provider and is skipped. */
-static bool scheme_is_authenticated(const char *scheme)
+static bool scheme_is_authenticated(const char *scheme, const struct tree_auth *auth)
 {
-    return scheme != NULL && strcmp(scheme, "digest") == 0;
+    return scheme != NULL && (strcmp(scheme, "digest") == 0 || sasl_served(scheme, auth));
 }
 
 static int32_t auth_expansion_count(const struct tree_auth *auth)
 {
     int32_t n = 0;
     for (int32_t i = 0; auth != NULL && i < auth->count; i++)
-        n += scheme_is_authenticated(auth->ids[i].scheme) && auth->ids[i].id != NULL;
+        n += scheme_is_authenticated(auth->ids[i].scheme, auth) && auth->ids[i].id != NULL;
     return n;
 }
 
@@ -293,7 +316,8 @@ static int32_t acl_entry_check(const struct zk_acl *a, const struct tree_auth *a
     bool world = str_is(a->id.scheme, "world");
     bool digest = str_is(a->id.scheme, "digest");
     bool ip = str_is(a->id.scheme, "ip");
-    if (!world && !digest && !ip)
+    bool sasl = str_is(a->id.scheme, "sasl") && sasl_served("sasl", auth);
+    if (!world && !digest && !ip && !sasl)
         return ZK_EINVALIDACL; /* no provider for the scheme */
     if (str_is_null(a->id.id))
         return ZK_EMARSHALLINGERROR;
@@ -303,6 +327,8 @@ static int32_t acl_entry_check(const struct zk_acl *a, const struct tree_auth *a
         return str_is(a->id.id, "anyone") ? 1 : ZK_EINVALIDACL;
     if (digest)
         return digest_id_valid(a->id.id) ? 1 : ZK_EINVALIDACL;
+    if (sasl)
+        return sasl_id_valid(a->id.id) ? 1 : ZK_EINVALIDACL;
     return ip_id_valid(a->id.id) ? 1 : ZK_EINVALIDACL;
 }
 
@@ -366,7 +392,7 @@ static bool acl_append(struct tree_acl *acl, int32_t perms, const char *scheme, 
 }
 
 /* Adds the entries one request entry stands for: the entry itself, or for
- * "auth" one (perms, digest id) per identity of the caller. */
+ * "auth" one (perms, scheme, id) per authenticated identity of the caller. */
 static bool acl_append_expanded(struct tree_acl *acl, const struct zk_acl *a,
                                 const struct tree_auth *auth)
 {
@@ -375,7 +401,7 @@ static bool acl_append_expanded(struct tree_acl *acl, const struct zk_acl *a,
                           (size_t)a->id.id.len);
     for (int32_t i = 0; i < auth->count; i++) {
         const struct tree_authid *cid = &auth->ids[i];
-        if (!scheme_is_authenticated(cid->scheme) || cid->id == NULL)
+        if (!scheme_is_authenticated(cid->scheme, auth) || cid->id == NULL)
             continue;
         if (!acl_append(acl, a->perms, cid->scheme, strlen(cid->scheme), cid->id, strlen(cid->id)))
             return false;
@@ -467,15 +493,25 @@ static bool auth_is_super(const struct tree_auth *auth)
     return false;
 }
 
+/* SASLAuthenticationProvider.matches: the same id, or the caller is the
+ * SASL user named "super" (a JAAS user_super), who matches every sasl
+ * entry. */
+static bool sasl_matches(const char *id, const char *acl_id)
+{
+    return strcmp(id, "super") == 0 || strcmp(id, acl_id) == 0;
+}
+
 /* Does one ACL entry's identity match the caller? world:anyone matches all;
  * ip matches the peer address (and any "ip" identity); digest needs the
- * same (scheme, id) pair. Schemes with no provider match nobody. */
+ * same (scheme, id) pair; sasl, when served, sasl_matches. Schemes with no
+ * provider match nobody. */
 static bool acl_entry_matches(const struct tree_acl_entry *e, const struct tree_auth *auth)
 {
     if (strcmp(e->scheme, "world") == 0)
         return strcmp(e->id, "anyone") == 0;
     bool is_ip = strcmp(e->scheme, "ip") == 0;
-    if (!is_ip && strcmp(e->scheme, "digest") != 0)
+    bool is_sasl = sasl_served(e->scheme, auth);
+    if (!is_ip && !is_sasl && strcmp(e->scheme, "digest") != 0)
         return false;
     if (is_ip && ip_matches(auth->peer_ip, e->id))
         return true;
@@ -483,7 +519,8 @@ static bool acl_entry_matches(const struct tree_acl_entry *e, const struct tree_
         const struct tree_authid *cid = &auth->ids[i];
         if (cid->scheme == NULL || cid->id == NULL || strcmp(cid->scheme, e->scheme) != 0)
             continue;
-        if (is_ip ? ip_matches(cid->id, e->id) : strcmp(cid->id, e->id) == 0)
+        if (is_ip ? ip_matches(cid->id, e->id)
+                  : is_sasl ? sasl_matches(cid->id, e->id) : strcmp(cid->id, e->id) == 0)
             return true;
     }
     return false;
@@ -491,7 +528,7 @@ static bool acl_entry_matches(const struct tree_acl_entry *e, const struct tree_
 
 bool tree_acl_permits(const struct tree_acl *acl, int32_t perm, const struct tree_auth *auth)
 {
-    static const struct tree_auth nobody = { NULL, 0, NULL, false };
+    static const struct tree_auth nobody = { NULL, 0, NULL, false, false };
     if (acl == NULL || acl->count == 0)
         return true;
     if (acl == &open_acl) /* most nodes: what the loop below finds, without its strcmps */

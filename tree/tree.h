@@ -71,7 +71,8 @@ struct tree_acl {
 };
 
 /* What a connection has proven about itself: (scheme, id) pairs added by
- * addauth plus its peer address (for the "ip" scheme). */
+ * addauth ("digest") or a SASL login ("sasl"), plus its peer address (for
+ * the "ip" scheme). */
 struct tree_authid {
     const char *scheme;
     const char *id;
@@ -81,14 +82,21 @@ struct tree_auth {
     int32_t count;
     const char *peer_ip; /* dotted quad or IPv6 text, for "ip" ACLs */
     bool super;          /* authenticated as the super user: every check passes */
+    /* The server runs ZooKeeper's SASLAuthenticationProvider (authProvider.N):
+     * without it, as in ZooKeeper, "sasl" ACLs are invalid and match no one,
+     * and "auth" does not expand to sasl identities. A server setting the
+     * caller copies into every tree_auth it builds. */
+    bool sasl_provider;
 };
 
 /* Validates and normalises a client ACL the way ZooKeeper's fixupACL does:
- * "auth" entries become one digest entry per digest id the caller has (none ->
- * ZK_EINVALIDACL; the entry's own id is ignored, null included, as kazoo's
- * CREATOR_ALL_ACL sends it), "world" needs id "anyone", "digest" ids must be
- * user:hash, "ip" ids must parse as an address or CIDR, a null scheme, an
- * unknown scheme or an empty list is ZK_EINVALIDACL. Where ZooKeeper 3.8
+ * "auth" entries become one entry per digest (and, with sasl_provider, sasl)
+ * id the caller has (none -> ZK_EINVALIDACL; the entry's own id is ignored,
+ * null included, as kazoo's CREATOR_ALL_ACL sends it), "world" needs id
+ * "anyone", "digest" ids must be user:hash, "ip" ids must parse as an
+ * address or CIDR, "sasl" ids (sasl_provider only) must be what Kerberos
+ * would take as a principal (no '@', or name[/host]@REALM), a null scheme,
+ * an unknown scheme or an empty list is ZK_EINVALIDACL. Where ZooKeeper 3.8
  * dereferences a null string (a null id for world/digest/ip; in its
  * duplicate removal, a null scheme or id compared with an earlier entry of
  * the same perms) it answers MARSHALLINGERROR, and so does this:

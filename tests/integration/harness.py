@@ -212,13 +212,17 @@ class Server:
     the larchd path (e.g. the ASan build). cfg_lines are appended verbatim
     ("key=value") to the generated zoo.cfg of either server (ZooKeeper turns
     keys it does not parse itself into "zookeeper.<key>" system properties).
+    jvm_props ({name: value}) become -Dname=value on ZooKeeper's java command
+    line, for what it reads only as a JVM property (its JAAS file,
+    java.security.auth.login.config); larchd takes its equivalents from
+    cfg_lines, and is given none of them.
     Use as a context manager or call start()/stop(); stop() returns the exit
     status and keeps the stderr text in self.stderr_text.
     """
 
     def __init__(self, kind=None, binary=None, max_client_cnxns=None,
                  min_session_timeout_ms=None, max_session_timeout_ms=None,
-                 env=None, cfg_lines=()):
+                 env=None, cfg_lines=(), jvm_props=None):
         self.kind = kind or sut_kind()
         self.binary = binary or larchd_path()
         self.max_client_cnxns = max_client_cnxns
@@ -226,6 +230,7 @@ class Server:
         self.max_session_timeout_ms = max_session_timeout_ms
         self.extra_env = env or {}
         self.cfg_lines = list(cfg_lines)
+        self.jvm_props = dict(jvm_props or {})
         self.port = None
         self.proc = None
         self.tmpdir = None
@@ -350,7 +355,8 @@ class Server:
                 "-Dzookeeper.extendedTypesEnabled=true",
                 "-Dzookeeper.DigestAuthenticationProvider.superDigest=" + SUPER_DIGEST,
                 "-Dznode.container.checkIntervalMs=500",
-                "-Dzookeeper.admin.enableServer=false",
+                "-Dzookeeper.admin.enableServer=false"] + [
+                "-D%s=%s" % kv for kv in sorted(self.jvm_props.items())] + [
                 "-cp", zookeeper_classpath(),
                 "org.apache.zookeeper.server.ZooKeeperServerMain", cfg_path]
 
@@ -859,6 +865,30 @@ class RawClient:
         body = Writer().int(0).string(scheme).buffer(credential).bytes()
         rep = self.call(OP["auth"], body, xid=XID_AUTH)
         return Result(rep.err, None, rep.zxid)
+
+    def sasl(self, token, xid=None):
+        """One GetSASLRequest (token bytes; None sends a null buffer).
+        Returns the Reply; its body is the SetSASLResponse (body.buffer())."""
+        return self.call(OP["sasl"], Writer().buffer(token).bytes(), xid=xid)
+
+    def sasl_login(self, username, password, mechanism="DIGEST-MD5"):
+        """Logs in as kazoo does, with pure-sasl (only /usr/bin/python3 has
+        it): service zookeeper, host zk-sasl-md5, an empty first token.
+        Returns the error code of the first reply that is not OK, or OK
+        once the client has checked the server's rspauth."""
+        from puresasl.client import SASLClient
+        cli = SASLClient("zk-sasl-md5", service="zookeeper", mechanism=mechanism,
+                         username=username, password=password)
+        challenge = None
+        for _ in range(8):  # DIGEST-MD5 takes two round trips
+            response = cli.process(challenge)
+            if cli.complete:
+                return OK
+            rep = self.sasl(response or b"")
+            if rep.err != OK:
+                return rep.err
+            challenge = rep.body.buffer()
+        raise DecodeError("SASL exchange did not complete in 8 round trips")
 
     def whoami(self):
         rep = self.call(OP["whoAmI"])

@@ -250,8 +250,8 @@ class RefusedConfigTest(unittest.TestCase):
         cfg = os.path.join(d, "zoo.cfg")
         with open(cfg, "w") as f:
             f.write("tickTime=2000\nsecureClientPort=2281\n"
-                    "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n"
-                    "sessionRequireClientSASLAuth=true\nclientPortAddress=127.0.0.1\n")
+                    "authProvider.1=org.apache.zookeeper.server.auth.X509AuthenticationProvider\n"
+                    "allowSaslFailedClients=true\nclientPortAddress=127.0.0.1\n")
         try:
             p = subprocess.run([larchd_path(), "--config", cfg, "--port", "0"],
                                capture_output=True, timeout=20, cwd=d)
@@ -261,7 +261,7 @@ class RefusedConfigTest(unittest.TestCase):
         err = p.stderr.decode()
         self.assertNotEqual(p.returncode, 0, err)
         for line, key in ((2, "secureClientPort"), (3, "authProvider.1"),
-                          (4, "sessionRequireClientSASLAuth")):
+                          (4, "allowSaslFailedClients")):
             self.assertIn("%s:%d: %s=" % (cfg, line, key), err)
             self.assertIn("cannot be honoured", err)
 

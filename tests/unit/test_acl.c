@@ -246,7 +246,7 @@ static void test_fixup_auth_expands_digest_ids(void **state)
         { "super", "" },
         { "digest", "alice:hvfkN/qlp/zhXR3cuerq6jd2Z7g=" },
     };
-    struct tree_auth auth = { ids, 4, "127.0.0.1", false };
+    struct tree_auth auth = { ids, 4, "127.0.0.1", false, false };
     struct zk_acl items[] = {
         A(ZK_PERM_READ, "world", "anyone"),
         A(ZK_PERM_READ | ZK_PERM_WRITE, "auth", "ignored"),
@@ -265,11 +265,56 @@ static void test_fixup_auth_expands_digest_ids(void **state)
 static void test_fixup_auth_without_digest_is_invalid(void **state)
 {
     static const struct tree_authid ids[] = { { "ip", "127.0.0.1" }, { "super", "" } };
-    struct tree_auth auth = { ids, 2, "127.0.0.1", true };
-    struct tree_auth none = { NULL, 0, "127.0.0.1", false };
+    struct tree_auth auth = { ids, 2, "127.0.0.1", true, false };
+    struct tree_auth none = { NULL, 0, "127.0.0.1", false, false };
     assert_int_equal(fixup_one(ZK_PERM_ALL, "auth", "", &auth), ZK_EINVALIDACL);
     assert_int_equal(fixup_one(ZK_PERM_ALL, "auth", "", &none), ZK_EINVALIDACL);
     assert_int_equal(fixup_one(ZK_PERM_ALL, "auth", "", NULL), ZK_EINVALIDACL);
+}
+
+/* "sasl" needs ZooKeeper's SASLAuthenticationProvider (authProvider.N):
+ * without it the scheme has no provider and is InvalidACL; with it an id
+ * is valid when Kerberos's KerberosName takes it. */
+static void test_fixup_sasl_ids(void **state)
+{
+    const struct tree_auth served = { .sasl_provider = true };
+    const struct tree_auth unserved = { .sasl_provider = false };
+    assert_int_equal(fixup_one(ZK_PERM_ALL, "sasl", "bob", &unserved), ZK_EINVALIDACL);
+    assert_int_equal(fixup_one(ZK_PERM_ALL, "sasl", "bob", NULL), ZK_EINVALIDACL);
+    static const char *const valid[] = { "bob", "a/b", "svc/host.example.com@EXAMPLE.COM",
+                                         "bob@EXAMPLE.COM", "@", "/@", "", "b:o b" };
+    for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++)
+        if (fixup_one(ZK_PERM_READ, "sasl", valid[i], &served) != ZK_OK)
+            fail_msg("sasl:'%s' refused", valid[i]);
+    static const char *const invalid[] = { "a@b@c", "a/b/c@R", "bob@R/x", "a@R@" };
+    for (size_t i = 0; i < sizeof invalid / sizeof invalid[0]; i++)
+        if (fixup_one(ZK_PERM_READ, "sasl", invalid[i], &served) != ZK_EINVALIDACL)
+            fail_msg("sasl:'%s' accepted", invalid[i]);
+    assert_int_equal(fixup_one(ZK_PERM_ALL, "sasl", NULL, &served), ZK_EMARSHALLINGERROR);
+}
+
+/* "auth" stands for every identity whose provider isAuthenticated():
+ * sasl's is, when the provider is there. */
+static void test_fixup_auth_expands_sasl_ids(void **state)
+{
+    static const struct tree_authid ids[] = {
+        { "sasl", "bob" },
+        { "digest", "alice:hvfkN/qlp/zhXR3cuerq6jd2Z7g=" },
+    };
+    struct tree_auth served = { ids, 2, "127.0.0.1", false, true };
+    struct tree_auth unserved = { ids, 2, "127.0.0.1", false, false };
+    struct tree_auth sasl_only = { ids, 1, "127.0.0.1", false, false };
+    struct zk_acl item = A(ZK_PERM_READ, "auth", "");
+    struct tree_acl *acl = fixup_ok(&item, 1, &served);
+    assert_int_equal(acl->count, 2);
+    assert_entry(acl, 0, ZK_PERM_READ, "sasl", "bob");
+    assert_entry(acl, 1, ZK_PERM_READ, "digest", "alice:hvfkN/qlp/zhXR3cuerq6jd2Z7g=");
+    tree_acl_unref(acl);
+    acl = fixup_ok(&item, 1, &unserved);
+    assert_int_equal(acl->count, 1);
+    assert_entry(acl, 0, ZK_PERM_READ, "digest", "alice:hvfkN/qlp/zhXR3cuerq6jd2Z7g=");
+    tree_acl_unref(acl);
+    assert_int_equal(fixup_one(ZK_PERM_READ, "auth", "", &sasl_only), ZK_EINVALIDACL);
 }
 
 /* removeDuplicates runs before validation and compares whole entries. */
@@ -421,7 +466,7 @@ static void test_permits_world(void **state)
 {
     struct zk_acl item = A(ZK_PERM_READ | ZK_PERM_CREATE, "world", "anyone");
     struct tree_acl *acl = fixup_ok(&item, 1, NULL);
-    struct tree_auth anon = { NULL, 0, "10.0.0.1", false };
+    struct tree_auth anon = { NULL, 0, "10.0.0.1", false, false };
     assert_true(tree_acl_permits(acl, ZK_PERM_READ, &anon));
     assert_true(tree_acl_permits(acl, ZK_PERM_CREATE, NULL));
     assert_false(tree_acl_permits(acl, ZK_PERM_WRITE, &anon));
@@ -440,9 +485,9 @@ static void test_permits_digest(void **state)
     struct tree_authid good[] = { { "ip", "127.0.0.1" }, { "digest", bob } };
     struct tree_authid wrong_hash[] = { { "digest", "bob:hvfkN/qlp/zhXR3cuerq6jd2Z7g=" } };
     struct tree_authid wrong_scheme[] = { { "ip", bob }, { "auth", bob } };
-    struct tree_auth a_good = { good, 2, "127.0.0.1", false };
-    struct tree_auth a_wrong_hash = { wrong_hash, 1, "127.0.0.1", false };
-    struct tree_auth a_wrong_scheme = { wrong_scheme, 2, "127.0.0.1", false };
+    struct tree_auth a_good = { good, 2, "127.0.0.1", false, false };
+    struct tree_auth a_wrong_hash = { wrong_hash, 1, "127.0.0.1", false, false };
+    struct tree_auth a_wrong_scheme = { wrong_scheme, 2, "127.0.0.1", false, false };
 
     assert_true(tree_acl_permits(acl, ZK_PERM_READ, &a_good));
     assert_true(tree_acl_permits(acl, ZK_PERM_WRITE, &a_good));
@@ -457,13 +502,43 @@ static void test_permits_super(void **state)
 {
     struct zk_acl item = A(ZK_PERM_READ, "digest", "u:h");
     struct tree_acl *acl = fixup_ok(&item, 1, NULL);
-    struct tree_auth flag = { NULL, 0, NULL, true };
+    struct tree_auth flag = { NULL, 0, NULL, true, false };
     struct tree_authid ids[] = { { "digest", "super:D/InIHSb7yEEbrWz8b9l71RjZJU=" }, { "super", "" } };
-    struct tree_auth by_id = { ids, 2, NULL, false };
-    struct tree_auth digest_only = { ids, 1, NULL, false };
+    struct tree_auth by_id = { ids, 2, NULL, false, false };
+    struct tree_auth digest_only = { ids, 1, NULL, false, false };
     assert_true(tree_acl_permits(acl, ZK_PERM_ADMIN, &flag));
     assert_true(tree_acl_permits(acl, ZK_PERM_DELETE, &by_id));
     assert_false(tree_acl_permits(acl, ZK_PERM_READ, &digest_only));
+    tree_acl_unref(acl);
+}
+
+/* SASLAuthenticationProvider.matches: the same id, or the SASL user
+ * "super"; nothing at all without the provider; never another scheme's id. */
+static void test_permits_sasl(void **state)
+{
+    struct zk_acl item = A(ZK_PERM_READ | ZK_PERM_WRITE, "sasl", "bob");
+    const struct tree_auth served = { .sasl_provider = true };
+    struct tree_acl *acl = fixup_ok(&item, 1, &served);
+    static const struct tree_authid bob[] = { { "ip", "127.0.0.1" }, { "sasl", "bob" } };
+    static const struct tree_authid alice[] = { { "sasl", "alice" }, { "sasl", "Bob" } };
+    static const struct tree_authid sasl_super[] = { { "sasl", "super" } };
+    static const struct tree_authid other_scheme[] = { { "digest", "bob" }, { "ip", "bob" } };
+    struct tree_auth a_bob = { bob, 2, "127.0.0.1", false, true };
+    struct tree_auth a_alice = { alice, 2, "127.0.0.1", false, true };
+    struct tree_auth a_super = { sasl_super, 1, "127.0.0.1", false, true };
+    struct tree_auth a_other = { other_scheme, 2, "127.0.0.1", false, true };
+    struct tree_auth a_bob_unserved = { bob, 2, "127.0.0.1", false, false };
+    struct tree_auth a_flag_super = { NULL, 0, NULL, true, false };
+    assert_true(tree_acl_permits(acl, ZK_PERM_READ, &a_bob));
+    assert_true(tree_acl_permits(acl, ZK_PERM_WRITE, &a_bob));
+    assert_false(tree_acl_permits(acl, ZK_PERM_DELETE, &a_bob));
+    assert_false(tree_acl_permits(acl, ZK_PERM_READ, &a_alice));
+    assert_true(tree_acl_permits(acl, ZK_PERM_READ, &a_super));
+    assert_false(tree_acl_permits(acl, ZK_PERM_DELETE, &a_super));
+    assert_false(tree_acl_permits(acl, ZK_PERM_READ, &a_other));
+    assert_false(tree_acl_permits(acl, ZK_PERM_READ, &a_bob_unserved));
+    assert_true(tree_acl_permits(acl, ZK_PERM_DELETE, &a_flag_super));
+    assert_false(tree_acl_permits(acl, ZK_PERM_READ, NULL));
     tree_acl_unref(acl);
 }
 
@@ -471,7 +546,7 @@ static bool ip_permits(const char *acl_id, const char *peer)
 {
     struct zk_acl item = A(ZK_PERM_READ, "ip", acl_id);
     struct tree_acl *acl = fixup_ok(&item, 1, NULL);
-    struct tree_auth auth = { NULL, 0, peer, false };
+    struct tree_auth auth = { NULL, 0, peer, false, false };
     bool ok = tree_acl_permits(acl, ZK_PERM_READ, &auth);
     tree_acl_unref(acl);
     return ok;
@@ -508,7 +583,7 @@ static void test_permits_ip_from_auth_ids(void **state)
     struct zk_acl item = A(ZK_PERM_WRITE, "ip", "192.0.2.0/24");
     struct tree_acl *acl = fixup_ok(&item, 1, NULL);
     struct tree_authid ids[] = { { "ip", "192.0.2.55" } };
-    struct tree_auth auth = { ids, 1, "198.51.100.1", false };
+    struct tree_auth auth = { ids, 1, "198.51.100.1", false, false };
     assert_true(tree_acl_permits(acl, ZK_PERM_WRITE, &auth));
     auth.count = 0;
     assert_false(tree_acl_permits(acl, ZK_PERM_WRITE, &auth));
@@ -524,7 +599,7 @@ static void test_permits_picks_entry_by_perm(void **state)
                               A(ZK_PERM_DELETE, "ip", "10.0.0.0/8") };
     struct tree_acl *acl = fixup_ok(items, 3, NULL);
     struct tree_authid ids[] = { { "digest", "u:h" } };
-    struct tree_auth auth = { ids, 1, "192.168.1.1", false };
+    struct tree_auth auth = { ids, 1, "192.168.1.1", false, false };
     assert_true(tree_acl_permits(acl, ZK_PERM_READ, &auth));
     assert_true(tree_acl_permits(acl, ZK_PERM_WRITE, &auth));
     assert_false(tree_acl_permits(acl, ZK_PERM_DELETE, &auth));
@@ -770,6 +845,8 @@ int main(void)
         cmocka_unit_test(test_fixup_ip_ids),
         cmocka_unit_test(test_fixup_auth_expands_digest_ids),
         cmocka_unit_test(test_fixup_auth_without_digest_is_invalid),
+        cmocka_unit_test(test_fixup_sasl_ids),
+        cmocka_unit_test(test_fixup_auth_expands_sasl_ids),
         cmocka_unit_test(test_fixup_removes_duplicates),
         cmocka_unit_test(test_fixup_one_bad_entry_rejects_all),
         cmocka_unit_test(test_fixup_keeps_perms_as_sent),
@@ -779,6 +856,7 @@ int main(void)
         cmocka_unit_test(test_permits_world),
         cmocka_unit_test(test_permits_digest),
         cmocka_unit_test(test_permits_super),
+        cmocka_unit_test(test_permits_sasl),
         cmocka_unit_test(test_permits_ip),
         cmocka_unit_test(test_permits_ip_from_auth_ids),
         cmocka_unit_test(test_permits_picks_entry_by_perm),

@@ -498,11 +498,11 @@ static void test_unhonoured_keys_refused(void **state)
     const char *cfg = "secureClientPort=2281\n"
                       "zookeeper.ssl.keyStore.location=/k.pem\n"
                       "sslQuorum=true\n"
-                      "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n"
-                      "sessionRequireClientSASLAuth=true\n"
+                      "authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider\n"
+                      "kerberos.removeHostFromPrincipal=true\n"
                       "quorum.auth.enableSasl=true\n"
                       "skipACL=yes\n"
-                      "zookeeper.superUser=admin\n"
+                      "zookeeper.allowSaslFailedClients=true\n"
                       "DigestAuthenticationProvider.digestAlg=SHA3-256\n"
                       "electionAlg=1\n";
     assert_int_equal(parse(&c, &m, cfg), -1);
@@ -516,13 +516,20 @@ static void test_unhonoured_keys_refused(void **state)
                                "honoured: larchd has no TLS (remove the line to run without it)"));
     assert_true(has_msg(&m, 1, "zoo.cfg:3: sslQuorum='true' cannot be honoured: larchd has no TLS "
                                "on the quorum links (accepted: false)"));
-    assert_true(has_msg(&m, 1, "zoo.cfg:4: authProvider.1='org.apache.zookeeper.server.auth."
-                               "SASLAuthenticationProvider' cannot be honoured: larchd's "
-                               "authentication providers are digest and ip, built in (accepted: "
+    assert_true(has_msg(&m, 1, "zoo.cfg:4: authProvider.x509='org.apache.zookeeper.server.auth."
+                               "X509AuthenticationProvider' cannot be honoured: larchd has no TLS "
+                               "client certificates (x509) (accepted: "
                                "org.apache.zookeeper.server.auth.DigestAuthenticationProvider|"
-                               "org.apache.zookeeper.server.auth.IPAuthenticationProvider)"));
-    assert_true(has_msg(&m, 1, "zoo.cfg:5: sessionRequireClientSASLAuth='true' cannot be "
-                               "honoured: larchd has no SASL (accepted: false)"));
+                               "org.apache.zookeeper.server.auth.IPAuthenticationProvider|"
+                               "org.apache.zookeeper.server.auth.SASLAuthenticationProvider)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:5: key 'kerberos.removeHostFromPrincipal' cannot be "
+                               "honoured: larchd's SASL is DIGEST-MD5 with a JAAS file's users: no "
+                               "Kerberos (GSSAPI) (remove the line to run without it)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:6: quorum.auth.enableSasl='true' cannot be honoured: "
+                               "larchd has no SASL on the quorum links (accepted: false)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:8: zookeeper.allowSaslFailedClients='true' cannot be "
+                               "honoured: larchd closes a connection whose SASL login fails, as "
+                               "ZooKeeper does by default (accepted: false)"));
     assert_true(has_msg(&m, 1, "zoo.cfg:7: skipACL='yes' cannot be honoured: larchd always checks "
                                "ACLs (accepted: no)"));
 
@@ -554,17 +561,132 @@ static void test_enforce_auth_keys(void **state)
 
     assert_int_equal(parse(&c, &m, "enforce.auth.enabled=true\n"
                                    "enforce.auth.schemes=digest,sasl,kerberos\n"), -1);
-    assert_int_equal(m.errors, 2);
-    assert_true(has_msg(&m, 1, "zoo.cfg:2: enforce.auth.schemes: scheme 'sasl' cannot be "
-                               "honoured: larchd has no SASL"));
+    assert_int_equal(m.errors, 1);
     assert_true(has_msg(&m, 1, "zoo.cfg:2: enforce.auth.schemes: authentication scheme "
-                               "'kerberos' is not available (larchd authenticates digest and ip)"));
+                               "'kerberos' is not available (larchd authenticates digest, ip and "
+                               "sasl)"));
     assert_int_equal(c.enforce_auth_mask, 0);
 
     assert_int_equal(parse(&c, &m, "zookeeper.enforce.auth.enabled=true\n"), 0);
     assert_int_equal(config_finish(&c, collect, &m), -1);
     assert_true(has_msg(&m, 1, "larchd: zookeeper.enforce.auth.enabled is true: "
-                               "zookeeper.enforce.auth.schemes must name a scheme (digest, ip)"));
+                               "zookeeper.enforce.auth.schemes must name a scheme (digest, ip, "
+                               "sasl)"));
+}
+
+#define SASL_PROVIDER_LINE "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n"
+
+/* SASL: the JAAS file in either spelling, the provider, superUser[.X],
+ * sessionRequireClientSASLAuth as enforce.auth with sasl alone, and the
+ * section's name. */
+static void test_sasl_keys(void **state)
+{
+    struct config c;
+    struct msgs m;
+    assert_int_equal(parse(&c, &m, "jaasLoginConfig=/etc/zookeeper/jaas.conf\n"
+                                   SASL_PROVIDER_LINE
+                                   "enforce.auth.enabled=true\n"
+                                   "enforce.auth.schemes=digest\n"
+                                   "zookeeper.sessionRequireClientSASLAuth=true\n"
+                                   "superUser=admin\n"
+                                   "zookeeper.superUser.2=root\n"
+                                   "superUser=boss\n"
+                                   "zookeeper.sasl.serverconfig=ZkServer\n"), 0);
+    assert_int_equal(m.n, 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_int_equal(m.n, 0);
+    assert_string_equal(c.jaas_file, "/etc/zookeeper/jaas.conf");
+    assert_string_equal(c.sasl_section, "ZkServer");
+    assert_true(config_sasl_provider(&c));
+    /* sessionRequireClientSASLAuth wins over enforce.auth.schemes */
+    assert_true(c.enforce_auth_enabled);
+    assert_int_equal(c.enforce_auth_mask, CONFIG_AUTH_SASL);
+    /* a key given again replaces its value, as a system property would */
+    assert_int_equal(c.n_sasl_super_users, 2);
+    assert_string_equal(c.sasl_super_users[0].key, "superUser");
+    assert_string_equal(c.sasl_super_users[0].value, "boss");
+    assert_string_equal(c.sasl_super_users[1].key, "superUser.2");
+    assert_string_equal(c.sasl_super_users[1].value, "root");
+
+    /* the JVM property's spelling, and enforce.auth naming sasl with others */
+    assert_int_equal(parse(&c, &m, "java.security.auth.login.config=/j.conf\n" SASL_PROVIDER_LINE
+                                   "enforce.auth.enabled=true\n"
+                                   "enforce.auth.schemes=sasl, digest\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_string_equal(c.jaas_file, "/j.conf");
+    assert_string_equal(c.sasl_section, "Server");
+    assert_int_equal(c.enforce_auth_mask, CONFIG_AUTH_SASL | CONFIG_AUTH_DIGEST);
+
+    /* the provider given and taken back (authProvider.1 again) */
+    assert_int_equal(parse(&c, &m, SASL_PROVIDER_LINE "authProvider.1=org.apache.zookeeper."
+                                   "server.auth.DigestAuthenticationProvider\n"
+                                   "authProvider.2=org.apache.zookeeper.server.auth."
+                                   "IPAuthenticationProvider\njaasLoginConfig=/j.conf\n"), 0);
+    assert_false(config_sasl_provider(&c));
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_true(has_msg(&m, 0, "larchd: a JAAS file without authProvider.N=org.apache.zookeeper."
+                               "server.auth.SASLAuthenticationProvider: clients may log in with "
+                               "SASL, but, as in ZooKeeper, sasl ACLs are refused and match no "
+                               "one"));
+
+    /* --jaas gives the file too, over the zoo.cfg's */
+    bool help, version;
+    config_defaults(&c);
+    memset(&m, 0, sizeof m);
+    assert_int_equal(args(&c, &m, &help, &version, "--jaas", "/k.conf", NULL), 0);
+    assert_string_equal(c.jaas_file, "/k.conf");
+}
+
+/* Every SASL setting needs the JAAS file; enforcing sasl needs its
+ * provider, as ZooKeeper's AuthenticationHelper says at startup. */
+static void test_sasl_settings_need_jaas_and_provider(void **state)
+{
+    struct config c;
+    struct msgs m;
+    assert_int_equal(parse(&c, &m, "sessionRequireClientSASLAuth=true\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), -1);
+    assert_int_equal(m.errors, 2);
+    assert_true(has_msg(&m, 1, "larchd: sessionRequireClientSASLAuth=true: authentication scheme "
+                               "sasl is not available without authProvider.N=org.apache."
+                               "zookeeper.server.auth.SASLAuthenticationProvider"));
+    assert_true(has_msg(&m, 1, "larchd: sessionRequireClientSASLAuth=true needs the JAAS file "
+                               "with the SASL users (jaasLoginConfig=FILE, java.security.auth."
+                               "login.config=FILE or --jaas FILE)"));
+
+    assert_int_equal(parse(&c, &m, "enforce.auth.enabled=true\nenforce.auth.schemes=sasl\n"
+                                   "jaasLoginConfig=/j.conf\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), -1);
+    assert_true(has_msg(&m, 1, "larchd: zookeeper.enforce.auth.schemes: authentication scheme "
+                               "sasl is not available without authProvider.N=org.apache."
+                               "zookeeper.server.auth.SASLAuthenticationProvider"));
+
+    static const char *const lonely[][2] = {
+        { SASL_PROVIDER_LINE, "authProvider.N=org.apache.zookeeper.server.auth."
+                              "SASLAuthenticationProvider" },
+        { "zookeeper.superUser.ops=alice\n", "superUser.ops" },
+        { "sasl.serverconfig=ZkServer\n", "zookeeper.sasl.serverconfig" },
+    };
+    for (size_t i = 0; i < sizeof lonely / sizeof lonely[0]; i++) {
+        char want[CONFIG_MSG_MAX];
+        snprintf(want, sizeof want, "larchd: %s needs the JAAS file with the SASL users "
+                 "(jaasLoginConfig=FILE, java.security.auth.login.config=FILE or --jaas FILE)",
+                 lonely[i][1]);
+        assert_int_equal(parse(&c, &m, lonely[i][0]), 0);
+        assert_int_equal(config_finish(&c, collect, &m), -1);
+        assert_int_equal(m.errors, 1);
+        assert_true(has_msg(&m, 1, want));
+    }
+    /* the SASL client's and Kerberos's keys stay refused, by line */
+    assert_int_equal(parse(&c, &m, "jaasLoginConfig=/j.conf\nzookeeper.sasl.client=true\n"
+                                   "jaasLoginRenew=3600000\n"), -1);
+    assert_int_equal(m.errors, 2);
+    assert_true(has_msg(&m, 1, "zoo.cfg:2: key 'zookeeper.sasl.client' cannot be honoured: "
+                               "larchd's SASL is DIGEST-MD5 with a JAAS file's users: no Kerberos "
+                               "(GSSAPI) and no SASL client settings (sasl.serverconfig is "
+                               "served) (remove the line to run without it)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:3: key 'jaasLoginRenew' cannot be honoured: larchd's "
+                               "SASL is DIGEST-MD5 with a JAAS file's users: no Kerberos (GSSAPI) "
+                               "tickets to renew (remove the line to run without it)"));
 }
 
 /* metricsProvider.*: ZooKeeper's two providers, its host and port keys;
@@ -1328,7 +1450,9 @@ static void test_usage_mentions_everything(void **state)
         "globalOutstandingLimit=1000", "znode.container.checkIntervalMs=60000",
         "jute.maxbuffer=1048575", "zookeeper.extendedTypesEnabled=true",
         "DigestAuthenticationProvider.superDigest=", "enforce.auth.enabled=false",
-        "enforce.auth.schemes=", "cannot\n  honour", "larch.workers=", "larch.logLevel=info",
+        "enforce.auth.schemes=", "cannot\n  honour", "--jaas", "jaasLoginConfig=",
+        "java.security.auth.login.config", "sasl.serverconfig=Server", "authProvider.N=",
+        "sessionRequireClientSASLAuth=false", "superUser=", "larch.workers=", "larch.logLevel=info",
         "larch.logFile=", "SIGHUP",
         "preAllocSize=65536", "--inline-sequencer", "larch.inlineSequencer=", "maxCnxns=0",
         "nio.sessionlessCnxnTimeout=10000", "larch.maxBufferedBytes=268435456",
@@ -1864,6 +1988,8 @@ int main(void)
         cmocka_unit_test(test_unknown_keys_warn),
         cmocka_unit_test(test_unhonoured_keys_refused),
         cmocka_unit_test(test_enforce_auth_keys),
+        cmocka_unit_test(test_sasl_keys),
+        cmocka_unit_test(test_sasl_settings_need_jaas_and_provider),
         cmocka_unit_test(test_config_file_binds_all_interfaces),
         cmocka_unit_test(test_metrics_provider_keys),
         cmocka_unit_test(test_admin_server_keys),

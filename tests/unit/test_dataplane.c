@@ -1312,6 +1312,123 @@ static void test_stmk_reads_its_argument(void **state)
     env_free(e);
 }
 
+/* ---- SASL ------------------------------------------------------------------- */
+
+static void frame_sasl(struct zk_wbuf *w, int32_t xid, const char *token, int32_t len)
+{
+    struct zk_wbuf b;
+    zk_wbuf_init(&b);
+    zk_put_sasl_request(&b, &(struct zk_sasl_request){ { token, len } });
+    frame_request(w, xid, ZK_OP_SASL, &b);
+    zk_wbuf_free(&b);
+}
+
+/* The next reply, which must be a SASL one: header into *h, its token
+ * (NUL-terminated; NULL for a null token) returned, to be freed. */
+static char *next_sasl_reply(struct env *e, int fd, struct rx *r, struct zk_reply_header *h)
+{
+    struct base_rd body;
+    uint8_t *f = wait_frame(e, fd, r, &body);
+    struct zk_sasl_response resp;
+    assert_true(zk_get_reply_header(&body, h));
+    assert_true(zk_get_sasl_response(&body, &resp));
+    assert_int_equal(base_rd_left(&body), 0);
+    char *token = resp.token.len < 0 ? NULL : strndup(resp.token.ptr, (size_t)resp.token.len);
+    free(f);
+    return token;
+}
+
+/* ZooKeeperServer.processSasl over the wire (the logins themselves are
+ * test_saslsrv's and test_sasl.py's): without SASL the opcode is
+ * UNIMPLEMENTED; with it the first, empty token is answered with the
+ * DIGEST-MD5 challenge under the request's xid and zxid 0; a bad response
+ * is AUTHFAILED with a null token, and the connection closes; a null
+ * token closes it at once. */
+static void test_sasl_exchange(void **state)
+{
+    static const struct saslsrv_user users[] = { { "bob", "bobsecret" } };
+    char err[256];
+    assert_int_equal(saslsrv_init(users, 1, err, sizeof err), 0);
+    struct rx r = { 0 };
+    struct zk_wbuf w;
+    zk_wbuf_init(&w);
+    struct zk_reply_header h;
+
+    struct env *e = env_new(NULL);
+    int fd = session_open(e, &r);
+    frame_sasl(&w, 1, "", 0);
+    send_wbuf(e, fd, &w);
+    h = next_reply(e, fd, &r, false);
+    assert_int_equal(h.xid, 1);
+    assert_int_equal(h.err, ZK_EUNIMPLEMENTED);
+    assert_true(wait_eof(e, fd, &r, 2000));
+    close(fd);
+    env_free(e);
+
+    struct dp_cfg on = { .sasl = true };
+    e = env_new(&on);
+    r = (struct rx){ .buf = r.buf, .cap = r.cap };
+    fd = session_open(e, &r);
+    frame_path_watch(&w, 5, ZK_OP_EXISTS, "/", false);
+    frame_sasl(&w, 6, "", 0);
+    send_wbuf(e, fd, &w);
+    assert_int_equal(next_reply(e, fd, &r, false).xid, 5);
+    char *challenge = next_sasl_reply(e, fd, &r, &h);
+    assert_int_equal(h.xid, 6);
+    assert_true(h.zxid == 0);
+    assert_int_equal(h.err, ZK_OK);
+    assert_non_null(strstr(challenge, "realm=\"zk-sasl-md5\""));
+    assert_non_null(strstr(challenge, "qop=\"auth\""));
+    free(challenge);
+    static const char wrong[] = "username=\"bob\",realm=\"zk-sasl-md5\",nonce=\"x\","
+                                "cnonce=\"y\",nc=00000001,qop=auth,digest-uri=\"zookeeper/"
+                                "zk-sasl-md5\",response=00000000000000000000000000000000";
+    frame_sasl(&w, 7, wrong, (int32_t)strlen(wrong));
+    send_wbuf(e, fd, &w);
+    assert_null(next_sasl_reply(e, fd, &r, &h));
+    assert_int_equal(h.xid, 7);
+    assert_int_equal(h.err, ZK_EAUTHFAILED);
+    assert_true(wait_eof(e, fd, &r, 2000));
+    close(fd);
+
+    r = (struct rx){ .buf = r.buf, .cap = r.cap };
+    fd = session_open(e, &r);
+    frame_sasl(&w, 8, NULL, -1);
+    send_wbuf(e, fd, &w);
+    assert_true(wait_eof(e, fd, &r, 2000));
+    assert_int_equal(r.len, 0);
+    close(fd);
+    env_free(e);
+
+    /* enforce.auth with sasl: SASL is served before the login, anything
+     * else refused; a failed login says the server requires SASL */
+    struct dp_cfg required = { .sasl = true, .enforce_auth = DP_AUTH_SASL };
+    e = env_new(&required);
+    r = (struct rx){ .buf = r.buf, .cap = r.cap };
+    fd = session_open(e, &r);
+    frame_sasl(&w, 9, "", 0);
+    frame_sasl(&w, 10, "garbage", 7);
+    send_wbuf(e, fd, &w);
+    free(next_sasl_reply(e, fd, &r, &h));
+    assert_int_equal(h.err, ZK_OK);
+    assert_null(next_sasl_reply(e, fd, &r, &h));
+    assert_int_equal(h.xid, 10);
+    assert_int_equal(h.err, ZK_ESESSIONCLOSEDREQUIRESASL);
+    assert_true(wait_eof(e, fd, &r, 2000));
+    close(fd);
+    r = (struct rx){ .buf = r.buf, .cap = r.cap };
+    fd = session_open(e, &r);
+    frame_path_watch(&w, 11, ZK_OP_EXISTS, "/", false);
+    send_wbuf(e, fd, &w);
+    assert_int_equal(next_reply(e, fd, &r, false).err, ZK_ESESSIONCLOSEDREQUIRESASL);
+    assert_true(wait_eof(e, fd, &r, 2000));
+    close(fd);
+    env_free(e);
+    free(r.buf);
+    zk_wbuf_free(&w);
+    saslsrv_done();
+}
+
 int main(void)
 {
     rcu_register_thread();
@@ -1332,6 +1449,7 @@ int main(void)
         cmocka_unit_test(test_enforce_auth),
         cmocka_unit_test(test_crst_and_srst_reset_their_own_counters),
         cmocka_unit_test(test_stmk_reads_its_argument),
+        cmocka_unit_test(test_sasl_exchange),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     rcu_unregister_thread();

@@ -549,6 +549,8 @@ PLAIN_DECODER(dec_request_header, struct zk_request_header, zk_get_request_heade
 PLAIN_DECODER(dec_reply_header, struct zk_reply_header, zk_get_reply_header)
 PLAIN_DECODER(dec_multi_header, struct zk_multi_header, zk_get_multi_header)
 PLAIN_DECODER(dec_auth_packet, struct zk_auth_packet, zk_get_auth_packet)
+PLAIN_DECODER(dec_sasl_request, struct zk_sasl_request, zk_get_sasl_request)
+PLAIN_DECODER(dec_sasl_response, struct zk_sasl_response, zk_get_sasl_response)
 PLAIN_DECODER(dec_watcher_event, struct zk_watcher_event, zk_get_watcher_event)
 PLAIN_DECODER(dec_path_watch, struct zk_path_watch_req, zk_get_path_watch_req)
 PLAIN_DECODER(dec_path, struct zk_path_req, zk_get_path_req)
@@ -704,6 +706,18 @@ static void enc_auth_packet(struct zk_wbuf *w)
     zk_put_auth_packet(w, &v);
 }
 
+static void enc_sasl_request(struct zk_wbuf *w)
+{
+    struct zk_sasl_request v = { S("username=\"bob\",nc=00000001") };
+    zk_put_sasl_request(w, &v);
+}
+
+static void enc_sasl_response(struct zk_wbuf *w)
+{
+    struct zk_sasl_response v = { S("rspauth=0123456789abcdef") };
+    zk_put_sasl_response(w, &v);
+}
+
 static void enc_watcher_event(struct zk_wbuf *w)
 {
     struct zk_watcher_event v = { ZK_EVENT_CHILD_CHANGED, ZK_STATE_SYNC_CONNECTED, S(UNI_PATH) };
@@ -790,6 +804,8 @@ static const struct codec_case codec_cases[] = {
     { "reply_header", enc_reply_header, dec_reply_header, 0 },
     { "multi_header", enc_multi_header, dec_multi_header, 0 },
     { "auth_packet", enc_auth_packet, dec_auth_packet, 0 },
+    { "sasl_request", enc_sasl_request, dec_sasl_request, 0 },
+    { "sasl_response", enc_sasl_response, dec_sasl_response, 0 },
     { "watcher_event", enc_watcher_event, dec_watcher_event, 0 },
     { "path_watch", enc_path_watch, dec_path_watch, 0 },
     { "path", enc_path, dec_path, 0 },
@@ -1088,6 +1104,38 @@ static void test_known_bytes_reply_and_multi_header(void **state)
     assert_int_equal(mh2.type, -1);
     assert_true(mh2.done);
     assert_int_equal(mh2.err, -1);
+}
+
+/* GetSASLRequest and SetSASLResponse are one jute buffer each: kazoo's
+ * first DIGEST-MD5 request carries an empty token, and a server refusing
+ * the exchange answers a null one (ZooKeeper's SetSASLResponse(null)). */
+static void test_known_bytes_sasl_records(void **state)
+{
+    static const uint8_t empty_request[] = { 0x00, 0x00, 0x00, 0x00 };
+    static const uint8_t null_response[] = { 0xff, 0xff, 0xff, 0xff };
+    static const uint8_t token_response[] = { 0x00, 0x00, 0x00, 0x03, 'a', '\0', 'b' };
+    struct zk_sasl_request empty = { { "", 0 } }, q;
+    struct zk_sasl_response none = { ZK_STR_NULL }, token = { { "a\0b", 3 } }, p;
+    struct zk_wbuf w;
+    zk_wbuf_init(&w);
+    zk_put_sasl_request(&w, &empty);
+    zk_put_sasl_response(&w, &none);
+    zk_put_sasl_response(&w, &token);
+    assert_false(w.err);
+    assert_int_equal(w.len, sizeof empty_request + sizeof null_response + sizeof token_response);
+    assert_memory_equal(w.p, empty_request, sizeof empty_request);
+    assert_memory_equal(w.p + 4, null_response, sizeof null_response);
+    assert_memory_equal(w.p + 8, token_response, sizeof token_response);
+
+    struct base_rd r;
+    uint8_t *copy = start_read(&r, &w);
+    assert_true(zk_get_sasl_request(&r, &q));
+    assert_str_is(q.token, empty.token);
+    assert_true(zk_get_sasl_response(&r, &p));
+    assert_str_is(p.token, ZK_STR_NULL);
+    assert_true(zk_get_sasl_response(&r, &p));
+    assert_str_is(p.token, token.token);
+    finish_read(&r, copy, &w);
 }
 
 /* ---- writer ------------------------------------------------------------ */
@@ -1455,6 +1503,7 @@ int main(void)
         cmocka_unit_test(test_bool_nonzero_is_true),
         cmocka_unit_test(test_known_bytes_connect_req),
         cmocka_unit_test(test_known_bytes_reply_and_multi_header),
+        cmocka_unit_test(test_known_bytes_sasl_records),
         cmocka_unit_test(test_frame_length_patching),
         cmocka_unit_test(test_wbuf_growth_reset_and_error),
         cmocka_unit_test(test_str_helpers),
