@@ -69,7 +69,7 @@ static struct zk_acl mixed_items[] = {
 static const struct zk_aclvec open_acl = { 1, open_items };
 static const struct zk_aclvec mixed_acl = { 4, mixed_items };
 static const struct tree_authid bob = { "digest", BOB_ID };
-static const struct tree_auth bob_auth = { &bob, 1, "10.1.2.3", false };
+static const struct tree_auth bob_auth = { .ids = &bob, .count = 1, .peer_ip = "10.1.2.3" };
 
 /* ---- fuzz_frame: frames as they follow the length prefix ---------------------- */
 
