@@ -71,6 +71,13 @@ struct conn {
     bool throttled;         /* reading is paused for a budget (counted once per pause) */
     bool client_sent_ro;
     bool read_only;         /* a read-only session: the server has no quorum */
+    /* TLS (a secure port's connection; NULL: plain TCP). Owned: freed with
+     * the connection. read_wants_out: the session's last read waits for the
+     * socket to take output (its handshake reply did not fit), so epoll
+     * watches for writability instead of input, and nothing is written
+     * until that read has gone on. */
+    struct tls_conn *tls;
+    bool read_wants_out;
     struct conn *next_dirty;
     struct conn *next_resume;
     struct conn *next_dead;
@@ -197,8 +204,11 @@ struct dp {
     char super_digest[512];
     struct tree *tree;
     struct seq *seq;
-    int listen_fd;
+    int listen_fd;          /* -1: no plain port */
     int port;
+    char secure_bind_addr[256];
+    int secure_listen_fd;   /* -1: no secure port */
+    int secure_port;
     int stop_efd;
     atomic_bool stop;
     struct worker *workers;
@@ -246,6 +256,8 @@ struct conn *worker_conn(struct worker *w, uint64_t token);
  * so that deadlines fall where the test puts them, run after run. */
 void dp_test_set_clock(struct dp *dp, int64_t (*now_us)(void));
 void dp_test_adopt(struct dp *dp, int worker, int fd, const char *ip, int port);
+/* As dp_test_adopt, as a connection of the secure port (cfg.tls). */
+void dp_test_adopt_tls(struct dp *dp, int worker, int fd, const char *ip, int port);
 void dp_test_pass(struct dp *dp, int worker);
 void dp_test_close_all(struct dp *dp, int worker);
 

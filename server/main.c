@@ -187,9 +187,55 @@ static int start_dpdk(struct server *srv)
 #endif
 }
 
+/* One store as the TLS module takes it; what_* name the lines it came from. */
+static struct tls_store tls_store_of(const struct config_store *st, const char *key,
+                                     const char *password_key)
+{
+    bool from_path = st->password_path[0] != '\0';
+    const char *what_password = from_path ? st->where_password_path : st->where_password;
+    return (struct tls_store){
+        .path = st->location,
+        .password = st->password,
+        .password_path = st->password_path,
+        .type = st->type == CONFIG_STORE_PKCS12 ? TLS_STORE_PKCS12 : TLS_STORE_PEM,
+        .what_path = st->where_location[0] ? st->where_location : key,
+        .what_password = what_password[0] ? what_password : password_key,
+    };
+}
+
+/* The secure client port's context: every store is read and checked here,
+ * before anything is served (config_finish checked the rest). */
+static int load_tls(struct server *srv)
+{
+    const struct config_tls *t = &srv->cfg.tls;
+    uint32_t protos = t->enabled_protocols ? t->enabled_protocols : t->protocol;
+    struct tls_settings s = {
+        .key = tls_store_of(&t->key, "ssl.keyStore.location", "ssl.keyStore.password (unset)"),
+        .trust = tls_store_of(&t->trust, "ssl.trustStore.location",
+                              "ssl.trustStore.password (unset)"),
+        .protocols = ((protos & CONFIG_TLS_1_2) ? TLS_PROTO_1_2 : 0) |
+                     ((protos & CONFIG_TLS_1_3) ? TLS_PROTO_1_3 : 0),
+        .ciphers = t->ciphersuites,
+        .what_ciphers = t->where_ciphersuites,
+        .client_auth = t->client_auth == CONFIG_CLIENT_AUTH_NONE   ? TLS_CLIENT_AUTH_NONE
+                       : t->client_auth == CONFIG_CLIENT_AUTH_WANT ? TLS_CLIENT_AUTH_WANT
+                                                                   : TLS_CLIENT_AUTH_NEED,
+        .verify_client_address = t->hostname_verification && t->client_hostname_verification,
+    };
+    char err[TLS_MSG_MAX];
+    srv->tls = tls_ctx_new(&s, err, sizeof err);
+    if (!srv->tls) {
+        fprintf(stderr, "larchd: error: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
 static int start(struct server *srv)
 {
     struct config *c = &srv->cfg;
+    if (c->secure_client_port != 0 && load_tls(srv) != 0)
+        return -1;
     srv->tree = tree_new();
     if (!srv->tree) {
         fprintf(stderr, "larchd: out of memory building the tree\n");
@@ -206,7 +252,10 @@ static int start(struct server *srv)
         return -1;
     struct dp_cfg dcfg = {
         .bind_addr = c->client_port_address,
-        .port = c->client_port,
+        .port = config_plain_port(c) ? config_plain_port(c) : -1,
+        .tls = srv->tls,
+        .secure_bind_addr = c->secure_client_port_address,
+        .secure_port = c->secure_client_port,
         .workers = c->workers,
         .max_buffer_bytes = c->max_buffer_bytes,
         .max_client_cnxns = c->max_client_cnxns,
@@ -279,6 +328,8 @@ static void stop(struct server *srv)
     peers_stop(srv->peers);
     durability_stop(srv->dur);
     dp_free(srv->dp);
+    tls_ctx_free(srv->tls); /* after the dataplane: its sessions were of it */
+    srv->tls = NULL;
     free(srv->config_node); /* the dataplane borrowed it */
     srv->config_node = NULL;
     seq_free(srv->seq);
@@ -357,8 +408,12 @@ int main(int argc, char **argv)
                     srv.ens.self_id, srv.ens.n_members,
                     srv.ens.self_observer ? "observer" : "participant", srv.ens.members[i].host,
                     srv.ens.members[i].quorum_port);
+    if (dp_secure_port(srv.dp) >= 0)
+        fprintf(stderr, "larchd: serving TLS on %s:%d%s\n", srv.cfg.secure_client_port_address,
+                dp_secure_port(srv.dp), dp_port(srv.dp) < 0 ? " (no plain port: TLS only)" : "");
     fprintf(stderr, "larchd: serving on %s:%d (%d workers + 1 sequencer%s; %s%s)\n",
-            srv.cfg.client_port_address, dp_port(srv.dp), srv.cfg.workers,
+            dp_port(srv.dp) >= 0 ? srv.cfg.client_port_address : srv.cfg.secure_client_port_address,
+            dp_port(srv.dp) >= 0 ? dp_port(srv.dp) : dp_secure_port(srv.dp), srv.cfg.workers,
             want_inline_sequencer(&srv.cfg) && !srv.dur ? ", write rounds inline on workers" : "",
             srv.dur ? "durable in " : "no dataDir: data is in memory only",
             srv.dur ? srv.cfg.data_dir : "");
