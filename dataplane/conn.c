@@ -364,6 +364,35 @@ static void auth_failed(struct conn *c)
     conn_close(c, false);
 }
 
+/* Adds (scheme, id) to c's identities unless c holds it already, as
+ * ZooKeeper's ServerCnxn.addAuthInfo does. Takes id (malloc'd): kept, or
+ * freed. False when c has DP_AUTH_MAX identities already, or no memory. */
+static bool add_identity(struct conn *c, const char *scheme, char *id)
+{
+    for (int32_t i = 0; i < c->nauth; i++) {
+        if (strcmp(c->auth[i].scheme, scheme) == 0 && strcmp(c->auth[i].id, id) == 0) {
+            free(id);
+            return true;
+        }
+    }
+    char *s = c->nauth < DP_AUTH_MAX ? strdup(scheme) : NULL;
+    if (!s) {
+        free(id);
+        return false;
+    }
+    c->auth[c->nauth].scheme = s;
+    c->auth[c->nauth].id = id;
+    c->nauth++;
+    return true;
+}
+
+/* add_identity with a copy of id. */
+static bool add_identity_copy(struct conn *c, const char *scheme, const char *id)
+{
+    char *copy = strdup(id);
+    return copy != NULL && add_identity(c, scheme, copy);
+}
+
 /* Adds the identity "digest:user:base64(sha1(credential))" to c, once, as
  * DigestAuthenticationProvider does: the user is the credential up to its
  * first ':' (all of it when there is none: "" and "bob" are credentials
@@ -377,22 +406,36 @@ static bool add_digest_identity(struct conn *c, const char *cred, size_t len)
     char *id = NULL;
     if (asprintf(&id, "%.*s:%s", (int)user, cred, hash) < 0)
         return false;
-    for (int32_t i = 0; i < c->nauth; i++) {
-        if (strcmp(c->auth[i].id, id) == 0) {
-            free(id);
-            return true;
-        }
-    }
-    char *scheme = c->nauth < DP_AUTH_MAX ? strdup("digest") : NULL;
-    if (!scheme) {
-        free(id);
+    bool super = c->w->dp->super_digest[0] && strcmp(id, c->w->dp->super_digest) == 0;
+    if (!add_identity(c, "digest", id))
+        return false;
+    c->super = c->super || super;
+    return true;
+}
+
+/* The TLS handshake of c completed. As ZooKeeper's CertificateVerifier with
+ * its X509AuthenticationProvider (registered wherever there is a secure
+ * port: QuorumPeerConfig.configureSSLAuth): a client that presented a
+ * certificate (OpenSSL verified its chain against the trust store) holds
+ * ("x509", its subject as X500Principal.getName() writes it), preceded by
+ * ("super", subject) when that is X509AuthenticationProvider.superUser. A
+ * client without one (clientAuth want or none) holds nothing more. */
+bool conn_tls_established(struct conn *c)
+{
+    char dn[TLS_DN_MAX];
+    int rc = tls_conn_peer_dn(c->tls, dn, sizeof dn);
+    if (rc == 0)
+        return true;
+    const char *super_user = c->w->dp->x509_super_user;
+    bool super = rc > 0 && super_user[0] != '\0' && strcmp(dn, super_user) == 0;
+    if (rc < 0 || (super && !add_identity_copy(c, "super", dn)) ||
+        !add_identity_copy(c, "x509", dn)) {
+        fprintf(stderr, "larchd: closing %s: x509 authentication failed: %s\n", c->peer,
+                rc < 0 ? "its certificate's subject cannot be written" : "out of memory");
+        conn_close(c, true);
         return false;
     }
-    c->auth[c->nauth].scheme = scheme;
-    c->auth[c->nauth].id = id;
-    c->nauth++;
-    if (c->w->dp->super_digest[0] && strcmp(id, c->w->dp->super_digest) == 0)
-        c->super = true;
+    c->super = c->super || super;
     return true;
 }
 
@@ -475,9 +518,14 @@ bool dp_auth_enforced_ok(const struct dp *dp, const struct tree_authid *ids, int
     uint32_t want = dp->cfg.enforce_auth;
     if (want == 0 || (want & DP_AUTH_IP))
         return true;
-    for (int32_t i = 0; i < count; i++)
-        if ((want & DP_AUTH_DIGEST) && ids[i].scheme && strcmp(ids[i].scheme, "digest") == 0)
+    for (int32_t i = 0; i < count; i++) {
+        if (ids[i].scheme == NULL)
+            continue;
+        if ((want & DP_AUTH_DIGEST) && strcmp(ids[i].scheme, "digest") == 0)
             return true;
+        if ((want & DP_AUTH_X509) && strcmp(ids[i].scheme, "x509") == 0)
+            return true;
+    }
     return false;
 }
 

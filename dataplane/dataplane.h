@@ -34,6 +34,7 @@ struct dp;
 
 #define DP_AUTH_IP 1u     /* every connection has its peer address's ip identity */
 #define DP_AUTH_DIGEST 2u /* a digest identity from addauth */
+#define DP_AUTH_X509 4u   /* an x509 identity from a client certificate */
 
 /* Four-letter-word handler: append the answer text to out. Runs on a worker.
  * word_arg: for "stmk", the 8-byte big-endian long that follows the word
@@ -52,6 +53,9 @@ struct dp_cfg {
     struct tls_ctx *tls;
     const char *secure_bind_addr;
     int secure_port;
+    /* X509AuthenticationProvider.superUser: the client certificate subject
+     * (tls_dn_rfc2253's text) that is the super user; NULL or "": none. */
+    const char *x509_super_user;
     int workers;
     int32_t max_buffer_bytes;  /* jute.maxbuffer: larger frames close the connection */
     int32_t max_client_cnxns;  /* per peer IP; 0 = unlimited */

@@ -202,6 +202,7 @@ struct dp {
     struct dp_cfg cfg;
     char bind_addr[256];
     char super_digest[512];
+    char x509_super_user[TLS_DN_MAX];
     struct tree *tree;
     struct seq *seq;
     int listen_fd;          /* -1: no plain port */
@@ -282,6 +283,9 @@ void conn_account(struct conn *c);
 void conn_release(struct conn *c);
 /* Starts c after accept. */
 void conn_init(struct conn *c, struct worker *w, int fd, const char *ip, int port);
+/* c's TLS handshake has just completed: a client certificate becomes c's
+ * x509 identity (ZooKeeper's CertificateVerifier). False when c was closed. */
+bool conn_tls_established(struct conn *c);
 /* Takes every sequencer output for this worker. */
 void worker_drain_sequencer(struct worker *w);
 /* Wakes the sequencer once for everything this pass submitted. */

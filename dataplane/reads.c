@@ -254,7 +254,9 @@ static int read_all_children_number(struct rd *r, struct base_rd *in)
 }
 
 /* WhoAmIResponse: the connection's identities, the ip one first, as
- * ZooKeeper lists its authInfo; digest ids show the user name only. */
+ * ZooKeeper lists its authInfo with AuthUtil.getUser: digest ids show the
+ * user name only, x509 ids the whole subject, and "super", which has no
+ * provider, an empty name. */
 static int read_whoami(struct rd *r)
 {
     struct conn *c = r->c;
@@ -262,10 +264,14 @@ static int read_whoami(struct rd *r)
     zk_put_str(r->out, zk_str_c("ip"));
     zk_put_str(r->out, zk_str_c(c->peer_ip));
     for (int32_t i = 0; i < c->nauth; i++) {
-        const char *id = c->auth[i].id;
-        const char *colon = strchr(id, ':');
-        zk_put_str(r->out, zk_str_c(c->auth[i].scheme));
-        zk_put_bytes(r->out, id, colon ? (int32_t)(colon - id) : (int32_t)strlen(id));
+        const char *scheme = c->auth[i].scheme, *id = c->auth[i].id;
+        size_t len = strlen(id);
+        if (strcmp(scheme, "digest") == 0 && strchr(id, ':') != NULL)
+            len = (size_t)(strchr(id, ':') - id);
+        else if (strcmp(scheme, "super") == 0)
+            len = 0;
+        zk_put_str(r->out, zk_str_c(scheme));
+        zk_put_bytes(r->out, id, (int32_t)len);
     }
     return ZK_OK;
 }

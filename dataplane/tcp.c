@@ -308,21 +308,29 @@ static void reap_dead(struct worker *w)
 /* The TLS twin of read_conn: a read returns one record (16 KiB at most),
  * so a short read says nothing about the socket and the loop reads until
  * it would wait. The handshake runs inside the first reads (the sessionless
- * deadline bounds it, as it bounds a ConnectRequest that never comes). */
+ * deadline bounds it, as it bounds a ConnectRequest that never comes); when
+ * it completes, conn.c takes the client's certificate as its identity,
+ * before any request is read. */
 static void read_tls(struct conn *c)
 {
     struct worker *w = c->w;
+    bool established = tls_conn_established(c->tls);
     for (int rounds = 0; rounds < 16 && conn_wants_input(c); rounds++) {
         ssize_t n = tls_conn_recv(c->tls, w->rbuf, DP_READ_CHUNK);
         int err = errno;
         c->read_wants_out = n < 0 && err == EAGAIN && tls_conn_wants_write(c->tls);
+        if (!established && tls_conn_established(c->tls)) {
+            established = true;
+            if (!conn_tls_established(c))
+                break;
+        }
         if (n > 0) {
             conn_input(c, w->rbuf, (size_t)n);
             continue;
         }
         if (n < 0 && err == EAGAIN)
             break;
-        if (n < 0 && err == EPROTO && !tls_conn_established(c->tls))
+        if (n < 0 && err == EPROTO && !established)
             fprintf(stderr, "larchd: closing %s: TLS handshake failed: %s\n", c->peer,
                     tls_conn_error(c->tls));
         conn_close(c, true); /* the end, or a failure */
@@ -775,8 +783,11 @@ struct dp *dp_new(const struct dp_cfg *cfg, struct tree *t, struct seq *s, char 
     snprintf(dp->super_digest, sizeof(dp->super_digest), "%s", cfg->super_digest ? cfg->super_digest : "");
     snprintf(dp->secure_bind_addr, sizeof(dp->secure_bind_addr), "%s",
              cfg->secure_bind_addr ? cfg->secure_bind_addr : "");
+    snprintf(dp->x509_super_user, sizeof(dp->x509_super_user), "%s",
+             cfg->x509_super_user ? cfg->x509_super_user : "");
     dp->cfg.bind_addr = dp->bind_addr;
     dp->cfg.secure_bind_addr = dp->secure_bind_addr;
+    dp->cfg.x509_super_user = dp->x509_super_user;
     dp->cfg.super_digest = dp->super_digest;
     budget_defaults(&dp->cfg);
     dp->tree = t;

@@ -203,6 +203,7 @@ static const struct setting key_settings[] = {
     ROW("metricsProvider.httpPort", K_INT32, metrics_http_port, 0, 65535, false),
     ROW("enforce.auth.enabled", K_BOOL, enforce_auth_enabled, 0, 0, true),
     ROW("enforce.auth.schemes", K_AUTH_SCHEMES, enforce_auth_schemes, 0, 0, true),
+    ROW("X509AuthenticationProvider.superUser", K_STRING, x509_super_user, 1, 0, true),
     ROW("larch.workers", K_INT32, workers, 1, WORKERS_MAX, false),
     ROW("larch.zxidCounterLimit", K_INT64, zxid_counter_limit, 16, 4294967294LL, false),
     ROW("larch.logLevel", K_LOGLEVEL, log_level, 0, 3, false),
@@ -282,7 +283,6 @@ struct unhonoured_key {
 };
 
 #define NO_TLS "larchd has no TLS"
-#define NO_X509 "larchd has no x509 authentication provider"
 #define NO_SASL "larchd has no SASL"
 #define AUTH_CLASS "org.apache.zookeeper.server.auth."
 #define CNXN_CLASS "org.apache.zookeeper.server."
@@ -303,9 +303,11 @@ static const struct unhonoured_key unhonoured_keys[] = {
     /* the quorum port's: ignored with a warning (ignored_keys) */
     { "ssl.handshakeDetectionTimeoutMillis", NULL, NULL },
     { "ssl.", NULL, "larchd does not know this TLS key" },
-    { "X509AuthenticationProvider.", NULL, NO_X509 },
+    { "X509AuthenticationProvider.", NULL,
+      "ZooKeeper's X509AuthenticationProvider reads X509AuthenticationProvider.superUser only" },
     { "authProvider.", AUTH_CLASS "DigestAuthenticationProvider|" AUTH_CLASS
-      "IPAuthenticationProvider", "larchd's authentication providers are digest and ip, built in" },
+      "IPAuthenticationProvider|" AUTH_CLASS "X509AuthenticationProvider",
+      "larchd's authentication providers are digest, ip and x509, built in" },
     { "DigestAuthenticationProvider.digestAlg", "SHA1|SHA-1",
       "larchd's digest scheme hashes with SHA-1 (ZooKeeper's default)" },
     { "sessionRequireClientSASLAuth", "false", NO_SASL },
@@ -703,10 +705,10 @@ static bool add_auth_scheme(const char *w, size_t n, const void *ctx)
     else if (n == 4 && memcmp(w, "sasl", 4) == 0)
         report(a->r, SEV_ERROR, "scheme 'sasl' cannot be honoured: " NO_SASL);
     else if (n == 4 && memcmp(w, "x509", 4) == 0)
-        report(a->r, SEV_ERROR, "scheme 'x509' cannot be honoured: " NO_X509);
+        a->mask |= CONFIG_AUTH_X509; /* config_finish: only with the provider */
     else
         report(a->r, SEV_ERROR, "authentication scheme '%.*s' is not available (larchd "
-                                "authenticates digest and ip)", (int)(n > 64 ? 64 : n), w);
+                                "authenticates digest, ip and x509)", (int)(n > 64 ? 64 : n), w);
     return false;
 }
 
@@ -1373,6 +1375,17 @@ static bool apply_ensemble_key(struct config *c, const char *key, char *value,
     return false;
 }
 
+/* "authProvider.N=...X509AuthenticationProvider" (any N, with or without
+ * the "zookeeper." prefix): ZooKeeper's ProviderRegistry loads the class
+ * and registers it under its scheme, x509. */
+static bool is_x509_provider_line(const char *key, const char *value)
+{
+    const char *bare = strncmp(key, ZK_PREFIX, strlen(ZK_PREFIX)) == 0 ? key + strlen(ZK_PREFIX)
+                                                                      : key;
+    return key_matches(bare, "authProvider.") &&
+           strcmp(value, AUTH_CLASS "X509AuthenticationProvider") == 0;
+}
+
 /* Records where a key whose files are read later was set ("zoo.cfg:7:
  * ssl.keyStore.location", the key as written), and that an ssl.* key was. */
 static void note_where(struct config *c, const struct setting *s, const char *key,
@@ -1409,6 +1422,10 @@ static void apply_line(struct config *c, struct logical_line *ll, struct reporte
     char *value = trim_java(ll->value);
     if (apply_ensemble_key(c, key, value, r))
         return;
+    if (is_x509_provider_line(key, value)) {
+        c->x509_provider_line = true;
+        return;
+    }
     const struct setting *s = find_key(key);
     if (s == NULL) {
         if (!check_unhonoured(key, value, r))
@@ -1943,6 +1960,27 @@ static void finish_tls(struct config *c, struct reporter *r)
                              "clients over TLS only (secureClientPort without clientPort)");
 }
 
+/* The x509 scheme needs its provider, as ZooKeeper's AuthenticationHelper
+ * refuses a scheme no provider serves. */
+static void finish_x509(const struct config *c, struct reporter *r)
+{
+    if (config_x509_enabled(c))
+        return;
+    if (c->enforce_auth_mask & CONFIG_AUTH_X509)
+        report(r, SEV_ERROR, "zookeeper.enforce.auth.schemes names x509, and no x509 provider "
+                             "is configured (secureClientPort, or authProvider.N=" AUTH_CLASS
+                             "X509AuthenticationProvider): ZooKeeper refuses it too "
+                             "(\"Authentication scheme x509 is not available\")");
+    if (c->x509_super_user[0] != '\0')
+        report(r, SEV_WARNING, "X509AuthenticationProvider.superUser is set, and no x509 "
+                               "provider is configured: it is not used");
+}
+
+bool config_x509_enabled(const struct config *c)
+{
+    return c->x509_provider_line || c->secure_client_port != 0;
+}
+
 int32_t config_plain_port(const struct config *c)
 {
     return c->secure_client_port != 0 && !c->client_port_set ? 0 : c->client_port;
@@ -1965,7 +2003,9 @@ int config_finish(struct config *c, config_report_fn fn, void *arg)
         report(&r, SEV_ERROR, "clientPortAddress must not be empty");
     if (c->enforce_auth_enabled && c->enforce_auth_mask == 0)
         report(&r, SEV_ERROR, "zookeeper.enforce.auth.enabled is true: "
-                              "zookeeper.enforce.auth.schemes must name a scheme (digest, ip)");
+                              "zookeeper.enforce.auth.schemes must name a scheme (digest, ip, "
+                              "x509)");
+    finish_x509(c, &r);
     /* ZooKeeper writes the txn log into dataDir unless dataLogDir is given. */
     if (!c->data_log_dir_set || c->data_log_dir[0] == '\0')
         memcpy(c->data_log_dir, c->data_dir, sizeof c->data_log_dir);
@@ -2472,7 +2512,12 @@ const char *config_usage(void)
            "  metricsProvider.httpPort=7000\n"
            "  enforce.auth.enabled=false        (refuse every request of a connection\n"
            "                                    without an identity of these schemes) *\n"
-           "  enforce.auth.schemes=             (digest, ip) *\n"
+           "  enforce.auth.schemes=             (digest, ip, x509) *\n"
+           "  authProvider.N=                   (ZooKeeper's Digest, IP and X509\n"
+           "                                    AuthenticationProvider classes; x509 is on\n"
+           "                                    wherever secureClientPort is set)\n"
+           "  X509AuthenticationProvider.superUser= (a client certificate's subject, as\n"
+           "                                    Java's X500Principal.getName() writes it) *\n"
            "  larch.workers=                    (CPUs - 1, at least 1, at most 64)\n"
            "  larch.zxidCounterLimit=4294967294 (ensembles: the leader steps down before\n"
            "                                    assigning a higher zxid counter; a new\n"
@@ -2495,9 +2540,9 @@ const char *config_usage(void)
            "  tickTime / 2, election after syncLimit ticks without a leader).\n"
            "  JVM and other ZooKeeper tuning keys (admin.*, jvm.*, ...) are accepted with\n"
            "  a warning and ignored. A security, TLS, SASL or quorum key larchd cannot\n"
-           "  honour (sslQuorum=true, ssl.quorum.*, ssl.crl=true, a JKS store, a SASL or\n"
-           "  x509 authProvider, sessionRequireClientSASLAuth=true, ...) is an error\n"
-           "  naming its line: larchd does not start rather than run without it.\n"
+           "  honour (sslQuorum=true, ssl.quorum.*, ssl.crl=true, a JKS store, a SASL\n"
+           "  authProvider, sessionRequireClientSASLAuth=true, ...) is an error naming\n"
+           "  its line: larchd does not start rather than run without it.\n"
            "\n"
            "Durability: with dataDir set, every write is in the txn log (fdatasync, group\n"
            "commit) before it is acknowledged, snapshots are taken every snapCount txns,\n"

@@ -65,6 +65,7 @@ int config_parse_server(const char *id_text, const char *value, struct config_se
  * gives a connection (ZooKeeper gives every connection its "ip" one). */
 #define CONFIG_AUTH_IP 1u
 #define CONFIG_AUTH_DIGEST 2u
+#define CONFIG_AUTH_X509 4u /* needs the x509 provider (config_x509_enabled) */
 
 #define CONFIG_WHERE_MAX 320 /* "zoo.cfg:7: ssl.keyStore.location": where a key was set */
 
@@ -134,6 +135,15 @@ struct config {
     int32_t secure_client_port;
     char secure_client_port_address[256];
     struct config_tls tls;
+    /* The x509 authentication provider (ZooKeeper's
+     * X509AuthenticationProvider): registered by an authProvider.N line
+     * naming it, and, as ZooKeeper's QuorumPeerConfig.configureSSLAuth
+     * does, by secureClientPort (config_x509_enabled). It makes a client
+     * certificate's subject the connection's ("x509", DN) identity and
+     * makes x509 ACLs valid. X509AuthenticationProvider.superUser: the
+     * subject (in that text) that is the super user. */
+    bool x509_provider_line;
+    char x509_super_user[4096]; /* TLS_DN_MAX: a subject's text */
     int32_t min_session_timeout_ms; /* minSessionTimeout, default 2 * tickTime */
     int32_t max_session_timeout_ms; /* maxSessionTimeout, default 20 * tickTime */
     int32_t max_client_cnxns;       /* maxClientCnxns per IP, default 60; 0 = unlimited */
@@ -144,8 +154,9 @@ struct config {
      * AuthenticationHelper): every request but auth from a connection
      * holding none of these schemes' identities is answered
      * SESSIONCLOSEDREQUIRESASLAUTH and the connection closed. The schemes
-     * are those larchd authenticates ("digest", "ip"); the parser refuses
-     * the rest by line. */
+     * are those larchd authenticates ("digest", "ip", and "x509" where
+     * its provider is: config_finish); the parser refuses the rest by
+     * line. */
     bool enforce_auth_enabled;
     char enforce_auth_schemes[128]; /* comma-separated, as written */
     uint32_t enforce_auth_mask;     /* the same, as CONFIG_AUTH_* bits */
@@ -221,6 +232,8 @@ struct config {
  * (secureClientPort without clientPort, as ZooKeeper then opens no plain
  * factory). */
 int32_t config_plain_port(const struct config *c);
+/* Whether the x509 provider is registered (see x509_provider_line). */
+bool config_x509_enabled(const struct config *c);
 
 /* Fills c with ZooKeeper's defaults (derived ones computed from tickTime by
  * config_finish). */

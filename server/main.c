@@ -86,6 +86,7 @@ static int make_sequencer(struct server *srv, struct durability_boot *boot)
         .max_session_timeout_ms = c->max_session_timeout_ms,
         .container_check_ms = c->container_check_ms,
         .ttl_enabled = c->extended_types,
+        .x509_acls = config_x509_enabled(c),
         .tick_ms = c->tick_time_ms / 2 > 0 ? c->tick_time_ms / 2 : 1,
         .inline_rounds = want_inline_sequencer(c),
         .passwd_key_set = srv->dur != NULL,
@@ -256,6 +257,7 @@ static int start(struct server *srv)
         .tls = srv->tls,
         .secure_bind_addr = c->secure_client_port_address,
         .secure_port = c->secure_client_port,
+        .x509_super_user = c->x509_super_user,
         .workers = c->workers,
         .max_buffer_bytes = c->max_buffer_bytes,
         .max_client_cnxns = c->max_client_cnxns,
@@ -269,7 +271,8 @@ static int start(struct server *srv)
         .super_digest = c->super_digest,
         .enforce_auth = !c->enforce_auth_enabled ? 0
                         : ((c->enforce_auth_mask & CONFIG_AUTH_IP) ? DP_AUTH_IP : 0) |
-                          ((c->enforce_auth_mask & CONFIG_AUTH_DIGEST) ? DP_AUTH_DIGEST : 0),
+                          ((c->enforce_auth_mask & CONFIG_AUTH_DIGEST) ? DP_AUTH_DIGEST : 0) |
+                          ((c->enforce_auth_mask & CONFIG_AUTH_X509) ? DP_AUTH_X509 : 0),
         .config_node = srv->config_node,
         .config_node_mtime = srv->config_node_mtime,
         .udp_host = c->udp.host,

@@ -4,12 +4,14 @@
  * trust store in PEM or PKCS12, the enabled protocols, the cipher suites by
  * their Java/IANA names, and the client-certificate rule (none/want/need).
  *
- * Two objects. A tls_ctx holds everything loaded at startup (certificate,
+ * Two objects, and one pure function. A tls_ctx holds everything loaded at startup (certificate,
  * key, trusted CAs, protocol and cipher policy): tls_ctx_new reads and checks
  * every file before anything is served, so a missing store, a wrong password
  * or a key that does not match its certificate is reported then, in a
  * message that names the setting and the file. A tls_conn is one server-side
- * session over a non-blocking socket the caller owns.
+ * session over a non-blocking socket the caller owns; its client's
+ * certificate names the client as tls_dn_rfc2253 writes a subject, which is
+ * the identity ZooKeeper's X509AuthenticationProvider gives it.
  *
  * Threading: tls_ctx_new and tls_ctx_free run on one thread while no
  * tls_conn of the context exists (larchd: main, before the workers start and
@@ -18,7 +20,8 @@
  * cache). A tls_conn belongs to one thread at a time (larchd: the worker
  * that owns the connection); its functions never block and never call into
  * the caller. OpenSSL's error queue is per thread: every function here
- * leaves it empty.
+ * leaves it empty. OpenSSL writes the socket with write(2): the process
+ * must ignore SIGPIPE (larchd does), or a client that vanished kills it.
  */
 #ifndef LARCH_TLS_H
 #define LARCH_TLS_H
@@ -134,5 +137,20 @@ bool tls_conn_established(const struct tls_conn *t);
 const char *tls_conn_error(const struct tls_conn *t);
 /* The negotiated protocol ("TLSv1.3"), for logs; "" before the handshake. */
 const char *tls_conn_protocol(const struct tls_conn *t);
+
+#define TLS_DN_MAX 4096 /* a subject's text, NUL included, fits this */
+
+/* The client certificate's subject as tls_dn_rfc2253 writes it, into out
+ * (cap bytes): 1, or 0 when the client presented no certificate, or -1
+ * when the subject cannot be written (malformed, or longer than cap - 1).
+ * Only once established: the chain has been verified then. */
+int tls_conn_peer_dn(const struct tls_conn *t, char *out, size_t cap);
+
+/* A distinguished name (the DER of an X.501 Name, len bytes) as Java's
+ * X500Principal.getName() writes it (RFC 2253, with Java's choices: see
+ * dn.c), NUL-terminated into out (cap bytes). Returns its length, or -1
+ * when the DER is malformed or the text needs more than cap - 1 bytes.
+ * Pure. */
+int tls_dn_rfc2253(const uint8_t *der, size_t len, char *out, size_t cap);
 
 #endif /* LARCH_TLS_H */

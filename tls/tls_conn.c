@@ -165,3 +165,18 @@ const char *tls_conn_protocol(const struct tls_conn *t)
 {
     return t->established ? SSL_get_version(t->ssl) : "";
 }
+
+int tls_conn_peer_dn(const struct tls_conn *t, char *out, size_t cap)
+{
+    X509 *cert = t->established ? SSL_get0_peer_certificate(t->ssl) : NULL;
+    if (cert == NULL)
+        return 0;
+    const unsigned char *der = NULL;
+    size_t len = 0;
+    /* the subject as the certificate encodes it (OpenSSL keeps that) */
+    if (X509_NAME_get0_der(X509_get_subject_name(cert), &der, &len) != 1) {
+        ERR_clear_error();
+        return -1;
+    }
+    return tls_dn_rfc2253(der, len, out, cap) < 0 ? -1 : 1;
+}

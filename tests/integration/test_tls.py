@@ -21,8 +21,9 @@ import tempfile
 import time
 import unittest
 
-from harness import (HOST, OK, Server, ServerError, free_port, larchd_path,
-                     sut_kind, unique_path)
+from harness import (ENOAUTH, ESESSIONCLOSEDREQUIRESASL, HOST, OK, PERM_ALL, PERM_READ,
+                     RawClient, Server, ServerError, free_port, larchd_path, sut_kind,
+                     unique_path)
 
 try:
     from kazoo.client import KazooClient
@@ -67,7 +68,8 @@ class Pki:
 
     def _leaf(self, name, subject, eku, san, ca="ca"):
         self._openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                      "-keyout", name + ".key", "-out", name + ".csr", "-subj", subject)
+                      "-keyout", name + ".key", "-out", name + ".csr", "-utf8",
+                      "-multivalue-rdn", "-subj", subject)
         with open(self.path(name + ".ext"), "w") as f:
             f.write("basicConstraints=CA:FALSE\nextendedKeyUsage=%s\nsubjectAltName=%s\n"
                     % (eku, san))
@@ -90,6 +92,10 @@ class Pki:
         self._leaf("client2", "/CN=someone else", "clientAuth", "IP:127.0.0.1")
         self._leaf("elsewhere", "/CN=elsewhere", "clientAuth", "IP:10.1.2.3")
         self._leaf("rogue", "/CN=client one", "clientAuth", "IP:127.0.0.1", ca="other-ca")
+        # a subject whose text takes Java's escapes, a multi-valued name,
+        # UTF-8 and a type without a keyword (written as its OID and hex)
+        self._leaf("tricky", '/C=DE/O=Larch\\, Inc./OU=R\\+D;Test/CN=Jos\u00e9 \\"J\\" <j@x>'
+                   '+UID=j1/emailAddress=j@example.org', "clientAuth", "IP:127.0.0.1")
         # PEM key store: the chain, then the key (ZooKeeper's PemReader reads both)
         self._cat("server.pem", "server.crt", "ca.pem", "server.key")
         self._openssl("pkcs8", "-topk8", "-in", "server.key", "-out", "server-enc.key",
@@ -133,6 +139,18 @@ def kazoo(port, pki, cert="client", auth=None):
 def close_kazoo(zk):
     zk.stop()
     zk.close()
+
+
+def tls_raw(port, pki, cert="client"):
+    """A RawClient over TLS to the secure port, with its session open
+    (cert: the client certificate, None for none)."""
+    ctx = ssl.create_default_context(cafile=pki.path("ca.pem"))
+    if cert:
+        ctx.load_cert_chain(pki.path(cert + ".crt"), pki.path(cert + ".key"))
+    c = RawClient(port)
+    c.sock = ctx.wrap_socket(c.sock, server_hostname="localhost")
+    c.connect()
+    return c
 
 
 def listening_ports(pid):
@@ -294,6 +312,24 @@ class SecurePortTest(TlsTestBase):
         self.assertEqual([e.type for e in seen], ["CHANGED"])
         self.assertEqual(zk.get(path)[0], b"from the plain port")
         self.assertIn(path.rsplit("/", 1)[1], zk.get_children("/"))
+
+    def test_kazoo_x509_acl(self):
+        """A node with an x509 ACL: its subject's client reads it, a client
+        with another certificate or none gets NOAUTH."""
+        from kazoo.security import make_acl
+        srv = self.start(["ssl.clientAuth=want"])
+        owner = kazoo(srv.secure_port, self.pki)
+        self.addCleanup(close_kazoo, owner)
+        path = unique_path("kazoo-x509")
+        owner.create(path, b"only mine", acl=[make_acl("x509", CLIENT_DN, all=True)])
+        self.assertEqual(owner.get(path)[0], b"only mine")
+        self.assertEqual([(a.perms, a.id.scheme, a.id.id) for a in owner.get_acls(path)[0]],
+                         [(PERM_ALL, "x509", CLIENT_DN)])
+        for cert in ("client2", None):
+            other = kazoo(srv.secure_port, self.pki, cert=cert)
+            self.addCleanup(close_kazoo, other)
+            with self.assertRaises(NoAuthError, msg=cert):
+                other.get(path)
 
     def test_pkcs12_stores(self):
         srv = self.start(["ssl.keyStore.location=" + self.pki.path("server.p12"),
@@ -531,6 +567,116 @@ class CompareZooKeeperTest(TlsTestBase):
             self.assertEqual(zk.get(path)[0], kind.encode())
             close_kazoo(zk)
             self.stop(srv)
+
+
+@unittest.skipUnless(zookeeper_installed(), "stock ZooKeeper is not installed")
+class X509Test(TlsTestBase):
+    """The x509 scheme, larchd beside stock ZooKeeper 3.8 (whose provider a
+    secure port registers): identities as whoAmI shows them, ACLs, the
+    super user, enforce.auth. Every check runs against both and expects the
+    same answer; the subjects' text is Java's own on the ZooKeeper side."""
+
+    LINES = ["ssl.protocol=TLSv1.2"]  # ZooKeeper 3.8 has no TLSv1.3 suites by default
+
+    def each_server(self, lines=()):
+        for kind in ("larch", "zookeeper"):
+            srv = self.start(self.LINES + list(lines), kind=kind)
+            yield kind, srv
+            self.stop(srv)
+
+    def test_whoami_is_the_subject_as_java_writes_it(self):
+        # compared as sets: ZooKeeper lists a connection's ids in the order
+        # of its hash set (ServerCnxn.authInfo), larchd in arrival order
+        seen = {}
+        for kind, srv in self.each_server():
+            for cert in ("client", "tricky"):
+                with tls_raw(srv.secure_port, self.pki, cert) as c:
+                    who = c.whoami()
+                    self.assertEqual(who.err, OK, kind)
+                    seen.setdefault(cert, {})[kind] = sorted(who.value)
+        self.assertEqual(seen["client"]["larch"], [("ip", HOST), ("x509", CLIENT_DN)])
+        for cert in seen:
+            self.assertEqual(seen[cert]["larch"], seen[cert]["zookeeper"], cert)
+
+    def test_x509_acl(self):
+        results = {}
+        for kind, srv in self.each_server():
+            got = results[kind] = []
+            with tls_raw(srv.secure_port, self.pki) as owner, \
+                    tls_raw(srv.secure_port, self.pki, "client2") as other, \
+                    RawClient(srv.port) as plain:
+                plain.connect()
+                path = unique_path("x509")
+                got.append(owner.create(path, b"mine", acl=[(PERM_ALL, "x509", CLIENT_DN)]).err)
+                got.append(owner.get_data(path).err)
+                got.append(other.get_data(path).err)
+                got.append(plain.get_data(path).err)
+                got.append(owner.get_acl(path).value[0])
+                # "auth" stands for the caller's x509 identity
+                p2 = unique_path("x509-auth")
+                got.append(owner.create(p2, b"", acl=[(PERM_READ, "auth", "")]).err)
+                got.append(owner.get_acl(p2).value[0])
+                got.append(other.get_data(p2).err)
+                # an id X500Principal cannot parse
+                got.append(owner.create(unique_path("bad"), b"", acl=[(PERM_ALL, "x509",
+                                                                       "CN=a,,O=b")]).err)
+        self.assertEqual(results["larch"][:4], [OK, OK, ENOAUTH, ENOAUTH])
+        self.assertEqual(results["larch"][4], [(PERM_ALL, "x509", CLIENT_DN)])
+        self.assertEqual(results["larch"], results["zookeeper"])
+
+    def test_super_user(self):
+        results = {}
+        for kind, srv in self.each_server(["X509AuthenticationProvider.superUser=CN=someone else"]):
+            with tls_raw(srv.secure_port, self.pki) as owner, \
+                    tls_raw(srv.secure_port, self.pki, "client2") as admin:
+                path = unique_path("x509-super")
+                owner.create(path, b"mine", acl=[(PERM_READ, "x509", CLIENT_DN)])
+                results[kind] = (sorted(admin.whoami().value), admin.get_data(path).err,
+                                 admin.set_data(path, b"admin's").err)
+        self.assertEqual(results["larch"], ([("ip", HOST), ("super", ""),
+                                             ("x509", "CN=someone else")], OK, OK))
+        self.assertEqual(results["larch"], results["zookeeper"])
+
+    def test_enforce_auth_x509(self):
+        results = {}
+        for kind, srv in self.each_server(["ssl.clientAuth=want",
+                                            "enforce.auth.enabled=true",
+                                            "enforce.auth.schemes=x509"]):
+            with tls_raw(srv.secure_port, self.pki) as good, \
+                    tls_raw(srv.secure_port, self.pki, None) as anonymous, \
+                    RawClient(srv.port) as plain:
+                plain.connect()
+                results[kind] = (good.exists("/").err, anonymous.exists("/").err,
+                                 plain.exists("/").err)
+        self.assertEqual(results["larch"], (OK, ESESSIONCLOSEDREQUIRESASL,
+                                            ESESSIONCLOSEDREQUIRESASL))
+        self.assertEqual(results["larch"], results["zookeeper"])
+
+
+@unittest.skipUnless(sut_kind() == "larch", "larchd's own configurations")
+class X509ProviderLineTest(TlsTestBase):
+    """x509 ACLs need the provider: a secure port registers it, so does an
+    authProvider line naming it; without either they are INVALIDACL."""
+
+    def test_provider_without_secure_port(self):
+        for lines, expect in (([], "INVALIDACL"),
+                              (["authProvider.x509=org.apache.zookeeper.server.auth."
+                                "X509AuthenticationProvider"], "OK")):
+            srv = Server(kind="larch", cfg_lines=lines)
+            srv.start()
+            try:
+                with RawClient(srv.port) as c:
+                    c.connect()
+                    err = c.create(unique_path("x509"), b"", acl=[(PERM_ALL, "x509",
+                                                                   CLIENT_DN)]).err
+            finally:
+                self.stop(srv)
+            self.assertEqual(err_name_of(err), expect, lines)
+
+
+def err_name_of(code):
+    from harness import err_name
+    return err_name(code)
 
 
 if __name__ == "__main__":

@@ -517,9 +517,11 @@ static void test_unhonoured_keys_refused(void **state)
                                "on the quorum links (accepted: false)"));
     assert_true(has_msg(&m, 1, "zoo.cfg:4: authProvider.1='org.apache.zookeeper.server.auth."
                                "SASLAuthenticationProvider' cannot be honoured: larchd's "
-                               "authentication providers are digest and ip, built in (accepted: "
+                               "authentication providers are digest, ip and x509, built in "
+                               "(accepted: "
                                "org.apache.zookeeper.server.auth.DigestAuthenticationProvider|"
-                               "org.apache.zookeeper.server.auth.IPAuthenticationProvider)"));
+                               "org.apache.zookeeper.server.auth.IPAuthenticationProvider|"
+                               "org.apache.zookeeper.server.auth.X509AuthenticationProvider)"));
     assert_true(has_msg(&m, 1, "zoo.cfg:5: sessionRequireClientSASLAuth='true' cannot be "
                                "honoured: larchd has no SASL (accepted: false)"));
     assert_true(has_msg(&m, 1, "zoo.cfg:7: skipACL='yes' cannot be honoured: larchd always checks "
@@ -557,13 +559,15 @@ static void test_enforce_auth_keys(void **state)
     assert_true(has_msg(&m, 1, "zoo.cfg:2: enforce.auth.schemes: scheme 'sasl' cannot be "
                                "honoured: larchd has no SASL"));
     assert_true(has_msg(&m, 1, "zoo.cfg:2: enforce.auth.schemes: authentication scheme "
-                               "'kerberos' is not available (larchd authenticates digest and ip)"));
+                               "'kerberos' is not available (larchd authenticates digest, ip "
+                               "and x509)"));
     assert_int_equal(c.enforce_auth_mask, 0);
 
     assert_int_equal(parse(&c, &m, "zookeeper.enforce.auth.enabled=true\n"), 0);
     assert_int_equal(config_finish(&c, collect, &m), -1);
     assert_true(has_msg(&m, 1, "larchd: zookeeper.enforce.auth.enabled is true: "
-                               "zookeeper.enforce.auth.schemes must name a scheme (digest, ip)"));
+                               "zookeeper.enforce.auth.schemes must name a scheme (digest, ip, "
+                               "x509)"));
 }
 
 /* metricsProvider.*: ZooKeeper's two providers, its host and port keys;
@@ -1373,6 +1377,52 @@ static void test_tls_finish_rules(void **state)
                                "set: they are not used"));
 }
 
+/* The x509 provider: registered by an authProvider line naming it or, as
+ * ZooKeeper's configureSSLAuth does, by secureClientPort; enforce.auth may
+ * name x509 only then, and superUser is unused without it. */
+static void test_x509_provider(void **state)
+{
+    struct config c;
+    struct msgs m;
+    assert_int_equal(parse(&c, &m, "zookeeper.X509AuthenticationProvider.superUser= "
+                                   "CN=admin,O=Larch \n"), 0);
+    assert_string_equal(c.x509_super_user, "CN=admin,O=Larch");
+    assert_false(config_x509_enabled(&c));
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_true(has_msg(&m, 0, "larchd: X509AuthenticationProvider.superUser is set, and no x509 "
+                               "provider is configured: it is not used"));
+
+    assert_int_equal(parse(&c, &m, "authProvider.x509=org.apache.zookeeper.server.auth."
+                                   "X509AuthenticationProvider\n"
+                                   "zookeeper.authProvider.1=org.apache.zookeeper.server.auth."
+                                   "DigestAuthenticationProvider\n"
+                                   "enforce.auth.enabled=true\nenforce.auth.schemes=x509\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_int_equal(m.n, 0);
+    assert_true(config_x509_enabled(&c));
+    assert_int_equal(c.enforce_auth_mask, CONFIG_AUTH_X509);
+
+    assert_int_equal(parse(&c, &m, "secureClientPort=2281\nssl.keyStore.location=/k.pem\n"
+                                   "ssl.clientAuth=none\nenforce.auth.enabled=true\n"
+                                   "enforce.auth.schemes=digest,x509\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_true(config_x509_enabled(&c));
+
+    assert_int_equal(parse(&c, &m, "enforce.auth.enabled=true\nenforce.auth.schemes=x509\n"
+                                   "X509AuthenticationProvider.trustManager=x\n"), -1);
+    assert_true(has_msg(&m, 1, "zoo.cfg:3: key 'X509AuthenticationProvider.trustManager' cannot "
+                               "be honoured: ZooKeeper's X509AuthenticationProvider reads "
+                               "X509AuthenticationProvider.superUser only (remove the line to "
+                               "run without it)"));
+    m.errors = 0;
+    assert_int_equal(config_finish(&c, collect, &m), -1);
+    assert_true(has_msg(&m, 1, "larchd: zookeeper.enforce.auth.schemes names x509, and no x509 "
+                               "provider is configured (secureClientPort, or authProvider.N="
+                               "org.apache.zookeeper.server.auth.X509AuthenticationProvider): "
+                               "ZooKeeper refuses it too (\"Authentication scheme x509 is not "
+                               "available\")"));
+}
+
 /* ------------------------------------------------------------------ output */
 
 static void test_format(void **state)
@@ -1455,7 +1505,8 @@ static void test_usage_mentions_everything(void **state)
         "secureClientPort=", "secureClientPortAddress=0.0.0.0", "ssl.keyStore.location=",
         "ssl.trustStore.location=", "ssl.protocol=TLSv1.3", "ssl.enabledProtocols=",
         "ssl.ciphersuites=", "ssl.clientAuth=need", "ssl.hostnameVerification=true",
-        "ssl.clientHostnameVerification=true",
+        "ssl.clientHostnameVerification=true", "X509AuthenticationProvider.superUser=",
+        "enforce.auth.schemes=             (digest, ip, x509)",
     };
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
         if (strstr(u, words[i]) == NULL)
@@ -1939,6 +1990,7 @@ int main(void)
         cmocka_unit_test(test_tls_secure_only),
         cmocka_unit_test(test_tls_refusals),
         cmocka_unit_test(test_tls_finish_rules),
+        cmocka_unit_test(test_x509_provider),
         cmocka_unit_test(test_server_lines_parse),
         cmocka_unit_test(test_server_line_errors),
         cmocka_unit_test(test_replicated_mode_needs_a_data_dir),

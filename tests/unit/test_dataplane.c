@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1386,6 +1387,49 @@ static uint8_t *tls_wait_frame(struct env *e, SSL *cli, struct rx *r, struct bas
     return NULL;
 }
 
+/* Runs the client's handshake to its end, the server passing in between. */
+static void tls_handshake(struct env *e, SSL *cli)
+{
+    int rc = -1;
+    for (int i = 0; i < PASSES_MAX && rc != 1; i++) {
+        rc = SSL_do_handshake(cli);
+        if (rc != 1) {
+            int why = SSL_get_error(cli, rc);
+            ERR_clear_error();
+            assert_true(why == SSL_ERROR_WANT_READ || why == SSL_ERROR_WANT_WRITE);
+            pump(e, 1);
+        }
+    }
+    assert_int_equal(rc, 1);
+}
+
+/* whoAmI over the client's session: "scheme=user" items joined by ';'. */
+static void tls_whoami(struct env *e, SSL *cli, struct rx *r, char *out, size_t cap)
+{
+    struct zk_wbuf w;
+    zk_wbuf_init(&w);
+    frame_request(&w, 77, ZK_OP_WHOAMI, NULL);
+    tls_send_all(e, cli, w.p, w.len);
+    zk_wbuf_free(&w);
+    struct base_rd body;
+    uint8_t *f = tls_wait_frame(e, cli, r, &body);
+    struct zk_reply_header h;
+    assert_true(zk_get_reply_header(&body, &h));
+    assert_int_equal(h.xid, 77);
+    assert_int_equal(h.err, ZK_OK);
+    int32_t n;
+    assert_true(zk_get_i32(&body, &n));
+    out[0] = '\0';
+    for (int32_t i = 0; i < n; i++) {
+        struct zk_str scheme, user;
+        assert_true(zk_get_str(&body, &scheme) && zk_get_str(&body, &user));
+        size_t used = strlen(out);
+        snprintf(out + used, cap - used, "%s%.*s=%.*s", i ? ";" : "", scheme.len, scheme.ptr,
+                 user.len, user.ptr);
+    }
+    free(f);
+}
+
 /* A secure port's connection whose socket takes a few KiB at a time: the
  * server's first flight (16 KiB of certificate) waits for writability, and
  * epoll watches for that instead of input; then a session runs over TLS,
@@ -1422,17 +1466,7 @@ static void test_tls_connection(void **state)
     struct conn *c = only_conn(e);
     assert_true(c->read_wants_out);
     assert_int_equal(c->ev_mask, EPOLLOUT);
-    int rc = -1;
-    for (int i = 0; i < PASSES_MAX && rc != 1; i++) {
-        rc = SSL_do_handshake(cli);
-        if (rc != 1) {
-            int why = SSL_get_error(cli, rc);
-            ERR_clear_error();
-            assert_true(why == SSL_ERROR_WANT_READ || why == SSL_ERROR_WANT_WRITE);
-            pump(e, 1);
-        }
-    }
-    assert_int_equal(rc, 1);
+    tls_handshake(e, cli);
 
     struct zk_wbuf w;
     zk_wbuf_init(&w);
@@ -1477,8 +1511,68 @@ static void test_tls_connection(void **state)
     test_pki_free(&pki);
 }
 
+/* A client certificate is the connection's x509 identity from the end of
+ * the handshake on (whoAmI lists it after the ip one, as ZooKeeper does);
+ * X509AuthenticationProvider.superUser's subject is the super user too
+ * ("super" with an empty name, as ZooKeeper shows it); a client without a
+ * certificate (clientAuth want) holds the ip identity only. */
+static void test_tls_client_certificate_identity(void **state)
+{
+    struct test_pki pki;
+    assert_int_equal(test_pki_make(&pki), 0);
+    char key[128], trust[128];
+    test_pki_path(&pki, "server.pem", key, sizeof key);
+    test_pki_path(&pki, "ca.pem", trust, sizeof trust);
+    struct tls_settings ts = { .key = { .path = key, .type = TLS_STORE_PEM },
+                               .trust = { .path = trust, .type = TLS_STORE_PEM },
+                               .protocols = TLS_PROTO_1_3,
+                               .client_auth = TLS_CLIENT_AUTH_WANT };
+    char err[TLS_MSG_MAX];
+    struct tls_ctx *ctx = tls_ctx_new(&ts, err, sizeof err);
+    if (ctx == NULL)
+        fail_msg("tls_ctx_new: %s", err);
+    static const char *const cases[][3] = {
+        /* certificate, superUser, whoAmI */
+        { "client.pem", "", "ip=127.0.0.1;x509=CN=client" },
+        { "client.pem", "CN=client", "ip=127.0.0.1;super=;x509=CN=client" },
+        { "elsewhere.pem", "CN=client", "ip=127.0.0.1;x509=CN=client elsewhere" },
+        { NULL, "CN=client", "ip=127.0.0.1" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct dp_cfg cfg = { .tls = ctx, .secure_bind_addr = "127.0.0.1",
+                              .x509_super_user = cases[i][1] };
+        struct env *e = env_new(&cfg);
+        int sv[2];
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+        dp_test_adopt_tls(e->dp, 0, sv[1], "127.0.0.1", e->next_port++);
+        SSL_CTX *cctx;
+        SSL *cli = test_pki_client(&pki, &cctx, sv[0], cases[i][0], TLS1_3_VERSION);
+        tls_handshake(e, cli);
+        struct zk_wbuf w;
+        zk_wbuf_init(&w);
+        frame_connect(&w);
+        tls_send_all(e, cli, w.p, w.len);
+        zk_wbuf_free(&w);
+        struct rx r = { 0 };
+        struct base_rd body;
+        free(tls_wait_frame(e, cli, &r, &body)); /* the ConnectResponse */
+        char who[512];
+        tls_whoami(e, cli, &r, who, sizeof who);
+        assert_string_equal(who, cases[i][2]);
+        assert_int_equal(only_conn(e)->super, strstr(cases[i][2], "super=") != NULL);
+        SSL_free(cli);
+        SSL_CTX_free(cctx);
+        close(sv[0]);
+        free(r.buf);
+        env_free(e);
+    }
+    tls_ctx_free(ctx);
+    test_pki_free(&pki);
+}
+
 int main(void)
 {
+    signal(SIGPIPE, SIG_IGN); /* as larchd: a TLS session writes with write(2) */
     rcu_register_thread();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pipelined_writes_then_close),
@@ -1498,6 +1592,7 @@ int main(void)
         cmocka_unit_test(test_crst_and_srst_reset_their_own_counters),
         cmocka_unit_test(test_stmk_reads_its_argument),
         cmocka_unit_test(test_tls_connection),
+        cmocka_unit_test(test_tls_client_certificate_identity),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     rcu_unregister_thread();

@@ -5,6 +5,10 @@
  * at a time (the handshake's rules: protocols, client certificates, the
  * client's address; a handshake reply that does not fit the socket).
  *
+ * And the subject's text ZooKeeper's x509 identities are made of: Java's
+ * X500Principal.getName(), whose expected values below were printed by
+ * OpenJDK 17 for the same DER.
+ *
  * Certificates are made here with OpenSSL's API into a temporary directory.
  */
 #include <stdarg.h>
@@ -415,6 +419,104 @@ static void test_session_reply_waits_for_socket(void **state)
     tls_ctx_free(ctx);
 }
 
+/* ------------------------------------------------------------------ names */
+
+static size_t unhex(const char *h, uint8_t *out)
+{
+    size_t n = strlen(h) / 2;
+    for (size_t i = 0; i < n; i++) {
+        unsigned v;
+        assert_int_equal(sscanf(h + 2 * i, "%2x", &v), 1);
+        out[i] = (uint8_t)v;
+    }
+    return n;
+}
+
+/* DER names and what OpenJDK 17's X500Principal(der).getName() printed. */
+static const struct {
+    const char *der, *java;
+} dn_vectors[] = {
+    { "3041310b3009060355040613025553310e300c060355040a0c054c61726368310d300b060355040b0c0454"
+      "6573743113301106035504030c0a636c69656e74206f6e65",
+      "CN=client one,OU=Test,O=Larch,C=US" },
+    { "301e311c301a06035504030c13612c622b6322645c653c663e673b683d69236a",
+      "CN=a\\,b\\+c\\\"d\\\\e\\<f\\>g\\;h\\=i\\#j" },
+    { "302a311b3019060355040a0c1220206c65616420616e6420747261696c200d310b300906035504030c022378",
+      "CN=\\#x,O=\\ \\ lead and trail\\ \\\r" },
+    { "300e310c300a06035504030c03610062", "CN=a\\00b" },
+    /* a multi-valued name in its encoded order; DC and UID by keyword */
+    { "3032311b300f060a0992268993f22c6401010c0175300806035504030c016331133011060a0992268993f2"
+      "2c64011916036f7267",
+      "DC=org,UID=u+CN=c" },
+    /* types without an RFC 2253 keyword: the OID, and the value's DER in hex */
+    { "30233121301206092a864886f70d01090116056140622e63300b0603550405130431323334",
+      "1.2.840.113549.1.9.1=#16056140622e63+2.5.4.5=#130431323334" },
+    { "300c310a300806038837010c0176", "2.999.1=#0c0176" },
+    /* a BMPString's bytes read as UTF-8, as Java reads them */
+    { "300f310d300b06035504031e0465e5672c", "CN=e\xef\xbf\xbdg\\," },
+    /* a NumericString is no string type Java prints */
+    { "300e310c300a06035504031203313233", "CN=#1203313233" },
+    /* malformed UTF-8: a truncated sequence, a surrogate, a truncated 4-byte one */
+    { "300e310c300a06035504030c0378e381", "CN=x\xef\xbf\xbd" },
+    { "30123110300e06035504030c07eda0807af09f98", "CN=\xef\xbf\xbdz\xef\xbf\xbd" },
+    { "30153113301106035504030c0a4a6f73c3a920f09f9880", "CN=Jos\xc3\xa9 \xf0\x9f\x98\x80" },
+    { "300e310c300a06035504030c03202020", "CN=\\ \\ \\ " },
+    { "3000", "" },
+};
+
+static void test_dn_java_form(void **state)
+{
+    uint8_t der[512];
+    char out[TLS_DN_MAX];
+    for (size_t i = 0; i < sizeof dn_vectors / sizeof dn_vectors[0]; i++) {
+        size_t n = unhex(dn_vectors[i].der, der);
+        int k = tls_dn_rfc2253(der, n, out, sizeof out);
+        if (k < 0 || strcmp(out, dn_vectors[i].java) != 0)
+            fprintf(stderr, "vector %zu: got %s, want %s\n", i, k < 0 ? "(error)" : out,
+                    dn_vectors[i].java);
+        assert_int_equal(k, (int)strlen(dn_vectors[i].java));
+        assert_string_equal(out, dn_vectors[i].java);
+    }
+    /* a long value (length in two bytes), then no room for it */
+    size_t n = unhex("3081d63181d33081d006035504030c81c8", der);
+    memset(der + n, 'y', 200);
+    assert_int_equal(tls_dn_rfc2253(der, n + 200, out, sizeof out), 203);
+    assert_memory_equal(out, "CN=yyy", 6);
+    assert_int_equal(tls_dn_rfc2253(der, n + 200, out, 203), -1);
+    assert_int_equal(tls_dn_rfc2253(der, n + 200, out, 204), 203);
+    /* malformed: truncated, trailing bytes, an indefinite length, not a SET */
+    assert_int_equal(tls_dn_rfc2253(der, n + 199, out, sizeof out), -1);
+    n = unhex("300e310c300a06035504030c0361626300", der);
+    assert_int_equal(tls_dn_rfc2253(der, n, out, sizeof out), -1);
+    n = unhex("3080310c300a06035504030c03616263", der);
+    assert_int_equal(tls_dn_rfc2253(der, n, out, sizeof out), -1);
+    n = unhex("300e300c300a06035504030c03616263", der);
+    assert_int_equal(tls_dn_rfc2253(der, n, out, sizeof out), -1);
+}
+
+/* The client certificate's subject through a session. */
+static void test_session_peer_dn(void **state)
+{
+    struct paths p;
+    struct tls_settings s = base_settings(&p);
+    s.client_auth = TLS_CLIENT_AUTH_WANT;
+    struct tls_ctx *ctx = expect_ctx(&s);
+    struct session x;
+    char dn[TLS_DN_MAX];
+    session_open(&x, ctx, "127.0.0.1", "client.pem", TLS1_3_VERSION);
+    assert_int_equal(tls_conn_peer_dn(x.srv, dn, sizeof dn), 0); /* not yet established */
+    session_handshake(&x);
+    assert_int_equal(tls_conn_peer_dn(x.srv, dn, sizeof dn), 1);
+    assert_string_equal(dn, "CN=client");
+    assert_int_equal(tls_conn_peer_dn(x.srv, dn, 5), -1);
+    session_close(&x);
+    session_open(&x, ctx, "127.0.0.1", NULL, TLS1_3_VERSION);
+    session_handshake(&x);
+    assert_int_equal(tls_conn_peer_dn(x.srv, dn, sizeof dn), 0);
+    session_close(&x);
+    tls_ctx_free(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -426,6 +528,8 @@ int main(void)
         cmocka_unit_test(test_session_protocols),
         cmocka_unit_test(test_session_client_address),
         cmocka_unit_test(test_session_reply_waits_for_socket),
+        cmocka_unit_test(test_dn_java_form),
+        cmocka_unit_test(test_session_peer_dn),
     };
     return cmocka_run_group_tests(tests, pki_setup, pki_teardown);
 }
