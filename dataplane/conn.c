@@ -367,8 +367,9 @@ static void auth_failed(struct conn *c)
     conn_close(c, false);
 }
 
-/* Adds (scheme, id) to c once; false without room or memory. The id is
- * taken over either way. */
+/* Adds (scheme, id) to c's identities unless c holds it already, as
+ * ZooKeeper's ServerCnxn.addAuthInfo does. Takes id (malloc'd): kept, or
+ * freed. False when c has DP_AUTH_MAX identities already, or no memory. */
 static bool add_identity(struct conn *c, const char *scheme, char *id)
 {
     for (int32_t i = 0; i < c->nauth; i++) {
@@ -388,6 +389,13 @@ static bool add_identity(struct conn *c, const char *scheme, char *id)
     return true;
 }
 
+/* add_identity with a copy of id. */
+static bool add_identity_copy(struct conn *c, const char *scheme, const char *id)
+{
+    char *copy = strdup(id);
+    return copy != NULL && add_identity(c, scheme, copy);
+}
+
 /* Adds the identity "digest:user:base64(sha1(credential))" to c, once, as
  * DigestAuthenticationProvider does: the user is the credential up to its
  * first ':' (all of it when there is none: "" and "bob" are credentials
@@ -404,6 +412,32 @@ static bool add_digest_identity(struct conn *c, const char *cred, size_t len)
     bool super = c->w->dp->super_digest[0] && strcmp(id, c->w->dp->super_digest) == 0;
     if (!add_identity(c, "digest", id))
         return false;
+    c->super = c->super || super;
+    return true;
+}
+
+/* The TLS handshake of c completed. As ZooKeeper's CertificateVerifier with
+ * its X509AuthenticationProvider (registered wherever there is a secure
+ * port: QuorumPeerConfig.configureSSLAuth): a client that presented a
+ * certificate (OpenSSL verified its chain against the trust store) holds
+ * ("x509", its subject as X500Principal.getName() writes it), preceded by
+ * ("super", subject) when that is X509AuthenticationProvider.superUser. A
+ * client without one (clientAuth want or none) holds nothing more. */
+bool conn_tls_established(struct conn *c)
+{
+    char dn[TLS_DN_MAX];
+    int rc = tls_conn_peer_dn(c->tls, dn, sizeof dn);
+    if (rc == 0)
+        return true;
+    const char *super_user = c->w->dp->x509_super_user;
+    bool super = rc > 0 && super_user[0] != '\0' && strcmp(dn, super_user) == 0;
+    if (rc < 0 || (super && !add_identity_copy(c, "super", dn)) ||
+        !add_identity_copy(c, "x509", dn)) {
+        base_log(BASE_LOG_WARN, "larchd: closing %s: x509 authentication failed: %s", c->peer,
+                 rc < 0 ? "its certificate's subject cannot be written" : "out of memory");
+        conn_close(c, true);
+        return false;
+    }
     c->super = c->super || super;
     return true;
 }
@@ -583,7 +617,8 @@ bool dp_auth_enforced_ok(const struct dp *dp, const struct tree_authid *ids, int
     for (int32_t i = 0; i < count; i++) {
         const char *scheme = ids[i].scheme ? ids[i].scheme : "";
         if (((want & DP_AUTH_DIGEST) && strcmp(scheme, "digest") == 0) ||
-            ((want & DP_AUTH_SASL) && strcmp(scheme, "sasl") == 0))
+            ((want & DP_AUTH_SASL) && strcmp(scheme, "sasl") == 0) ||
+            ((want & DP_AUTH_X509) && strcmp(scheme, "x509") == 0))
             return true;
     }
     return false;

@@ -27,6 +27,7 @@
 
 #include "proto/proto.h"
 #include "replication/replication.h"
+#include "tls/tls.h"
 #include "tree/tree.h"
 
 struct dp;
@@ -34,6 +35,7 @@ struct dp;
 #define DP_AUTH_IP 1u     /* every connection has its peer address's ip identity */
 #define DP_AUTH_DIGEST 2u /* a digest identity from addauth */
 #define DP_AUTH_SASL 4u   /* a sasl identity from a SASL login */
+#define DP_AUTH_X509 8u   /* an x509 identity from a client certificate */
 
 /* Four-letter-word handler: append the answer text to out. Runs on a worker.
  * word_arg: for "stmk", the 8-byte big-endian long that follows the word
@@ -44,7 +46,17 @@ typedef void (*dp_fourlw_fn)(void *arg, struct dp *dp, const char *word, int64_t
 
 struct dp_cfg {
     const char *bind_addr;  /* IPv4 or IPv6 literal, or a host name */
-    int port;
+    int port;               /* 0: any free port; -1: no plain port (TLS only) */
+    /* The secure client port (secureClientPort): the same protocol over
+     * TLS sessions of this context, which the caller keeps until after
+     * dp_free; NULL: none. secure_port 0 takes any free port. Connections
+     * of both ports share every limit, worker and budget. */
+    struct tls_ctx *tls;
+    const char *secure_bind_addr;
+    int secure_port;
+    /* X509AuthenticationProvider.superUser: the client certificate subject
+     * (tls_dn_rfc2253's text) that is the super user; NULL or "": none. */
+    const char *x509_super_user;
     int workers;
     int32_t max_buffer_bytes;  /* jute.maxbuffer: larger frames close the connection */
     int32_t max_client_cnxns;  /* per peer IP; 0 = unlimited */
@@ -97,8 +109,10 @@ struct dp_cfg {
  * reported before anything starts). Returns NULL and writes a message naming
  * the problem into err (errlen bytes) on failure. */
 struct dp *dp_new(const struct dp_cfg *cfg, struct tree *t, struct seq *s, char *err, size_t errlen);
-/* The bound port (useful when cfg.port was 0). */
+/* The bound port (useful when cfg.port was 0); -1 when there is none. */
 int dp_port(const struct dp *dp);
+/* The secure client port's bound port; -1 when there is none. */
+int dp_secure_port(const struct dp *dp);
 /* The UDP read path's port; 0 when it is off. */
 int dp_udp_port(const struct dp *dp);
 /* Starts the workers: 0 or -errno. */

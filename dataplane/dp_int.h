@@ -72,6 +72,13 @@ struct conn {
     bool throttled;         /* reading is paused for a budget (counted once per pause) */
     bool client_sent_ro;
     bool read_only;         /* a read-only session: the server has no quorum */
+    /* TLS (a secure port's connection; NULL: plain TCP). Owned: freed with
+     * the connection. read_wants_out: the session's last read waits for the
+     * socket to take output (its handshake reply did not fit), so epoll
+     * watches for writability instead of input, and nothing is written
+     * until that read has gone on. */
+    struct tls_conn *tls;
+    bool read_wants_out;
     struct conn *next_dirty;
     struct conn *next_resume;
     struct conn *next_dead;
@@ -198,10 +205,14 @@ struct dp {
     struct dp_cfg cfg;
     char bind_addr[256];
     char super_digest[512];
+    char x509_super_user[TLS_DN_MAX];
     struct tree *tree;
     struct seq *seq;
-    int listen_fd;
+    int listen_fd;          /* -1: no plain port */
     int port;
+    char secure_bind_addr[256];
+    int secure_listen_fd;   /* -1: no secure port */
+    int secure_port;
     int stop_efd;
     atomic_bool stop;
     struct worker *workers;
@@ -249,6 +260,8 @@ struct conn *worker_conn(struct worker *w, uint64_t token);
  * so that deadlines fall where the test puts them, run after run. */
 void dp_test_set_clock(struct dp *dp, int64_t (*now_us)(void));
 void dp_test_adopt(struct dp *dp, int worker, int fd, const char *ip, int port);
+/* As dp_test_adopt, as a connection of the secure port (cfg.tls). */
+void dp_test_adopt_tls(struct dp *dp, int worker, int fd, const char *ip, int port);
 void dp_test_pass(struct dp *dp, int worker);
 void dp_test_close_all(struct dp *dp, int worker);
 
@@ -273,6 +286,9 @@ void conn_account(struct conn *c);
 void conn_release(struct conn *c);
 /* Starts c after accept. */
 void conn_init(struct conn *c, struct worker *w, int fd, const char *ip, int port);
+/* c's TLS handshake has just completed: a client certificate becomes c's
+ * x509 identity (ZooKeeper's CertificateVerifier). False when c was closed. */
+bool conn_tls_established(struct conn *c);
 /* Takes every sequencer output for this worker. */
 void worker_drain_sequencer(struct worker *w);
 /* Wakes the sequencer once for everything this pass submitted. */

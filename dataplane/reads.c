@@ -256,8 +256,9 @@ static int read_all_children_number(struct rd *r, struct base_rd *in)
 /* WhoAmIResponse: the connection's identities, the ip one first, as
  * ZooKeeper lists its authInfo, each id as its provider's getUserName
  * gives it (AuthUtil.getClientInfos): digest ids show the user name only,
- * sasl ids their whole name, and "" without SASLAuthenticationProvider
- * (no provider, no user). */
+ * x509 ids the whole subject, sasl ids their whole name ("" without
+ * SASLAuthenticationProvider: no provider, no user), and "super", which
+ * has no provider, an empty name. */
 static int read_whoami(struct rd *r)
 {
     struct conn *c = r->c;
@@ -265,12 +266,15 @@ static int read_whoami(struct rd *r)
     zk_put_str(r->out, zk_str_c("ip"));
     zk_put_str(r->out, zk_str_c(c->peer_ip));
     for (int32_t i = 0; i < c->nauth; i++) {
-        const char *id = c->auth[i].id;
-        const char *colon = strcmp(c->auth[i].scheme, "digest") == 0 ? strchr(id, ':') : NULL;
-        if (strcmp(c->auth[i].scheme, "sasl") == 0 && !c->w->dp->cfg.sasl_provider)
-            id = "";
-        zk_put_str(r->out, zk_str_c(c->auth[i].scheme));
-        zk_put_bytes(r->out, id, colon ? (int32_t)(colon - id) : (int32_t)strlen(id));
+        const char *scheme = c->auth[i].scheme, *id = c->auth[i].id;
+        size_t len = strlen(id);
+        if (strcmp(scheme, "digest") == 0 && strchr(id, ':') != NULL)
+            len = (size_t)(strchr(id, ':') - id);
+        else if (strcmp(scheme, "super") == 0 ||
+                 (strcmp(scheme, "sasl") == 0 && !c->w->dp->cfg.sasl_provider))
+            len = 0;
+        zk_put_str(r->out, zk_str_c(scheme));
+        zk_put_bytes(r->out, id, (int32_t)len);
     }
     return ZK_OK;
 }

@@ -36,6 +36,7 @@
 #define EV_LISTEN 0xFFFFFFFFFFFFFF01ULL
 #define EV_SEQ 0xFFFFFFFFFFFFFF02ULL
 #define EV_STOP 0xFFFFFFFFFFFFFF03ULL
+#define EV_LISTEN_TLS 0xFFFFFFFFFFFFFF05ULL /* (04 is DP_EV_UDP) */
 #define EPOLL_IDLE_MS 200 /* longest sleep: deadlines are checked at least this often */
 #define PASS_TURNS_MAX 8  /* run/flush turns per pass before the loop polls again */
 
@@ -134,13 +135,16 @@ static int slot_take(struct worker *w, uint32_t *out)
 /* The epoll interest follows the connection: input only while conn.c's
  * budget allows it (and never while closing), output only while a send
  * would block. Level-triggered, so the interest must be exact; epoll_ctl
- * runs only when it changes. */
+ * runs only when it changes. A TLS read that waits to write asks for
+ * writability in place of input: input it cannot read yet would wake the
+ * loop again and again. */
 static void conn_update_events(struct conn *c)
 {
     uint32_t ev = 0;
-    if (conn_wants_input(c))
+    bool in = conn_wants_input(c);
+    if (in && !c->read_wants_out)
         ev |= EPOLLIN | EPOLLRDHUP;
-    if (c->epollout)
+    if (c->epollout || (in && c->read_wants_out))
         ev |= EPOLLOUT;
     if (ev == c->ev_mask)
         return;
@@ -178,8 +182,9 @@ void conn_close(struct conn *c, bool hard)
     conn_mark_dirty(c);
 }
 
-/* Registers fd as a new connection of w (the accept path, and tests). */
-static void conn_adopt(struct worker *w, int fd, const char *ip, int port)
+/* Registers fd as a new connection of w (the accept path, and tests); a
+ * TLS session of tls on it when tls is not NULL. */
+static void conn_adopt(struct worker *w, int fd, const char *ip, int port, struct tls_ctx *tls)
 {
     struct dp *dp = w->dp;
     if (!cnxn_acquire(dp)) {
@@ -209,7 +214,8 @@ static void conn_adopt(struct worker *w, int fd, const char *ip, int port)
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)); /* fails harmlessly off TCP */
     struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.u64 = c->token };
-    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    if ((tls != NULL && (c->tls = tls_conn_new(tls, fd, ip)) == NULL) ||
+        epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
         c->fd = -1; /* never registered: nothing to remove */
         close(fd);
         conn_close(c, true);
@@ -218,7 +224,8 @@ static void conn_adopt(struct worker *w, int fd, const char *ip, int port)
     c->ev_mask = ev.events;
 }
 
-static void accept_one(struct worker *w, int fd, const struct sockaddr_storage *ss)
+static void accept_one(struct worker *w, int fd, const struct sockaddr_storage *ss,
+                       struct tls_ctx *tls)
 {
     char ip[64] = "?";
     int port = 0;
@@ -231,18 +238,20 @@ static void accept_one(struct worker *w, int fd, const struct sockaddr_storage *
         inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
         port = ntohs(a->sin6_port);
     }
-    conn_adopt(w, fd, ip, port);
+    conn_adopt(w, fd, ip, port, tls);
 }
 
-static void accept_all(struct worker *w)
+/* Accepts what listen_fd has (the plain port's, or the secure port's with
+ * its context). */
+static void accept_all(struct worker *w, int listen_fd, struct tls_ctx *tls)
 {
     for (int i = 0; i < 64; i++) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
-        int fd = accept4(w->dp->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return; /* EAGAIN: another worker took it, or the backlog is empty */
-        accept_one(w, fd, &ss);
+        accept_one(w, fd, &ss, tls);
     }
 }
 
@@ -252,6 +261,8 @@ static void conn_destroy(struct conn *c)
     struct worker *w = c->w;
     struct dp *dp = w->dp;
     conn_release(c);
+    tls_conn_free(c->tls); /* before the socket closes: it may send close_notify */
+    c->tls = NULL;
     if (c->fd >= 0) {
         epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
         close(c->fd);
@@ -294,9 +305,47 @@ static void reap_dead(struct worker *w)
 
 /* ---- input and output ------------------------------------------------------- */
 
+/* The TLS twin of read_conn: a read returns one record (16 KiB at most),
+ * so a short read says nothing about the socket and the loop reads until
+ * it would wait. The handshake runs inside the first reads (the sessionless
+ * deadline bounds it, as it bounds a ConnectRequest that never comes); when
+ * it completes, conn.c takes the client's certificate as its identity,
+ * before any request is read. */
+static void read_tls(struct conn *c)
+{
+    struct worker *w = c->w;
+    bool established = tls_conn_established(c->tls);
+    for (int rounds = 0; rounds < 16 && conn_wants_input(c); rounds++) {
+        ssize_t n = tls_conn_recv(c->tls, w->rbuf, DP_READ_CHUNK);
+        int err = errno;
+        c->read_wants_out = n < 0 && err == EAGAIN && tls_conn_wants_write(c->tls);
+        if (!established && tls_conn_established(c->tls)) {
+            established = true;
+            if (!conn_tls_established(c))
+                break;
+        }
+        if (n > 0) {
+            conn_input(c, w->rbuf, (size_t)n);
+            continue;
+        }
+        if (n < 0 && err == EAGAIN)
+            break;
+        if (n < 0 && err == EPROTO && !established)
+            base_log(BASE_LOG_WARN, "larchd: closing %s: TLS handshake failed: %s", c->peer,
+                     tls_conn_error(c->tls));
+        conn_close(c, true); /* the end, or a failure */
+        break;
+    }
+    conn_mark_dirty(c);
+}
+
 static void read_conn(struct conn *c)
 {
     struct worker *w = c->w;
+    if (c->tls) {
+        read_tls(c);
+        return;
+    }
     for (int rounds = 0; rounds < 16 && conn_wants_input(c); rounds++) {
         ssize_t n = recv(c->fd, w->rbuf, DP_READ_CHUNK, 0);
         if (n > 0) {
@@ -318,10 +367,24 @@ static void read_conn(struct conn *c)
     conn_mark_dirty(c); /* the flush step brings interest and the budget up to date */
 }
 
+/* One send of c's output: to the socket, or through its TLS session (which
+ * writes nothing while a read of its waits to write: that read goes first). */
+static ssize_t conn_send(struct conn *c, const uint8_t *p, size_t n)
+{
+    if (c->tls) {
+        if (c->read_wants_out) {
+            errno = EAGAIN;
+            return -1;
+        }
+        return tls_conn_send(c->tls, p, n);
+    }
+    return send(c->fd, p, n, MSG_NOSIGNAL);
+}
+
 static void flush_conn(struct conn *c)
 {
     while (c->out_off < c->out.len && !c->hard_close) {
-        ssize_t n = send(c->fd, c->out.p + c->out_off, c->out.len - c->out_off, MSG_NOSIGNAL);
+        ssize_t n = conn_send(c, c->out.p + c->out_off, c->out.len - c->out_off);
         if (n > 0) {
             c->out_off += (size_t)n;
             continue;
@@ -435,7 +498,7 @@ static void handle_conn_event(struct worker *w, uint64_t token, uint32_t events)
         return;
     if (events & EPOLLOUT)
         conn_mark_dirty(c);
-    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+    if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) || c->read_wants_out)
         read_conn(c);
     if ((events & (EPOLLHUP | EPOLLERR)) && !c->closing)
         conn_close(c, true);
@@ -508,7 +571,9 @@ static void worker_pass(struct worker *w, int timeout_ms)
     for (int i = 0; i < n; i++) {
         uint64_t key = evs[i].data.u64;
         if (key == EV_LISTEN)
-            accept_all(w);
+            accept_all(w, w->dp->listen_fd, NULL);
+        else if (key == EV_LISTEN_TLS)
+            accept_all(w, w->dp->secure_listen_fd, w->dp->cfg.tls);
         else if (key == EV_SEQ)
             seq_worker_ack(w->dp->seq, w->id); /* drained below, once per pass */
         else if (key == DP_EV_UDP)
@@ -573,7 +638,14 @@ void dp_test_adopt(struct dp *dp, int worker, int fd, const char *ip, int port)
 {
     struct worker *w = &dp->workers[worker];
     pass_clock(w);
-    conn_adopt(w, fd, ip, port);
+    conn_adopt(w, fd, ip, port, NULL);
+}
+
+void dp_test_adopt_tls(struct dp *dp, int worker, int fd, const char *ip, int port)
+{
+    struct worker *w = &dp->workers[worker];
+    pass_clock(w);
+    conn_adopt(w, fd, ip, port, dp->cfg.tls);
 }
 
 void dp_test_pass(struct dp *dp, int worker)
@@ -590,27 +662,31 @@ void dp_test_close_all(struct dp *dp, int worker)
 
 /* ---- setup -------------------------------------------------------------------- */
 
-static int open_listener(struct dp *dp, char *err, size_t errlen)
+/* Binds addr:port (addr "" for every interface, port 0 for any free one)
+ * and listens: the descriptor and the bound port, or -1 with a message
+ * that begins with what ("" or "secureClientPort: "). */
+static int open_listener(const char *addr, int port, const char *what, int *bound, char *err,
+                         size_t errlen)
 {
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
     struct addrinfo *res = NULL;
-    char port[16];
-    snprintf(port, sizeof(port), "%d", dp->cfg.port);
-    int rc = getaddrinfo(dp->bind_addr[0] ? dp->bind_addr : NULL, port, &hints, &res);
+    char port_text[16];
+    snprintf(port_text, sizeof(port_text), "%d", port);
+    int rc = getaddrinfo(addr[0] ? addr : NULL, port_text, &hints, &res);
     if (rc != 0) {
-        snprintf(err, errlen, "cannot resolve client address '%s': %s", dp->bind_addr, gai_strerror(rc));
+        snprintf(err, errlen, "%scannot resolve client address '%s': %s", what, addr, gai_strerror(rc));
         return -1;
     }
     int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        snprintf(err, errlen, "socket: %s", strerror(errno));
+        snprintf(err, errlen, "%ssocket: %s", what, strerror(errno));
         freeaddrinfo(res);
         return -1;
     }
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
-        snprintf(err, errlen, "cannot listen on %s:%d: %s", dp->bind_addr, dp->cfg.port, strerror(errno));
+        snprintf(err, errlen, "%scannot listen on %s:%d: %s", what, addr, port, strerror(errno));
         close(fd);
         freeaddrinfo(res);
         return -1;
@@ -619,9 +695,25 @@ static int open_listener(struct dp *dp, char *err, size_t errlen)
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
     getsockname(fd, (struct sockaddr *)&ss, &sl);
-    dp->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                               : ((struct sockaddr_in *)&ss)->sin_port);
-    dp->listen_fd = fd;
+    *bound = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                            : ((struct sockaddr_in *)&ss)->sin_port);
+    return fd;
+}
+
+/* The plain port (unless cfg.port is -1) and the secure one (with cfg.tls). */
+static int open_listeners(struct dp *dp, char *err, size_t errlen)
+{
+    if (dp->cfg.port >= 0) {
+        dp->listen_fd = open_listener(dp->bind_addr, dp->cfg.port, "", &dp->port, err, errlen);
+        if (dp->listen_fd < 0)
+            return -1;
+    }
+    if (dp->cfg.tls != NULL) {
+        dp->secure_listen_fd = open_listener(dp->secure_bind_addr, dp->cfg.secure_port,
+                                             "secureClientPort: ", &dp->secure_port, err, errlen);
+        if (dp->secure_listen_fd < 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -664,7 +756,11 @@ static int worker_init(struct dp *dp, struct worker *w, int id)
     if (!w->wt || !w->rbuf || w->epfd < 0)
         return -1;
     struct epoll_event ev = { .events = EPOLLIN | EPOLLEXCLUSIVE, .data.u64 = EV_LISTEN };
-    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, dp->listen_fd, &ev) != 0)
+    if (dp->listen_fd >= 0 && epoll_ctl(w->epfd, EPOLL_CTL_ADD, dp->listen_fd, &ev) != 0)
+        return -1;
+    struct epoll_event tev = { .events = EPOLLIN | EPOLLEXCLUSIVE, .data.u64 = EV_LISTEN_TLS };
+    if (dp->secure_listen_fd >= 0 &&
+        epoll_ctl(w->epfd, EPOLL_CTL_ADD, dp->secure_listen_fd, &tev) != 0)
         return -1;
     struct epoll_event sev = { .events = EPOLLIN, .data.u64 = EV_SEQ };
     if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, seq_worker_fd(dp->seq, id), &sev) != 0)
@@ -685,13 +781,22 @@ struct dp *dp_new(const struct dp_cfg *cfg, struct tree *t, struct seq *s, char 
     dp->cfg = *cfg;
     snprintf(dp->bind_addr, sizeof(dp->bind_addr), "%s", cfg->bind_addr ? cfg->bind_addr : "");
     snprintf(dp->super_digest, sizeof(dp->super_digest), "%s", cfg->super_digest ? cfg->super_digest : "");
+    snprintf(dp->secure_bind_addr, sizeof(dp->secure_bind_addr), "%s",
+             cfg->secure_bind_addr ? cfg->secure_bind_addr : "");
+    snprintf(dp->x509_super_user, sizeof(dp->x509_super_user), "%s",
+             cfg->x509_super_user ? cfg->x509_super_user : "");
     dp->cfg.bind_addr = dp->bind_addr;
+    dp->cfg.secure_bind_addr = dp->secure_bind_addr;
+    dp->cfg.x509_super_user = dp->x509_super_user;
     dp->cfg.super_digest = dp->super_digest;
     budget_defaults(&dp->cfg);
     dp->tree = t;
     dp->seq = s;
     dp->clock_us = base_mono_us;
     dp->listen_fd = -1;
+    dp->secure_listen_fd = -1;
+    dp->port = -1;
+    dp->secure_port = -1;
     dp->stop_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     pthread_mutex_init(&dp->ip_lock, NULL);
     dp->nworkers = cfg->workers;
@@ -700,7 +805,7 @@ struct dp *dp_new(const struct dp_cfg *cfg, struct tree *t, struct seq *s, char 
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    if (open_listener(dp, err, errlen) != 0)
+    if (open_listeners(dp, err, errlen) != 0)
         goto fail;
     for (int i = 0; i < dp->nworkers; i++) {
         if (worker_init(dp, &dp->workers[i], i) != 0) {
@@ -719,6 +824,11 @@ fail:
 int dp_port(const struct dp *dp)
 {
     return dp->port;
+}
+
+int dp_secure_port(const struct dp *dp)
+{
+    return dp->secure_port;
 }
 
 int dp_udp_port(const struct dp *dp)
@@ -774,6 +884,8 @@ void dp_free(struct dp *dp)
     free(dp->workers);
     if (dp->listen_fd >= 0)
         close(dp->listen_fd);
+    if (dp->secure_listen_fd >= 0)
+        close(dp->secure_listen_fd);
     if (dp->stop_efd >= 0)
         close(dp->stop_efd);
     pthread_mutex_destroy(&dp->ip_lock);

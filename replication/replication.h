@@ -47,6 +47,9 @@ struct seq_cfg {
     int32_t max_session_timeout_ms;
     int64_t container_check_ms; /* reaper period for containers and TTL nodes */
     bool ttl_enabled;
+    /* The x509 provider is registered: x509 ACLs are valid (tree_prep_cfg
+     * acl_providers TREE_ACL_X509). On a leader, its own setting decides. */
+    bool x509_acls;
     int32_t tick_ms; /* expiry scan period */
     bool inline_rounds; /* workers may run rounds themselves (seq_run_inline) */
     /* The password of a session created here is HMAC-SHA-256(passwd_key,

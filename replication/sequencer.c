@@ -306,6 +306,7 @@ static void prep_txn(struct seq *s, struct seq_entry *e, int64_t wall_ms)
      * later round (round_persist aborts if it ever does). Bounded with or
      * without a log, so a request gets the same answer on every server. */
     struct tree_prep_cfg pcfg = { .ttl_enabled = s->cfg.ttl_enabled,
+                                  .acl_providers = s->cfg.x509_acls ? TREE_ACL_X509 : 0,
                                   .max_txn_bytes = TXNLOG_TXN_OPS_BYTES_MAX,
                                   .op_bytes = txn_op_encoded_bytes };
     struct tree_auth auth = entry_auth(s, e->req);

@@ -92,11 +92,17 @@ enum kind {
     K_INT64,           /* decimal in [min, max] */
     K_TICKS,           /* decimal in [min, max]; 0 (unset) is left alone by check_ranges */
     K_PORT,            /* 1..65535 */
+    K_OPT_PORT,        /* 1..65535, or -1 (what "conf" prints for none): off, stored as 0 */
     K_SESSION_TIMEOUT, /* positive ms, or -1 = derive from tickTime */
     K_SNAP_RETAIN,     /* ZooKeeper raises values below 3 to 3 with a warning */
     K_BOOL,            /* true/false, as Boolean.parseBoolean but strict */
     K_ONOFF,           /* on/off (flags) */
     K_STRING,          /* at least min bytes, fits the field */
+    K_SECRET,          /* a string never echoed in messages (passwords) */
+    K_STORE_TYPE,      /* ssl.*Store.type: PEM or PKCS12 (JKS, BCFKS refused) */
+    K_TLS_PROTOCOL,    /* ssl.protocol: TLSv1.2 or TLSv1.3 */
+    K_TLS_PROTOCOLS,   /* ssl.enabledProtocols: a comma-separated list of those */
+    K_CLIENT_AUTH,     /* ssl.clientAuth: none, want, need */
     K_FOURLW,          /* 4lw whitelist */
     K_DIGEST,          /* "user:base64" or empty (no super user) */
     K_LOGLEVEL,        /* error|warn|info|debug -> 0..3 */
@@ -119,13 +125,18 @@ struct setting {
     size_t set_offset; /* bool recording an explicit value, or NO_SET_FLAG */
     int64_t min, max;  /* integer range; strings: min length */
     bool sysprop;      /* key may carry the "zookeeper." prefix */
+    size_t where_offset; /* char[CONFIG_WHERE_MAX] for "file:line: key", or NO_SET_FLAG */
 };
 
 #define FIELD(f) offsetof(struct config, f), sizeof(((struct config *)0)->f)
-#define ROW(n, k, f, lo, hi, sp) { n, k, FIELD(f), NO_SET_FLAG, lo, hi, sp }
+#define ROW(n, k, f, lo, hi, sp) { n, k, FIELD(f), NO_SET_FLAG, lo, hi, sp, NO_SET_FLAG }
 #define ROW_SET(n, k, f, setf, lo, hi) \
-    { n, k, FIELD(f), offsetof(struct config, setf), lo, hi, false }
-#define META(n, k) { n, k, 0, 0, NO_SET_FLAG, 0, 0, false }
+    { n, k, FIELD(f), offsetof(struct config, setf), lo, hi, false, NO_SET_FLAG }
+/* A system-property key whose line later messages name (the files it names
+ * are read when larchd starts). */
+#define ROW_AT(n, k, f, wheref, lo, hi) \
+    { n, k, FIELD(f), NO_SET_FLAG, lo, hi, true, offsetof(struct config, wheref) }
+#define META(n, k) { n, k, 0, 0, NO_SET_FLAG, 0, 0, false, NO_SET_FLAG }
 
 /* zoo.cfg keys. Those ZooKeeper's QuorumPeerConfig does not parse itself become
  * Java system properties named "zookeeper.<key>" (or are read as system
@@ -134,8 +145,31 @@ static const struct setting key_settings[] = {
     ROW("tickTime", K_INT32, tick_time_ms, 1, INT32_MAX, false),
     ROW("dataDir", K_STRING, data_dir, 0, 0, false),
     ROW_SET("dataLogDir", K_STRING, data_log_dir, data_log_dir_set, 0, 0),
-    ROW("clientPort", K_PORT, client_port, 1, 65535, false),
+    ROW_SET("clientPort", K_PORT, client_port, client_port_set, 1, 65535),
     ROW_SET("clientPortAddress", K_STRING, client_port_address, client_port_address_set, 1, 0),
+    ROW("secureClientPort", K_OPT_PORT, secure_client_port, 0, 65535, false), /* 0: off */
+    ROW_SET("secureClientPortAddress", K_STRING, secure_client_port_address,
+            secure_client_port_address_set, 1, 0),
+    /* ZooKeeper's ClientX509Util reads them as "zookeeper.ssl.*" system
+     * properties, which zoo.cfg's "ssl.*" lines become */
+    ROW_AT("ssl.keyStore.location", K_STRING, tls.key.location, tls.key.where_location, 1, 0),
+    ROW_AT("ssl.keyStore.password", K_SECRET, tls.key.password, tls.key.where_password, 0, 0),
+    ROW_AT("ssl.keyStore.passwordPath", K_STRING, tls.key.password_path,
+           tls.key.where_password_path, 0, 0),
+    ROW_AT("ssl.keyStore.type", K_STORE_TYPE, tls.key.type, tls.key.where_type, 0, 0),
+    ROW_AT("ssl.trustStore.location", K_STRING, tls.trust.location, tls.trust.where_location, 1,
+           0),
+    ROW_AT("ssl.trustStore.password", K_SECRET, tls.trust.password, tls.trust.where_password, 0,
+           0),
+    ROW_AT("ssl.trustStore.passwordPath", K_STRING, tls.trust.password_path,
+           tls.trust.where_password_path, 0, 0),
+    ROW_AT("ssl.trustStore.type", K_STORE_TYPE, tls.trust.type, tls.trust.where_type, 0, 0),
+    ROW("ssl.protocol", K_TLS_PROTOCOL, tls.protocol, 0, 0, true),
+    ROW("ssl.enabledProtocols", K_TLS_PROTOCOLS, tls.enabled_protocols, 0, 0, true),
+    ROW_AT("ssl.ciphersuites", K_STRING, tls.ciphersuites, tls.where_ciphersuites, 1, 0),
+    ROW_AT("ssl.clientAuth", K_CLIENT_AUTH, tls.client_auth, tls.where_client_auth, 0, 0),
+    ROW("ssl.hostnameVerification", K_BOOL, tls.hostname_verification, 0, 0, true),
+    ROW("ssl.clientHostnameVerification", K_BOOL, tls.client_hostname_verification, 0, 0, true),
     ROW_SET("minSessionTimeout", K_SESSION_TIMEOUT, min_session_timeout_ms, min_session_set, 1,
             INT32_MAX),
     ROW_SET("maxSessionTimeout", K_SESSION_TIMEOUT, max_session_timeout_ms, max_session_set, 1,
@@ -184,6 +218,7 @@ static const struct setting key_settings[] = {
     ROW("jaasLoginConfig", K_STRING, jaas_file, 1, 0, false),
     ROW("java.security.auth.login.config", K_STRING, jaas_file, 1, 0, false),
     ROW("sasl.serverconfig", K_STRING, sasl_section, 1, 0, true),
+    ROW("X509AuthenticationProvider.superUser", K_STRING, x509_super_user, 1, 0, true),
     ROW("larch.workers", K_INT32, workers, 1, WORKERS_MAX, false),
     ROW("larch.zxidCounterLimit", K_INT64, zxid_counter_limit, 16, 4294967294LL, false),
     ROW("larch.logLevel", K_LOGLEVEL, log_level, 0, 3, false),
@@ -207,7 +242,7 @@ static const struct setting flag_settings[] = {
     META("-h", K_META_HELP),
     META("--version", K_META_VERSION),
     META("-V", K_META_VERSION),
-    ROW("--port", K_PORT, client_port, 1, 65535, false),
+    ROW_SET("--port", K_PORT, client_port, client_port_set, 1, 65535),
     ROW_SET("--bind", K_STRING, client_port_address, client_port_address_set, 1, 0),
     ROW("--workers", K_INT32, workers, 1, WORKERS_MAX, false),
     ROW("--tick-time", K_INT32, tick_time_ms, 1, INT32_MAX, false),
@@ -246,6 +281,8 @@ static const char *const ignored_keys[] = {
     "maxGetChildrenResponseCacheSize", "fsync.warningthresholdms", "leaderServes", "cnxTimeout",
     "digest.enabled", "snapshot.", "txnLogSizeLimitInKb", "snapSizeLimitInKb", "jvm.",
     "clientCnxnSocket", "netty.", "learner.",
+    /* how long the quorum port's unified socket waits to tell TLS from plain */
+    "ssl.handshakeDetectionTimeoutMillis", "ssl.quorum.handshakeDetectionTimeoutMillis",
     "leader.", "follower.", "commitProcessor.", "request_throttler.", "flushDelay",
     "maxWriteQueuePollTime", "maxBatchSize", "serializeLastProcessedZxid.enabled",
 };
@@ -260,7 +297,8 @@ static const char *const ignored_keys[] = {
 struct unhonoured_key {
     const char *key;
     const char *allowed; /* '|'-separated values larchd honours (case-insensitive); NULL: none */
-    const char *lacks;   /* what larchd does not have */
+    const char *lacks;   /* what larchd does not have; NULL: not refused (a family's
+                          * exception, left to the warnings) */
 };
 
 #define NO_TLS "larchd has no TLS"
@@ -270,12 +308,23 @@ struct unhonoured_key {
 #define CNXN_CLASS "org.apache.zookeeper.server."
 
 static const struct unhonoured_key unhonoured_keys[] = {
-    { "secureClientPort", "-1", NO_TLS " client port" }, /* -1: none, as "conf" prints it */
-    { "secureClientPortAddress", NULL, NO_TLS " client port" },
     { "sslQuorum", "false", NO_TLS " on the quorum links" },
     { "sslQuorumReloadCertFiles", "false", NO_TLS " on the quorum links" },
-    { "ssl.", NULL, NO_TLS },
-    { "X509AuthenticationProvider.", NULL, NO_TLS " client certificates (x509)" },
+    { "ssl.quorum.", NULL, NO_TLS " on the quorum links" },
+    /* the secure client port's keys larchd does not take (those it takes
+     * are rows of key_settings, found first) */
+    { "ssl.authProvider", "x509", "client certificates go to the x509 scheme" },
+    { "ssl.crl", "false", "larchd does not check certificate revocation lists" },
+    { "ssl.ocsp", "false", "larchd does not check certificates by OCSP" },
+    { "ssl.allowReverseDnsLookup", "false",
+      "a reverse DNS lookup would block a worker (larchd matches the client's address)" },
+    { "ssl.context.supplier.class", NULL, "larchd builds its TLS context from the ssl.* keys" },
+    { "ssl.sslProvider", "JDK|OPENSSL|OPENSSL_REFCNT", "larchd's TLS is OpenSSL's" },
+    /* the quorum port's: ignored with a warning (ignored_keys) */
+    { "ssl.handshakeDetectionTimeoutMillis", NULL, NULL },
+    { "ssl.", NULL, "larchd does not know this TLS key" },
+    { "X509AuthenticationProvider.", NULL,
+      "ZooKeeper's X509AuthenticationProvider reads X509AuthenticationProvider.superUser only" },
     { "DigestAuthenticationProvider.digestAlg", "SHA1|SHA-1",
       "larchd's digest scheme hashes with SHA-1 (ZooKeeper's default)" },
     { "allowSaslFailedClients", "false",
@@ -463,6 +512,7 @@ static void apply_port(struct config *c, const struct setting *s, const char *va
         return;
     }
     *(int32_t *)field_of(c, s) = (int32_t)v;
+    mark_set(c, s, true);
 }
 
 /* ZooKeeper treats -1 as "not set": the timeout is then derived from tickTime
@@ -682,10 +732,10 @@ static bool add_auth_scheme(const char *w, size_t n, const void *ctx)
     else if (n == 4 && memcmp(w, "sasl", 4) == 0)
         a->mask |= CONFIG_AUTH_SASL; /* config_finish wants its provider and users */
     else if (n == 4 && memcmp(w, "x509", 4) == 0)
-        report(a->r, SEV_ERROR, "scheme 'x509' cannot be honoured: " NO_TLS);
+        a->mask |= CONFIG_AUTH_X509; /* config_finish: only with the provider */
     else
         report(a->r, SEV_ERROR, "authentication scheme '%.*s' is not available (larchd "
-                                "authenticates digest, ip and sasl)", (int)(n > 64 ? 64 : n), w);
+                                "authenticates digest, ip, sasl and x509)", (int)(n > 64 ? 64 : n), w);
     return false;
 }
 
@@ -702,6 +752,114 @@ static void apply_auth_schemes(struct config *c, const struct setting *s, const 
     apply_string(c, s, value, r);
     if (r->errors == errors)
         c->enforce_auth_mask = a.mask;
+}
+
+/* A password: like a string, but never quoted back. */
+static void apply_secret(struct config *c, const struct setting *s, const char *value,
+                         struct reporter *r)
+{
+    size_t len = strlen(value);
+    if (len >= s->size) {
+        report(r, SEV_ERROR, "value is too long (at most %zu bytes)", s->size - 1);
+        return;
+    }
+    memcpy(field_of(c, s), value, len + 1);
+}
+
+/* ZooKeeper's KeyStoreFileType.fromPropertyValue: a name in any case, empty
+ * for "from the file name". Java's own formats cannot be read here. */
+static void apply_store_type(struct config *c, const struct setting *s, const char *value,
+                             struct reporter *r)
+{
+    int32_t *type = field_of(c, s);
+    if (value[0] == '\0')
+        *type = CONFIG_STORE_UNSET;
+    else if (strcasecmp(value, "PEM") == 0)
+        *type = CONFIG_STORE_PEM;
+    else if (strcasecmp(value, "PKCS12") == 0)
+        *type = CONFIG_STORE_PKCS12;
+    else if (strcasecmp(value, "JKS") == 0)
+        report(r, SEV_ERROR, "larchd cannot read Java keystores (JKS): convert it to PKCS12 "
+                             "(keytool -importkeystore -srckeystore F.jks -destkeystore F.p12 "
+                             "-deststoretype PKCS12) or PEM");
+    else if (strcasecmp(value, "BCFKS") == 0)
+        report(r, SEV_ERROR, "larchd cannot read BouncyCastle FIPS keystores (BCFKS): convert it "
+                             "to PKCS12 or PEM");
+    else
+        report(r, SEV_ERROR, "'%.*s' is not a store type (PEM, PKCS12)", VALUE_ECHO_MAX, value);
+}
+
+/* One protocol name as Java's SSLEngine takes it (case matters there). */
+static uint32_t tls_protocol_bit(const char *w, size_t n)
+{
+    if (n == 7 && memcmp(w, "TLSv1.2", 7) == 0)
+        return CONFIG_TLS_1_2;
+    if (n == 7 && memcmp(w, "TLSv1.3", 7) == 0)
+        return CONFIG_TLS_1_3;
+    return 0;
+}
+
+static void report_protocol(struct reporter *r, const char *w, size_t n)
+{
+    bool old = (n == 5 && memcmp(w, "TLSv1", 5) == 0) || (n == 7 && memcmp(w, "TLSv1.1", 7) == 0);
+    report(r, SEV_ERROR, "'%.*s' %s (larchd serves TLSv1.2 and TLSv1.3)",
+           (int)(n > VALUE_ECHO_MAX ? VALUE_ECHO_MAX : n), w,
+           old ? "is disabled in OpenSSL 3 and Java alike" : "is not a TLS protocol");
+}
+
+static void apply_tls_protocol(struct config *c, const struct setting *s, const char *value,
+                               struct reporter *r)
+{
+    uint32_t bit = tls_protocol_bit(value, strlen(value));
+    if (bit == 0)
+        report_protocol(r, value, strlen(value));
+    else
+        *(uint32_t *)field_of(c, s) = bit;
+}
+
+struct tls_protocols {
+    struct reporter *r;
+    uint32_t bits;
+};
+
+static bool add_tls_protocol(const char *w, size_t n, const void *ctx)
+{
+    struct tls_protocols *p = (struct tls_protocols *)ctx;
+    uint32_t bit = tls_protocol_bit(w, n);
+    if (bit == 0)
+        report_protocol(p->r, w, n);
+    p->bits |= bit;
+    return false;
+}
+
+/* ssl.enabledProtocols: comma-separated, blanks around names ignored. */
+static void apply_tls_protocols(struct config *c, const struct setting *s, const char *value,
+                                struct reporter *r)
+{
+    struct tls_protocols p = { .r = r, .bits = 0 };
+    int errors = r->errors;
+    (void)each_word(value, add_tls_protocol, &p);
+    if (r->errors != errors)
+        return;
+    if (p.bits == 0)
+        report(r, SEV_ERROR, "names no protocol (TLSv1.2, TLSv1.3)");
+    else
+        *(uint32_t *)field_of(c, s) = p.bits;
+}
+
+/* X509Util.ClientAuth.fromPropertyValue: a name in any case; empty: need. */
+static void apply_client_auth(struct config *c, const struct setting *s, const char *value,
+                              struct reporter *r)
+{
+    int32_t *auth = field_of(c, s);
+    if (value[0] == '\0' || strcasecmp(value, "need") == 0)
+        *auth = CONFIG_CLIENT_AUTH_NEED;
+    else if (strcasecmp(value, "want") == 0)
+        *auth = CONFIG_CLIENT_AUTH_WANT;
+    else if (strcasecmp(value, "none") == 0)
+        *auth = CONFIG_CLIENT_AUTH_NONE;
+    else
+        report(r, SEV_ERROR, "'%.*s' is not none, want or need", VALUE_ECHO_MAX, value);
 }
 
 #define METRICS_PROMETHEUS "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider"
@@ -750,11 +908,22 @@ static void apply_setting(struct config *c, const struct setting *s, const char 
     case K_INT64:
     case K_TICKS: apply_int(c, s, value, r); break;
     case K_PORT: apply_port(c, s, value, r); break;
+    case K_OPT_PORT:
+        if (strcmp(value, "-1") == 0)
+            *(int32_t *)field_of(c, s) = 0;
+        else
+            apply_port(c, s, value, r);
+        break;
     case K_SESSION_TIMEOUT: apply_session_timeout(c, s, value, r); break;
     case K_SNAP_RETAIN: apply_snap_retain(c, s, value, r); break;
     case K_BOOL:
     case K_ONOFF: apply_bool(c, s, value, r); break;
     case K_STRING: apply_string(c, s, value, r); break;
+    case K_SECRET: apply_secret(c, s, value, r); break;
+    case K_STORE_TYPE: apply_store_type(c, s, value, r); break;
+    case K_TLS_PROTOCOL: apply_tls_protocol(c, s, value, r); break;
+    case K_TLS_PROTOCOLS: apply_tls_protocols(c, s, value, r); break;
+    case K_CLIENT_AUTH: apply_client_auth(c, s, value, r); break;
     case K_FOURLW: apply_4lw(c, s, value, r); break;
     case K_DIGEST: apply_digest(c, s, value, r); break;
     case K_LOGLEVEL: apply_log_level(c, s, value, r); break;
@@ -777,6 +946,11 @@ void config_defaults(struct config *c)
     c->tick_time_ms = 2000;
     c->client_port = 2181;
     snprintf(c->client_port_address, sizeof c->client_port_address, "127.0.0.1");
+    /* ZooKeeper binds secureClientPort on every interface unless told */
+    snprintf(c->secure_client_port_address, sizeof c->secure_client_port_address, "0.0.0.0");
+    c->tls.protocol = CONFIG_TLS_1_3;   /* X509Util.DEFAULT_PROTOCOL on Java 11+ (3.9.2 on) */
+    c->tls.client_auth = CONFIG_CLIENT_AUTH_NEED;
+    c->tls.hostname_verification = true;
     c->min_session_timeout_ms = -1; /* derived by config_finish */
     c->max_session_timeout_ms = -1;
     c->max_client_cnxns = 60;
@@ -1020,6 +1194,8 @@ static bool check_unhonoured(const char *key, const char *value, struct reporter
         const struct unhonoured_key *u = &unhonoured_keys[i];
         if (!key_matches(bare, u->key))
             continue;
+        if (u->lacks == NULL)
+            return false;
         if (u->allowed == NULL)
             report(r, SEV_ERROR, "key '%.*s' cannot be honoured: %s (remove the line to run "
                                  "without it)", VALUE_ECHO_MAX, key, u->lacks);
@@ -1253,8 +1429,9 @@ static bool apply_ensemble_key(struct config *c, const char *key, char *value,
     return false;
 }
 
+#define X509_PROVIDER AUTH_CLASS "X509AuthenticationProvider"
 #define PROVIDERS_SERVED AUTH_CLASS "DigestAuthenticationProvider|" AUTH_CLASS \
-    "IPAuthenticationProvider|" CONFIG_SASL_PROVIDER
+    "IPAuthenticationProvider|" CONFIG_SASL_PROVIDER "|" X509_PROVIDER
 
 /* Sets key's value in a family's list: a key given again replaces its
  * value, as the system property ZooKeeper makes of it would. */
@@ -1295,19 +1472,36 @@ static bool apply_keyed_family(struct config *c, const char *key, const char *va
     if (provider && !value_allowed(value, PROVIDERS_SERVED)) {
         report(r, SEV_ERROR, "%.*s='%.*s' cannot be honoured: %s (accepted: %s)", VALUE_ECHO_MAX,
                key, VALUE_ECHO_MAX, value,
-               strstr(value, "X509") ? NO_TLS " client certificates (x509)"
-                                     : "larchd's authentication providers are digest and ip, "
-                                       "built in, and sasl",
+               "larchd's authentication providers are digest and ip, built in, sasl and x509",
                PROVIDERS_SERVED);
         return true;
     }
     r->what = key;
+    /* ZooKeeper's ProviderRegistry registers the class under its scheme */
+    if (provider && strcmp(value, X509_PROVIDER) == 0)
+        c->x509_provider_line = true;
     if (provider)
         keyed_put(c->auth_providers, &c->n_auth_providers, bare, value, r);
     else
         keyed_put(c->sasl_super_users, &c->n_sasl_super_users, bare, value, r);
     r->what = NULL;
     return true;
+}
+
+/* Records where a key whose files are read later was set ("zoo.cfg:7:
+ * ssl.keyStore.location", the key as written), and that an ssl.* key was. */
+static void note_where(struct config *c, const struct setting *s, const char *key,
+                       const struct reporter *r)
+{
+    if (strncmp(s->name, "ssl.", 4) == 0)
+        c->tls.any_set = true;
+    if (s->where_offset == NO_SET_FLAG)
+        return;
+    char *where = (char *)c + s->where_offset;
+    if (r->line > 0)
+        snprintf(where, CONFIG_WHERE_MAX, "%s:%d: %.*s", r->source, r->line, VALUE_ECHO_MAX, key);
+    else
+        snprintf(where, CONFIG_WHERE_MAX, "%s: %.*s", r->source, VALUE_ECHO_MAX, key);
 }
 
 /* Parses one logical line into key and value and applies it. */
@@ -1332,17 +1526,20 @@ static void apply_line(struct config *c, struct logical_line *ll, struct reporte
         return;
     if (apply_keyed_family(c, key, value, r))
         return;
-    /* a key larchd serves first: sasl.serverconfig is one of a family it
-     * refuses otherwise */
+    /* a key larchd serves first: sasl.serverconfig and the ssl.* keys it
+     * takes are of families it refuses otherwise */
     const struct setting *s = find_key(key);
     if (s == NULL) {
         if (!check_unhonoured(key, value, r))
             warn_unused_key(key, r);
         return;
     }
+    int errors = r->errors;
     r->what = key;
     apply_setting(c, s, value, r);
     r->what = NULL;
+    if (r->errors == errors)
+        note_where(c, s, key, r);
 }
 
 /* Applies text's lines to c, reporting through r (which the caller set up and
@@ -1610,7 +1807,8 @@ static void check_ranges(const struct config *c, struct reporter *r)
         const struct setting *s = &key_settings[i];
         const char *field = (const char *)c + s->offset;
         int64_t v;
-        if (s->kind == K_INT32 || s->kind == K_PORT || s->kind == K_SNAP_RETAIN ||
+        if (s->kind == K_INT32 || s->kind == K_PORT || s->kind == K_OPT_PORT ||
+            s->kind == K_SNAP_RETAIN ||
             s->kind == K_LOGLEVEL)
             v = *(const int32_t *)(const void *)field;
         else if (s->kind == K_INT64)
@@ -1849,6 +2047,113 @@ static void finish_sasl(struct config *c, struct reporter *r)
                                "are refused and match no one");
 }
 
+static void report_at(struct reporter *r, const char *where, int severity, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Reports at where ("zoo.cfg:7: ssl.keyStore.location", recorded when the
+ * line was read), or as larchd's own message when where is empty. */
+static void report_at(struct reporter *r, const char *where, int severity, const char *fmt, ...)
+{
+    char msg[CONFIG_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    struct reporter at = *r;
+    at.source = where[0] != '\0' ? where : PROGRAM;
+    at.line = 0;
+    at.what = NULL;
+    at.errors = 0;
+    report(&at, severity, "%s", msg);
+    r->errors += at.errors;
+}
+
+/* A store's type, when no line gave it, from the file name as ZooKeeper's
+ * KeyStoreFileType.fromFilename takes it: ".pem" or ".p12", case and all;
+ * Java's ".jks" and ".bcfks" cannot be read here. */
+static void finish_store(struct config_store *st, const char *key, struct reporter *r)
+{
+    if (st->location[0] == '\0' || st->type != CONFIG_STORE_UNSET)
+        return;
+    const char *dot = strrchr(st->location, '.');
+    if (dot != NULL && strcmp(dot, ".pem") == 0)
+        st->type = CONFIG_STORE_PEM;
+    else if (dot != NULL && strcmp(dot, ".p12") == 0)
+        st->type = CONFIG_STORE_PKCS12;
+    else if (dot != NULL && (strcmp(dot, ".jks") == 0 || strcmp(dot, ".bcfks") == 0))
+        report_at(r, st->where_location, SEV_ERROR, "'%.*s' is a Java keystore (%s, by its "
+                  "name), which larchd cannot read: convert it to PKCS12 or PEM (and set "
+                  "%s.type if its name does not end in .p12 or .pem)", VALUE_ECHO_MAX,
+                  st->location, dot[1] == 'j' ? "JKS" : "BCFKS", key);
+    else
+        report_at(r, st->where_location, SEV_ERROR, "cannot tell the store type from the name "
+                  "'%.*s' (ZooKeeper reads .pem and .p12): set %s.type (PEM or PKCS12)",
+                  VALUE_ECHO_MAX, st->location, key);
+}
+
+/* secureClientPort and the ssl.* keys, as far as they can be checked
+ * without reading the stores (larchd reads those when it starts). */
+static void finish_tls(struct config *c, struct reporter *r)
+{
+    struct config_tls *t = &c->tls;
+    if (c->secure_client_port == 0) {
+        if (c->secure_client_port_address_set)
+            report(r, SEV_ERROR, "secureClientPortAddress is set but secureClientPort is not "
+                                 "set (ZooKeeper refuses it too)");
+        else if (t->any_set)
+            report(r, SEV_WARNING, "the ssl.* keys configure secureClientPort, which is not "
+                                   "set: they are not used");
+        return;
+    }
+    if (!c->client_port_set && c->client_port_address_set)
+        report(r, SEV_ERROR, "clientPortAddress is set but clientPort is not set (ZooKeeper "
+                             "refuses it too): a secure-only server listens on "
+                             "secureClientPortAddress");
+    if (config_plain_port(c) == c->secure_client_port)
+        report(r, SEV_ERROR, "secureClientPort %d is clientPort too", c->secure_client_port);
+    if (t->key.location[0] == '\0')
+        report(r, SEV_ERROR, "secureClientPort needs ssl.keyStore.location, the server's "
+                             "certificate and key (ZooKeeper: \"Keystore is required for SSL "
+                             "server\")");
+    finish_store(&t->key, "ssl.keyStore", r);
+    finish_store(&t->trust, "ssl.trustStore", r);
+    if (t->client_auth != CONFIG_CLIENT_AUTH_NONE && t->trust.location[0] == '\0')
+        report_at(r, t->where_client_auth, SEV_ERROR, "ssl.clientAuth=%s%s asks clients for "
+                  "certificates and needs ssl.trustStore.location, the CAs they must chain to "
+                  "(or set ssl.clientAuth=none)",
+                  t->client_auth == CONFIG_CLIENT_AUTH_NEED ? "need" : "want",
+                  t->where_client_auth[0] ? "" : " (ZooKeeper's default)");
+    if (config_plain_port(c) == 0 && c->udp.port != 0)
+        report(r, SEV_ERROR, "larch.udp serves reads in the clear, and this server serves "
+                             "clients over TLS only (secureClientPort without clientPort)");
+}
+
+/* The x509 scheme needs its provider, as ZooKeeper's AuthenticationHelper
+ * refuses a scheme no provider serves. */
+static void finish_x509(const struct config *c, struct reporter *r)
+{
+    if (config_x509_enabled(c))
+        return;
+    if (c->enforce_auth_mask & CONFIG_AUTH_X509)
+        report(r, SEV_ERROR, "zookeeper.enforce.auth.schemes names x509, and no x509 provider "
+                             "is configured (secureClientPort, or authProvider.N=" AUTH_CLASS
+                             "X509AuthenticationProvider): ZooKeeper refuses it too "
+                             "(\"Authentication scheme x509 is not available\")");
+    if (c->x509_super_user[0] != '\0')
+        report(r, SEV_WARNING, "X509AuthenticationProvider.superUser is set, and no x509 "
+                               "provider is configured: it is not used");
+}
+
+bool config_x509_enabled(const struct config *c)
+{
+    return c->x509_provider_line || c->secure_client_port != 0;
+}
+
+int32_t config_plain_port(const struct config *c)
+{
+    return c->secure_client_port != 0 && !c->client_port_set ? 0 : c->client_port;
+}
+
 int config_finish(struct config *c, config_report_fn fn, void *arg)
 {
     assert(c != NULL);
@@ -1858,6 +2163,7 @@ int config_finish(struct config *c, config_report_fn fn, void *arg)
     finish_session_timeouts(c, &r);
     finish_budget(c, &r);
     finish_ensemble(c, &r);
+    finish_tls(c, &r);
     if (c->dpdk[0] != '\0' && (c->udp.port == 0 || strchr(c->udp.host, ':')))
         report(&r, SEV_ERROR, "larch.dpdk (--dpdk) needs larch.udp (--udp) with an IPv4 "
                "address: the one the DPDK port answers for");
@@ -1867,7 +2173,8 @@ int config_finish(struct config *c, config_report_fn fn, void *arg)
     if (c->enforce_auth_enabled && c->enforce_auth_mask == 0)
         report(&r, SEV_ERROR, "zookeeper.enforce.auth.enabled is true: "
                               "zookeeper.enforce.auth.schemes must name a scheme (digest, ip, "
-                              "sasl)");
+                              "sasl, x509)");
+    finish_x509(c, &r);
     /* ZooKeeper writes the txn log into dataDir unless dataLogDir is given. */
     if (!c->data_log_dir_set || c->data_log_dir[0] == '\0')
         memcpy(c->data_log_dir, c->data_dir, sizeof c->data_log_dir);
@@ -2140,9 +2447,13 @@ static void check_client_ports_of(const struct config *c, const struct config_se
         report_server(r, q, "quorum port %d is also the client port of server.%lld (%s) on "
                             "the same host %s", q->quorum_port, (long long)sv->id, sv->where,
                       q->host);
-    else if (sv == self && c->client_port == q->quorum_port)
+    else if (sv == self && config_plain_port(c) == q->quorum_port)
         report_server(r, q, "quorum port %d is also clientPort of this server (server.%lld) "
                             "on the same host %s", q->quorum_port, (long long)sv->id, q->host);
+    else if (sv == self && c->secure_client_port == q->quorum_port)
+        report_server(r, q, "quorum port %d is also secureClientPort of this server "
+                            "(server.%lld) on the same host %s", q->quorum_port,
+                      (long long)sv->id, q->host);
 }
 
 /* No two members at one quorum address; no quorum port that is a client
@@ -2327,6 +2638,20 @@ const char *config_usage(void)
            "  dataLogDir=                       (same as dataDir)\n"
            "  clientPort=2181\n"
            "  clientPortAddress=0.0.0.0          (127.0.0.1 without a zoo.cfg)\n"
+           "  secureClientPort=                 (off; the same protocol over TLS. Without\n"
+           "                                    a clientPort line, the plain port is off)\n"
+           "  secureClientPortAddress=0.0.0.0\n"
+           "  ssl.keyStore.location=            (PEM: chain and key in one file; PKCS12)\n"
+           "  ssl.keyStore.password=            (or ssl.keyStore.passwordPath=FILE)\n"
+           "  ssl.keyStore.type=                (PEM or PKCS12; from a .pem/.p12 name)\n"
+           "  ssl.trustStore.location=          (the CAs of client certificates; likewise\n"
+           "                                    .password, .passwordPath, .type)\n"
+           "  ssl.protocol=TLSv1.3              (TLSv1.2 or TLSv1.3)\n"
+           "  ssl.enabledProtocols=             (default: ssl.protocol alone)\n"
+           "  ssl.ciphersuites=                 (Java's names; default: ZooKeeper's list)\n"
+           "  ssl.clientAuth=need               (none, want, need)\n"
+           "  ssl.hostnameVerification=true     (with ssl.clientHostnameVerification=true:\n"
+           "                                    a client certificate must name its address)\n"
            "  minSessionTimeout=-1              (-1 = 2 x tickTime)\n"
            "  maxSessionTimeout=-1              (-1 = 20 x tickTime)\n"
            "  maxClientCnxns=60\n"
@@ -2374,14 +2699,18 @@ const char *config_usage(void)
            "                                    seconds, rounded up) *\n"
            "  enforce.auth.enabled=false        (refuse every request of a connection\n"
            "                                    without an identity of these schemes) *\n"
-           "  enforce.auth.schemes=             (digest, ip, sasl) *\n"
+           "  enforce.auth.schemes=             (digest, ip, sasl, x509) *\n"
            "  jaasLoginConfig=                  (none; also java.security.auth.login.config: the\n"
            "                                    JAAS file of the SASL DIGEST-MD5 users)\n"
            "  sasl.serverconfig=Server          (its section) *\n"
            "  authProvider.N=                   (" CONFIG_SASL_PROVIDER ":\n"
-           "                                    sasl ACLs; digest and ip are built in) *\n"
+           "                                    sasl ACLs; ZooKeeper's X509AuthenticationProvider:\n"
+           "                                    x509, also on wherever secureClientPort is set;\n"
+           "                                    digest and ip are built in) *\n"
            "  sessionRequireClientSASLAuth=false (enforce.auth with sasl alone) *\n"
            "  superUser=, superUser.X=          (SASL users who pass every ACL) *\n"
+           "  X509AuthenticationProvider.superUser= (a client certificate's subject, as\n"
+           "                                    Java's X500Principal.getName() writes it) *\n"
            "  larch.workers=                    (CPUs - 1, at least 1, at most 64)\n"
            "  larch.zxidCounterLimit=4294967294 (ensembles: the leader steps down before\n"
            "                                    assigning a higher zxid counter; a new\n"
@@ -2392,7 +2721,8 @@ const char *config_usage(void)
            "  larch.udp=IP:PORT                 (off)\n"
            "  larch.dpdk=EAL ARGS               (off)\n"
            "  larch.dpdkCores=N                 (1)\n"
-           "Keys marked * may also be written with or without a \"zookeeper.\" prefix.\n"
+           "Keys marked * and the ssl.* keys may also be written with or without a\n"
+           "\"zookeeper.\" prefix.\n"
            "Ensemble keys: server.N=host:quorumPort:electionPort[:participant|observer]\n"
            "  [;[clientAddress:]clientPort], initLimit, syncLimit, standaloneEnabled=true,\n"
            "  reconfigEnabled=false, peerType, dynamicConfigFile. One participant runs\n"
@@ -2404,7 +2734,7 @@ const char *config_usage(void)
            "  tickTime / 2, election after syncLimit ticks without a leader).\n"
            "  JVM and other ZooKeeper tuning keys (jvm.*, ...) are accepted with a\n"
            "  warning and ignored. A security, TLS, SASL or quorum key larchd cannot\n"
-           "  honour (secureClientPort, ssl.*, sslQuorum=true, an x509 authProvider,\n"
+           "  honour (sslQuorum=true, ssl.quorum.*, ssl.crl=true, a JKS store,\n"
            "  Kerberos and quorum SASL keys, admin.forceHttps=true,\n"
            "  admin.portUnification=true, admin.needClientAuth=true, ...) is an error\n"
            "  naming its line: larchd does not start rather than run without it.\n"
@@ -2468,14 +2798,19 @@ size_t config_format(const struct config *c, char *out, size_t cap)
     struct out_buf o = { .p = out, .cap = cap, .used = 0 };
     if (cap > 0)
         out[0] = '\0';
-    out_printf(&o, "clientPort=%d\nsecureClientPort=-1\n", c->client_port);
+    /* -1 for a port that is off, as ZooKeeper's getClientPort answers */
+    int32_t plain = config_plain_port(c);
+    out_printf(&o, "clientPort=%d\nsecureClientPort=%d\n", plain ? plain : -1,
+               c->secure_client_port ? c->secure_client_port : -1);
     out_printf(&o, "dataDir=%s\ndataLogDir=%s\n", c->data_dir, c->data_log_dir);
     out_printf(&o, "tickTime=%d\nmaxClientCnxns=%d\n", c->tick_time_ms, c->max_client_cnxns);
     out_printf(&o, "minSessionTimeout=%d\nmaxSessionTimeout=%d\n", c->min_session_timeout_ms,
                c->max_session_timeout_ms);
     out_printf(&o, "clientPortListenBacklog=-1\nserverId=%u\n", c->my_id);
-    out_printf(&o, "clientPortAddress=%s\n4lw.commands.whitelist=%s\n", c->client_port_address,
-               c->four_letter_words);
+    out_printf(&o, "clientPortAddress=%s\n", c->client_port_address);
+    if (c->secure_client_port != 0)
+        out_printf(&o, "secureClientPortAddress=%s\n", c->secure_client_port_address);
+    out_printf(&o, "4lw.commands.whitelist=%s\n", c->four_letter_words);
     out_printf(&o, "readonlymode.enabled=%s\nzookeeper.extendedTypesEnabled=%s\n",
                c->read_only_mode ? "true" : "false", c->extended_types ? "true" : "false");
     out_printf(&o, "jute.maxbuffer=%d\nsnapCount=%d\npreAllocSize=%d\n", c->max_buffer_bytes,

@@ -66,6 +66,61 @@ int config_parse_server(const char *id_text, const char *value, struct config_se
 #define CONFIG_AUTH_IP 1u
 #define CONFIG_AUTH_DIGEST 2u
 #define CONFIG_AUTH_SASL 4u
+#define CONFIG_AUTH_X509 8u /* needs the x509 provider (config_x509_enabled) */
+
+#define CONFIG_WHERE_MAX 320 /* "zoo.cfg:7: ssl.keyStore.location": where a key was set */
+
+/* ssl.keyStore.type / ssl.trustStore.type (ZooKeeper's KeyStoreFileType).
+ * Unset, config_finish takes it from the file name as ZooKeeper does
+ * (.pem, .p12); JKS and BCFKS are Java's, refused by line. */
+enum config_store_type {
+    CONFIG_STORE_UNSET = 0,
+    CONFIG_STORE_PEM,
+    CONFIG_STORE_PKCS12,
+};
+
+/* One store of the ssl.* keys, and where its lines were (for messages
+ * about the file, which is read only when larchd starts). */
+struct config_store {
+    char location[4096];
+    char password[1024];      /* never printed */
+    char password_path[4096]; /* passwordPath: read instead of password */
+    int32_t type;             /* enum config_store_type */
+    char where_location[CONFIG_WHERE_MAX];
+    char where_password[CONFIG_WHERE_MAX];
+    char where_password_path[CONFIG_WHERE_MAX];
+    char where_type[CONFIG_WHERE_MAX];
+};
+
+#define CONFIG_TLS_1_2 1u /* enabled protocols */
+#define CONFIG_TLS_1_3 2u
+
+/* ssl.clientAuth (ZooKeeper's X509Util.ClientAuth; unset or empty: need). */
+enum config_client_auth {
+    CONFIG_CLIENT_AUTH_NEED = 0,
+    CONFIG_CLIENT_AUTH_WANT,
+    CONFIG_CLIENT_AUTH_NONE,
+};
+
+/* The secure client port's ssl.* keys (ZooKeeper's ClientX509Util, whose
+ * properties are "zookeeper.ssl.*": accepted with or without the prefix). */
+struct config_tls {
+    struct config_store key;   /* ssl.keyStore.*: the server's chain and key */
+    struct config_store trust; /* ssl.trustStore.*: the CAs of client certificates */
+    uint32_t protocol;         /* ssl.protocol: one CONFIG_TLS_* bit, default 1.3 (3.9) */
+    uint32_t enabled_protocols; /* ssl.enabledProtocols: CONFIG_TLS_* bits, 0 unset */
+    char ciphersuites[2048];   /* ssl.ciphersuites, Java's names, "" unset */
+    char where_ciphersuites[CONFIG_WHERE_MAX];
+    int32_t client_auth;       /* enum config_client_auth */
+    char where_client_auth[CONFIG_WHERE_MAX];
+    /* ssl.hostnameVerification (default true) and, on the client port,
+     * ssl.clientHostnameVerification (default false): ZooKeeper checks a
+     * client certificate's address only when both are true
+     * (X509Util.isClientHostnameVerificationEnabled). */
+    bool hostname_verification;
+    bool client_hostname_verification;
+    bool any_set; /* some ssl.* line was read */
+};
 
 #define CONFIG_KEYED_MAX 16 /* superUser[.X] and authProvider.N lines each */
 #define CONFIG_SASL_PROVIDER "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"
@@ -84,6 +139,22 @@ struct config {
     char data_log_dir[4096];        /* dataLogDir, default = data_dir */
     int32_t client_port;            /* clientPort, default 2181 */
     char client_port_address[256];  /* clientPortAddress, default "127.0.0.1" */
+    /* secureClientPort (0: none): the same protocol over TLS (tls), on
+     * secureClientPortAddress (default every interface, as ZooKeeper's).
+     * With it and without a clientPort line (or --port), the plain port
+     * is off: config_plain_port says which. */
+    int32_t secure_client_port;
+    char secure_client_port_address[256];
+    struct config_tls tls;
+    /* The x509 authentication provider (ZooKeeper's
+     * X509AuthenticationProvider): registered by an authProvider.N line
+     * naming it, and, as ZooKeeper's QuorumPeerConfig.configureSSLAuth
+     * does, by secureClientPort (config_x509_enabled). It makes a client
+     * certificate's subject the connection's ("x509", DN) identity and
+     * makes x509 ACLs valid. X509AuthenticationProvider.superUser: the
+     * subject (in that text) that is the super user. */
+    bool x509_provider_line;
+    char x509_super_user[4096]; /* TLS_DN_MAX: a subject's text */
     int32_t min_session_timeout_ms; /* minSessionTimeout, default 2 * tickTime */
     int32_t max_session_timeout_ms; /* maxSessionTimeout, default 20 * tickTime */
     int32_t max_client_cnxns;       /* maxClientCnxns per IP, default 60; 0 = unlimited */
@@ -94,8 +165,9 @@ struct config {
      * AuthenticationHelper): every request but auth from a connection
      * holding none of these schemes' identities is answered
      * SESSIONCLOSEDREQUIRESASLAUTH and the connection closed. The schemes
-     * are those larchd authenticates ("digest", "ip"); the parser refuses
-     * the rest by line. */
+     * are those larchd authenticates ("digest", "ip", and "x509" where
+     * its provider is: config_finish); the parser refuses the rest by
+     * line. */
     bool enforce_auth_enabled;
     char enforce_auth_schemes[128]; /* comma-separated, as written */
     uint32_t enforce_auth_mask;     /* the same, as CONFIG_AUTH_* bits */
@@ -189,11 +261,18 @@ struct config {
     /* which of the above were set explicitly (bit per field is overkill: only what
      * derived defaults need) */
     bool min_session_set, max_session_set, data_log_dir_set, conn_max_buffer_set;
-    bool client_port_address_set;
+    bool client_port_address_set, client_port_set, secure_client_port_address_set;
     /* the --config file as given ("" when none), for the AdminServer's
      * initial_configuration, which shows its text as ZooKeeper does */
     char config_path[4096];
 };
+
+/* The plain client port larchd listens on, or 0 when it serves TLS only
+ * (secureClientPort without clientPort, as ZooKeeper then opens no plain
+ * factory). */
+int32_t config_plain_port(const struct config *c);
+/* Whether the x509 provider is registered (see x509_provider_line). */
+bool config_x509_enabled(const struct config *c);
 
 /* Fills c with ZooKeeper's defaults (derived ones computed from tickTime by
  * config_finish). */

@@ -162,6 +162,7 @@ static int make_sequencer(struct server *srv, struct durability_boot *boot)
         .max_session_timeout_ms = c->max_session_timeout_ms,
         .container_check_ms = c->container_check_ms,
         .ttl_enabled = c->extended_types,
+        .x509_acls = config_x509_enabled(c),
         .tick_ms = c->tick_time_ms / 2 > 0 ? c->tick_time_ms / 2 : 1,
         .inline_rounds = want_inline_sequencer(c),
         .passwd_key_set = srv->dur != NULL,
@@ -265,9 +266,55 @@ static int start_dpdk(struct server *srv)
 #endif
 }
 
+/* One store as the TLS module takes it; what_* name the lines it came from. */
+static struct tls_store tls_store_of(const struct config_store *st, const char *key,
+                                     const char *password_key)
+{
+    bool from_path = st->password_path[0] != '\0';
+    const char *what_password = from_path ? st->where_password_path : st->where_password;
+    return (struct tls_store){
+        .path = st->location,
+        .password = st->password,
+        .password_path = st->password_path,
+        .type = st->type == CONFIG_STORE_PKCS12 ? TLS_STORE_PKCS12 : TLS_STORE_PEM,
+        .what_path = st->where_location[0] ? st->where_location : key,
+        .what_password = what_password[0] ? what_password : password_key,
+    };
+}
+
+/* The secure client port's context: every store is read and checked here,
+ * before anything is served (config_finish checked the rest). */
+static int load_tls(struct server *srv)
+{
+    const struct config_tls *t = &srv->cfg.tls;
+    uint32_t protos = t->enabled_protocols ? t->enabled_protocols : t->protocol;
+    struct tls_settings s = {
+        .key = tls_store_of(&t->key, "ssl.keyStore.location", "ssl.keyStore.password (unset)"),
+        .trust = tls_store_of(&t->trust, "ssl.trustStore.location",
+                              "ssl.trustStore.password (unset)"),
+        .protocols = ((protos & CONFIG_TLS_1_2) ? TLS_PROTO_1_2 : 0) |
+                     ((protos & CONFIG_TLS_1_3) ? TLS_PROTO_1_3 : 0),
+        .ciphers = t->ciphersuites,
+        .what_ciphers = t->where_ciphersuites,
+        .client_auth = t->client_auth == CONFIG_CLIENT_AUTH_NONE   ? TLS_CLIENT_AUTH_NONE
+                       : t->client_auth == CONFIG_CLIENT_AUTH_WANT ? TLS_CLIENT_AUTH_WANT
+                                                                   : TLS_CLIENT_AUTH_NEED,
+        .verify_client_address = t->hostname_verification && t->client_hostname_verification,
+    };
+    char err[TLS_MSG_MAX];
+    srv->tls = tls_ctx_new(&s, err, sizeof err);
+    if (!srv->tls) {
+        base_log(BASE_LOG_ERROR, "larchd: error: %s", err);
+        return -1;
+    }
+    return 0;
+}
+
 static int start(struct server *srv)
 {
     struct config *c = &srv->cfg;
+    if (c->secure_client_port != 0 && load_tls(srv) != 0)
+        return -1;
     srv->tree = tree_new();
     if (!srv->tree) {
         base_log(BASE_LOG_ERROR, "larchd: out of memory building the tree");
@@ -284,7 +331,11 @@ static int start(struct server *srv)
         return -1;
     struct dp_cfg dcfg = {
         .bind_addr = c->client_port_address,
-        .port = c->client_port,
+        .port = config_plain_port(c) ? config_plain_port(c) : -1,
+        .tls = srv->tls,
+        .secure_bind_addr = c->secure_client_port_address,
+        .secure_port = c->secure_client_port,
+        .x509_super_user = c->x509_super_user,
         .workers = c->workers,
         .max_buffer_bytes = c->max_buffer_bytes,
         .max_client_cnxns = c->max_client_cnxns,
@@ -303,7 +354,8 @@ static int start(struct server *srv)
         .enforce_auth = !c->enforce_auth_enabled ? 0
                         : ((c->enforce_auth_mask & CONFIG_AUTH_IP) ? DP_AUTH_IP : 0) |
                           ((c->enforce_auth_mask & CONFIG_AUTH_DIGEST) ? DP_AUTH_DIGEST : 0) |
-                          ((c->enforce_auth_mask & CONFIG_AUTH_SASL) ? DP_AUTH_SASL : 0),
+                          ((c->enforce_auth_mask & CONFIG_AUTH_SASL) ? DP_AUTH_SASL : 0) |
+                          ((c->enforce_auth_mask & CONFIG_AUTH_X509) ? DP_AUTH_X509 : 0),
         .config_node = srv->config_node,
         .config_node_mtime = srv->config_node_mtime,
         .udp_host = c->udp.host,
@@ -374,6 +426,8 @@ static void stop(struct server *srv)
     peers_stop(srv->peers);
     durability_stop(srv->dur);
     dp_free(srv->dp);
+    tls_ctx_free(srv->tls); /* after the dataplane: its sessions were of it */
+    srv->tls = NULL;
     free(srv->config_node); /* the dataplane borrowed it */
     srv->config_node = NULL;
     seq_free(srv->seq);
@@ -498,8 +552,16 @@ static void announce_serving(const struct server *srv)
                      srv->ens.self_id, srv->ens.n_members,
                      srv->ens.self_observer ? "observer" : "participant",
                      srv->ens.members[i].host, srv->ens.members[i].quorum_port);
+    if (dp_secure_port(srv->dp) >= 0)
+        base_log(BASE_LOG_INFO, "larchd: serving TLS on %s:%d%s", c->secure_client_port_address,
+                 dp_secure_port(srv->dp),
+                 dp_port(srv->dp) < 0 ? " (no plain port: TLS only)" : "");
+    /* the plain port, or the secure one of a TLS-only server */
+    bool plain = dp_port(srv->dp) >= 0;
+    const char *host = plain ? c->client_port_address : c->secure_client_port_address;
+    int port = plain ? dp_port(srv->dp) : dp_secure_port(srv->dp);
     base_log(BASE_LOG_INFO, "larchd: serving on %s:%d (%d workers + 1 sequencer%s; %s%s)",
-             c->client_port_address, dp_port(srv->dp), c->workers,
+             host, port, c->workers,
              want_inline_sequencer(c) && !srv->dur ? ", write rounds inline on workers" : "",
              srv->dur ? "durable in " : "no dataDir: data is in memory only",
              srv->dur ? c->data_dir : "");
@@ -508,7 +570,7 @@ static void announce_serving(const struct server *srv)
                  c->udp.host, dp_udp_port(srv->dp));
     char state[sizeof c->client_port_address + sizeof c->log_file + 64];
     snprintf(state, sizeof state, "READY=1\nSTATUS=serving on %s:%d%s%s%s",
-             c->client_port_address, dp_port(srv->dp), c->log_file[0] ? " (log: " : "",
+             host, port, c->log_file[0] ? " (log: " : "",
              c->log_file, c->log_file[0] ? ")" : "");
     notify_manager(state);
 }

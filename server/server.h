@@ -13,6 +13,7 @@
 #include "replication/replication.h"
 #include "server/config.h"
 #include "server/durability.h"
+#include "tls/tls.h"
 #include "tree/tree.h"
 
 #define LARCH_VERSION "0.1.0"
@@ -40,6 +41,7 @@ struct server {
     char *config_node; /* what /zookeeper/config reads as (NULL standalone) */
     int64_t config_node_mtime;
     struct ldp *ldp;   /* the UDP path on a DPDK port (dpdk/dpdk.h), NULL: none */
+    struct tls_ctx *tls; /* the secure client port's (tls/tls.h), NULL: none */
     struct http *metrics; /* /metrics (metricsProvider.*), NULL: off */
     /* ZooKeeper's text trace mask (ZooTrace): stmk sets it, gtmk reads it,
      * on any worker. larchd has no trace log for it to select from, so it

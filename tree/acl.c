@@ -9,6 +9,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "tree/tree.h"
 
@@ -273,16 +274,201 @@ static bool sasl_served(const char *scheme, const struct tree_auth *auth)
 
 /* Schemes whose provider says isAuthenticated(): only their ids stand in for
  * "auth". ip and world are not; "super" has no provider and is skipped. */
-static bool scheme_is_authenticated(const char *scheme, const struct tree_auth *auth)
+static bool scheme_is_authenticated(const char *scheme, const struct tree_auth *auth,
+                                    uint32_t providers)
 {
-    return scheme != NULL && (strcmp(scheme, "digest") == 0 || sasl_served(scheme, auth));
+    return scheme != NULL &&
+           (strcmp(scheme, "digest") == 0 || sasl_served(scheme, auth) ||
+            ((providers & TREE_ACL_X509) && strcmp(scheme, "x509") == 0));
 }
 
-static int32_t auth_expansion_count(const struct tree_auth *auth)
+/* ---- x509 ids: what Java's X500Principal(String) parses --------------------
+ *
+ * X509AuthenticationProvider.isValid is `new X500Principal(id)` not
+ * throwing. Its grammar, as OpenJDK 17 takes it (checked against it):
+ * relative names separated by ',' or ';', values of one name by '+', none
+ * empty; "keyword=value", blanks around either; a keyword of Java's table
+ * in any case, or a dotted OID (optionally "OID."-prefixed) of at least two
+ * arcs; a value '#' and the hex of one DER element, or a quoted string, or
+ * text where '"', '<' and '>' must be escaped and '\' escapes one of
+ * ,=+<>#;"\, space and CR (getName escapes a CR at either end), or gives a
+ * byte as two hex digits. The empty name is valid. Java's parser has
+ * quirks this does not copy (it decides whether a separator is escaped by
+ * counting every backslash of the name before it, not the adjacent ones):
+ * on such names the two disagree; on what getName writes for ordinary
+ * certificates they agree. */
+
+static const char *const x500_keywords[] = {
+    "CN", "C", "L", "S", "ST", "O", "OU", "T", "IP", "STREET", "DC", "DNQUALIFIER", "DNQ",
+    "SURNAME", "GIVENNAME", "INITIALS", "GENERATION", "EMAIL", "EMAILADDRESS", "UID",
+    "SERIALNUMBER",
+};
+
+static bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static int hex_value(char c)
+{
+    if (is_digit(c))
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* "1.2.840": at least two arcs, the first 0..2, the second below 40 under 0 or 1. */
+static bool x500_oid_valid(const char *s, size_t n)
+{
+    size_t arcs = 0;
+    uint64_t second = 0;
+    for (size_t i = 0; i < n; arcs++) {
+        size_t start = i;
+        while (i < n && is_digit(s[i])) {
+            if (arcs == 1 && second < 1000)
+                second = second * 10 + (uint64_t)(s[i] - '0');
+            i++;
+        }
+        if (i == start || (arcs == 0 && (i - start != 1 || s[start] > '2')))
+            return false;
+        if (i < n && (s[i] != '.' || i + 1 == n))
+            return false;
+        i += i < n;
+    }
+    return arcs >= 2 && (s[0] == '2' || second < 40);
+}
+
+static bool x500_keyword_valid(const char *s, size_t n)
+{
+    for (size_t i = 0; i < sizeof x500_keywords / sizeof x500_keywords[0]; i++)
+        if (strlen(x500_keywords[i]) == n && strncasecmp(s, x500_keywords[i], n) == 0)
+            return true;
+    if (n > 4 && strncasecmp(s, "OID.", 4) == 0)
+        return x500_oid_valid(s + 4, n - 4);
+    return x500_oid_valid(s, n);
+}
+
+static bool is_separator(char c)
+{
+    return c == ',' || c == ';' || c == '+';
+}
+
+/* '\' at s[*i]: a special character or two hex digits follow. */
+static bool x500_escape(const char *s, size_t n, size_t *i)
+{
+    if (*i + 1 < n && strchr(",=+<>#;\"\\ \r", s[*i + 1]) != NULL && s[*i + 1] != '\0') {
+        *i += 2;
+        return true;
+    }
+    if (*i + 2 < n && hex_value(s[*i + 1]) >= 0 && hex_value(s[*i + 2]) >= 0) {
+        *i += 3;
+        return true;
+    }
+    return false;
+}
+
+/* '#' and hex at s[*i]: exactly one DER element (tag, definite length,
+ * content), up to the next separator. */
+static bool x500_hex_value(const char *s, size_t n, size_t *i)
+{
+    size_t start = ++*i, len = 0, hdr = 2, body = 0;
+    uint8_t head[6] = { 0 };
+    while (*i < n && !is_separator(s[*i])) {
+        if (hex_value(s[*i]) < 0)
+            return false;
+        (*i)++;
+    }
+    size_t digits = *i - start;
+    if (digits < 4 || digits % 2 != 0)
+        return false;
+    len = digits / 2;
+    for (size_t k = 0; k < 6 && k < len; k++)
+        head[k] = (uint8_t)(hex_value(s[start + 2 * k]) << 4 | hex_value(s[start + 2 * k + 1]));
+    if ((head[0] & 0x1f) == 0x1f)
+        return false;
+    if (head[1] & 0x80) {
+        size_t k = head[1] & 0x7f;
+        if (k == 0 || k > 4 || len < 2 + k)
+            return false;
+        for (size_t j = 0; j < k; j++)
+            body = body << 8 | head[2 + j];
+        hdr += k;
+    } else {
+        body = head[1];
+    }
+    return len == hdr + body;
+}
+
+/* A quoted value at s[*i], then blanks up to the separator. */
+static bool x500_quoted_value(const char *s, size_t n, size_t *i)
+{
+    for (++*i; *i < n && s[*i] != '"';) {
+        if (s[*i] != '\\')
+            ++*i;
+        else if (!x500_escape(s, n, i))
+            return false;
+    }
+    if (*i == n)
+        return false;
+    for (++*i; *i < n && s[*i] == ' ';)
+        ++*i;
+    return *i == n || is_separator(s[*i]);
+}
+
+/* The value at s[*i] (blanks before it skipped), up to a separator or the end. */
+static bool x500_value(const char *s, size_t n, size_t *i)
+{
+    if (*i < n && s[*i] == '#')
+        return x500_hex_value(s, n, i);
+    if (*i < n && s[*i] == '"')
+        return x500_quoted_value(s, n, i);
+    while (*i < n && !is_separator(s[*i])) {
+        char c = s[*i];
+        if (c == '"' || c == '<' || c == '>')
+            return false;
+        if (c != '\\')
+            ++*i;
+        else if (!x500_escape(s, n, i))
+            return false;
+    }
+    return true;
+}
+
+static bool x509_id_valid(struct zk_str id)
+{
+    const char *s = id.ptr;
+    size_t n = (size_t)id.len;
+    if (n == 0)
+        return true;
+    for (size_t i = 0;;) {
+        while (i < n && s[i] == ' ')
+            i++;
+        size_t kw = i;
+        while (i < n && s[i] != '=' && !is_separator(s[i]))
+            i++;
+        size_t kw_end = i;
+        while (kw_end > kw && s[kw_end - 1] == ' ')
+            kw_end--;
+        if (i == n || s[i] != '=' || !x500_keyword_valid(s + kw, kw_end - kw))
+            return false;
+        for (i++; i < n && s[i] == ' ';)
+            i++;
+        if (!x500_value(s, n, &i))
+            return false;
+        if (i == n)
+            return true;
+        i++; /* a separator: another value must follow */
+    }
+}
+
+static int32_t auth_expansion_count(const struct tree_auth *auth, uint32_t providers)
 {
     int32_t n = 0;
     for (int32_t i = 0; auth != NULL && i < auth->count; i++)
-        n += scheme_is_authenticated(auth->ids[i].scheme, auth) && auth->ids[i].id != NULL;
+        n += scheme_is_authenticated(auth->ids[i].scheme, auth, providers) && auth->ids[i].id != NULL;
     return n;
 }
 
@@ -305,19 +491,21 @@ static bool str_is_null(struct zk_str s)
  * else 1), or the error: ZK_EINVALIDACL, or ZK_EMARSHALLINGERROR where
  * ZooKeeper dereferences a null id (world's id.equals("anyone"), the
  * digest and ip providers' isValid). A null scheme is InvalidACL there. */
-static int32_t acl_entry_check(const struct zk_acl *a, const struct tree_auth *auth)
+static int32_t acl_entry_check(const struct zk_acl *a, const struct tree_auth *auth,
+                               uint32_t providers)
 {
     if (str_is_null(a->id.scheme) || !str_usable(a->id.scheme))
         return ZK_EINVALIDACL;
     if (str_is(a->id.scheme, "auth")) {
-        int32_t n = auth_expansion_count(auth);
+        int32_t n = auth_expansion_count(auth, providers);
         return n > 0 ? n : ZK_EINVALIDACL;
     }
     bool world = str_is(a->id.scheme, "world");
     bool digest = str_is(a->id.scheme, "digest");
     bool ip = str_is(a->id.scheme, "ip");
     bool sasl = str_is(a->id.scheme, "sasl") && sasl_served("sasl", auth);
-    if (!world && !digest && !ip && !sasl)
+    bool x509 = (providers & TREE_ACL_X509) && str_is(a->id.scheme, "x509");
+    if (!world && !digest && !ip && !sasl && !x509)
         return ZK_EINVALIDACL; /* no provider for the scheme */
     if (str_is_null(a->id.id))
         return ZK_EMARSHALLINGERROR;
@@ -329,6 +517,8 @@ static int32_t acl_entry_check(const struct zk_acl *a, const struct tree_auth *a
         return digest_id_valid(a->id.id) ? 1 : ZK_EINVALIDACL;
     if (sasl)
         return sasl_id_valid(a->id.id) ? 1 : ZK_EINVALIDACL;
+    if (x509)
+        return x509_id_valid(a->id.id) ? 1 : ZK_EINVALIDACL;
     return ip_id_valid(a->id.id) ? 1 : ZK_EINVALIDACL;
 }
 
@@ -394,14 +584,14 @@ static bool acl_append(struct tree_acl *acl, int32_t perms, const char *scheme, 
 /* Adds the entries one request entry stands for: the entry itself, or for
  * "auth" one (perms, scheme, id) per authenticated identity of the caller. */
 static bool acl_append_expanded(struct tree_acl *acl, const struct zk_acl *a,
-                                const struct tree_auth *auth)
+                                const struct tree_auth *auth, uint32_t providers)
 {
     if (!str_is(a->id.scheme, "auth"))
         return acl_append(acl, a->perms, a->id.scheme.ptr, (size_t)a->id.scheme.len, a->id.id.ptr,
                           (size_t)a->id.id.len);
     for (int32_t i = 0; i < auth->count; i++) {
         const struct tree_authid *cid = &auth->ids[i];
-        if (!scheme_is_authenticated(cid->scheme, auth) || cid->id == NULL)
+        if (!scheme_is_authenticated(cid->scheme, auth, providers) || cid->id == NULL)
             continue;
         if (!acl_append(acl, a->perms, cid->scheme, strlen(cid->scheme), cid->id, strlen(cid->id)))
             return false;
@@ -421,7 +611,7 @@ static bool acl_is_open(const struct tree_acl *acl)
  * first, as there. Perms are not range-checked: ZooKeeper stores whatever
  * int the client sent. */
 static int acl_request_check(const struct zk_aclvec *req, const struct tree_auth *auth,
-                             int32_t *total)
+                             uint32_t providers, int32_t *total)
 {
     if (req == NULL || req->count <= 0 || req->items == NULL || req->count > TREE_ACL_MAX)
         return ZK_EINVALIDACL;
@@ -433,7 +623,7 @@ static int acl_request_check(const struct zk_aclvec *req, const struct tree_auth
     for (int32_t i = 0; i < req->count; i++) {
         if (is_duplicate(req, i))
             continue;
-        int32_t k = acl_entry_check(&req->items[i], auth);
+        int32_t k = acl_entry_check(&req->items[i], auth, providers);
         if (k < 0)
             return k;
         n += k;
@@ -448,10 +638,10 @@ static int acl_request_check(const struct zk_aclvec *req, const struct tree_auth
  * "auth" expanded in place, as ZooKeeper returns it from getACL. A result
  * equal to OPEN_ACL_UNSAFE is the shared static list. */
 int tree_acl_from_request(const struct zk_aclvec *req, const struct tree_auth *auth,
-                          struct tree_acl **out)
+                          uint32_t providers, struct tree_acl **out)
 {
     int32_t total;
-    int rc = acl_request_check(req, auth, &total);
+    int rc = acl_request_check(req, auth, providers, &total);
     if (rc != ZK_OK)
         return rc;
 
@@ -463,7 +653,7 @@ int tree_acl_from_request(const struct zk_aclvec *req, const struct tree_auth *a
         goto fail_free_acl;
     acl->refs_ = 1;
     for (int32_t i = 0; i < req->count; i++) {
-        if (!is_duplicate(req, i) && !acl_append_expanded(acl, &req->items[i], auth))
+        if (!is_duplicate(req, i) && !acl_append_expanded(acl, &req->items[i], auth, providers))
             goto fail_free_acl;
     }
     if (acl_is_open(acl)) {
@@ -502,16 +692,19 @@ static bool sasl_matches(const char *id, const char *acl_id)
 }
 
 /* Does one ACL entry's identity match the caller? world:anyone matches all;
- * ip matches the peer address (and any "ip" identity); digest needs the
- * same (scheme, id) pair; sasl, when served, sasl_matches. Schemes with no
- * provider match nobody. */
+ * ip matches the peer address (and any "ip" identity); digest and x509
+ * need the same (scheme, id) pair (X509AuthenticationProvider.matches also
+ * lets its superUser match any id: that connection is the super user,
+ * which passes every check anyway); sasl, when served, sasl_matches.
+ * Schemes with no provider match nobody; a connection holds x509 ids only
+ * where the provider is. */
 static bool acl_entry_matches(const struct tree_acl_entry *e, const struct tree_auth *auth)
 {
     if (strcmp(e->scheme, "world") == 0)
         return strcmp(e->id, "anyone") == 0;
     bool is_ip = strcmp(e->scheme, "ip") == 0;
     bool is_sasl = sasl_served(e->scheme, auth);
-    if (!is_ip && !is_sasl && strcmp(e->scheme, "digest") != 0)
+    if (!is_ip && !is_sasl && strcmp(e->scheme, "digest") != 0 && strcmp(e->scheme, "x509") != 0)
         return false;
     if (is_ip && ip_matches(auth->peer_ip, e->id))
         return true;

@@ -138,6 +138,12 @@ static int set_pending_session(struct tree *t, int64_t id, enum pending_session_
 
 /* ---- small checks -------------------------------------------------------------- */
 
+/* The schemes ACLs may name beyond world, ip and digest (no cfg: none). */
+static uint32_t acl_providers(const struct prep_ctx *c)
+{
+    return c->cfg != NULL ? c->cfg->acl_providers : 0;
+}
+
 static bool permits(const struct prep_ctx *c, const struct tree_acl *acl, int32_t perm)
 {
     static const struct tree_auth nobody = { 0 };
@@ -377,7 +383,7 @@ static int prep_create(struct prep_ctx *c, const struct tree_req *r, struct txn_
     if (err != ZK_OK)
         return err;
     struct tree_acl *acl = NULL;
-    err = tree_acl_from_request(&q->acl, c->auth, &acl);
+    err = tree_acl_from_request(&q->acl, c->auth, acl_providers(c), &acl);
     if (err != ZK_OK)
         return err;
     err = create_under_parent(c, r, acl, op);
@@ -542,7 +548,7 @@ static int prep_setacl(struct prep_ctx *c, const struct tree_req *r, struct txn_
     if (err != ZK_OK)
         return err;
     struct tree_acl *acl = NULL;
-    err = tree_acl_from_request(&q->acl, c->auth, &acl);
+    err = tree_acl_from_request(&q->acl, c->auth, acl_providers(c), &acl);
     if (err != ZK_OK)
         return err;
     err = setacl_on_node(c, q, acl, op);

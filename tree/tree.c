@@ -528,7 +528,7 @@ static int add_builtins(struct tree *t)
                             .id = { .scheme = { "world", 5 }, .id = { "anyone", 6 } } };
     struct zk_aclvec vec = { .count = 1, .items = &entry };
     struct tree_auth nobody = { 0 };
-    if (tree_acl_from_request(&vec, &nobody, &read_only) != ZK_OK)
+    if (tree_acl_from_request(&vec, &nobody, 0, &read_only) != ZK_OK)
         return -1;
     int rc = -1;
     rcu_read_lock();

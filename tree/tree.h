@@ -89,21 +89,27 @@ struct tree_auth {
     bool sasl_provider;
 };
 
+/* Authentication providers beyond world, ip and digest (ZooKeeper's
+ * ProviderRegistry): an ACL of a scheme without one is invalid. */
+#define TREE_ACL_X509 1u /* X509AuthenticationProvider: ids are subjects' RFC 2253 text */
+
 /* Validates and normalises a client ACL the way ZooKeeper's fixupACL does:
- * "auth" entries become one entry per digest (and, with sasl_provider, sasl)
- * id the caller has (none -> ZK_EINVALIDACL; the entry's own id is ignored,
- * null included, as kazoo's CREATOR_ALL_ACL sends it), "world" needs id
- * "anyone", "digest" ids must be user:hash, "ip" ids must parse as an
- * address or CIDR, "sasl" ids (sasl_provider only) must be what Kerberos
- * would take as a principal (no '@', or name[/host]@REALM), a null scheme,
- * an unknown scheme or an empty list is ZK_EINVALIDACL. Where ZooKeeper 3.8
+ * "auth" entries become one entry per digest, sasl (with sasl_provider) or
+ * x509 id the caller has (none -> ZK_EINVALIDACL; the entry's own id is
+ * ignored, null included, as kazoo's CREATOR_ALL_ACL sends it), "world"
+ * needs id "anyone", "digest" ids must be user:hash, "ip" ids must parse as
+ * an address or CIDR, "sasl" ids (sasl_provider only) must be what Kerberos
+ * would take as a principal (no '@', or name[/host]@REALM), "x509" ids
+ * (with TREE_ACL_X509 in providers) must parse as Java's X500Principal
+ * does; a null scheme, a scheme without a provider or an empty list is
+ * ZK_EINVALIDACL. Where ZooKeeper 3.8
  * dereferences a null string (a null id for world/digest/ip; in its
  * duplicate removal, a null scheme or id compared with an earlier entry of
  * the same perms) it answers MARSHALLINGERROR, and so does this:
  * ZK_EMARSHALLINGERROR. Entries are checked in order, duplicates first.
  * On success *out is a new list with one reference owned by the caller. */
 int tree_acl_from_request(const struct zk_aclvec *req, const struct tree_auth *auth,
-                          struct tree_acl **out);
+                          uint32_t providers, struct tree_acl **out);
 /* True when auth grants perm on a node with this ACL (a NULL ACL allows all). */
 bool tree_acl_permits(const struct tree_acl *acl, int32_t perm, const struct tree_auth *auth);
 /* Encodes acl as a jute ACL vector. */
@@ -338,6 +344,7 @@ struct tree_req {
 /* Settings prep honours. */
 struct tree_prep_cfg {
     bool ttl_enabled; /* zookeeper.extendedTypesEnabled */
+    uint32_t acl_providers; /* TREE_ACL_*: the schemes ACLs may name beyond world, ip, digest */
     /* The txn size bound: prep refuses, with ZK_EBADARGUMENTS and before it
      * records any pending change, an op that would take the sum of
      * op_bytes over the txn's ops past max_txn_bytes. A request is small

@@ -64,7 +64,7 @@ static void check_acl(const struct zk_aclvec *v)
         struct zk_wbuf w;
         struct base_rd r;
         struct zk_aclvec v2;
-        int rc = tree_acl_from_request(v, &auths[k], &a);
+        int rc = tree_acl_from_request(v, &auths[k], 0, &a);
         BASE_ASSERT(rc == ZK_OK || rc == ZK_EINVALIDACL || rc == ZK_EMARSHALLINGERROR);
         if (rc != ZK_OK)
             continue;
@@ -77,7 +77,7 @@ static void check_acl(const struct zk_aclvec *v)
         tree_acl_put(&w, a);
         base_rd_init(&r, w.p, w.len);
         BASE_ASSERT(!w.err && zk_get_aclvec(&r, &v2) && base_rd_left(&r) == 0);
-        BASE_ASSERT(tree_acl_from_request(&v2, &auths[k], &b) == ZK_OK && acl_in(a, b) &&
+        BASE_ASSERT(tree_acl_from_request(&v2, &auths[k], 0, &b) == ZK_OK && acl_in(a, b) &&
                    acl_in(b, a));
         tree_acl_unref(a);
         tree_acl_unref(b);

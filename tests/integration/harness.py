@@ -40,6 +40,9 @@ ZK_DEFAULT_CLASSPATH = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar"
 # slf4j has no binding in Debian's zookeeper classpath; the NOP binding keeps
 # the JVM quiet instead of printing the "no binding" warning.
 SLF4J_NOP_JAR = "/usr/share/java/slf4j-nop.jar"
+# Debian's zookeeper.jar leaves netty-codec out of its manifest's Class-Path,
+# and the Netty connection factory (a secureClientPort's) needs it.
+NETTY_CODEC_JAR = "/usr/share/java/netty-codec.jar"
 ZK_START_TIMEOUT_S = 20.0
 LARCH_START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 10.0
@@ -174,8 +177,9 @@ def zookeeper_classpath():
             classpath = m.group(1)
     except OSError:
         pass
-    if os.path.exists(SLF4J_NOP_JAR):
-        classpath += ":" + SLF4J_NOP_JAR
+    for jar in (SLF4J_NOP_JAR, NETTY_CODEC_JAR):
+        if os.path.exists(jar):
+            classpath += ":" + jar
     return classpath
 
 

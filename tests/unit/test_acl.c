@@ -6,7 +6,9 @@
  * base64 (and DigestAuthenticationProvider.generateDigest for "super:test"),
  * validity tables from running PathUtils.validatePath,
  * DigestAuthenticationProvider.isValid and IPAuthenticationProvider.isValid
- * of zookeeper-3.8.0.jar (IPv6 rules from ZooKeeper 3.9+ parseV6addr).
+ * of zookeeper-3.8.0.jar (IPv6 rules from ZooKeeper 3.9+ parseV6addr), and
+ * for x509 ids, X509AuthenticationProvider.isValid's `new X500Principal(id)`
+ * on OpenJDK 17.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +17,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,7 +42,7 @@ static int fixup_one(int32_t perms, const char *scheme, const char *id, const st
     struct zk_acl item = A(perms, scheme, id);
     struct zk_aclvec v = { 1, &item };
     struct tree_acl *out = NULL;
-    int rc = tree_acl_from_request(&v, auth, &out);
+    int rc = tree_acl_from_request(&v, auth, 0, &out);
     if (rc == ZK_OK) {
         assert_non_null(out);
         tree_acl_unref(out);
@@ -47,13 +50,19 @@ static int fixup_one(int32_t perms, const char *scheme, const char *id, const st
     return rc;
 }
 
-static struct tree_acl *fixup_ok(struct zk_acl *items, int32_t n, const struct tree_auth *auth)
+static struct tree_acl *fixup_ok_with(struct zk_acl *items, int32_t n,
+                                      const struct tree_auth *auth, uint32_t providers)
 {
     struct zk_aclvec v = { n, items };
     struct tree_acl *out = NULL;
-    assert_int_equal(tree_acl_from_request(&v, auth, &out), ZK_OK);
+    assert_int_equal(tree_acl_from_request(&v, auth, providers, &out), ZK_OK);
     assert_non_null(out);
     return out;
+}
+
+static struct tree_acl *fixup_ok(struct zk_acl *items, int32_t n, const struct tree_auth *auth)
+{
+    return fixup_ok_with(items, n, auth, 0);
 }
 
 static void assert_entry(const struct tree_acl *acl, int32_t i, int32_t perms, const char *scheme,
@@ -63,6 +72,18 @@ static void assert_entry(const struct tree_acl *acl, int32_t i, int32_t perms, c
     assert_int_equal(acl->items[i].perms, perms);
     assert_string_equal(acl->items[i].scheme, scheme);
     assert_string_equal(acl->items[i].id, id);
+}
+
+/* fixup_one with the x509 provider registered. */
+static int fixup_x509(const char *id, const struct tree_auth *auth)
+{
+    struct zk_acl item = A(ZK_PERM_ALL, "x509", id);
+    struct zk_aclvec v = { 1, &item };
+    struct tree_acl *out = NULL;
+    int rc = tree_acl_from_request(&v, auth, TREE_ACL_X509, &out);
+    if (rc == ZK_OK)
+        tree_acl_unref(out);
+    return rc;
 }
 
 /* ---- digest ---------------------------------------------------------------- */
@@ -117,9 +138,9 @@ static void test_fixup_empty_or_null_is_invalid(void **state)
     struct tree_acl *out = NULL;
     struct zk_aclvec empty = { 0, NULL };
     struct zk_aclvec null_vec = { -1, NULL };
-    assert_int_equal(tree_acl_from_request(NULL, NULL, &out), ZK_EINVALIDACL);
-    assert_int_equal(tree_acl_from_request(&empty, NULL, &out), ZK_EINVALIDACL);
-    assert_int_equal(tree_acl_from_request(&null_vec, NULL, &out), ZK_EINVALIDACL);
+    assert_int_equal(tree_acl_from_request(NULL, NULL, 0, &out), ZK_EINVALIDACL);
+    assert_int_equal(tree_acl_from_request(&empty, NULL, 0, &out), ZK_EINVALIDACL);
+    assert_int_equal(tree_acl_from_request(&null_vec, NULL, 0, &out), ZK_EINVALIDACL);
     assert_null(out);
 }
 
@@ -344,7 +365,7 @@ static void test_fixup_one_bad_entry_rejects_all(void **state)
     struct zk_acl items[] = { A(ZK_PERM_ALL, "world", "anyone"), A(ZK_PERM_ALL, "digest", "nocolon") };
     struct zk_aclvec v = { 2, items };
     struct tree_acl *out = NULL;
-    assert_int_equal(tree_acl_from_request(&v, NULL, &out), ZK_EINVALIDACL);
+    assert_int_equal(tree_acl_from_request(&v, NULL, 0, &out), ZK_EINVALIDACL);
     assert_null(out);
 }
 
@@ -363,17 +384,17 @@ static void test_fixup_rejects_nul_bytes_and_oversize(void **state)
     struct zk_acl item = { ZK_PERM_ALL, { S("digest"), { "u:h\0x", 5 } } };
     struct zk_aclvec v = { 1, &item };
     struct tree_acl *out = NULL;
-    assert_int_equal(tree_acl_from_request(&v, NULL, &out), ZK_EINVALIDACL);
+    assert_int_equal(tree_acl_from_request(&v, NULL, 0, &out), ZK_EINVALIDACL);
 
     struct zk_acl *many = calloc(TREE_ACL_MAX + 1, sizeof *many);
     assert_non_null(many);
     for (int i = 0; i < TREE_ACL_MAX + 1; i++)
         many[i] = A(ZK_PERM_ALL, "world", "anyone");
     struct zk_aclvec big = { TREE_ACL_MAX + 1, many };
-    assert_int_equal(tree_acl_from_request(&big, NULL, &out), ZK_EINVALIDACL);
+    assert_int_equal(tree_acl_from_request(&big, NULL, 0, &out), ZK_EINVALIDACL);
     /* At the limit it is fine (and collapses to one entry). */
     big.count = TREE_ACL_MAX;
-    assert_int_equal(tree_acl_from_request(&big, NULL, &out), ZK_OK);
+    assert_int_equal(tree_acl_from_request(&big, NULL, 0, &out), ZK_OK);
     assert_ptr_equal(out, tree_acl_open());
     free(many);
 }
@@ -432,7 +453,7 @@ static void test_fixup_null_strings(void **state)
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         struct zk_aclvec vec = { v[i].n, (struct zk_acl *)v[i].items };
         struct tree_acl *out = NULL;
-        int rc = tree_acl_from_request(&vec, v[i].authed ? &digest_user : NULL, &out);
+        int rc = tree_acl_from_request(&vec, v[i].authed ? &digest_user : NULL, 0, &out);
         if (rc != v[i].rc)
             fail_msg("row %zu: got %d want %d", i, rc, v[i].rc);
         if (rc == ZK_OK)
@@ -450,6 +471,147 @@ static void test_fixup_null_strings(void **state)
     creator.id.id = (struct zk_str){ "a\0b", 3 };
     acl = fixup_ok(&creator, 1, &digest_user);
     assert_entry(acl, 0, ZK_PERM_ALL, "digest", "u:h");
+    tree_acl_unref(acl);
+}
+
+/* x509 ids are valid where X500Principal parses them, and only with the
+ * provider registered (ZooKeeper's ProviderRegistry). */
+static void test_fixup_x509_ids(void **state)
+{
+    static const struct {
+        const char *id;
+        bool valid;
+    } rows[] = {
+        { "", true },
+        { "CN=a", true },
+        { "cn=a", true },
+        { "CN = a ", true },
+        { "CN=", true },
+        { "CN=a,O=b", true },
+        { "CN=a;O=b", true },
+        { "CN=a+UID=b", true },
+        { "CN=a,,O=b", false },
+        { ",CN=a", false },
+        { "CN=a,", false },
+        { "FOO=a", false },
+        { "OID.2.5.4.3=a", true },
+        { "2.5.4.3=a", true },
+        { "2.5.4.3.=a", false },
+        { "2=a", false },
+        { "CN=#0c0161", true },
+        { "CN=#0c01", false },
+        { "CN=#zz", false },
+        { "CN=#", false },
+        { "CN=\"quoted, yes\"", true },
+        { "CN=\"unterminated", false },
+        { "CN=a\"b", false },
+        { "CN=a=b", true },
+        { "CN=a\\=b", true },
+        { "CN=a\\zz", false },
+        { "CN=a\\4", false },
+        { "CN=a\\41", true },
+        { "CN=a<b", false },
+        { "CN=a>b", false },
+        { "CN=a#b", true },
+        { "CN=a\\", false },
+        { "emailaddress=x@y", true },
+        { "T=x", true },
+        { "IP=1.2.3.4", true },
+        { "SURNAME=x", true },
+        { "DNQ=x", true },
+        { "CN=a\\ ", true },
+        { "CN=\\ a", true },
+        { "CN=a b", true },
+        { "a", false },
+        { "=a", false },
+        { "CN=a+", false },
+        { "CN=a++O=b", false },
+        { "CN=\"a\"b", false },
+        { "CN=\"a\" ", true },
+        { "S=x", true },
+        { "1.2=x", true },
+        { "0.5=x", true },
+        { "3.5=x", false },
+        { "OID.1=x", false },
+        { "CN=a\\00b", true },
+        { "CN=a\\b", false },
+        { "CN=a\\*", false },
+        { "CN=#0c81", false },
+        { "CN=#0C0161", true },
+        { "CN=#0c0161 ", false },
+        { "CN= #0c0161", true },
+        { "CN=#0c016161", false },
+        { "CN=\"a\\\"b\"", true },
+        { "CN=\"a\"+O=b", true },
+        { "CN=\"a\";O=b", true },
+        { "CN= \"a\"", true },
+        { " CN=a", true },
+        { "CN=a , O=b", true },
+        { "CN=a;;O=b", false },
+        { "oid.2.5.4.3=x", true },
+        { "2.5.4.3 =x", true },
+        { "2.99999999999999999999=x", true },
+        { "1.40=x", false },
+        { "0.39=x", true },
+        { "2.40=x", true },
+        { "CN=a\\0D", true },
+        { "CN=a\\0g", false },
+        { "C N=x", false },
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        int rc = fixup_x509(rows[i].id, NULL);
+        if ((rc == ZK_OK) != rows[i].valid)
+            fprintf(stderr, "x509 id '%s': got %d\n", rows[i].id, rc);
+        assert_int_equal(rc, rows[i].valid ? ZK_OK : ZK_EINVALIDACL);
+    }
+    assert_int_equal(fixup_one(ZK_PERM_ALL, "x509", "CN=a", NULL), ZK_EINVALIDACL);
+    struct zk_acl null_id = { ZK_PERM_ALL, { S("x509"), { NULL, -1 } } };
+    struct zk_aclvec v = { 1, &null_id };
+    struct tree_acl *out = NULL;
+    assert_int_equal(tree_acl_from_request(&v, NULL, TREE_ACL_X509, &out), ZK_EMARSHALLINGERROR);
+}
+
+/* "auth" stands for every digest and x509 id of the caller (both providers
+ * say isAuthenticated); super and ip ids are not authenticated schemes. */
+static void test_fixup_auth_expands_x509_ids(void **state)
+{
+    struct tree_authid ids[] = { { "super", "CN=admin" }, { "x509", "CN=admin,O=Larch" },
+                                 { "digest", "bob:hash" } };
+    struct tree_auth auth = { ids, 3, "127.0.0.1", false, false };
+    struct zk_acl item = A(ZK_PERM_READ, "auth", "");
+    struct zk_aclvec v = { 1, &item };
+    struct tree_acl *out = NULL;
+    assert_int_equal(tree_acl_from_request(&v, &auth, TREE_ACL_X509, &out), ZK_OK);
+    assert_int_equal(out->count, 2);
+    assert_entry(out, 0, ZK_PERM_READ, "x509", "CN=admin,O=Larch");
+    assert_entry(out, 1, ZK_PERM_READ, "digest", "bob:hash");
+    tree_acl_unref(out);
+    /* without the provider, x509 ids stand for nothing */
+    out = fixup_ok(&item, 1, &auth);
+    assert_int_equal(out->count, 1);
+    assert_entry(out, 0, ZK_PERM_READ, "digest", "bob:hash");
+    tree_acl_unref(out);
+}
+
+/* An x509 entry matches the same subject text exactly, nothing else; a
+ * ("super", DN) identity, which the x509 super user holds, passes all. */
+static void test_permits_x509(void **state)
+{
+    struct zk_acl item = A(ZK_PERM_READ, "x509", "CN=client one,OU=Test,O=Larch,C=US");
+    struct tree_acl *acl = fixup_ok_with(&item, 1, NULL, TREE_ACL_X509);
+    struct tree_authid same[] = { { "x509", "CN=client one,OU=Test,O=Larch,C=US" } };
+    struct tree_authid other[] = { { "x509", "CN=client one,OU=Test,O=Larch" } };
+    struct tree_authid as_digest[] = { { "digest", "CN=client one,OU=Test,O=Larch,C=US" } };
+    struct tree_authid super[] = { { "super", "CN=admin" } };
+    struct tree_auth a = { same, 1, "127.0.0.1", false, false };
+    assert_true(tree_acl_permits(acl, ZK_PERM_READ, &a));
+    assert_false(tree_acl_permits(acl, ZK_PERM_WRITE, &a));
+    a.ids = other;
+    assert_false(tree_acl_permits(acl, ZK_PERM_READ, &a));
+    a.ids = as_digest;
+    assert_false(tree_acl_permits(acl, ZK_PERM_READ, &a));
+    a.ids = super;
+    assert_true(tree_acl_permits(acl, ZK_PERM_WRITE, &a));
     tree_acl_unref(acl);
 }
 
@@ -847,6 +1009,9 @@ int main(void)
         cmocka_unit_test(test_fixup_auth_without_digest_is_invalid),
         cmocka_unit_test(test_fixup_sasl_ids),
         cmocka_unit_test(test_fixup_auth_expands_sasl_ids),
+        cmocka_unit_test(test_fixup_x509_ids),
+        cmocka_unit_test(test_fixup_auth_expands_x509_ids),
+        cmocka_unit_test(test_permits_x509),
         cmocka_unit_test(test_fixup_removes_duplicates),
         cmocka_unit_test(test_fixup_one_bad_entry_rejects_all),
         cmocka_unit_test(test_fixup_keeps_perms_as_sent),

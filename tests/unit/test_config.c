@@ -495,10 +495,10 @@ static void test_unhonoured_keys_refused(void **state)
 {
     struct config c;
     struct msgs m;
-    const char *cfg = "secureClientPort=2281\n"
-                      "zookeeper.ssl.keyStore.location=/k.pem\n"
+    const char *cfg = "ssl.quorum.keyStore.location=/k.pem\n"
+                      "zookeeper.ssl.crl=true\n"
                       "sslQuorum=true\n"
-                      "authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider\n"
+                      "authProvider.9=com.example.KerberosAuthenticationProvider\n"
                       "kerberos.removeHostFromPrincipal=true\n"
                       "quorum.auth.enableSasl=true\n"
                       "skipACL=yes\n"
@@ -510,28 +510,30 @@ static void test_unhonoured_keys_refused(void **state)
         dump_msgs(&m);
     assert_int_equal(m.errors, 10);
     assert_int_equal(m.warnings, 0);
-    assert_true(has_msg(&m, 1, "zoo.cfg:1: secureClientPort='2281' cannot be honoured: larchd has "
-                               "no TLS client port (accepted: -1)"));
-    assert_true(has_msg(&m, 1, "zoo.cfg:2: key 'zookeeper.ssl.keyStore.location' cannot be "
-                               "honoured: larchd has no TLS (remove the line to run without it)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:1: key 'ssl.quorum.keyStore.location' cannot be "
+                               "honoured: larchd has no TLS on the quorum links (remove the line "
+                               "to run without it)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:2: zookeeper.ssl.crl='true' cannot be honoured: larchd "
+                               "does not check certificate revocation lists (accepted: false)"));
     assert_true(has_msg(&m, 1, "zoo.cfg:3: sslQuorum='true' cannot be honoured: larchd has no TLS "
                                "on the quorum links (accepted: false)"));
-    assert_true(has_msg(&m, 1, "zoo.cfg:4: authProvider.x509='org.apache.zookeeper.server.auth."
-                               "X509AuthenticationProvider' cannot be honoured: larchd has no TLS "
-                               "client certificates (x509) (accepted: "
+    assert_true(has_msg(&m, 1, "zoo.cfg:4: authProvider.9='com.example.KerberosAuthenticationProvider' "
+                               "cannot be honoured: larchd's authentication providers are digest "
+                               "and ip, built in, sasl and x509 (accepted: "
                                "org.apache.zookeeper.server.auth.DigestAuthenticationProvider|"
                                "org.apache.zookeeper.server.auth.IPAuthenticationProvider|"
-                               "org.apache.zookeeper.server.auth.SASLAuthenticationProvider)"));
+                               "org.apache.zookeeper.server.auth.SASLAuthenticationProvider|"
+                               "org.apache.zookeeper.server.auth.X509AuthenticationProvider)"));
     assert_true(has_msg(&m, 1, "zoo.cfg:5: key 'kerberos.removeHostFromPrincipal' cannot be "
                                "honoured: larchd's SASL is DIGEST-MD5 with a JAAS file's users: no "
                                "Kerberos (GSSAPI) (remove the line to run without it)"));
     assert_true(has_msg(&m, 1, "zoo.cfg:6: quorum.auth.enableSasl='true' cannot be honoured: "
                                "larchd has no SASL on the quorum links (accepted: false)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:7: skipACL='yes' cannot be honoured: larchd always checks "
+                               "ACLs (accepted: no)"));
     assert_true(has_msg(&m, 1, "zoo.cfg:8: zookeeper.allowSaslFailedClients='true' cannot be "
                                "honoured: larchd closes a connection whose SASL login fails, as "
                                "ZooKeeper does by default (accepted: false)"));
-    assert_true(has_msg(&m, 1, "zoo.cfg:7: skipACL='yes' cannot be honoured: larchd always checks "
-                               "ACLs (accepted: no)"));
 
     /* what larchd does anyway is accepted, in any case */
     cfg = "sslQuorum=false\n"
@@ -563,15 +565,15 @@ static void test_enforce_auth_keys(void **state)
                                    "enforce.auth.schemes=digest,sasl,kerberos\n"), -1);
     assert_int_equal(m.errors, 1);
     assert_true(has_msg(&m, 1, "zoo.cfg:2: enforce.auth.schemes: authentication scheme "
-                               "'kerberos' is not available (larchd authenticates digest, ip and "
-                               "sasl)"));
+                               "'kerberos' is not available (larchd authenticates digest, ip, "
+                               "sasl and x509)"));
     assert_int_equal(c.enforce_auth_mask, 0);
 
     assert_int_equal(parse(&c, &m, "zookeeper.enforce.auth.enabled=true\n"), 0);
     assert_int_equal(config_finish(&c, collect, &m), -1);
     assert_true(has_msg(&m, 1, "larchd: zookeeper.enforce.auth.enabled is true: "
                                "zookeeper.enforce.auth.schemes must name a scheme (digest, ip, "
-                               "sasl)"));
+                               "sasl, x509)"));
 }
 
 #define SASL_PROVIDER_LINE "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n"
@@ -785,7 +787,8 @@ static void test_admin_server_keys(void **state)
     assert_true(has_msg(&m, 1, "zoo.cfg:6: admin.httpVersion='20' cannot be honoured: larchd's "
                                "AdminServer speaks HTTP/1.1 only (accepted: 11)"));
     assert_true(has_msg(&m, 1, "zoo.cfg:7: key 'ssl.quorum.keyStore.location' cannot be "
-                               "honoured: larchd has no TLS (remove the line to run without it)"));
+                               "honoured: larchd has no TLS on the quorum links (remove the line "
+                               "to run without it)"));
     assert_true(has_msg(&m, 1, "zoo.cfg:9: admin.commandURL: 'commands' is not a URL path "
                                "larchd serves ('/' then letters, digits, '-', '.', '_', '~' or "
                                "'/', not ending in '/')"));
@@ -1374,6 +1377,245 @@ static void test_data_log_dir_default(void **state)
     assert_string_equal(c.data_log_dir, "/data");
 }
 
+/* ------------------------------------------------------------------ TLS */
+
+/* secureClientPort and ZooKeeper's ssl.* keys, in both spellings; where each
+ * store's lines were is kept for the messages about its file. */
+static void test_tls_keys(void **state)
+{
+    struct config c;
+    struct msgs m;
+    const char *cfg = "clientPort=2181\n"
+                      "secureClientPort=2281\n"
+                      "ssl.keyStore.location=/etc/zk/server.pem\n"
+                      "zookeeper.ssl.keyStore.password=s3cret\n"
+                      "ssl.trustStore.location=/etc/zk/trust.p12\n"
+                      "ssl.trustStore.passwordPath=/etc/zk/trust.pass\n"
+                      "zookeeper.ssl.enabledProtocols=TLSv1.2, TLSv1.3\n"
+                      "ssl.ciphersuites=TLS_AES_128_GCM_SHA256\n"
+                      "ssl.clientAuth=WANT\n"
+                      "ssl.hostnameVerification=false\n"
+                      "ssl.clientHostnameVerification=true\n"
+                      "ssl.sslProvider=OPENSSL\n"
+                      "ssl.authProvider=x509\n"
+                      "ssl.crl=false\n";
+    assert_int_equal(parse(&c, &m, cfg), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    if (m.n != 0)
+        dump_msgs(&m);
+    assert_int_equal(m.n, 0);
+    assert_int_equal(c.secure_client_port, 2281);
+    assert_string_equal(c.secure_client_port_address, "0.0.0.0"); /* ZooKeeper's default */
+    assert_int_equal(config_plain_port(&c), 2181);
+    assert_string_equal(c.tls.key.location, "/etc/zk/server.pem");
+    assert_string_equal(c.tls.key.password, "s3cret");
+    assert_int_equal(c.tls.key.type, CONFIG_STORE_PEM);      /* from the name */
+    assert_int_equal(c.tls.trust.type, CONFIG_STORE_PKCS12); /* .p12 */
+    assert_string_equal(c.tls.trust.password_path, "/etc/zk/trust.pass");
+    assert_string_equal(c.tls.key.where_location, "zoo.cfg:3: ssl.keyStore.location");
+    assert_string_equal(c.tls.key.where_password, "zoo.cfg:4: zookeeper.ssl.keyStore.password");
+    assert_string_equal(c.tls.trust.where_password_path, "zoo.cfg:6: ssl.trustStore.passwordPath");
+    assert_int_equal(c.tls.protocol, CONFIG_TLS_1_3); /* ZooKeeper 3.9's default */
+    assert_int_equal(c.tls.enabled_protocols, CONFIG_TLS_1_2 | CONFIG_TLS_1_3);
+    assert_string_equal(c.tls.ciphersuites, "TLS_AES_128_GCM_SHA256");
+    assert_string_equal(c.tls.where_ciphersuites, "zoo.cfg:8: ssl.ciphersuites");
+    assert_int_equal(c.tls.client_auth, CONFIG_CLIENT_AUTH_WANT);
+    assert_false(c.tls.hostname_verification);
+    assert_true(c.tls.client_hostname_verification);
+
+    /* defaults: need, hostname verification on, TLSv1.3, an explicit type */
+    assert_int_equal(parse(&c, &m, "secureClientPort=2281\nsecureClientPortAddress=127.0.0.1\n"
+                                   "ssl.keyStore.location=/k\nssl.keyStore.type=pkcs12\n"
+                                   "ssl.trustStore.location=/t.pem\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_int_equal(c.tls.client_auth, CONFIG_CLIENT_AUTH_NEED);
+    assert_true(c.tls.hostname_verification);
+    assert_false(c.tls.client_hostname_verification);
+    assert_int_equal(c.tls.enabled_protocols, 0);
+    assert_int_equal(c.tls.key.type, CONFIG_STORE_PKCS12);
+    assert_string_equal(c.secure_client_port_address, "127.0.0.1");
+}
+
+/* Without a clientPort line the plain port is off, as ZooKeeper opens no
+ * plain factory; "conf" prints -1 for it, and never a password. */
+static void test_tls_secure_only(void **state)
+{
+    struct config c;
+    struct msgs m;
+    char out[4096];
+    assert_int_equal(parse(&c, &m, "secureClientPort=2281\nssl.keyStore.location=/k.pem\n"
+                                   "ssl.keyStore.password=hunter2\nssl.clientAuth=none\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_int_equal(config_plain_port(&c), 0);
+    config_format(&c, out, sizeof out);
+    assert_memory_equal(out, "clientPort=-1\nsecureClientPort=2281\n", 35);
+    assert_non_null(strstr(out, "\nsecureClientPortAddress=0.0.0.0\n"));
+    assert_null(strstr(out, "hunter2"));
+
+    /* --port (or a clientPort line) keeps the plain port */
+    bool help, version;
+    char path[64];
+    write_temp(path, "secureClientPort=2281\nssl.keyStore.location=/k.pem\nssl.clientAuth=none\n");
+    assert_int_equal(args(&c, &m, &help, &version, "--config", path, "--port", "2300", NULL), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_int_equal(config_plain_port(&c), 2300);
+    unlink(path);
+
+    /* reads over UDP would be in the clear */
+    assert_int_equal(parse(&c, &m, "secureClientPort=2281\nssl.keyStore.location=/k.pem\n"
+                                   "ssl.clientAuth=none\nlarch.udp=127.0.0.1:2999\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), -1);
+    assert_true(has_msg(&m, 1, "larchd: larch.udp serves reads in the clear, and this server "
+                               "serves clients over TLS only (secureClientPort without "
+                               "clientPort)"));
+}
+
+/* What cannot be honoured is an error naming its line: Java's store
+ * formats, old protocols, values ZooKeeper would refuse. */
+static void test_tls_refusals(void **state)
+{
+    struct config c;
+    struct msgs m;
+    const char *cfg = "ssl.keyStore.type=JKS\n"
+                      "ssl.trustStore.type=BCFKS\n"
+                      "ssl.protocol=TLSv1.1\n"
+                      "ssl.enabledProtocols=TLSv1.3,SSLv3\n"
+                      "ssl.clientAuth=maybe\n"
+                      "ssl.authProvider=sasl\n"
+                      "ssl.allowReverseDnsLookup=true\n"
+                      "ssl.context.supplier.class=com.example.Ctx\n"
+                      "zookeeper.ssl.keystore.location=/k.pem\n"
+                      "ssl.ciphersuites=\n";
+    assert_int_equal(parse(&c, &m, cfg), -1);
+    if (m.errors != 10)
+        dump_msgs(&m);
+    assert_int_equal(m.errors, 10);
+    assert_true(has_msg(&m, 1, "zoo.cfg:1: ssl.keyStore.type: larchd cannot read Java keystores "
+                               "(JKS): convert it to PKCS12 (keytool -importkeystore -srckeystore "
+                               "F.jks -destkeystore F.p12 -deststoretype PKCS12) or PEM"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:2: ssl.trustStore.type: larchd cannot read BouncyCastle "
+                               "FIPS keystores (BCFKS): convert it to PKCS12 or PEM"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:3: ssl.protocol: 'TLSv1.1' is disabled in OpenSSL 3 and "
+                               "Java alike (larchd serves TLSv1.2 and TLSv1.3)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:4: ssl.enabledProtocols: 'SSLv3' is not a TLS protocol "
+                               "(larchd serves TLSv1.2 and TLSv1.3)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:5: ssl.clientAuth: 'maybe' is not none, want or need"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:6: ssl.authProvider='sasl' cannot be honoured: client "
+                               "certificates go to the x509 scheme (accepted: x509)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:9: key 'zookeeper.ssl.keystore.location' cannot be "
+                               "honoured: larchd does not know this TLS key (remove the line to "
+                               "run without it)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:10: ssl.ciphersuites: an empty value is not allowed"));
+
+    /* a password that is too long is not quoted back */
+    char long_cfg[1200] = "ssl.keyStore.password=";
+    memset(long_cfg + strlen(long_cfg), 'p', 1100);
+    assert_int_equal(parse(&c, &m, long_cfg), -1);
+    assert_true(has_msg(&m, 1, "zoo.cfg:1: ssl.keyStore.password: value is too long (at most "
+                               "1023 bytes)"));
+}
+
+/* Rules across lines, checked by config_finish: the store types from the
+ * file names, the trust store client certificates need, ZooKeeper's own
+ * refusals. */
+static void test_tls_finish_rules(void **state)
+{
+    struct config c;
+    struct msgs m;
+    assert_int_equal(parse(&c, &m, "clientPortAddress=127.0.0.1\n"
+                                   "secureClientPort=2281\n"
+                                   "ssl.keyStore.location=/etc/zk/keys.jks\n"
+                                   "ssl.trustStore.location=/etc/zk/trust.crt\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), -1);
+    if (m.errors != 3)
+        dump_msgs(&m);
+    assert_int_equal(m.errors, 3);
+    assert_true(has_msg(&m, 1, "larchd: clientPortAddress is set but clientPort is not set "
+                               "(ZooKeeper refuses it too): a secure-only server listens on "
+                               "secureClientPortAddress"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:3: ssl.keyStore.location: '/etc/zk/keys.jks' is a Java "
+                               "keystore (JKS, by its name), which larchd cannot read: convert it "
+                               "to PKCS12 or PEM (and set ssl.keyStore.type if its name does not "
+                               "end in .p12 or .pem)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:4: ssl.trustStore.location: cannot tell the store type "
+                               "from the name '/etc/zk/trust.crt' (ZooKeeper reads .pem and .p12): "
+                               "set ssl.trustStore.type (PEM or PKCS12)"));
+
+    /* need (the default) without a trust store; no key store; one port twice */
+    assert_int_equal(parse(&c, &m, "clientPort=2281\nsecureClientPort=2281\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), -1);
+    assert_int_equal(m.errors, 3);
+    assert_true(has_msg(&m, 1, "larchd: secureClientPort 2281 is clientPort too"));
+    assert_true(has_msg(&m, 1, "larchd: secureClientPort needs ssl.keyStore.location, the "
+                               "server's certificate and key (ZooKeeper: \"Keystore is required "
+                               "for SSL server\")"));
+    assert_true(has_msg(&m, 1, "larchd: ssl.clientAuth=need (ZooKeeper's default) asks clients "
+                               "for certificates and needs ssl.trustStore.location, the CAs they "
+                               "must chain to (or set ssl.clientAuth=none)"));
+    assert_int_equal(parse(&c, &m, "secureClientPort=2281\nssl.keyStore.location=/k.p12\n"
+                                   "ssl.clientAuth=want\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), -1);
+    assert_true(has_msg(&m, 1, "zoo.cfg:3: ssl.clientAuth: ssl.clientAuth=want asks clients for "
+                               "certificates and needs ssl.trustStore.location, the CAs they must "
+                               "chain to (or set ssl.clientAuth=none)"));
+
+    /* an address without its port; ssl.* without the port is only unused */
+    assert_int_equal(parse(&c, &m, "secureClientPortAddress=127.0.0.1\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), -1);
+    assert_true(has_msg(&m, 1, "larchd: secureClientPortAddress is set but secureClientPort is "
+                               "not set (ZooKeeper refuses it too)"));
+    assert_int_equal(parse(&c, &m, "ssl.keyStore.location=/k.pem\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_true(has_msg(&m, 0, "larchd: the ssl.* keys configure secureClientPort, which is not "
+                               "set: they are not used"));
+}
+
+/* The x509 provider: registered by an authProvider line naming it or, as
+ * ZooKeeper's configureSSLAuth does, by secureClientPort; enforce.auth may
+ * name x509 only then, and superUser is unused without it. */
+static void test_x509_provider(void **state)
+{
+    struct config c;
+    struct msgs m;
+    assert_int_equal(parse(&c, &m, "zookeeper.X509AuthenticationProvider.superUser= "
+                                   "CN=admin,O=Larch \n"), 0);
+    assert_string_equal(c.x509_super_user, "CN=admin,O=Larch");
+    assert_false(config_x509_enabled(&c));
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_true(has_msg(&m, 0, "larchd: X509AuthenticationProvider.superUser is set, and no x509 "
+                               "provider is configured: it is not used"));
+
+    assert_int_equal(parse(&c, &m, "authProvider.x509=org.apache.zookeeper.server.auth."
+                                   "X509AuthenticationProvider\n"
+                                   "zookeeper.authProvider.1=org.apache.zookeeper.server.auth."
+                                   "DigestAuthenticationProvider\n"
+                                   "enforce.auth.enabled=true\nenforce.auth.schemes=x509\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_int_equal(m.n, 0);
+    assert_true(config_x509_enabled(&c));
+    assert_int_equal(c.enforce_auth_mask, CONFIG_AUTH_X509);
+
+    assert_int_equal(parse(&c, &m, "secureClientPort=2281\nssl.keyStore.location=/k.pem\n"
+                                   "ssl.clientAuth=none\nenforce.auth.enabled=true\n"
+                                   "enforce.auth.schemes=digest,x509\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_true(config_x509_enabled(&c));
+
+    assert_int_equal(parse(&c, &m, "enforce.auth.enabled=true\nenforce.auth.schemes=x509\n"
+                                   "X509AuthenticationProvider.trustManager=x\n"), -1);
+    assert_true(has_msg(&m, 1, "zoo.cfg:3: key 'X509AuthenticationProvider.trustManager' cannot "
+                               "be honoured: ZooKeeper's X509AuthenticationProvider reads "
+                               "X509AuthenticationProvider.superUser only (remove the line to "
+                               "run without it)"));
+    m.errors = 0;
+    assert_int_equal(config_finish(&c, collect, &m), -1);
+    assert_true(has_msg(&m, 1, "larchd: zookeeper.enforce.auth.schemes names x509, and no x509 "
+                               "provider is configured (secureClientPort, or authProvider.N="
+                               "org.apache.zookeeper.server.auth.X509AuthenticationProvider): "
+                               "ZooKeeper refuses it too (\"Authentication scheme x509 is not "
+                               "available\")"));
+}
+
 /* ------------------------------------------------------------------ output */
 
 static void test_format(void **state)
@@ -1459,6 +1701,11 @@ static void test_usage_mentions_everything(void **state)
         "larch.connection.maxBufferBytes=", "larch.connection.outputHighWaterBytes=1048576",
         "larch.connection.maxUnsentBytes=16777216",
         "Without dataDir data is in memory only", "dataDir/myid", "initLimit", "syncLimit",
+        "secureClientPort=", "secureClientPortAddress=0.0.0.0", "ssl.keyStore.location=",
+        "ssl.trustStore.location=", "ssl.protocol=TLSv1.3", "ssl.enabledProtocols=",
+        "ssl.ciphersuites=", "ssl.clientAuth=need", "ssl.hostnameVerification=true",
+        "ssl.clientHostnameVerification=true", "X509AuthenticationProvider.superUser=",
+        "enforce.auth.schemes=             (digest, ip, sasl, x509)",
     };
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
         if (strstr(u, words[i]) == NULL)
@@ -1993,6 +2240,11 @@ int main(void)
         cmocka_unit_test(test_config_file_binds_all_interfaces),
         cmocka_unit_test(test_metrics_provider_keys),
         cmocka_unit_test(test_admin_server_keys),
+        cmocka_unit_test(test_tls_keys),
+        cmocka_unit_test(test_tls_secure_only),
+        cmocka_unit_test(test_tls_refusals),
+        cmocka_unit_test(test_tls_finish_rules),
+        cmocka_unit_test(test_x509_provider),
         cmocka_unit_test(test_server_lines_parse),
         cmocka_unit_test(test_server_line_errors),
         cmocka_unit_test(test_replicated_mode_needs_a_data_dir),

@@ -9,8 +9,9 @@
  * in one send than globalOutstandingLimit, a stalled partial frame (the
  * sessionless deadline and the by-need input buffer), a client that does
  * not read (output high-water mark, slow-consumer close), memory pressure,
- * and the ACL check on watch notifications. Every test ends by closing
- * everything and checking the budget returns to zero.
+ * and the ACL check on watch notifications; a TLS connection whose
+ * socket takes little at a time. Every test ends by closing everything
+ * and checking the budget returns to zero.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,9 +30,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/epoll.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <urcu.h>
 
 #include "dataplane/dp_int.h"
+#include "tls_pki.h"
 
 #define PASSES_MAX 20000 /* bound on every wait loop */
 
@@ -1429,8 +1436,260 @@ static void test_sasl_exchange(void **state)
     saslsrv_done();
 }
 
+/* ---- TLS ------------------------------------------------------------------ */
+
+/* The worker's only connection. */
+static struct conn *only_conn(struct env *e)
+{
+    struct worker *w = &e->dp->workers[0];
+    struct conn *found = NULL;
+    for (uint32_t i = 0; i < w->nslots; i++) {
+        if (w->slots[i] != NULL) {
+            assert_null(found);
+            found = w->slots[i];
+        }
+    }
+    assert_non_null(found);
+    return found;
+}
+
+/* Writes all of p through the client's session, running the server while
+ * the session waits. */
+static void tls_send_all(struct env *e, SSL *cli, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (int tries = 0; n > 0 && tries < PASSES_MAX; tries++) {
+        int k = SSL_write(cli, b, (int)n);
+        if (k > 0) {
+            b += k;
+            n -= (size_t)k;
+            continue;
+        }
+        int err = SSL_get_error(cli, k);
+        ERR_clear_error();
+        if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE)
+            fail_msg("SSL_write: %d", err);
+        pump(e, 1);
+    }
+    assert_int_equal(n, 0);
+}
+
+static void tls_rx_poll(SSL *cli, struct rx *r)
+{
+    for (;;) {
+        assert_int_equal(base_grow(&r->buf, &r->cap, r->len + 65536, 1), 0);
+        int k = SSL_read(cli, r->buf + r->len, (int)(r->cap - r->len));
+        if (k > 0) {
+            r->len += (size_t)k;
+            continue;
+        }
+        int err = SSL_get_error(cli, k);
+        ERR_clear_error();
+        if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE)
+            r->eof = true;
+        return;
+    }
+}
+
+static uint8_t *tls_wait_frame(struct env *e, SSL *cli, struct rx *r, struct base_rd *body)
+{
+    uint8_t *owned = NULL;
+    for (int i = 0; i < PASSES_MAX; i++) {
+        if (rx_frame(r, body, &owned))
+            return owned;
+        pump(e, 1);
+        tls_rx_poll(cli, r);
+    }
+    fail_msg("no frame from the server");
+    return NULL;
+}
+
+/* Runs the client's handshake to its end, the server passing in between. */
+static void tls_handshake(struct env *e, SSL *cli)
+{
+    int rc = -1;
+    for (int i = 0; i < PASSES_MAX && rc != 1; i++) {
+        rc = SSL_do_handshake(cli);
+        if (rc != 1) {
+            int why = SSL_get_error(cli, rc);
+            ERR_clear_error();
+            assert_true(why == SSL_ERROR_WANT_READ || why == SSL_ERROR_WANT_WRITE);
+            pump(e, 1);
+        }
+    }
+    assert_int_equal(rc, 1);
+}
+
+/* whoAmI over the client's session: "scheme=user" items joined by ';'. */
+static void tls_whoami(struct env *e, SSL *cli, struct rx *r, char *out, size_t cap)
+{
+    struct zk_wbuf w;
+    zk_wbuf_init(&w);
+    frame_request(&w, 77, ZK_OP_WHOAMI, NULL);
+    tls_send_all(e, cli, w.p, w.len);
+    zk_wbuf_free(&w);
+    struct base_rd body;
+    uint8_t *f = tls_wait_frame(e, cli, r, &body);
+    struct zk_reply_header h;
+    assert_true(zk_get_reply_header(&body, &h));
+    assert_int_equal(h.xid, 77);
+    assert_int_equal(h.err, ZK_OK);
+    int32_t n;
+    assert_true(zk_get_i32(&body, &n));
+    out[0] = '\0';
+    for (int32_t i = 0; i < n; i++) {
+        struct zk_str scheme, user;
+        assert_true(zk_get_str(&body, &scheme) && zk_get_str(&body, &user));
+        size_t used = strlen(out);
+        snprintf(out + used, cap - used, "%s%.*s=%.*s", i ? ";" : "", scheme.len, scheme.ptr,
+                 user.len, user.ptr);
+    }
+    free(f);
+}
+
+/* A secure port's connection whose socket takes a few KiB at a time: the
+ * server's first flight (16 KiB of certificate) waits for writability, and
+ * epoll watches for that instead of input; then a session runs over TLS,
+ * replies larger than a record and than the socket's buffer included, and
+ * the connection's session is freed with it. */
+static void test_tls_connection(void **state)
+{
+    struct test_pki pki;
+    assert_int_equal(test_pki_make(&pki), 0);
+    char key[128];
+    test_pki_path(&pki, "big.pem", key, sizeof key);
+    struct tls_settings ts = { .key = { .path = key, .type = TLS_STORE_PEM },
+                               .protocols = TLS_PROTO_1_2 | TLS_PROTO_1_3,
+                               .client_auth = TLS_CLIENT_AUTH_NONE };
+    char err[TLS_MSG_MAX];
+    struct tls_ctx *ctx = tls_ctx_new(&ts, err, sizeof err);
+    if (ctx == NULL)
+        fail_msg("tls_ctx_new: %s", err);
+    struct dp_cfg cfg = { .tls = ctx, .secure_bind_addr = "127.0.0.1" };
+    struct env *e = env_new(&cfg);
+    assert_true(dp_secure_port(e->dp) > 0);
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+    int tiny = 1; /* the kernel's minimum, a few KiB */
+    assert_int_equal(setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &tiny, sizeof tiny), 0);
+    dp_test_adopt_tls(e->dp, 0, sv[1], "127.0.0.1", e->next_port++);
+    SSL_CTX *cctx;
+    SSL *cli = test_pki_client(&pki, &cctx, sv[0], NULL, TLS1_3_VERSION);
+    SSL_CTX_set_mode(cctx, SSL_MODE_ENABLE_PARTIAL_WRITE);
+
+    assert_int_equal(SSL_do_handshake(cli), -1); /* the ClientHello goes out */
+    ERR_clear_error();
+    pump(e, 1);
+    struct conn *c = only_conn(e);
+    assert_true(c->read_wants_out);
+    assert_int_equal(c->ev_mask, EPOLLOUT);
+    tls_handshake(e, cli);
+
+    struct zk_wbuf w;
+    zk_wbuf_init(&w);
+    struct rx r = { 0 };
+    struct base_rd body;
+    frame_connect(&w);
+    frame_create(&w, 1, "/big", 60000, NULL);
+    frame_path_watch(&w, 2, ZK_OP_GETDATA, "/big", false);
+    frame_path_watch(&w, 3, ZK_OP_GETDATA, "/big", false);
+    tls_send_all(e, cli, w.p, w.len);
+    uint8_t *f = tls_wait_frame(e, cli, &r, &body);
+    struct zk_connect_resp resp;
+    assert_true(zk_get_connect_resp(&body, &resp));
+    assert_true(resp.timeout_ms > 0);
+    free(f);
+    for (int32_t xid = 1; xid <= 3; xid++) {
+        f = tls_wait_frame(e, cli, &r, &body);
+        struct zk_reply_header h;
+        assert_true(zk_get_reply_header(&body, &h));
+        assert_int_equal(h.xid, xid);
+        assert_int_equal(h.err, ZK_OK);
+        if (xid > 1)
+            assert_int_equal(body.len - body.pos, 4 + 60000 + 68); /* data, then its Stat */
+        free(f);
+    }
+    assert_false(c->read_wants_out);
+
+    SSL_shutdown(cli); /* close_notify: the server closes its end */
+    for (int i = 0; i < PASSES_MAX && !r.eof; i++) {
+        pump(e, 1);
+        tls_rx_poll(cli, &r);
+    }
+    assert_true(r.eof);
+    assert_int_equal(stats(e).connections, 0);
+    SSL_free(cli);
+    SSL_CTX_free(cctx);
+    close(sv[0]);
+    free(r.buf);
+    zk_wbuf_free(&w);
+    env_free(e);
+    tls_ctx_free(ctx);
+    test_pki_free(&pki);
+}
+
+/* A client certificate is the connection's x509 identity from the end of
+ * the handshake on (whoAmI lists it after the ip one, as ZooKeeper does);
+ * X509AuthenticationProvider.superUser's subject is the super user too
+ * ("super" with an empty name, as ZooKeeper shows it); a client without a
+ * certificate (clientAuth want) holds the ip identity only. */
+static void test_tls_client_certificate_identity(void **state)
+{
+    struct test_pki pki;
+    assert_int_equal(test_pki_make(&pki), 0);
+    char key[128], trust[128];
+    test_pki_path(&pki, "server.pem", key, sizeof key);
+    test_pki_path(&pki, "ca.pem", trust, sizeof trust);
+    struct tls_settings ts = { .key = { .path = key, .type = TLS_STORE_PEM },
+                               .trust = { .path = trust, .type = TLS_STORE_PEM },
+                               .protocols = TLS_PROTO_1_3,
+                               .client_auth = TLS_CLIENT_AUTH_WANT };
+    char err[TLS_MSG_MAX];
+    struct tls_ctx *ctx = tls_ctx_new(&ts, err, sizeof err);
+    if (ctx == NULL)
+        fail_msg("tls_ctx_new: %s", err);
+    static const char *const cases[][3] = {
+        /* certificate, superUser, whoAmI */
+        { "client.pem", "", "ip=127.0.0.1;x509=CN=client" },
+        { "client.pem", "CN=client", "ip=127.0.0.1;super=;x509=CN=client" },
+        { "elsewhere.pem", "CN=client", "ip=127.0.0.1;x509=CN=client elsewhere" },
+        { NULL, "CN=client", "ip=127.0.0.1" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct dp_cfg cfg = { .tls = ctx, .secure_bind_addr = "127.0.0.1",
+                              .x509_super_user = cases[i][1] };
+        struct env *e = env_new(&cfg);
+        int sv[2];
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+        dp_test_adopt_tls(e->dp, 0, sv[1], "127.0.0.1", e->next_port++);
+        SSL_CTX *cctx;
+        SSL *cli = test_pki_client(&pki, &cctx, sv[0], cases[i][0], TLS1_3_VERSION);
+        tls_handshake(e, cli);
+        struct zk_wbuf w;
+        zk_wbuf_init(&w);
+        frame_connect(&w);
+        tls_send_all(e, cli, w.p, w.len);
+        zk_wbuf_free(&w);
+        struct rx r = { 0 };
+        struct base_rd body;
+        free(tls_wait_frame(e, cli, &r, &body)); /* the ConnectResponse */
+        char who[512];
+        tls_whoami(e, cli, &r, who, sizeof who);
+        assert_string_equal(who, cases[i][2]);
+        assert_int_equal(only_conn(e)->super, strstr(cases[i][2], "super=") != NULL);
+        SSL_free(cli);
+        SSL_CTX_free(cctx);
+        close(sv[0]);
+        free(r.buf);
+        env_free(e);
+    }
+    tls_ctx_free(ctx);
+    test_pki_free(&pki);
+}
+
 int main(void)
 {
+    signal(SIGPIPE, SIG_IGN); /* as larchd: a TLS session writes with write(2) */
     rcu_register_thread();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pipelined_writes_then_close),
@@ -1450,6 +1709,8 @@ int main(void)
         cmocka_unit_test(test_crst_and_srst_reset_their_own_counters),
         cmocka_unit_test(test_stmk_reads_its_argument),
         cmocka_unit_test(test_sasl_exchange),
+        cmocka_unit_test(test_tls_connection),
+        cmocka_unit_test(test_tls_client_certificate_identity),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     rcu_unregister_thread();

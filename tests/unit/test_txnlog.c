@@ -51,7 +51,7 @@ static struct tree_acl *custom_acl(void)
     struct zk_aclvec req = { 3, items };
     struct tree_auth super = { .super = true };
     struct tree_acl *acl = NULL;
-    assert_int_equal(tree_acl_from_request(&req, &super, &acl), ZK_OK);
+    assert_int_equal(tree_acl_from_request(&req, &super, 0, &acl), ZK_OK);
     assert_int_equal(acl->count, 3);
     return acl;
 }
@@ -387,7 +387,7 @@ static void test_codec_long_acl_ids(void **state)
     struct zk_acl item = { ZK_PERM_ALL, { zk_str_c("digest"), zk_str_c(id) } };
     struct zk_aclvec req = { 1, &item };
     struct tree_acl *acl = NULL;
-    assert_int_equal(tree_acl_from_request(&req, NULL, &acl), ZK_OK);
+    assert_int_equal(tree_acl_from_request(&req, NULL, 0, &acl), ZK_OK);
     struct txn x, y;
     txn_init(&x, 1, TXN_CREATE, 1);
     x.ops[0] = op_create(TXN_CREATE, "/a", "d", 1, acl, 0, 1);
