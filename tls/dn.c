@@ -304,9 +304,10 @@ static bool put_rdn(struct out *o, const struct der *rdn)
 
 int tls_dn_rfc2253(const uint8_t *der, size_t len, char *out, size_t cap)
 {
-    struct der name, rdns[DN_RDNS_MAX];
+    struct der name = { 0 }, rdns[DN_RDNS_MAX];
     size_t count = 0;
-    if (cap == 0 || der_next(der, len, &name) != len || name.tag != 0x30)
+    /* len 0: der_next reads nothing and returns 0, which would equal it */
+    if (cap == 0 || len == 0 || der_next(der, len, &name) != len || name.tag != 0x30)
         return -1;
     for (size_t off = 0; off < name.len; count++) {
         size_t k = count < DN_RDNS_MAX ? der_next(name.body + off, name.len - off, &rdns[count]) : 0;

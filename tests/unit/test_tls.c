@@ -492,6 +492,8 @@ static void test_dn_java_form(void **state)
     assert_int_equal(tls_dn_rfc2253(der, n, out, sizeof out), -1);
     n = unhex("300e300c300a06035504030c03616263", der);
     assert_int_equal(tls_dn_rfc2253(der, n, out, sizeof out), -1);
+    /* nothing at all is no name either */
+    assert_int_equal(tls_dn_rfc2253(der, 0, out, sizeof out), -1);
 }
 
 /* The client certificate's subject through a session. */
