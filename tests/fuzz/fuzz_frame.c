@@ -58,7 +58,7 @@ static void check_acl(const struct zk_aclvec *v)
 {
     static const struct tree_authid bob = { "digest", "bob:fyVmFCwVbTJYrznoSu1koqYEYF0=" };
     static const struct tree_auth auths[] = { { .ids = NULL, .count = 0 },
-                                              { .ids = &bob, .count = 1, .peer_ip = "10.1.2.3" } };
+                                              { .ids = &bob, .count = 1, .peer_ip = "198.18.1.3" } };
     for (int k = 0; k < 2 && checks_on; k++) {
         struct tree_acl *a, *b;
         struct zk_wbuf w;

@@ -62,14 +62,14 @@ static struct zk_str S(const char *s)
 static struct zk_acl open_items[] = { { ZK_PERM_ALL, { { "world", 5 }, { "anyone", 6 } } } };
 static struct zk_acl mixed_items[] = {
     { ZK_PERM_READ | ZK_PERM_WRITE, { { "digest", 6 }, { BOB_ID, sizeof BOB_ID - 1 } } },
-    { ZK_PERM_READ, { { "ip", 2 }, { "10.1.0.0/16", 11 } } },
+    { ZK_PERM_READ, { { "ip", 2 }, { "198.18.0.0/16", 13 } } },
     { ZK_PERM_ALL, { { "ip", 2 }, { "fe80::1/64", 10 } } },
     { ZK_PERM_ADMIN, { { "auth", 4 }, { "", 0 } } },
 };
 static const struct zk_aclvec open_acl = { 1, open_items };
 static const struct zk_aclvec mixed_acl = { 4, mixed_items };
 static const struct tree_authid bob = { "digest", BOB_ID };
-static const struct tree_auth bob_auth = { .ids = &bob, .count = 1, .peer_ip = "10.1.2.3" };
+static const struct tree_auth bob_auth = { .ids = &bob, .count = 1, .peer_ip = "198.18.1.3" };
 
 /* ---- fuzz_frame: frames as they follow the length prefix ---------------------- */
 

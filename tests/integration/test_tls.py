@@ -90,7 +90,7 @@ class Pki:
         self._leaf("server", "/CN=localhost", "serverAuth", "DNS:localhost,IP:127.0.0.1")
         self._leaf("client", "/C=US/O=Larch/OU=Test/CN=client one", "clientAuth", "IP:127.0.0.1")
         self._leaf("client2", "/CN=someone else", "clientAuth", "IP:127.0.0.1")
-        self._leaf("elsewhere", "/CN=elsewhere", "clientAuth", "IP:10.1.2.3")
+        self._leaf("elsewhere", "/CN=elsewhere", "clientAuth", "IP:198.18.1.3")
         self._leaf("rogue", "/CN=client one", "clientAuth", "IP:127.0.0.1", ca="other-ca")
         # a subject whose text takes Java's escapes, a multi-valued name,
         # UTF-8 and a type without a keyword (written as its OID and hex)

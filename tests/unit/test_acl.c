@@ -516,7 +516,7 @@ static void test_fixup_x509_ids(void **state)
         { "CN=a\\", false },
         { "emailaddress=x@y", true },
         { "T=x", true },
-        { "IP=1.2.3.4", true },
+        { "IP=198.18.2.3", true },
         { "SURNAME=x", true },
         { "DNQ=x", true },
         { "CN=a\\ ", true },
@@ -628,7 +628,7 @@ static void test_permits_world(void **state)
 {
     struct zk_acl item = A(ZK_PERM_READ | ZK_PERM_CREATE, "world", "anyone");
     struct tree_acl *acl = fixup_ok(&item, 1, NULL);
-    struct tree_auth anon = { NULL, 0, "10.0.0.1", false, false };
+    struct tree_auth anon = { NULL, 0, "198.18.0.1", false, false };
     assert_true(tree_acl_permits(acl, ZK_PERM_READ, &anon));
     assert_true(tree_acl_permits(acl, ZK_PERM_CREATE, NULL));
     assert_false(tree_acl_permits(acl, ZK_PERM_WRITE, &anon));
@@ -745,7 +745,7 @@ static void test_permits_ip_from_auth_ids(void **state)
     struct zk_acl item = A(ZK_PERM_WRITE, "ip", "192.0.2.0/24");
     struct tree_acl *acl = fixup_ok(&item, 1, NULL);
     struct tree_authid ids[] = { { "ip", "192.0.2.55" } };
-    struct tree_auth auth = { ids, 1, "198.51.100.1", false, false };
+    struct tree_auth auth = { ids, 1, "198.18.3.1", false, false };
     assert_true(tree_acl_permits(acl, ZK_PERM_WRITE, &auth));
     auth.count = 0;
     assert_false(tree_acl_permits(acl, ZK_PERM_WRITE, &auth));
@@ -761,7 +761,7 @@ static void test_permits_picks_entry_by_perm(void **state)
                               A(ZK_PERM_DELETE, "ip", "10.0.0.0/8") };
     struct tree_acl *acl = fixup_ok(items, 3, NULL);
     struct tree_authid ids[] = { { "digest", "u:h" } };
-    struct tree_auth auth = { ids, 1, "192.168.1.1", false, false };
+    struct tree_auth auth = { ids, 1, "198.18.5.5", false, false };
     assert_true(tree_acl_permits(acl, ZK_PERM_READ, &auth));
     assert_true(tree_acl_permits(acl, ZK_PERM_WRITE, &auth));
     assert_false(tree_acl_permits(acl, ZK_PERM_DELETE, &auth));

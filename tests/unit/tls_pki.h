@@ -13,7 +13,7 @@
  *   ca.pem          the CA;  trust.p12: the CA in PKCS12, "trustpass"
  *   other-ca.pem    a CA nothing here is signed by
  *   client.pem      client certificate (CN=client, IP:127.0.0.1) and key
- *   elsewhere.pem   client certificate naming IP:10.1.2.3, and key
+ *   elsewhere.pem   client certificate naming IP:198.18.1.3, and key
  *   certs-only.pem  a certificate without a key;  mismatch.pem: a key that
  *                   is not the certificate's;  pass.txt: "s3cret\n"
  */
@@ -161,7 +161,7 @@ static inline int test_pki_make(struct test_pki *p)
     p->client = test_pki_cert(p->client_key, "client", p->ca, p->ca_key, "clientAuth",
                               "IP:127.0.0.1");
     p->client_elsewhere = test_pki_cert(p->client_key, "client elsewhere", p->ca, p->ca_key,
-                                        "clientAuth", "IP:10.1.2.3");
+                                        "clientAuth", "IP:198.18.1.3");
     X509 *other_ca = test_pki_cert(p->other_key, "Other CA", NULL, NULL, NULL, NULL);
     test_pki_pem(p, "server.pem", p->server, p->ca, p->server_key, NULL);
     test_pki_pem(p, "server-enc.pem", p->server, NULL, p->server_key, "s3cret");
