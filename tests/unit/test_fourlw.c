@@ -176,8 +176,8 @@ static void test_watch_dumps_print_long_paths_whole(void **state)
 
 static void write_bytes(const char *dir, const char *name, size_t len)
 {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    char path[1024];
+    assert_true((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) < sizeof path);
     FILE *f = fopen(path, "w");
     assert_non_null(f);
     for (size_t i = 0; i < len; i++)
@@ -199,8 +199,8 @@ static void test_dirs_sums_the_files(void **state)
     write_bytes(snap, "snapshot.0", 457);
     write_bytes(snap, "secret", 32);
     write_bytes(log, "log.1", 4096);
-    char sub[600];
-    snprintf(sub, sizeof sub, "%s/sub", log);
+    char sub[128];
+    assert_true((size_t)snprintf(sub, sizeof sub, "%s/sub", log) < sizeof sub);
     assert_int_equal(mkdir(sub, 0700), 0);
     write_bytes(sub, "ignored", 10);
 
