@@ -13,11 +13,15 @@
  */
 #include "dpdk/dpdk.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <rte_eal.h>
 #include <rte_cycles.h>
@@ -60,6 +64,81 @@ struct ldp {
     atomic_bool stop;
     bool port_started;
 };
+
+/* ---- munmap waits for the poll-mode cores ---------------------------------------
+ * DPDK 22.11's memif driver (and DPDK's since, to this day) tears a
+ * connection down on EAL's interrupt thread: it clears its "connected" flag
+ * and at once unmaps the peer's memory, without waiting for a poll-mode core
+ * that read the flag a moment before and is now inside a burst on that
+ * memory. Every co-located client that went away was a chance of SIGSEGV
+ * (seen once in a few disconnects with traffic in flight).
+ *
+ * What the driver lacks is a grace period between unpublishing and freeing,
+ * and munmap is where it frees. So larchd defines munmap: while poll-mode
+ * cores run, a munmap from any other thread first waits until each core is
+ * between two passes of its loop, then unmaps. A pass begins with a
+ * sequentially consistent store (a full barrier) before the burst reads the
+ * driver's flags, and the waiter fences after the driver cleared them: a
+ * core either had not begun its pass (and its burst will see the flag
+ * cleared and touch nothing) or is waited for. The cost is one pass (a
+ * burst, microseconds) per munmap while cores poll; without poll-mode cores
+ * munmap is a plain call. The executable's definition takes precedence over
+ * libc's for every shared library, DPDK's drivers included (the link
+ * exports it: dpdk/meson.build); the next definition (libc's, or a
+ * sanitizer's interceptor) does the unmapping.
+ *
+ * The counters are static: EAL starts once per process, and munmap may run
+ * on the interrupt thread while ldp_stop frees the ldp. */
+static _Atomic uint64_t g_core_pass[LDP_CORES_MAX]; /* odd while in a pass */
+static _Atomic int g_cores_polling;                 /* cores whose counters count */
+static _Thread_local bool t_poll_core;
+
+typedef int (*munmap_fn)(void *, size_t);
+
+static int next_munmap(void *addr, size_t len)
+{
+    static _Atomic(munmap_fn) next;
+    munmap_fn f = atomic_load_explicit(&next, memory_order_acquire);
+    if (f == NULL) {
+        f = (munmap_fn)dlsym(RTLD_NEXT, "munmap");
+        if (f == NULL) /* no other definition: the system call itself */
+            return (int)syscall(SYS_munmap, addr, len);
+        atomic_store_explicit(&next, f, memory_order_release);
+    }
+    return f(addr, len);
+}
+
+static void wait_for_poll_passes(void)
+{
+    int n = atomic_load_explicit(&g_cores_polling, memory_order_acquire);
+    if (n == 0 || t_poll_core)
+        return;
+    atomic_thread_fence(memory_order_seq_cst); /* the driver's flag stores before our loads */
+    for (int i = 0; i < n; i++) {
+        uint64_t seen = atomic_load_explicit(&g_core_pass[i], memory_order_seq_cst);
+        if (seen & 1) /* mid-pass: until it ends, however it ends */
+            while (atomic_load_explicit(&g_core_pass[i], memory_order_acquire) == seen)
+                rte_pause();
+    }
+}
+
+int munmap(void *addr, size_t len)
+{
+    wait_for_poll_passes();
+    return next_munmap(addr, len);
+}
+
+static void pass_begin(int i)
+{
+    uint64_t v = atomic_load_explicit(&g_core_pass[i], memory_order_relaxed);
+    atomic_store_explicit(&g_core_pass[i], v + 1, memory_order_seq_cst);
+}
+
+static void pass_end(int i)
+{
+    uint64_t v = atomic_load_explicit(&g_core_pass[i], memory_order_relaxed);
+    atomic_store_explicit(&g_core_pass[i], v + 1, memory_order_release);
+}
 
 static void publish(struct ldp_core *c)
 {
@@ -118,11 +197,16 @@ static int core_main(void *arg)
 {
     struct ldp_core *c = arg;
     rcu_register_thread(); /* dp_udp_handle reads the tree */
+    t_poll_core = true;
+    int i = c->queue;
     while (!atomic_load_explicit(&c->ldp->stop, memory_order_acquire)) {
         /* the time in bursts that carried frames is the core's real cost
          * per read: a polling core is busy whether or not frames come */
         uint64_t t0 = rte_rdtsc();
-        if (burst(c) > 0) {
+        pass_begin(i);
+        uint16_t frames = burst(c);
+        pass_end(i);
+        if (frames > 0) {
             c->busy_cycles += rte_rdtsc() - t0;
             publish(c);
         }
@@ -231,6 +315,10 @@ struct ldp *ldp_start(const struct ldp_cfg *cfg, struct dp *dp, char *err, size_
         l->ifc.mtu = 1500;
     int workers = (int)rte_lcore_count() - 1; /* the main lcore is larchd's own thread */
     l->ncores = cfg->cores > 0 ? cfg->cores : 1;
+    if (l->ncores > LDP_CORES_MAX) {
+        snprintf(err, errlen, "--dpdk-cores: at most %d", LDP_CORES_MAX);
+        goto fail;
+    }
     l->tsc_hz = rte_get_tsc_hz();
     if (rte_eth_dev_count_avail() == 0) {
         snprintf(err, errlen, "--dpdk: no port (give EAL a --vdev or a device)");
@@ -252,6 +340,8 @@ struct ldp *ldp_start(const struct ldp_cfg *cfg, struct dp *dp, char *err, size_
     }
     if (port_setup(l, l->ncores, err, errlen) != 0)
         goto fail;
+    /* munmap waits for these cores from now on (their counters are even) */
+    atomic_store_explicit(&g_cores_polling, l->ncores, memory_order_release);
     unsigned lcore = rte_get_next_lcore(-1, 1, 0);
     for (int i = 0; i < l->ncores; i++, lcore = rte_get_next_lcore(lcore, 1, 0)) {
         struct ldp_core *c = &l->cores[i];
