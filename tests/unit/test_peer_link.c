@@ -400,7 +400,7 @@ static void cluster_start_known(struct cluster *cl, uint32_t n, int first_host,
         nd->id = i + 1;
         snprintf(nd->host, sizeof nd->host, "127.0.0.%d", first_host + (int)i);
         cap_init(&nd->log);
-        cl->members[i] = (struct peer_link_member){ nd->id, nd->host, 0 };
+        cl->members[i] = (struct peer_link_member){ .id = nd->id, .host = nd->host, .port = 0 };
     }
     for (int attempt = 0;; attempt++) {
         assert_true(attempt < 10);
@@ -1194,8 +1194,8 @@ static void start_lone_server2(struct cluster *cl, const struct peer_link_cfg *c
     nd->id = 2;
     snprintf(nd->host, sizeof nd->host, "127.0.0.7");
     cap_init(&nd->log);
-    cl->members[0] = (struct peer_link_member){ 2, nd->host, 0 };
-    cl->members[1] = (struct peer_link_member){ 1, "127.0.0.8", fake_port };
+    cl->members[0] = (struct peer_link_member){ .id = 2, .host = nd->host, .port = 0 };
+    cl->members[1] = (struct peer_link_member){ .id = 1, .host = "127.0.0.8", .port = fake_port };
     for (int attempt = 0; nd->pl == NULL; attempt++) {
         assert_true(attempt < 10);
         cl->members[0].port = free_port(nd->host);
@@ -1430,7 +1430,8 @@ static void test_lifecycle_without_peers(void **state)
     struct logcap log;
     cap_init(&log);
     char err[256];
-    struct peer_link_member self = { 1, "127.0.0.6", free_port("127.0.0.6") };
+    struct peer_link_member self = { .id = 1, .host = "127.0.0.6",
+                                     .port = free_port("127.0.0.6") };
     struct peer_link_cfg cfg = base_cfg();
     cfg.self_id = 1;
     cfg.members = &self;
@@ -1462,7 +1463,8 @@ static void test_port_taken(void **state)
     cap_init(&log);
     uint16_t port = free_port("127.0.0.6");
     int lfd = raw_listen("127.0.0.6", port, 4);
-    struct peer_link_member m[2] = { { 1, "127.0.0.6", port }, { 2, "127.0.0.7", 9 } };
+    struct peer_link_member m[2] = { { .id = 1, .host = "127.0.0.6", .port = port },
+                                     { .id = 2, .host = "127.0.0.7", .port = 9 } };
     struct peer_link_cfg cfg = base_cfg();
     cfg.self_id = 1;
     cfg.members = m;
@@ -1497,8 +1499,9 @@ static void test_bad_configs(void **state)
     (void)state;
     struct logcap log;
     cap_init(&log);
-    struct peer_link_member m[3] = { { 1, "127.0.0.6", 2888 }, { 2, "127.0.0.7", 2888 },
-                                     { 3, "::1", 2888 } };
+    struct peer_link_member m[3] = { { .id = 1, .host = "127.0.0.6", .port = 2888 },
+                                     { .id = 2, .host = "127.0.0.7", .port = 2888 },
+                                     { .id = 3, .host = "::1", .port = 2888 } };
     struct peer_link_cfg cfg = base_cfg();
     cfg.self_id = 1;
     cfg.members = m;
@@ -1882,7 +1885,8 @@ static void test_members_address_change(void **state)
     cluster_start(&cl, 2, 2, &cfg);
     pump_until(&cl, all_up, NULL, "the link 1-2");
     uint64_t connects = status_of(&cl.nodes[1], 1).connects;
-    struct peer_link_member moved = { 1, "127.0.0.4", free_port("127.0.0.4") };
+    struct peer_link_member moved = { .id = 1, .host = "127.0.0.4",
+                                      .port = free_port("127.0.0.4") };
     char err[256] = "";
     assert_int_equal(peer_link_set_members(cl.nodes[1].pl, &moved, 1, err, sizeof err), 0);
     struct dialled d = { 1, 1, connects + 2 };
@@ -1958,7 +1962,8 @@ static void test_members_bad_sets(void **state)
     expect_bad_set(pl, m, 3, "share the address");
     m[2] = keep2;
     for (uint32_t i = 0; i <= PEER_LINK_MEMBERS_MAX; i++)
-        m[i] = (struct peer_link_member){ 10 + i, "127.0.0.9", (uint16_t)(1000 + i) };
+        m[i] = (struct peer_link_member){ .id = 10 + i, .host = "127.0.0.9",
+                                          .port = (uint16_t)(1000 + i) };
     expect_bad_set(pl, m, PEER_LINK_MEMBERS_MAX + 1, "members");
     expect_bad_set(pl, NULL, 1, "members");
     /* nothing changed */
