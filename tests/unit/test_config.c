@@ -495,9 +495,9 @@ static void test_unhonoured_keys_refused(void **state)
 {
     struct config c;
     struct msgs m;
-    const char *cfg = "ssl.quorum.keyStore.location=/k.pem\n"
+    const char *cfg = "ssl.quorum.crl=true\n"
                       "zookeeper.ssl.crl=true\n"
-                      "sslQuorum=true\n"
+                      "sslQuorumReloadCertFiles=true\n"
                       "authProvider.9=com.example.KerberosAuthenticationProvider\n"
                       "kerberos.removeHostFromPrincipal=true\n"
                       "quorum.auth.enableSasl=true\n"
@@ -510,13 +510,13 @@ static void test_unhonoured_keys_refused(void **state)
         dump_msgs(&m);
     assert_int_equal(m.errors, 10);
     assert_int_equal(m.warnings, 0);
-    assert_true(has_msg(&m, 1, "zoo.cfg:1: key 'ssl.quorum.keyStore.location' cannot be "
-                               "honoured: larchd has no TLS on the quorum links (remove the line "
-                               "to run without it)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:1: ssl.quorum.crl='true' cannot be honoured: larchd "
+                               "does not check certificate revocation lists (accepted: false)"));
     assert_true(has_msg(&m, 1, "zoo.cfg:2: zookeeper.ssl.crl='true' cannot be honoured: larchd "
                                "does not check certificate revocation lists (accepted: false)"));
-    assert_true(has_msg(&m, 1, "zoo.cfg:3: sslQuorum='true' cannot be honoured: larchd has no TLS "
-                               "on the quorum links (accepted: false)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:3: sslQuorumReloadCertFiles='true' cannot be honoured: "
+                               "larchd reads the quorum's key and trust stores once, when it "
+                               "starts (accepted: false)"));
     assert_true(has_msg(&m, 1, "zoo.cfg:4: authProvider.9='com.example.KerberosAuthenticationProvider' "
                                "cannot be honoured: larchd's authentication providers are digest "
                                "and ip, built in, sasl and x509 (accepted: "
@@ -762,7 +762,7 @@ static void test_admin_server_keys(void **state)
                                    "admin.snapshot.enabled=true\n"
                                    "admin.restore.enabled=true\n"
                                    "admin.httpVersion=20\n"
-                                   "ssl.quorum.keyStore.location=/k.jks\n"
+                                   "ssl.quorum.keyStore.type=JKS\n"
                                    "admin.serverPort=65536\n"
                                    "admin.commandURL=commands\n"
                                    "admin.commandURL=/commands/\n"
@@ -786,9 +786,10 @@ static void test_admin_server_keys(void **state)
                                "larchd's AdminServer does not serve restore (accepted: false)"));
     assert_true(has_msg(&m, 1, "zoo.cfg:6: admin.httpVersion='20' cannot be honoured: larchd's "
                                "AdminServer speaks HTTP/1.1 only (accepted: 11)"));
-    assert_true(has_msg(&m, 1, "zoo.cfg:7: key 'ssl.quorum.keyStore.location' cannot be "
-                               "honoured: larchd has no TLS on the quorum links (remove the line "
-                               "to run without it)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:7: ssl.quorum.keyStore.type: larchd cannot read Java "
+                               "keystores (JKS): convert it to PKCS12 (keytool -importkeystore "
+                               "-srckeystore F.jks -destkeystore F.p12 -deststoretype PKCS12) "
+                               "or PEM"));
     assert_true(has_msg(&m, 1, "zoo.cfg:9: admin.commandURL: 'commands' is not a URL path "
                                "larchd serves ('/' then letters, digits, '-', '.', '_', '~' or "
                                "'/', not ending in '/')"));
