@@ -34,6 +34,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,8 @@
 #include <unistd.h>
 
 #include "replication/peer_link.h"
+#include "tls/tls.h"
+#include "tls_pki.h"
 
 #define CLUSTER 0x6c61726368303031ull
 #define DEADLINE_MS 10000
@@ -360,10 +363,19 @@ static int inline_teardown(void **state)
     return 0;
 }
 
+/* Set by the test_tls_* tests: every link they make is a TLS one on this
+ * context (tls_pki.h's peer.pem, which names every test address), but
+ * node i's with g_tls_of[i] (when set) or plain with g_plain_of[i]. */
+static struct tls_ctx *g_tls;
+static struct tls_ctx *g_tls_of[NODES_MAX];
+static bool g_plain_of[NODES_MAX];
+
 static struct peer_link_cfg base_cfg(void)
 {
     return (struct peer_link_cfg){
         .inline_io = g_inline,
+        .tls = g_tls,
+        .tls_verify_host = g_tls != NULL,
         .cluster_id = CLUSTER,
         .backoff_min_ms = 20,
         .backoff_max_ms = 200,
@@ -382,6 +394,10 @@ static void node_cfg(struct cluster *cl, uint32_t i)
     nd->cfg.seed = cl->tmpl.seed + i;
     nd->cfg.log = cap_log;
     nd->cfg.log_arg = &nd->log;
+    if (g_tls_of[i] != NULL)
+        nd->cfg.tls = g_tls_of[i];
+    if (g_plain_of[i])
+        nd->cfg.tls = NULL;
 }
 
 /* n servers, ids 1..n, on 127.0.0.(first_host + i), from tmpl; started.
@@ -2128,6 +2144,132 @@ static void test_inline_members_add_remove_readd(void **state)
     test_members_add_remove_readd(state);
 }
 
+/* ---- 9. quorum TLS: the scenarios above inside TLS sessions ----------------------- */
+
+static struct test_pki g_pki;
+
+static struct tls_ctx *member_ctx(const char *key_file)
+{
+    char key[128], trust[128], err[TLS_MSG_MAX] = "";
+    test_pki_path(&g_pki, key_file, key, sizeof key);
+    test_pki_path(&g_pki, "ca.pem", trust, sizeof trust);
+    struct tls_settings s = {
+        .key = { .path = key, .type = TLS_STORE_PEM },
+        .trust = { .path = trust, .type = TLS_STORE_PEM },
+        .protocols = TLS_PROTO_1_2 | TLS_PROTO_1_3,
+        .client_auth = TLS_CLIENT_AUTH_NEED,
+        .verify_client_address = true, /* the dialler's bound source address */
+    };
+    struct tls_ctx *ctx = tls_ctx_new(&s, err, sizeof err);
+    if (ctx == NULL)
+        fail_msg("tls_ctx_new: %s", err);
+    return ctx;
+}
+
+static int pki_setup(void **state)
+{
+    (void)state;
+    signal(SIGPIPE, SIG_IGN); /* OpenSSL writes with write(2), as larchd ignores it */
+    return test_pki_make(&g_pki);
+}
+
+static int pki_teardown(void **state)
+{
+    (void)state;
+    test_pki_free(&g_pki);
+    return 0;
+}
+
+static int tls_setup(void **state)
+{
+    (void)state;
+    g_tls = member_ctx("peer.pem");
+    return 0;
+}
+
+static void reset_node_overrides(void)
+{
+    for (uint32_t i = 0; i < NODES_MAX; i++) {
+        tls_ctx_free(g_tls_of[i]);
+        g_tls_of[i] = NULL;
+        g_plain_of[i] = false;
+    }
+}
+
+static int tls_teardown(void **state)
+{
+    (void)state;
+    reset_node_overrides();
+    tls_ctx_free(g_tls);
+    g_tls = NULL;
+    g_inline = false;
+    return 0;
+}
+
+static void test_tls_every_kind(void **state)
+{
+    test_three_links_every_kind(state);
+}
+
+/* Multi-MiB through 16 KiB records, partial writes and all. */
+static void test_tls_large_snapshot(void **state)
+{
+    test_large_snapshot(state);
+}
+
+static void test_tls_reconnect(void **state)
+{
+    test_reconnect(state);
+}
+
+static void test_inline_tls_every_kind(void **state)
+{
+    g_inline = true;
+    test_three_links_every_kind(state);
+}
+
+static void test_inline_tls_large_snapshot(void **state)
+{
+    g_inline = true;
+    test_large_snapshot(state);
+}
+
+/* Node 2 dials node 1 and fails as it is set up; the link never comes up,
+ * node 1 logs acceptor_why about the connection it closed and node 2
+ * dialler_why about server 1, and node 2 retries (backs off) meanwhile. */
+static void expect_no_link(const char *acceptor_why, const char *dialler_why)
+{
+    struct cluster cl;
+    struct peer_link_cfg cfg = base_cfg();
+    cluster_start(&cl, 2, 2, &cfg);
+    struct logwait a = { .node = 0, .a = "connection closed", .b = acceptor_why, .at_least = 2 };
+    struct logwait d = { .node = 1, .a = "server 1 (", .b = dialler_why, .at_least = 1 };
+    pump_until(&cl, logged, &a, acceptor_why);
+    pump_until(&cl, logged, &d, dialler_why);
+    assert_false(status_of(&cl.nodes[0], 2).connected);
+    assert_false(status_of(&cl.nodes[1], 1).connected);
+    assert_true(status_of(&cl.nodes[1], 1).connects >= 2);
+    assert_int_equal(cap_count(&cl.nodes[0].log, "link up", NULL), 0);
+    cluster_free(&cl);
+}
+
+/* A dialler from a CA nobody trusts, a dialler without TLS, and an
+ * acceptor whose certificate does not name the address dialled (server.pem
+ * names 127.0.0.1 only; node 1 listens on 127.0.0.2). */
+static void test_tls_refusals(void **state)
+{
+    (void)state;
+    g_tls_of[1] = member_ctx("rogue-peer.pem");
+    expect_no_link("TLS handshake failed: certificate verify failed", "cannot connect: TLS");
+    reset_node_overrides();
+    g_plain_of[1] = true;
+    expect_no_link("TLS handshake failed: ", "cannot connect: ");
+    reset_node_overrides();
+    g_tls_of[0] = member_ctx("server.pem");
+    expect_no_link("TLS handshake failed: ",
+                   "cannot connect: TLS handshake failed: certificate verify failed");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2156,6 +2298,12 @@ int main(void)
         cmocka_unit_test_teardown(test_inline_backpressure, inline_teardown),
         cmocka_unit_test_teardown(test_inline_stop_with_links_up, inline_teardown),
         cmocka_unit_test_teardown(test_inline_members_add_remove_readd, inline_teardown),
+        cmocka_unit_test_setup_teardown(test_tls_every_kind, tls_setup, tls_teardown),
+        cmocka_unit_test_setup_teardown(test_tls_large_snapshot, tls_setup, tls_teardown),
+        cmocka_unit_test_setup_teardown(test_tls_reconnect, tls_setup, tls_teardown),
+        cmocka_unit_test_setup_teardown(test_inline_tls_every_kind, tls_setup, tls_teardown),
+        cmocka_unit_test_setup_teardown(test_inline_tls_large_snapshot, tls_setup, tls_teardown),
+        cmocka_unit_test_setup_teardown(test_tls_refusals, tls_setup, tls_teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, pki_setup, pki_teardown);
 }
