@@ -26,9 +26,10 @@
  * tls_conn_new_client on it at once (OpenSSL locks its session cache). A
  * tls_conn belongs to one thread at a time (larchd: the worker that owns
  * the connection, or the thread doing the peer link's I/O); its functions
- * never block and never call into the caller. OpenSSL's error queue is per thread: every function here
- * leaves it empty. OpenSSL writes the socket with write(2): the process
- * must ignore SIGPIPE (larchd does), or a client that vanished kills it.
+ * never block and never call into the caller. OpenSSL's error queue is per
+ * thread: every function here leaves it empty. OpenSSL writes the socket
+ * with write(2): the process must ignore SIGPIPE (larchd does), or a peer
+ * that vanished kills it.
  */
 #ifndef LARCH_TLS_H
 #define LARCH_TLS_H
