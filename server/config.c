@@ -394,7 +394,8 @@ static const struct unhonoured_key unhonoured_keys[] = {
     { "observerMasterPort", NULL, "larchd's observers follow the leader, not an observer master" },
     { "metricsProvider.httpsPort", NULL, NO_TLS " for /metrics" },
     { "metricsProvider.ssl.", NULL, NO_TLS " for /metrics" },
-    /* the AdminServer over HTTPS (its keystore is ssl.quorum.*, refused above) */
+    /* the AdminServer over HTTPS (ZooKeeper's uses the ssl.quorum.* stores,
+     * which larchd takes for the quorum links only) */
     { "admin.forceHttps", "false", NO_TLS " for the AdminServer" },
     { "admin.portUnification", "false", NO_TLS " for the AdminServer" },
     { "admin.needClientAuth", "false", NO_TLS " for the AdminServer (client certificates)" },
