@@ -112,6 +112,7 @@ class QuorumTlsTest(unittest.TestCase):
             for other in ens.ids:
                 if other != sid:
                     self.wait_logged(sid, "server %d (" % other, "link up (", "TLSv1.3)")
+                    self.assertEqual(ens.mntr(sid).get("zk_larch_peer_%d_tls" % other), 1)
         c = client(ens.hosts([1]))
         try:
             c.ensure_path("/qtls")
