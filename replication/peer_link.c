@@ -44,6 +44,8 @@
  */
 #include "replication/peer_link.h"
 
+#include "tls/tls.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -82,6 +84,11 @@
 #define ADDR_BYTES (PEER_LINK_HOST_BYTES_MAX + 8) /* "[host]:port" */
 #define NAME_BYTES (ADDR_BYTES + 24)              /* "server 255 (<addr>)" */
 #define HDR PEER_FRAME_HEADER_BYTES
+#define WHY_BYTES 160 /* a close's reason: peer_link_strerror's, or OpenSSL's */
+
+/* tls_conn_recv leaves nothing inside OpenSSL only when asked for a whole
+ * record: every read of conn_read asks for at least READ_BYTES. */
+_Static_assert(READ_BYTES >= TLS_RECORD_MAX, "a TLS read must take a whole record");
 
 #define ITEM_OF(n, type) ((type *)(void *)((char *)(n) - offsetof(type, node)))
 
@@ -93,6 +100,7 @@ struct member_addr {
     struct sockaddr_storage sa;
     socklen_t sa_len;
     char addr[ADDR_BYTES];
+    char tls_name[PEER_LINK_TLS_NAME_BYTES_MAX]; /* what its certificate must name */
 };
 
 /* The other members, in id order (self never in it). */
@@ -144,6 +152,14 @@ struct conn {
     uint64_t bytes_in_early; /* read before an accepted conn's HELLO named its peer */
     struct peer_frame scratch; /* HELLO and SNAP_CHUNK decodes */
     struct peer_snap_rx snap;
+    /* cfg.tls: the session (freed before fd is closed: its close_notify
+     * goes out on that socket), a copy of the first unsent bytes (the
+     * HELLO's, then the queue's: at most a record's, which the next
+     * tls_conn_send must be given again after EAGAIN), and whether a read
+     * waits for the socket to take output. */
+    struct tls_conn *tls;
+    struct base_buf tls_out;
+    bool tls_rd_wants_write;
 };
 
 struct peer_ctr {
@@ -163,6 +179,7 @@ struct link_peer {
     struct sockaddr_storage sa;
     socklen_t sa_len;
     char addr[ADDR_BYTES];
+    char tls_name[PEER_LINK_TLS_NAME_BYTES_MAX];
     struct conn *conn; /* the socket to it, in any state; NULL: none */
     uint64_t gen;      /* the established link's generation; 0: not up */
     int64_t next_dial_ms;
@@ -338,6 +355,17 @@ static void addr_text(const struct sockaddr_storage *sa, char *text, size_t text
     }
 }
 
+/* An accepted connection's remote host alone, as the TLS module checks a
+ * certificate against it. */
+static void sa_host(const struct sockaddr_storage *sa, char *text, size_t text_len)
+{
+    const void *a = sa->ss_family == AF_INET6
+                        ? (const void *)&((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr
+                        : (const void *)&((const struct sockaddr_in *)(const void *)sa)->sin_addr;
+    if (inet_ntop(sa->ss_family, a, text, (socklen_t)text_len) == NULL)
+        snprintf(text, text_len, "?");
+}
+
 /* ---- configuration ------------------------------------------------------------ */
 
 static void cfg_defaults(struct peer_link_cfg *c)
@@ -380,6 +408,12 @@ static bool member_parse(const struct peer_link_member *m, struct member_addr *o
         snprintf(err, err_len, "server %u: port 0 is not a quorum port", m->id);
         return false;
     }
+    const char *name = m->tls_name != NULL && m->tls_name[0] != '\0' ? m->tls_name : m->host;
+    if (strlen(name) >= sizeof out->tls_name) {
+        snprintf(err, err_len, "server %u: host name %.64s... is too long", m->id, name);
+        return false;
+    }
+    memcpy(out->tls_name, name, strlen(name) + 1);
     return true;
 }
 
@@ -632,8 +666,9 @@ static void link_up(struct peer_link *pl, struct conn *c)
         ctr_add(&p->ctr.reconnects, 1);
     atomic_store_explicit(&p->ctr.up_since_ms, now_ms(pl), memory_order_relaxed);
     set_state(p, PEER_LINK_UP);
-    link_log(pl, PEER_LINK_LOG_INFO, "%s: link up (%s)", c->name,
-             c->dialled ? "dialled" : "accepted");
+    link_log(pl, PEER_LINK_LOG_INFO, "%s: link up (%s%s%s)", c->name,
+             c->dialled ? "dialled" : "accepted", c->tls != NULL ? ", " : "",
+             c->tls != NULL ? tls_conn_protocol(c->tls) : "");
 }
 
 /* p's socket is gone (err says why): it sends nothing more, and a dialler
@@ -653,22 +688,32 @@ static void link_down(struct peer_link *pl, struct link_peer *p, int err)
 
 /* One line per closed socket, except repeats of a dialler's failure to
  * connect (it retries every few seconds for as long as the peer is down),
- * and closes a member change made (apply_members says why). */
-static void log_close(struct peer_link *pl, struct conn *c, int err)
+ * and closes a member change made (apply_members says why). why: the
+ * reason in words (close_reason's). */
+static void log_close(struct peer_link *pl, struct conn *c, int err, const char *why)
 {
     if (err == PEER_LINK_ESTOPPED || err == PEER_LINK_EREMOVED || err == PEER_LINK_EMOVED)
         return;
     if (c->peer == NULL) {
-        link_log(pl, PEER_LINK_LOG_WARNING, "%s: connection closed: %s", c->name,
-                 peer_link_strerror(err));
+        link_log(pl, PEER_LINK_LOG_WARNING, "%s: connection closed: %s", c->name, why);
     } else if (c->state == CONN_UP) {
-        link_log(pl, PEER_LINK_LOG_WARNING, "%s: link down: %s", c->name,
-                 peer_link_strerror(err));
+        link_log(pl, PEER_LINK_LOG_WARNING, "%s: link down: %s", c->name, why);
     } else if (err != c->peer->logged_err) {
         c->peer->logged_err = err;
-        link_log(pl, PEER_LINK_LOG_WARNING, "%s: cannot connect: %s (retrying)", c->name,
-                 peer_link_strerror(err));
+        link_log(pl, PEER_LINK_LOG_WARNING, "%s: cannot connect: %s (retrying)", c->name, why);
     }
+}
+
+/* Why c closes, in words: OpenSSL's reason for a TLS failure (read before
+ * the session goes), else peer_link_strerror's. */
+static void close_reason(const struct conn *c, int err, char *why, size_t len)
+{
+    if (err != PEER_LINK_ETLS || c->tls == NULL)
+        snprintf(why, len, "%s", peer_link_strerror(err));
+    else if (!tls_conn_established(c->tls))
+        snprintf(why, len, "TLS handshake failed: %s", tls_conn_error(c->tls));
+    else
+        snprintf(why, len, "TLS failure: %s", tls_conn_error(c->tls));
 }
 
 /* Closes c's socket now; its memory goes at the end of the pass. The log
@@ -676,6 +721,10 @@ static void log_close(struct peer_link *pl, struct conn *c, int err)
 static void conn_fail(struct peer_link *pl, struct conn *c, int err)
 {
     BASE_ASSERT(c->fd >= 0 && err != 0);
+    char why[WHY_BYTES];
+    close_reason(c, err, why, sizeof why);
+    tls_conn_free(c->tls); /* its close_notify, if any, while fd is still its socket */
+    c->tls = NULL;
     close_fd(&c->fd);
     if (c->peer != NULL) {
         BASE_ASSERT(c->peer->conn == c);
@@ -686,7 +735,7 @@ static void conn_fail(struct peer_link *pl, struct conn *c, int err)
         if (err != PEER_LINK_ESTOPPED)
             ctr_add(&pl->st_rejected, 1);
     }
-    log_close(pl, c, err);
+    log_close(pl, c, err, why);
 }
 
 /* A bad frame from the other end (a PEER_E* or a HELLO rule). */
@@ -699,6 +748,8 @@ static void conn_fail_frame(struct peer_link *pl, struct conn *c, int err)
 
 static void conn_free(struct conn *c)
 {
+    BASE_ASSERT(c->tls == NULL); /* conn_fail freed it with the socket */
+    base_buf_free(&c->tls_out);
     base_buf_free(&c->in);
     base_buf_free(&c->hello);
     peer_frame_free(&c->scratch);
@@ -814,6 +865,7 @@ static void peer_place(struct peer_link *pl, const struct member_addr *a, int64_
 {
     struct link_peer *p = &pl->peers[a->id];
     bool moved = p->member && (p->sa_len != a->sa_len || memcmp(&p->sa, &a->sa, a->sa_len) != 0);
+    memcpy(p->tls_name, a->tls_name, sizeof p->tls_name); /* checked at the next dial */
     if (p->member && !moved)
         return;
     if (moved && p->conn != NULL)
@@ -866,6 +918,29 @@ static void dial_failed(struct peer_link *pl, struct link_peer *p, int err, int6
     }
 }
 
+/* With TLS, a dialled socket leaves from this server's quorum address:
+ * the acceptor checks the dialler's certificate against the address it
+ * sees (ssl.quorum.clientHostnameVerification), and on a host with many
+ * addresses (loopback's 127/8 included) the kernel would otherwise pick
+ * its own. The port is left to connect (IP_BIND_ADDRESS_NO_PORT), so
+ * diallers do not use up ports early. A wildcard self address binds to
+ * nothing in particular. 0 or -errno. */
+static int bind_source(const struct peer_link *pl, int fd, int family)
+{
+    if (pl->self_sa.ss_family != family)
+        return 0; /* an IPv6 member dialled from an IPv4 self: the kernel's choice */
+    struct sockaddr_storage sa = pl->self_sa;
+    if (family == AF_INET)
+        ((struct sockaddr_in *)(void *)&sa)->sin_port = 0;
+    else
+        ((struct sockaddr_in6 *)(void *)&sa)->sin6_port = 0;
+    int one = 1;
+    if (setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one) != 0 ||
+        bind(fd, (const struct sockaddr *)&sa, pl->self_sa_len) != 0)
+        return -errno;
+    return 0;
+}
+
 static void dial(struct peer_link *pl, struct link_peer *p, int64_t now)
 {
     char name[NAME_BYTES];
@@ -884,7 +959,9 @@ static void dial(struct peer_link *pl, struct link_peer *p, int64_t now)
     c->deadline_ms = now + pl->cfg.connect_timeout_ms;
     p->conn = c;
     set_state(p, PEER_LINK_CONNECTING);
-    if (connect(fd, (const struct sockaddr *)&p->sa, p->sa_len) == 0)
+    if (pl->cfg.tls != NULL && (rc = bind_source(pl, fd, p->sa.ss_family)) != 0)
+        conn_fail(pl, c, rc);
+    else if (connect(fd, (const struct sockaddr *)&p->sa, p->sa_len) == 0)
         c->wr_ready = true; /* done already: finish_connects sends the HELLO */
     else if (errno != EINPROGRESS)
         conn_fail(pl, c, -errno);
@@ -914,6 +991,15 @@ static void finish_connect(struct peer_link *pl, struct conn *c, int64_t now)
     c->state = CONN_HELLO;
     c->deadline_ms = now + pl->cfg.connect_timeout_ms;
     set_state(c->peer, PEER_LINK_HELLO);
+    if (pl->cfg.tls != NULL) {
+        /* the HELLO waits in c->hello until the handshake is done */
+        c->tls = tls_conn_new_client(pl->cfg.tls, c->fd,
+                                     pl->cfg.tls_verify_host ? c->peer->tls_name : NULL);
+        if (c->tls == NULL) {
+            conn_fail(pl, c, PEER_ENOMEM);
+            return;
+        }
+    }
     int rc = queue_hello(pl, c);
     if (rc != 0)
         conn_fail(pl, c, rc);
@@ -950,7 +1036,14 @@ static void accept_one(struct peer_link *pl, int fd, const struct sockaddr_stora
     pl->n_pending++;
     c->state = CONN_HELLO;
     c->deadline_ms = now_ms(pl) + pl->cfg.connect_timeout_ms;
-    c->rd_ready = true; /* a HELLO may be there already */
+    c->rd_ready = true; /* a HELLO (or a ClientHello) may be there already */
+    if (pl->cfg.tls != NULL) {
+        char ip[INET6_ADDRSTRLEN];
+        sa_host(sa, ip, sizeof ip);
+        c->tls = tls_conn_new(pl->cfg.tls, c->fd, ip);
+        if (c->tls == NULL)
+            conn_fail(pl, c, PEER_ENOMEM);
+    }
 }
 
 static void accept_conns(struct peer_link *pl)
@@ -978,6 +1071,44 @@ static void expire_conns(struct peer_link *pl, int64_t now)
     for (struct conn *c = pl->conns; c != NULL; c = c->next)
         if (c->fd >= 0 && c->state != CONN_UP && now >= c->deadline_ms)
             conn_fail(pl, c, PEER_LINK_ETIMEDOUT);
+}
+
+/* ---- TLS handshakes (I/O thread) ---------------------------------------------- */
+
+/* Whether c may move frames: connected, and, with TLS, past the handshake. */
+static bool conn_open(const struct conn *c)
+{
+    return c->state != CONN_CONNECTING && (c->tls == NULL || tls_conn_established(c->tls));
+}
+
+/* A handshake step, taken when the socket is ready the way the last one
+ * waited (the dialler's first step writes). On EAGAIN that readiness is
+ * used up: edge-triggered, the socket's next edge brings it back. Once
+ * established, the pass's reads and writes take over (the HELLO next). */
+static void handshake(struct peer_link *pl, struct conn *c)
+{
+    bool wr = tls_conn_wants_write(c->tls);
+    if (!(wr ? c->wr_ready : c->rd_ready))
+        return;
+    int rc = tls_conn_handshake(c->tls);
+    if (rc == 1)
+        return;
+    if (rc == 0)
+        conn_fail(pl, c, PEER_LINK_ECLOSED);
+    else if (errno != EAGAIN)
+        conn_fail(pl, c, errno == EPROTO ? PEER_LINK_ETLS : -errno);
+    else if (tls_conn_wants_write(c->tls))
+        c->wr_ready = false;
+    else
+        c->rd_ready = false;
+}
+
+static void handshakes(struct peer_link *pl)
+{
+    for (struct conn *c = pl->conns; c != NULL; c = c->next)
+        if (c->fd >= 0 && c->tls != NULL && c->state == CONN_HELLO &&
+            !tls_conn_established(c->tls))
+            handshake(pl, c);
 }
 
 /* ---- HELLO (I/O thread) ------------------------------------------------------- */
@@ -1231,6 +1362,27 @@ static void read_drained(struct conn *c)
         base_buf_free(&c->in); /* one big frame does not pin its buffer */
 }
 
+/* read(2) on c's socket, or its TLS session's: a record's bytes at most
+ * (want is at least a record's: nothing decrypted stays inside OpenSSL). */
+static ssize_t conn_recv(struct conn *c, void *buf, size_t want)
+{
+    if (c->tls == NULL)
+        return read(c->fd, buf, want);
+    return tls_conn_recv(c->tls, buf, want);
+}
+
+/* A read said EAGAIN. A TLS read may wait for output (a post-handshake
+ * message to answer): it resumes on the socket's next EPOLLOUT. */
+static void read_blocked(struct conn *c)
+{
+    if (c->tls != NULL && tls_conn_wants_write(c->tls)) {
+        c->rd_ready = false;
+        c->tls_rd_wants_write = true;
+        return;
+    }
+    read_drained(c);
+}
+
 /* Reads c until EAGAIN, its per-pass budget, or the consumer's bound.
  * true: it stopped with bytes perhaps left (another pass at once). */
 static bool conn_read(struct peer_link *pl, struct conn *c)
@@ -1242,7 +1394,7 @@ static bool conn_read(struct peer_link *pl, struct conn *c)
             conn_fail(pl, c, PEER_ENOMEM);
             return false;
         }
-        ssize_t n = read(c->fd, c->in.data + c->in.len, want);
+        ssize_t n = conn_recv(c, c->in.data + c->in.len, want);
         if (n > 0) {
             c->in.len += (size_t)n;
             got += (size_t)n;
@@ -1251,17 +1403,19 @@ static bool conn_read(struct peer_link *pl, struct conn *c)
             else
                 c->bytes_in_early += (uint64_t)n;
             parse_frames(pl, c);
-            if ((size_t)n < want && !c->rd_hup && c->fd >= 0) {
-                read_drained(c); /* saves the read that would say EAGAIN */
+            /* a short plain read saves the read that would say EAGAIN; a
+             * TLS read is a record at most, short whatever is left */
+            if ((size_t)n < want && !c->rd_hup && c->fd >= 0 && c->tls == NULL) {
+                read_drained(c);
                 return false;
             }
         } else if (n == 0) {
             conn_fail(pl, c, PEER_LINK_ECLOSED);
         } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            read_drained(c);
+            read_blocked(c);
             return false;
         } else if (errno != EINTR) {
-            conn_fail(pl, c, -errno);
+            conn_fail(pl, c, errno == EPROTO && c->tls != NULL ? PEER_LINK_ETLS : -errno);
         }
     }
     return c->fd >= 0 && got >= READ_PASS_BYTES_MAX;
@@ -1271,7 +1425,7 @@ static bool read_links(struct peer_link *pl)
 {
     bool more = false;
     for (struct conn *c = pl->conns; c != NULL; c = c->next)
-        if (c->fd >= 0 && c->rd_ready && c->state != CONN_CONNECTING && conn_read(pl, c))
+        if (c->fd >= 0 && c->rd_ready && conn_open(c) && conn_read(pl, c))
             more = true;
     return more;
 }
@@ -1340,8 +1494,61 @@ static void consume(struct conn *c, size_t w)
     }
 }
 
+/* Tops c->tls_out up to a record's worth with the unsent bytes that follow
+ * what it holds (the HELLO's rest, then the queue's), so that small
+ * frames share a record and a system call as they share a sendmsg on a
+ * plain link. 0 or PEER_ENOMEM. */
+static int stage_output(struct conn *c)
+{
+    struct iovec iov[WRITE_IOV_MAX];
+    int n = c->tls_out.len < TLS_RECORD_MAX ? gather(c, iov) : 0;
+    size_t skip = c->tls_out.len; /* staged already: the front of the output */
+    for (int i = 0; i < n && c->tls_out.len < TLS_RECORD_MAX; i++) {
+        if (skip >= iov[i].iov_len) {
+            skip -= iov[i].iov_len;
+            continue;
+        }
+        size_t take = iov[i].iov_len - skip;
+        if (take > TLS_RECORD_MAX - c->tls_out.len)
+            take = TLS_RECORD_MAX - c->tls_out.len;
+        if (base_buf_append(&c->tls_out, (const uint8_t *)iov[i].iov_base + skip, take) != 0)
+            return PEER_ENOMEM;
+        skip = 0;
+    }
+    return 0;
+}
+
+/* conn_write over TLS: a record at a time from the staged copy; bytes
+ * count as written (consume) once the session took them. */
+static void conn_write_tls(struct peer_link *pl, struct conn *c)
+{
+    while (c->fd >= 0 && conn_has_output(c)) {
+        if (stage_output(c) != 0) {
+            conn_fail(pl, c, PEER_ENOMEM);
+            return;
+        }
+        ssize_t w = tls_conn_send(c->tls, c->tls_out.data, c->tls_out.len);
+        if (w > 0) {
+            ctr_add(&c->peer->ctr.bytes_out, (uint64_t)w);
+            consume(c, (size_t)w);
+            memmove(c->tls_out.data, c->tls_out.data + w, c->tls_out.len - (size_t)w);
+            c->tls_out.len -= (size_t)w;
+        } else if (errno == EAGAIN) {
+            c->wr_ready = false;
+            return;
+        } else {
+            conn_fail(pl, c, errno == EPROTO ? PEER_LINK_ETLS : -errno);
+            return;
+        }
+    }
+}
+
 static void conn_write(struct peer_link *pl, struct conn *c)
 {
+    if (c->tls != NULL) {
+        conn_write_tls(pl, c);
+        return;
+    }
     while (c->fd >= 0 && conn_has_output(c)) {
         struct iovec iov[WRITE_IOV_MAX];
         struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)gather(c, iov) };
@@ -1362,7 +1569,7 @@ static void conn_write(struct peer_link *pl, struct conn *c)
 static void write_links(struct peer_link *pl)
 {
     for (struct conn *c = pl->conns; c != NULL; c = c->next)
-        if (c->fd >= 0 && c->wr_ready && c->state != CONN_CONNECTING && conn_has_output(c))
+        if (c->fd >= 0 && c->wr_ready && conn_open(c) && conn_has_output(c))
             conn_write(pl, c);
 }
 
@@ -1386,6 +1593,10 @@ static void on_event(struct peer_link *pl, const struct epoll_event *ev)
         c->rd_hup = true;
     if (ev->events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
         c->wr_ready = true;
+    if ((ev->events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && c->tls_rd_wants_write) {
+        c->tls_rd_wants_write = false; /* the read that waited for output goes on */
+        c->rd_ready = true;
+    }
 }
 
 /* Blocks up to wait_ms for sockets or a kick. The producer's flush kicks
@@ -1431,6 +1642,8 @@ static int io_pass(struct peer_link *pl)
     dial_due(pl, now);
     take_out_items(pl);
     finish_connects(pl, now);
+    if (pl->cfg.tls != NULL)
+        handshakes(pl);
     bool more = read_links(pl);
     write_links(pl);
     notify_consumer(pl);
@@ -1860,6 +2073,7 @@ int peer_link_status(const struct peer_link *pl, uint32_t id, struct peer_link_p
         .ups = ctr_get(&k->ups),
         .reconnects = ctr_get(&k->reconnects),
         .out_queued_bytes = queued,
+        .tls = pl->cfg.tls != NULL,
         .last_err = atomic_load_explicit(&k->last_err, memory_order_relaxed),
     };
     return 0;
@@ -1893,6 +2107,7 @@ const char *peer_link_strerror(int err)
     case PEER_LINK_ESTOPPED: return "link stopped";
     case PEER_LINK_EREMOVED: return "server removed from the members";
     case PEER_LINK_EMOVED: return "server moved to another address";
+    case PEER_LINK_ETLS: return "TLS handshake or record failed";
     default: break;
     }
     if (err <= PEER_ENOMEM && err > PEER_ENOMEM - 100)

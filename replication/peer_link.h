@@ -85,6 +85,19 @@
  * (after the consumer's last call) closes the sockets on the owner's
  * thread.
  *
+ * TLS (cfg.tls). Each link is one TLS session: the dialler runs the client
+ * side once its connect completes (its socket bound to this server's
+ * quorum address, so that the acceptor sees the address its certificate
+ * names), the acceptor the server side from the accept on. The handshake
+ * runs non-blocking within connect_timeout_ms, as the HELLO does, and both
+ * HELLOs go inside the session, so a peer is named only by a verified
+ * certificate's end. A handshake that fails closes that one socket with one
+ * log line naming the peer (or, before its HELLO, its address) and
+ * OpenSSL's reason; a dialler backs off as after a failed connect. Frames
+ * move as records (at most 16 KiB each, written a record at a time from a
+ * copy of the front of the queue); without cfg.tls nothing of this is on
+ * the path but a pointer test.
+ *
  * Waking the consumer. The I/O thread makes peer_link_fd readable only
  * while the consumer has announced that it sleeps, the same protocol the
  * sequencer's workers follow (replication.h, seq_worker_idle_begin):
@@ -137,6 +150,7 @@ enum peer_link_err {
     PEER_LINK_ESTOPPED = -100212,   /* the link was shut down by peer_link_stop */
     PEER_LINK_EREMOVED = -100213,   /* the server left the member set (peer_link_set_members) */
     PEER_LINK_EMOVED = -100214,     /* the server's address changed (peer_link_set_members) */
+    PEER_LINK_ETLS = -100215,       /* the TLS handshake or a record failed (cfg.tls) */
 };
 
 /* Log levels for cfg.log (syslog's numbers). */
@@ -146,12 +160,20 @@ enum peer_link_log_level {
     PEER_LINK_LOG_INFO = 6,
 };
 
+#define PEER_LINK_TLS_NAME_BYTES_MAX 256u /* a server.N host as written, NUL included */
+
 struct peer_link_member {
     uint32_t id;      /* myid, 1..PEER_SERVER_ID_MAX */
     const char *host; /* quorum address: an IPv4 or IPv6 literal (no names: nothing is
                        * resolved), copied */
     uint16_t port;    /* quorum port, 1..65535 */
+    /* With cfg.tls and cfg.tls_verify_host: what the member's certificate
+     * must name when this server dials it (its server.N host as written: a
+     * name or a literal), copied; NULL or "": host */
+    const char *tls_name;
 };
+
+struct tls_ctx;
 
 struct peer_link_cfg {
     uint32_t self_id;
@@ -182,6 +204,16 @@ struct peer_link_cfg {
     uint64_t seed;           /* the backoff jitter's generator */
     /* No I/O thread: the consumer's thread does the I/O (Inline I/O above). */
     bool inline_io;
+    /* Quorum TLS (ZooKeeper's sslQuorum): NULL, plain TCP. Otherwise every
+     * link, dialled or accepted, is a TLS session on this context (tls.h;
+     * the caller's, to outlive the link), and the HELLOs and every frame
+     * after them travel inside it (see TLS below). */
+    struct tls_ctx *tls;
+    /* With tls: the dialler checks that the server's certificate names the
+     * member it dialled (tls_name; ssl.quorum.hostnameVerification). The
+     * acceptor's check of the dialler's certificate is the context's
+     * (verify_client_address). */
+    bool tls_verify_host;
     /* I/O thread: called after each batch of inbound items is queued. It
      * must not block or call back into the link; NULL: none. */
     void (*notify)(void *arg);
@@ -236,9 +268,9 @@ struct peer_link_peer_status {
     bool connected;          /* state == PEER_LINK_UP */
     int64_t up_since_ms;     /* cfg clock when the link came up; 0 while not up */
     uint64_t frames_in;      /* frames decoded after the HELLO (chunks counted each) */
-    uint64_t bytes_in;       /* bytes read from its sockets */
+    uint64_t bytes_in;       /* bytes read from its sockets (with TLS: decrypted) */
     uint64_t frames_out;     /* frames written whole */
-    uint64_t bytes_out;      /* bytes written */
+    uint64_t bytes_out;      /* bytes written (with TLS: before encryption) */
     uint64_t dropped_no_link; /* frames dropped: no established link */
     uint64_t dropped_full;   /* frames dropped: out_bytes_max reached */
     uint64_t decode_errors;  /* links closed for a bad frame from it */
@@ -246,6 +278,7 @@ struct peer_link_peer_status {
     uint64_t ups;            /* times a link to it was established */
     uint64_t reconnects;     /* ... after the first */
     uint64_t out_queued_bytes; /* encoded, not yet written (or dropped) */
+    bool tls;                /* the link is a TLS session (cfg.tls) */
     int last_err;            /* why the last link (or attempt) ended: PEER_LINK_E*,
                               * PEER_E* or -errno; 0: none yet */
 };

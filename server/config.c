@@ -136,6 +136,9 @@ struct setting {
  * are read when larchd starts). */
 #define ROW_AT(n, k, f, wheref, lo, hi) \
     { n, k, FIELD(f), NO_SET_FLAG, lo, hi, true, offsetof(struct config, wheref) }
+/* A QuorumPeerConfig key (no prefix) whose line later messages name. */
+#define ROW_KEY_AT(n, k, f, wheref) \
+    { n, k, FIELD(f), NO_SET_FLAG, 0, 0, false, offsetof(struct config, wheref) }
 #define META(n, k) { n, k, 0, 0, NO_SET_FLAG, 0, 0, false, NO_SET_FLAG }
 
 /* zoo.cfg keys. Those ZooKeeper's QuorumPeerConfig does not parse itself become
@@ -170,6 +173,34 @@ static const struct setting key_settings[] = {
     ROW_AT("ssl.clientAuth", K_CLIENT_AUTH, tls.client_auth, tls.where_client_auth, 0, 0),
     ROW("ssl.hostnameVerification", K_BOOL, tls.hostname_verification, 0, 0, true),
     ROW("ssl.clientHostnameVerification", K_BOOL, tls.client_hostname_verification, 0, 0, true),
+    /* the quorum links' (QuorumX509Util: "zookeeper.ssl.quorum.*"), the
+     * same rows over a second config_tls */
+    ROW_KEY_AT("sslQuorum", K_BOOL, ssl_quorum, where_ssl_quorum),
+    ROW_AT("ssl.quorum.keyStore.location", K_STRING, quorum_tls.key.location,
+           quorum_tls.key.where_location, 1, 0),
+    ROW_AT("ssl.quorum.keyStore.password", K_SECRET, quorum_tls.key.password,
+           quorum_tls.key.where_password, 0, 0),
+    ROW_AT("ssl.quorum.keyStore.passwordPath", K_STRING, quorum_tls.key.password_path,
+           quorum_tls.key.where_password_path, 0, 0),
+    ROW_AT("ssl.quorum.keyStore.type", K_STORE_TYPE, quorum_tls.key.type,
+           quorum_tls.key.where_type, 0, 0),
+    ROW_AT("ssl.quorum.trustStore.location", K_STRING, quorum_tls.trust.location,
+           quorum_tls.trust.where_location, 1, 0),
+    ROW_AT("ssl.quorum.trustStore.password", K_SECRET, quorum_tls.trust.password,
+           quorum_tls.trust.where_password, 0, 0),
+    ROW_AT("ssl.quorum.trustStore.passwordPath", K_STRING, quorum_tls.trust.password_path,
+           quorum_tls.trust.where_password_path, 0, 0),
+    ROW_AT("ssl.quorum.trustStore.type", K_STORE_TYPE, quorum_tls.trust.type,
+           quorum_tls.trust.where_type, 0, 0),
+    ROW("ssl.quorum.protocol", K_TLS_PROTOCOL, quorum_tls.protocol, 0, 0, true),
+    ROW("ssl.quorum.enabledProtocols", K_TLS_PROTOCOLS, quorum_tls.enabled_protocols, 0, 0, true),
+    ROW_AT("ssl.quorum.ciphersuites", K_STRING, quorum_tls.ciphersuites,
+           quorum_tls.where_ciphersuites, 1, 0),
+    ROW_AT("ssl.quorum.clientAuth", K_CLIENT_AUTH, quorum_tls.client_auth,
+           quorum_tls.where_client_auth, 0, 0),
+    ROW("ssl.quorum.hostnameVerification", K_BOOL, quorum_tls.hostname_verification, 0, 0, true),
+    ROW("ssl.quorum.clientHostnameVerification", K_BOOL, quorum_tls.client_hostname_verification,
+        0, 0, true),
     ROW_SET("minSessionTimeout", K_SESSION_TIMEOUT, min_session_timeout_ms, min_session_set, 1,
             INT32_MAX),
     ROW_SET("maxSessionTimeout", K_SESSION_TIMEOUT, max_session_timeout_ms, max_session_set, 1,
@@ -308,9 +339,23 @@ struct unhonoured_key {
 #define CNXN_CLASS "org.apache.zookeeper.server."
 
 static const struct unhonoured_key unhonoured_keys[] = {
-    { "sslQuorum", "false", NO_TLS " on the quorum links" },
-    { "sslQuorumReloadCertFiles", "false", NO_TLS " on the quorum links" },
-    { "ssl.quorum.", NULL, NO_TLS " on the quorum links" },
+    /* sslQuorum itself is a row; prefixed, ZooKeeper would set a property
+     * nothing reads, and the line surely meant the quorum to be TLS */
+    { "sslQuorum", "false", "the key is sslQuorum, without the zookeeper. prefix" },
+    { "sslQuorumReloadCertFiles", "false",
+      "larchd reads the quorum's key and trust stores once, when it starts" },
+    { "portUnification", "false", "larchd's quorum port speaks TLS only (sslQuorum=true) or "
+      "plain TCP only: no port accepting both for a rolling upgrade" },
+    /* the quorum's keys larchd does not take (those it takes are rows) */
+    { "ssl.quorum.crl", "false", "larchd does not check certificate revocation lists" },
+    { "ssl.quorum.ocsp", "false", "larchd does not check certificates by OCSP" },
+    { "ssl.quorum.allowReverseDnsLookup", "false",
+      "larchd matches a member's certificate to its address or server.N host, never a "
+      "reverse lookup" },
+    { "ssl.quorum.context.supplier.class", NULL,
+      "larchd builds its quorum TLS context from the ssl.quorum.* keys" },
+    { "ssl.quorum.handshakeDetectionTimeoutMillis", NULL, NULL },
+    { "ssl.quorum.", NULL, "larchd does not know this quorum TLS key" },
     /* the secure client port's keys larchd does not take (those it takes
      * are rows of key_settings, found first) */
     { "ssl.authProvider", "x509", "client certificates go to the x509 scheme" },
@@ -349,7 +394,8 @@ static const struct unhonoured_key unhonoured_keys[] = {
     { "observerMasterPort", NULL, "larchd's observers follow the leader, not an observer master" },
     { "metricsProvider.httpsPort", NULL, NO_TLS " for /metrics" },
     { "metricsProvider.ssl.", NULL, NO_TLS " for /metrics" },
-    /* the AdminServer over HTTPS (its keystore is ssl.quorum.*, refused above) */
+    /* the AdminServer over HTTPS (ZooKeeper's uses the ssl.quorum.* stores,
+     * which larchd takes for the quorum links only) */
     { "admin.forceHttps", "false", NO_TLS " for the AdminServer" },
     { "admin.portUnification", "false", NO_TLS " for the AdminServer" },
     { "admin.needClientAuth", "false", NO_TLS " for the AdminServer (client certificates)" },
@@ -951,6 +997,10 @@ void config_defaults(struct config *c)
     c->tls.protocol = CONFIG_TLS_1_3;   /* X509Util.DEFAULT_PROTOCOL on Java 11+ (3.9.2 on) */
     c->tls.client_auth = CONFIG_CLIENT_AUTH_NEED;
     c->tls.hostname_verification = true;
+    c->quorum_tls.protocol = CONFIG_TLS_1_3;
+    c->quorum_tls.client_auth = CONFIG_CLIENT_AUTH_NEED;
+    c->quorum_tls.hostname_verification = true;
+    c->quorum_tls.client_hostname_verification = true; /* QuorumX509Util's default */
     c->min_session_timeout_ms = -1; /* derived by config_finish */
     c->max_session_timeout_ms = -1;
     c->max_client_cnxns = 60;
@@ -1493,7 +1543,9 @@ static bool apply_keyed_family(struct config *c, const char *key, const char *va
 static void note_where(struct config *c, const struct setting *s, const char *key,
                        const struct reporter *r)
 {
-    if (strncmp(s->name, "ssl.", 4) == 0)
+    if (strncmp(s->name, "ssl.quorum.", 11) == 0)
+        c->quorum_tls.any_set = true;
+    else if (strncmp(s->name, "ssl.", 4) == 0)
         c->tls.any_set = true;
     if (s->where_offset == NO_SET_FLAG)
         return;
@@ -2091,6 +2143,54 @@ static void finish_store(struct config_store *st, const char *key, struct report
                   VALUE_ECHO_MAX, st->location, key);
 }
 
+/* One family's stores (family: "ssl." or "ssl.quorum."): their types, and
+ * the trust store that a clientAuth asking for certificates needs. */
+static void finish_tls_stores(struct config_tls *t, const char *family, struct reporter *r)
+{
+    char key[48], trust[48];
+    snprintf(key, sizeof key, "%skeyStore", family);
+    snprintf(trust, sizeof trust, "%strustStore", family);
+    finish_store(&t->key, key, r);
+    finish_store(&t->trust, trust, r);
+    if (t->client_auth != CONFIG_CLIENT_AUTH_NONE && t->trust.location[0] == '\0')
+        report_at(r, t->where_client_auth, SEV_ERROR, "%sclientAuth=%s%s asks clients for "
+                  "certificates and needs %s.location, the CAs they must chain to (or set "
+                  "%sclientAuth=none)", family,
+                  t->client_auth == CONFIG_CLIENT_AUTH_NEED ? "need" : "want",
+                  t->where_client_auth[0] ? "" : " (ZooKeeper's default)", trust, family);
+}
+
+/* sslQuorum and the ssl.quorum.* keys. Both ends of a link present a
+ * certificate and verify the other's: the dialler a server's, the acceptor
+ * (clientAuth need, ZooKeeper's default) a client's, so both stores are
+ * needed; ZooKeeper would fall back on the JVM's CAs without a trust
+ * store, which larchd does not have. */
+static void finish_quorum_tls(struct config *c, struct reporter *r)
+{
+    struct config_tls *t = &c->quorum_tls;
+    if (!c->ssl_quorum) {
+        if (t->any_set)
+            report(r, SEV_WARNING, "the ssl.quorum.* keys configure sslQuorum, which is not "
+                                   "true: they are not used");
+        return;
+    }
+    if (!config_is_distributed(c)) {
+        report_at(r, c->where_ssl_quorum, SEV_WARNING, "sslQuorum=true, and this server runs "
+                  "standalone: there are no quorum links, the ssl.quorum.* keys are not used");
+        return;
+    }
+    if (t->key.location[0] == '\0')
+        report_at(r, c->where_ssl_quorum, SEV_ERROR, "sslQuorum=true needs "
+                  "ssl.quorum.keyStore.location, this server's certificate and key");
+    if (t->trust.location[0] != '\0') {
+        finish_tls_stores(t, "ssl.quorum.", r);
+        return;
+    }
+    report_at(r, c->where_ssl_quorum, SEV_ERROR, "sslQuorum=true needs "
+              "ssl.quorum.trustStore.location, the CAs the other members' certificates chain to");
+    finish_store(&t->key, "ssl.quorum.keyStore", r);
+}
+
 /* secureClientPort and the ssl.* keys, as far as they can be checked
  * without reading the stores (larchd reads those when it starts). */
 static void finish_tls(struct config *c, struct reporter *r)
@@ -2115,14 +2215,7 @@ static void finish_tls(struct config *c, struct reporter *r)
         report(r, SEV_ERROR, "secureClientPort needs ssl.keyStore.location, the server's "
                              "certificate and key (ZooKeeper: \"Keystore is required for SSL "
                              "server\")");
-    finish_store(&t->key, "ssl.keyStore", r);
-    finish_store(&t->trust, "ssl.trustStore", r);
-    if (t->client_auth != CONFIG_CLIENT_AUTH_NONE && t->trust.location[0] == '\0')
-        report_at(r, t->where_client_auth, SEV_ERROR, "ssl.clientAuth=%s%s asks clients for "
-                  "certificates and needs ssl.trustStore.location, the CAs they must chain to "
-                  "(or set ssl.clientAuth=none)",
-                  t->client_auth == CONFIG_CLIENT_AUTH_NEED ? "need" : "want",
-                  t->where_client_auth[0] ? "" : " (ZooKeeper's default)");
+    finish_tls_stores(t, "ssl.", r);
     if (config_plain_port(c) == 0 && c->udp.port != 0)
         report(r, SEV_ERROR, "larch.udp serves reads in the clear, and this server serves "
                              "clients over TLS only (secureClientPort without clientPort)");
@@ -2164,6 +2257,7 @@ int config_finish(struct config *c, config_report_fn fn, void *arg)
     finish_budget(c, &r);
     finish_ensemble(c, &r);
     finish_tls(c, &r);
+    finish_quorum_tls(c, &r);
     if (c->dpdk[0] != '\0' && (c->udp.port == 0 || strchr(c->udp.host, ':')))
         report(&r, SEV_ERROR, "larch.dpdk (--dpdk) needs larch.udp (--udp) with an IPv4 "
                "address: the one the DPDK port answers for");
@@ -2652,6 +2746,12 @@ const char *config_usage(void)
            "  ssl.clientAuth=need               (none, want, need)\n"
            "  ssl.hostnameVerification=true     (with ssl.clientHostnameVerification=true:\n"
            "                                    a client certificate must name its address)\n"
+           "  sslQuorum=false                   (true: the links between members are TLS,\n"
+           "                                    with ssl.quorum.keyStore.*, .trustStore.*\n"
+           "                                    (both required), .protocol, .enabledProtocols,\n"
+           "                                    .ciphersuites, .clientAuth=need,\n"
+           "                                    .hostnameVerification=true and\n"
+           "                                    .clientHostnameVerification=true)\n"
            "  minSessionTimeout=-1              (-1 = 2 x tickTime)\n"
            "  maxSessionTimeout=-1              (-1 = 20 x tickTime)\n"
            "  maxClientCnxns=60\n"
@@ -2734,7 +2834,8 @@ const char *config_usage(void)
            "  tickTime / 2, election after syncLimit ticks without a leader).\n"
            "  JVM and other ZooKeeper tuning keys (jvm.*, ...) are accepted with a\n"
            "  warning and ignored. A security, TLS, SASL or quorum key larchd cannot\n"
-           "  honour (sslQuorum=true, ssl.quorum.*, ssl.crl=true, a JKS store,\n"
+           "  honour (sslQuorumReloadCertFiles=true, portUnification=true, ssl.crl=true,\n"
+           "  ssl.quorum.crl=true, a JKS store,\n"
            "  Kerberos and quorum SASL keys, admin.forceHttps=true,\n"
            "  admin.portUnification=true, admin.needClientAuth=true, ...) is an error\n"
            "  naming its line: larchd does not start rather than run without it.\n"

@@ -103,7 +103,9 @@ enum config_client_auth {
 };
 
 /* The secure client port's ssl.* keys (ZooKeeper's ClientX509Util, whose
- * properties are "zookeeper.ssl.*": accepted with or without the prefix). */
+ * properties are "zookeeper.ssl.*": accepted with or without the prefix),
+ * and, in a second copy, the quorum links' ssl.quorum.* keys
+ * (QuorumX509Util's "zookeeper.ssl.quorum.*"). */
 struct config_tls {
     struct config_store key;   /* ssl.keyStore.*: the server's chain and key */
     struct config_store trust; /* ssl.trustStore.*: the CAs of client certificates */
@@ -113,10 +115,14 @@ struct config_tls {
     char where_ciphersuites[CONFIG_WHERE_MAX];
     int32_t client_auth;       /* enum config_client_auth */
     char where_client_auth[CONFIG_WHERE_MAX];
-    /* ssl.hostnameVerification (default true) and, on the client port,
-     * ssl.clientHostnameVerification (default false): ZooKeeper checks a
-     * client certificate's address only when both are true
-     * (X509Util.isClientHostnameVerificationEnabled). */
+    /* ssl.hostnameVerification (default true) and
+     * ssl.clientHostnameVerification (default false on the client port,
+     * true on the quorum: ClientX509Util's and QuorumX509Util's
+     * shouldVerifyClientHostname): ZooKeeper checks a client certificate's
+     * address only when both are true
+     * (X509Util.isClientHostnameVerificationEnabled). On the quorum, the
+     * first also makes a dialler check the server's certificate against
+     * the server.N host it dialled. */
     bool hostname_verification;
     bool client_hostname_verification;
     bool any_set; /* some ssl.* line was read */
@@ -146,6 +152,12 @@ struct config {
     int32_t secure_client_port;
     char secure_client_port_address[256];
     struct config_tls tls;
+    /* sslQuorum (default false): the links between members are TLS, with
+     * the ssl.quorum.* keys (quorum_tls), both ends presenting and
+     * verifying certificates. */
+    bool ssl_quorum;
+    char where_ssl_quorum[CONFIG_WHERE_MAX];
+    struct config_tls quorum_tls;
     /* The x509 authentication provider (ZooKeeper's
      * X509AuthenticationProvider): registered by an authProvider.N line
      * naming it, and, as ZooKeeper's QuorumPeerConfig.configureSSLAuth

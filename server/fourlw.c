@@ -260,6 +260,7 @@ static void rep_peers(struct server *srv, const struct rep *r, const struct raft
     char k[KEY_MAX];
     for (uint32_t i = 0; peers_status(srv->peers, i, &ps) == 0; i++) {
         rep_int(r, keyf(k, sizeof k, "larch_peer_%u_connected", ps.id), ps.connected ? 1 : 0);
+        rep_int(r, keyf(k, sizeof k, "larch_peer_%u_tls", ps.id), ps.tls ? 1 : 0); /* sslQuorum */
         rep_uint(r, keyf(k, sizeof k, "larch_peer_%u_reconnects", ps.id), ps.reconnects);
         rep_uint(r, keyf(k, sizeof k, "larch_peer_%u_dropped", ps.id),
                  ps.dropped_no_link + ps.dropped_full);

@@ -173,7 +173,8 @@ static int make_sequencer(struct server *srv, struct durability_boot *boot)
     struct seq_ensemble_cfg ecfg;
     if (srv->member) {
         char err[512];
-        srv->peers = peers_new(&srv->ens, err, sizeof(err));
+        srv->peers = peers_new(&srv->ens, srv->quorum_tls,
+                               srv->cfg.quorum_tls.hostname_verification, err, sizeof(err));
         if (!srv->peers) {
             base_log(BASE_LOG_ERROR, "larchd: %s", err);
             return -1;
@@ -282,16 +283,27 @@ static struct tls_store tls_store_of(const struct config_store *st, const char *
     };
 }
 
-/* The secure client port's context: every store is read and checked here,
- * before anything is served (config_finish checked the rest). */
-static int load_tls(struct server *srv)
+/* The default names of a family's store settings, for messages about a
+ * store whose lines left no place ("ssl.quorum.keyStore.location"). */
+struct tls_names {
+    char key[64], key_password[80], trust[64], trust_password[80];
+};
+
+/* One family of ssl keys (family: "ssl." or "ssl.quorum.") loaded into a
+ * context: every store is read and checked here, before anything is
+ * served (config_finish checked the rest). NULL after logging why. */
+static struct tls_ctx *load_tls_family(const struct config_tls *t, const char *family)
 {
-    const struct config_tls *t = &srv->cfg.tls;
+    struct tls_names n;
+    snprintf(n.key, sizeof n.key, "%skeyStore.location", family);
+    snprintf(n.key_password, sizeof n.key_password, "%skeyStore.password (unset)", family);
+    snprintf(n.trust, sizeof n.trust, "%strustStore.location", family);
+    snprintf(n.trust_password, sizeof n.trust_password, "%strustStore.password (unset)",
+             family);
     uint32_t protos = t->enabled_protocols ? t->enabled_protocols : t->protocol;
     struct tls_settings s = {
-        .key = tls_store_of(&t->key, "ssl.keyStore.location", "ssl.keyStore.password (unset)"),
-        .trust = tls_store_of(&t->trust, "ssl.trustStore.location",
-                              "ssl.trustStore.password (unset)"),
+        .key = tls_store_of(&t->key, n.key, n.key_password),
+        .trust = tls_store_of(&t->trust, n.trust, n.trust_password),
         .protocols = ((protos & CONFIG_TLS_1_2) ? TLS_PROTO_1_2 : 0) |
                      ((protos & CONFIG_TLS_1_3) ? TLS_PROTO_1_3 : 0),
         .ciphers = t->ciphersuites,
@@ -302,18 +314,29 @@ static int load_tls(struct server *srv)
         .verify_client_address = t->hostname_verification && t->client_hostname_verification,
     };
     char err[TLS_MSG_MAX];
-    srv->tls = tls_ctx_new(&s, err, sizeof err);
-    if (!srv->tls) {
+    struct tls_ctx *ctx = tls_ctx_new(&s, err, sizeof err);
+    if (!ctx)
         base_log(BASE_LOG_ERROR, "larchd: error: %s", err);
+    return ctx;
+}
+
+/* The secure client port's context and, with sslQuorum=true in an
+ * ensemble, the quorum links' (one context: they accept and dial). */
+static int load_tls(struct server *srv)
+{
+    const struct config *c = &srv->cfg;
+    if (c->secure_client_port != 0 && !(srv->tls = load_tls_family(&c->tls, "ssl.")))
         return -1;
-    }
+    if (config_is_distributed(c) && c->ssl_quorum &&
+        !(srv->quorum_tls = load_tls_family(&c->quorum_tls, "ssl.quorum.")))
+        return -1;
     return 0;
 }
 
 static int start(struct server *srv)
 {
     struct config *c = &srv->cfg;
-    if (c->secure_client_port != 0 && load_tls(srv) != 0)
+    if (load_tls(srv) != 0)
         return -1;
     srv->tree = tree_new();
     if (!srv->tree) {
@@ -432,6 +455,8 @@ static void stop(struct server *srv)
     srv->config_node = NULL;
     seq_free(srv->seq);
     peers_free(srv->peers); /* after the sequencer: its driver sent through it */
+    tls_ctx_free(srv->quorum_tls); /* after the link: its sessions were of it */
+    srv->quorum_tls = NULL;
     durability_free(srv->dur); /* after the sequencer: it used the log */
     if (srv->st)
         storage_destroy(srv->st);

@@ -257,7 +257,8 @@ static void ops_membership(void *arg, const struct raft_config *c)
             member_addr(p, srv, &addr) != 0)
             continue;
         m[n++] = (struct peer_link_member){ .id = (uint32_t)srv->id, .host = addr,
-                                            .port = (uint16_t)srv->quorum_port };
+                                            .port = (uint16_t)srv->quorum_port,
+                                            .tls_name = p->addr[srv->id].host };
     }
     if (links_set(p, m, n) == 0)
         p->dynamic = true;
@@ -311,7 +312,8 @@ static int resolve(const char *host, char *out, size_t len, char *err, size_t er
     return 0;
 }
 
-struct peers *peers_new(const struct config_ensemble *ens, char *err, size_t errlen)
+struct peers *peers_new(const struct config_ensemble *ens, struct tls_ctx *tls,
+                        bool tls_verify_host, char *err, size_t errlen)
 {
     struct peers *p = calloc(1, sizeof *p);
     if (!p) {
@@ -331,7 +333,8 @@ struct peers *peers_new(const struct config_ensemble *ens, char *err, size_t err
         }
         snprintf(r->host, sizeof r->host, "%s", m->host);
         members[i] = (struct peer_link_member){ .id = m->id, .host = r->addr,
-                                                .port = (uint16_t)m->quorum_port };
+                                                .port = (uint16_t)m->quorum_port,
+                                                .tls_name = r->host };
         if (m->id == ens->self_id)
             continue;
         p->ids[p->n++] = m->id; /* ens->members is in id order */
@@ -350,6 +353,8 @@ struct peers *peers_new(const struct config_ensemble *ens, char *err, size_t err
         .n_members = ens->n_members,
         .seed = seed,
         .inline_io = true,
+        .tls = tls,
+        .tls_verify_host = tls_verify_host,
         .notify = notify_sequencer,
         .notify_arg = p,
         /* a link is given up on, and redialled, within an election timeout */

@@ -42,6 +42,7 @@ struct server {
     int64_t config_node_mtime;
     struct ldp *ldp;   /* the UDP path on a DPDK port (dpdk/dpdk.h), NULL: none */
     struct tls_ctx *tls; /* the secure client port's (tls/tls.h), NULL: none */
+    struct tls_ctx *quorum_tls; /* the quorum links' (sslQuorum), NULL: plain */
     struct http *metrics; /* /metrics (metricsProvider.*), NULL: off */
     /* ZooKeeper's text trace mask (ZooTrace): stmk sets it, gtmk reads it,
      * on any worker. larchd has no trace log for it to select from, so it
@@ -58,8 +59,12 @@ struct server {
 /* ---- the peer link as the sequencer's transport (peers.c) --------------- */
 struct peers;
 /* Resolves the members' quorum hosts and binds this server's quorum
- * address (so a taken port fails here, with a message in err). */
-struct peers *peers_new(const struct config_ensemble *ens, char *err, size_t errlen);
+ * address (so a taken port fails here, with a message in err). tls: the
+ * quorum links' context (sslQuorum; NULL: plain), borrowed, to be freed
+ * after peers_free; tls_verify_host: a dialled member's certificate must
+ * name its server.N host (ssl.quorum.hostnameVerification). */
+struct peers *peers_new(const struct config_ensemble *ens, struct tls_ctx *tls,
+                        bool tls_verify_host, char *err, size_t errlen);
 const struct seq_peer_ops *peers_ops(void);
 /* The sequencer the link wakes (before peers_start). */
 void peers_attach(struct peers *p, struct seq *s);

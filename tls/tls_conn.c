@@ -1,5 +1,6 @@
 /*
- * tls_conn.c — one server-side TLS session over a non-blocking socket.
+ * tls_conn.c — one TLS session over a non-blocking socket: the server's
+ * side (tls_conn_new) or the dialler's (tls_conn_new_client).
  *
  * OpenSSL reads and writes the socket itself (a socket BIO, no read-ahead),
  * so the kernel keeps every byte not yet asked for and a level-triggered
@@ -9,6 +10,7 @@
  */
 #include "tls/tls_int.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +53,50 @@ struct tls_conn *tls_conn_new(struct tls_ctx *ctx, int fd, const char *peer_ip)
         return NULL;
     }
     SSL_set_accept_state(t->ssl);
+    return t;
+}
+
+/* Whether host is an IPv4 or IPv6 literal (which SNI may not carry, and
+ * which a certificate names in an iPAddress entry). */
+static bool is_ip_literal(const char *host)
+{
+    unsigned char addr[16];
+    return inet_pton(AF_INET, host, addr) == 1 || inet_pton(AF_INET6, host, addr) == 1;
+}
+
+/* The dialler's checks on the server's certificate: its chain, always
+ * (whatever the context's rule for client certificates), and the name,
+ * when one is expected. */
+static bool expect_server(SSL *ssl, const char *host)
+{
+    SSL_set_verify(ssl, SSL_VERIFY_PEER, NULL);
+    if (host == NULL || host[0] == '\0')
+        return true;
+    X509_VERIFY_PARAM *param = SSL_get0_param(ssl);
+    if (is_ip_literal(host))
+        return X509_VERIFY_PARAM_set1_ip_asc(param, host) == 1;
+    /* a name: its DNS subjectAltNames, or the CN when it has none
+     * (OpenSSL's default, as Java's HostnameChecker); SNI names it too,
+     * as Java's SSLSocket does for a host name */
+    return X509_VERIFY_PARAM_set1_host(param, host, 0) == 1 &&
+           SSL_set_tlsext_host_name(ssl, host) == 1;
+}
+
+struct tls_conn *tls_conn_new_client(struct tls_ctx *ctx, int fd, const char *expected_host)
+{
+    struct tls_conn *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return NULL;
+    ERR_clear_error();
+    t->ssl = SSL_new(ctx->ssl);
+    if (t->ssl == NULL || SSL_set_fd(t->ssl, fd) != 1 || !expect_server(t->ssl, expected_host)) {
+        SSL_free(t->ssl);
+        free(t);
+        ERR_clear_error();
+        return NULL;
+    }
+    SSL_set_connect_state(t->ssl);
+    t->wants_write = true; /* the ClientHello goes first */
     return t;
 }
 
@@ -104,20 +150,39 @@ static ssize_t io_result(struct tls_conn *t, int rc, bool reading)
     }
 }
 
+/* The handshake's next step, the queue and errno cleared first. */
+static int handshake_step(struct tls_conn *t)
+{
+    ERR_clear_error(); /* SSL_get_error reads the queue: nothing stale may be on it */
+    errno = 0;
+    if (t->established)
+        return 1;
+    int rc = SSL_do_handshake(t->ssl);
+    if (rc != 1)
+        return (int)io_result(t, rc, true);
+    t->established = true;
+    t->wants_write = false;
+    return 1;
+}
+
+int tls_conn_handshake(struct tls_conn *t)
+{
+    if (t->failed) {
+        errno = EPROTO;
+        return -1;
+    }
+    return handshake_step(t);
+}
+
 ssize_t tls_conn_recv(struct tls_conn *t, void *buf, size_t len)
 {
     if (t->failed) {
         errno = EPROTO;
         return -1;
     }
-    ERR_clear_error(); /* SSL_get_error reads the queue: nothing stale may be on it */
-    errno = 0;
-    if (!t->established) {
-        int rc = SSL_do_handshake(t->ssl);
-        if (rc != 1)
-            return io_result(t, rc, true);
-        t->established = true;
-    }
+    int hs = handshake_step(t);
+    if (hs != 1)
+        return hs;
     size_t got = 0;
     int rc = SSL_read_ex(t->ssl, buf, len, &got);
     if (rc == 1) {

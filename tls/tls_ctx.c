@@ -1,8 +1,9 @@
 /*
- * tls_ctx.c — the server context: key store, trust store, protocols, cipher
+ * tls_ctx.c — the context: key store, trust store, protocols, cipher
  * suites and the client-certificate rule, loaded and checked once, at
  * startup, as ZooKeeper's ClientX509Util.createNettySslContextForServer
- * builds its SslContext.
+ * builds its SslContext (and QuorumX509Util its quorum sockets' context,
+ * which also dials: the same certificate is presented either way).
  *
  * Every failure is reported as "<where the setting is>: <file>: <problem>",
  * so that the operator sees which line of which zoo.cfg names which file.
@@ -575,7 +576,8 @@ struct tls_ctx *tls_ctx_new(const struct tls_settings *s, char *err, size_t errl
         return NULL;
     }
     struct tls_ctx *t = calloc(1, sizeof *t);
-    if (t == NULL || (t->ssl = SSL_CTX_new(TLS_server_method())) == NULL) {
+    /* either role: the quorum links accept and dial on one context */
+    if (t == NULL || (t->ssl = SSL_CTX_new(TLS_method())) == NULL) {
         fail(err, errlen, "out of memory");
         free(t);
         return NULL;

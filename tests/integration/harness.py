@@ -1120,12 +1120,17 @@ class Ensemble:
     each one's zoo.cfg names the members and itself, the members' name only
     the members, as a server about to join by reconfig is set up. `ids` is
     every server, `members` the first n.
+
+    quorum_hosts={sid: "127.0.0.2", ...} puts members' quorum ports on their
+    own loopback addresses (the server.N hosts; clients stay on HOST), as
+    quorum TLS needs for certificates that name each member's address.
     """
 
     def __init__(self, n=3, binary=None, tick_ms=100, sync_limit=5, cfg_lines=(),
                  session_timeout_ms=None, observers=0, proxied=False, spares=0,
-                 dynamic_file=False, member_lines=None):
+                 dynamic_file=False, member_lines=None, quorum_hosts=None):
         self.n = n
+        self.quorum_hosts = quorum_hosts or {}
         self.member_lines = member_lines  # sid -> zoo.cfg lines of that member only
         self.spares = spares
         self.dynamic_file = dynamic_file  # server.N lines in <dir>/zoo.cfg.dynamic
@@ -1163,9 +1168,13 @@ class Ensemble:
     def server_line(self, sid, other):
         """server.N=... for other as sid's zoo.cfg names it."""
         role = ":observer" if self.n - self.observers < other <= self.n else ":participant"
-        return "server.%d=%s:%d:%d%s;%s:%d" % (other, HOST, self.peer_port(sid, other),
+        return "server.%d=%s:%d:%d%s;%s:%d" % (other, self.quorum_host(other),
+                                              self.peer_port(sid, other),
                                               self.election_ports[other], role, HOST,
                                               self.client_ports[other])
+
+    def quorum_host(self, sid):
+        return self.quorum_hosts.get(sid, HOST)
 
     def hosts(self, ids=None):
         return ",".join("%s:%d" % (HOST, self.client_ports[i]) for i in (ids or self.ids))
@@ -1233,7 +1242,8 @@ class Ensemble:
                 lines.append(self.server_line(sid, other))
                 continue
             role = ":observer" if other > self.n - self.observers else ""
-            lines.append("server.%d=%s:%d:%d%s" % (other, HOST, self.peer_port(sid, other),
+            lines.append("server.%d=%s:%d:%d%s" % (other, self.quorum_host(other),
+                                                   self.peer_port(sid, other),
                                                    self.election_ports[other], role))
         if self.n - self.observers < sid <= self.n:
             lines.append("peerType=observer")

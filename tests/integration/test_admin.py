@@ -407,7 +407,7 @@ class AdminServerConfigTest(unittest.TestCase):
         rc, err, cfg = self.run_larchd(["admin.enableServer=true", "admin.forceHttps=true",
                                         "zookeeper.admin.portUnification=true",
                                         "admin.needClientAuth=true",
-                                        "ssl.quorum.keyStore.location=/etc/k.jks",
+                                        "ssl.quorum.keyStore.type=JKS",
                                         "admin.snapshot.enabled=true"])
         self.assertNotEqual(rc, 0)
         self.assertIn("%s:4: admin.forceHttps='true' cannot be honoured: larchd has no TLS "
@@ -415,7 +415,8 @@ class AdminServerConfigTest(unittest.TestCase):
         self.assertIn("%s:5: zookeeper.admin.portUnification='true' cannot be honoured" % cfg,
                       err)
         self.assertIn("%s:6: admin.needClientAuth='true' cannot be honoured" % cfg, err)
-        self.assertIn("%s:7: key 'ssl.quorum.keyStore.location' cannot be honoured" % cfg, err)
+        self.assertIn("%s:7: ssl.quorum.keyStore.type: larchd cannot read Java keystores" % cfg,
+                      err)
         self.assertIn("%s:8: admin.snapshot.enabled='true' cannot be honoured" % cfg, err)
 
     def test_taken_port_stops_larchd(self):

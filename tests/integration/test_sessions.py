@@ -249,7 +249,7 @@ class RefusedConfigTest(unittest.TestCase):
         d = tempfile.mkdtemp(prefix="larch-it-refused-")
         cfg = os.path.join(d, "zoo.cfg")
         with open(cfg, "w") as f:
-            f.write("tickTime=2000\nsslQuorum=true\n"
+            f.write("tickTime=2000\nsslQuorumReloadCertFiles=true\n"
                     "authProvider.1=com.example.KerberosAuthenticationProvider\n"
                     "allowSaslFailedClients=true\nclientPortAddress=127.0.0.1\n")
         try:
@@ -260,7 +260,7 @@ class RefusedConfigTest(unittest.TestCase):
             os.rmdir(d)
         err = p.stderr.decode()
         self.assertNotEqual(p.returncode, 0, err)
-        for line, key in ((2, "sslQuorum"), (3, "authProvider.1"),
+        for line, key in ((2, "sslQuorumReloadCertFiles"), (3, "authProvider.1"),
                           (4, "allowSaslFailedClients")):
             self.assertIn("%s:%d: %s=" % (cfg, line, key), err)
             self.assertIn("cannot be honoured", err)

@@ -495,9 +495,9 @@ static void test_unhonoured_keys_refused(void **state)
 {
     struct config c;
     struct msgs m;
-    const char *cfg = "ssl.quorum.keyStore.location=/k.pem\n"
+    const char *cfg = "ssl.quorum.crl=true\n"
                       "zookeeper.ssl.crl=true\n"
-                      "sslQuorum=true\n"
+                      "sslQuorumReloadCertFiles=true\n"
                       "authProvider.9=com.example.KerberosAuthenticationProvider\n"
                       "kerberos.removeHostFromPrincipal=true\n"
                       "quorum.auth.enableSasl=true\n"
@@ -510,13 +510,13 @@ static void test_unhonoured_keys_refused(void **state)
         dump_msgs(&m);
     assert_int_equal(m.errors, 10);
     assert_int_equal(m.warnings, 0);
-    assert_true(has_msg(&m, 1, "zoo.cfg:1: key 'ssl.quorum.keyStore.location' cannot be "
-                               "honoured: larchd has no TLS on the quorum links (remove the line "
-                               "to run without it)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:1: ssl.quorum.crl='true' cannot be honoured: larchd "
+                               "does not check certificate revocation lists (accepted: false)"));
     assert_true(has_msg(&m, 1, "zoo.cfg:2: zookeeper.ssl.crl='true' cannot be honoured: larchd "
                                "does not check certificate revocation lists (accepted: false)"));
-    assert_true(has_msg(&m, 1, "zoo.cfg:3: sslQuorum='true' cannot be honoured: larchd has no TLS "
-                               "on the quorum links (accepted: false)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:3: sslQuorumReloadCertFiles='true' cannot be honoured: "
+                               "larchd reads the quorum's key and trust stores once, when it "
+                               "starts (accepted: false)"));
     assert_true(has_msg(&m, 1, "zoo.cfg:4: authProvider.9='com.example.KerberosAuthenticationProvider' "
                                "cannot be honoured: larchd's authentication providers are digest "
                                "and ip, built in, sasl and x509 (accepted: "
@@ -762,7 +762,7 @@ static void test_admin_server_keys(void **state)
                                    "admin.snapshot.enabled=true\n"
                                    "admin.restore.enabled=true\n"
                                    "admin.httpVersion=20\n"
-                                   "ssl.quorum.keyStore.location=/k.jks\n"
+                                   "ssl.quorum.keyStore.type=JKS\n"
                                    "admin.serverPort=65536\n"
                                    "admin.commandURL=commands\n"
                                    "admin.commandURL=/commands/\n"
@@ -786,9 +786,10 @@ static void test_admin_server_keys(void **state)
                                "larchd's AdminServer does not serve restore (accepted: false)"));
     assert_true(has_msg(&m, 1, "zoo.cfg:6: admin.httpVersion='20' cannot be honoured: larchd's "
                                "AdminServer speaks HTTP/1.1 only (accepted: 11)"));
-    assert_true(has_msg(&m, 1, "zoo.cfg:7: key 'ssl.quorum.keyStore.location' cannot be "
-                               "honoured: larchd has no TLS on the quorum links (remove the line "
-                               "to run without it)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:7: ssl.quorum.keyStore.type: larchd cannot read Java "
+                               "keystores (JKS): convert it to PKCS12 (keytool -importkeystore "
+                               "-srckeystore F.jks -destkeystore F.p12 -deststoretype PKCS12) "
+                               "or PEM"));
     assert_true(has_msg(&m, 1, "zoo.cfg:9: admin.commandURL: 'commands' is not a URL path "
                                "larchd serves ('/' then letters, digits, '-', '.', '_', '~' or "
                                "'/', not ending in '/')"));
@@ -1434,6 +1435,142 @@ static void test_tls_keys(void **state)
     assert_int_equal(c.tls.enabled_protocols, 0);
     assert_int_equal(c.tls.key.type, CONFIG_STORE_PKCS12);
     assert_string_equal(c.secure_client_port_address, "127.0.0.1");
+}
+
+#define ENSEMBLE_LINES "dataDir=/var/lib/zk\ninitLimit=5\nsyncLimit=2\n" \
+                       "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\n"
+
+/* sslQuorum and every ssl.quorum.* key, with and without the zookeeper.
+ * prefix, into their own config_tls; QuorumX509Util's defaults. */
+static void test_quorum_tls_keys(void **state)
+{
+    struct config c;
+    struct msgs m;
+    const char *cfg = ENSEMBLE_LINES
+                      "sslQuorum=true\n"                                       /* 6 */
+                      "ssl.quorum.keyStore.location=/etc/zk/member.p12\n"
+                      "zookeeper.ssl.quorum.keyStore.password=k3y\n"
+                      "ssl.quorum.keyStore.passwordPath=/etc/zk/key.pass\n"
+                      "ssl.quorum.keyStore.type=PKCS12\n"                      /* 10 */
+                      "zookeeper.ssl.quorum.trustStore.location=/etc/zk/ca.pem\n"
+                      "ssl.quorum.trustStore.password=tru5t\n"
+                      "ssl.quorum.trustStore.passwordPath=/etc/zk/trust.pass\n"
+                      "ssl.quorum.trustStore.type=pem\n"
+                      "ssl.quorum.protocol=TLSv1.2\n"                           /* 15 */
+                      "zookeeper.ssl.quorum.enabledProtocols=TLSv1.3,TLSv1.2\n"
+                      "ssl.quorum.ciphersuites=TLS_AES_256_GCM_SHA384\n"
+                      "ssl.quorum.clientAuth=want\n"
+                      "ssl.quorum.hostnameVerification=false\n"
+                      "zookeeper.ssl.quorum.clientHostnameVerification=false\n" /* 20 */
+                      "ssl.quorum.handshakeDetectionTimeoutMillis=5000\n";
+    assert_int_equal(parse(&c, &m, cfg), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_int_equal(m.errors, 0);
+    assert_true(c.ssl_quorum);
+    assert_string_equal(c.where_ssl_quorum, "zoo.cfg:6: sslQuorum");
+    const struct config_tls *q = &c.quorum_tls;
+    assert_string_equal(q->key.location, "/etc/zk/member.p12");
+    assert_string_equal(q->key.password, "k3y");
+    assert_string_equal(q->key.password_path, "/etc/zk/key.pass");
+    assert_int_equal(q->key.type, CONFIG_STORE_PKCS12);
+    assert_string_equal(q->key.where_password, "zoo.cfg:8: zookeeper.ssl.quorum.keyStore.password");
+    assert_string_equal(q->trust.location, "/etc/zk/ca.pem");
+    assert_string_equal(q->trust.where_location,
+                        "zoo.cfg:11: zookeeper.ssl.quorum.trustStore.location");
+    assert_string_equal(q->trust.password, "tru5t");
+    assert_string_equal(q->trust.password_path, "/etc/zk/trust.pass");
+    assert_int_equal(q->trust.type, CONFIG_STORE_PEM);
+    assert_int_equal(q->protocol, CONFIG_TLS_1_2);
+    assert_int_equal(q->enabled_protocols, CONFIG_TLS_1_2 | CONFIG_TLS_1_3);
+    assert_string_equal(q->ciphersuites, "TLS_AES_256_GCM_SHA384");
+    assert_int_equal(q->client_auth, CONFIG_CLIENT_AUTH_WANT);
+    assert_false(q->hostname_verification);
+    assert_false(q->client_hostname_verification);
+    assert_false(c.tls.any_set); /* the client port's keys are apart */
+    assert_string_equal(c.tls.key.location, "");
+    assert_true(has_msg(&m, 0, "zoo.cfg:21: key 'ssl.quorum.handshakeDetectionTimeoutMillis' is "
+                               "not used by larchd (standalone)"));
+
+    /* defaults: need, both verifications on, TLSv1.3, types from the names */
+    assert_int_equal(parse(&c, &m, ENSEMBLE_LINES "sslQuorum=true\n"
+                                   "ssl.quorum.keyStore.location=/k.pem\n"
+                                   "ssl.quorum.trustStore.location=/t.p12\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_int_equal(c.quorum_tls.client_auth, CONFIG_CLIENT_AUTH_NEED);
+    assert_true(c.quorum_tls.hostname_verification);
+    assert_true(c.quorum_tls.client_hostname_verification);
+    assert_int_equal(c.quorum_tls.protocol, CONFIG_TLS_1_3);
+    assert_int_equal(c.quorum_tls.key.type, CONFIG_STORE_PEM);
+    assert_int_equal(c.quorum_tls.trust.type, CONFIG_STORE_PKCS12);
+}
+
+/* What sslQuorum=true cannot do without, and what larchd does not take. */
+static void test_quorum_tls_refusals(void **state)
+{
+    struct config c;
+    struct msgs m;
+    assert_int_equal(parse(&c, &m, ENSEMBLE_LINES "sslQuorum=true\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), -1);
+    if (m.errors != 2)
+        dump_msgs(&m);
+    assert_int_equal(m.errors, 2);
+    assert_true(has_msg(&m, 1, "zoo.cfg:6: sslQuorum: sslQuorum=true needs "
+                               "ssl.quorum.keyStore.location, this server's certificate and key"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:6: sslQuorum: sslQuorum=true needs "
+                               "ssl.quorum.trustStore.location, the CAs the other members' "
+                               "certificates chain to"));
+    /* Java's stores, by type or by name, each at its line */
+    assert_int_equal(parse(&c, &m, ENSEMBLE_LINES "sslQuorum=true\n"
+                                   "ssl.quorum.keyStore.location=/etc/zk/member.jks\n"
+                                   "ssl.quorum.trustStore.location=/etc/zk/ca.pem\n"
+                                   "ssl.quorum.trustStore.type=BCFKS\n"), -1);
+    assert_true(has_msg(&m, 1, "zoo.cfg:9: ssl.quorum.trustStore.type: larchd cannot read "
+                               "BouncyCastle FIPS keystores (BCFKS): convert it to PKCS12 or PEM"));
+    assert_int_equal(config_finish(&c, collect, &m), -1);
+    assert_true(has_msg(&m, 1, "zoo.cfg:7: ssl.quorum.keyStore.location: '/etc/zk/member.jks' "
+                               "is a Java keystore (JKS, by its name), which larchd cannot read: "
+                               "convert it to PKCS12 or PEM (and set ssl.quorum.keyStore.type if "
+                               "its name does not end in .p12 or .pem)"));
+    /* clientAuth needs a trust store, named for the quorum's family */
+    assert_int_equal(parse(&c, &m, "sslQuorumReloadCertFiles=true\n"
+                                   "portUnification=true\n"
+                                   "zookeeper.sslQuorum=true\n"
+                                   "ssl.quorum.ocsp=true\n"
+                                   "ssl.quorum.context.supplier.class=com.example.Ctx\n"
+                                   "ssl.quorum.frobnicate=1\n"
+                                   "portUnification=false\n"
+                                   "sslQuorumReloadCertFiles=false\n"
+                                   "sslQuorum=false\n"), -1);
+    if (m.errors != 6)
+        dump_msgs(&m);
+    assert_int_equal(m.errors, 6);
+    assert_true(has_msg(&m, 1, "zoo.cfg:1: sslQuorumReloadCertFiles='true' cannot be honoured: "
+                               "larchd reads the quorum's key and trust stores once, when it "
+                               "starts (accepted: false)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:2: portUnification='true' cannot be honoured: larchd's "
+                               "quorum port speaks TLS only (sslQuorum=true) or plain TCP only: "
+                               "no port accepting both for a rolling upgrade (accepted: false)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:3: zookeeper.sslQuorum='true' cannot be honoured: the "
+                               "key is sslQuorum, without the zookeeper. prefix (accepted: "
+                               "false)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:4: ssl.quorum.ocsp='true' cannot be honoured: larchd "
+                               "does not check certificates by OCSP (accepted: false)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:5: key 'ssl.quorum.context.supplier.class' cannot be "
+                               "honoured: larchd builds its quorum TLS context from the "
+                               "ssl.quorum.* keys (remove the line to run without it)"));
+    assert_true(has_msg(&m, 1, "zoo.cfg:6: key 'ssl.quorum.frobnicate' cannot be honoured: "
+                               "larchd does not know this quorum TLS key (remove the line to "
+                               "run without it)"));
+    /* unused: without sslQuorum=true, and on a standalone server */
+    assert_int_equal(parse(&c, &m, "ssl.quorum.keyStore.location=/k.pem\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_true(has_msg(&m, 0, "larchd: the ssl.quorum.* keys configure sslQuorum, which is not "
+                               "true: they are not used"));
+    assert_int_equal(parse(&c, &m, "sslQuorum=true\n"), 0);
+    assert_int_equal(config_finish(&c, collect, &m), 0);
+    assert_true(has_msg(&m, 0, "zoo.cfg:1: sslQuorum: sslQuorum=true, and this server runs "
+                               "standalone: there are no quorum links, the ssl.quorum.* keys "
+                               "are not used"));
 }
 
 /* Without a clientPort line the plain port is off, as ZooKeeper opens no
@@ -2241,6 +2378,8 @@ int main(void)
         cmocka_unit_test(test_metrics_provider_keys),
         cmocka_unit_test(test_admin_server_keys),
         cmocka_unit_test(test_tls_keys),
+        cmocka_unit_test(test_quorum_tls_keys),
+        cmocka_unit_test(test_quorum_tls_refusals),
         cmocka_unit_test(test_tls_secure_only),
         cmocka_unit_test(test_tls_refusals),
         cmocka_unit_test(test_tls_finish_rules),

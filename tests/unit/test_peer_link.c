@@ -34,6 +34,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,8 @@
 #include <unistd.h>
 
 #include "replication/peer_link.h"
+#include "tls/tls.h"
+#include "tls_pki.h"
 
 #define CLUSTER 0x6c61726368303031ull
 #define DEADLINE_MS 10000
@@ -360,10 +363,19 @@ static int inline_teardown(void **state)
     return 0;
 }
 
+/* Set by the test_tls_* tests: every link they make is a TLS one on this
+ * context (tls_pki.h's peer.pem, which names every test address), but
+ * node i's with g_tls_of[i] (when set) or plain with g_plain_of[i]. */
+static struct tls_ctx *g_tls;
+static struct tls_ctx *g_tls_of[NODES_MAX];
+static bool g_plain_of[NODES_MAX];
+
 static struct peer_link_cfg base_cfg(void)
 {
     return (struct peer_link_cfg){
         .inline_io = g_inline,
+        .tls = g_tls,
+        .tls_verify_host = g_tls != NULL,
         .cluster_id = CLUSTER,
         .backoff_min_ms = 20,
         .backoff_max_ms = 200,
@@ -382,6 +394,10 @@ static void node_cfg(struct cluster *cl, uint32_t i)
     nd->cfg.seed = cl->tmpl.seed + i;
     nd->cfg.log = cap_log;
     nd->cfg.log_arg = &nd->log;
+    if (g_tls_of[i] != NULL)
+        nd->cfg.tls = g_tls_of[i];
+    if (g_plain_of[i])
+        nd->cfg.tls = NULL;
 }
 
 /* n servers, ids 1..n, on 127.0.0.(first_host + i), from tmpl; started.
@@ -400,7 +416,7 @@ static void cluster_start_known(struct cluster *cl, uint32_t n, int first_host,
         nd->id = i + 1;
         snprintf(nd->host, sizeof nd->host, "127.0.0.%d", first_host + (int)i);
         cap_init(&nd->log);
-        cl->members[i] = (struct peer_link_member){ nd->id, nd->host, 0 };
+        cl->members[i] = (struct peer_link_member){ .id = nd->id, .host = nd->host, .port = 0 };
     }
     for (int attempt = 0;; attempt++) {
         assert_true(attempt < 10);
@@ -1194,8 +1210,8 @@ static void start_lone_server2(struct cluster *cl, const struct peer_link_cfg *c
     nd->id = 2;
     snprintf(nd->host, sizeof nd->host, "127.0.0.7");
     cap_init(&nd->log);
-    cl->members[0] = (struct peer_link_member){ 2, nd->host, 0 };
-    cl->members[1] = (struct peer_link_member){ 1, "127.0.0.8", fake_port };
+    cl->members[0] = (struct peer_link_member){ .id = 2, .host = nd->host, .port = 0 };
+    cl->members[1] = (struct peer_link_member){ .id = 1, .host = "127.0.0.8", .port = fake_port };
     for (int attempt = 0; nd->pl == NULL; attempt++) {
         assert_true(attempt < 10);
         cl->members[0].port = free_port(nd->host);
@@ -1430,7 +1446,8 @@ static void test_lifecycle_without_peers(void **state)
     struct logcap log;
     cap_init(&log);
     char err[256];
-    struct peer_link_member self = { 1, "127.0.0.6", free_port("127.0.0.6") };
+    struct peer_link_member self = { .id = 1, .host = "127.0.0.6",
+                                     .port = free_port("127.0.0.6") };
     struct peer_link_cfg cfg = base_cfg();
     cfg.self_id = 1;
     cfg.members = &self;
@@ -1462,7 +1479,8 @@ static void test_port_taken(void **state)
     cap_init(&log);
     uint16_t port = free_port("127.0.0.6");
     int lfd = raw_listen("127.0.0.6", port, 4);
-    struct peer_link_member m[2] = { { 1, "127.0.0.6", port }, { 2, "127.0.0.7", 9 } };
+    struct peer_link_member m[2] = { { .id = 1, .host = "127.0.0.6", .port = port },
+                                     { .id = 2, .host = "127.0.0.7", .port = 9 } };
     struct peer_link_cfg cfg = base_cfg();
     cfg.self_id = 1;
     cfg.members = m;
@@ -1497,8 +1515,9 @@ static void test_bad_configs(void **state)
     (void)state;
     struct logcap log;
     cap_init(&log);
-    struct peer_link_member m[3] = { { 1, "127.0.0.6", 2888 }, { 2, "127.0.0.7", 2888 },
-                                     { 3, "::1", 2888 } };
+    struct peer_link_member m[3] = { { .id = 1, .host = "127.0.0.6", .port = 2888 },
+                                     { .id = 2, .host = "127.0.0.7", .port = 2888 },
+                                     { .id = 3, .host = "::1", .port = 2888 } };
     struct peer_link_cfg cfg = base_cfg();
     cfg.self_id = 1;
     cfg.members = m;
@@ -1882,7 +1901,8 @@ static void test_members_address_change(void **state)
     cluster_start(&cl, 2, 2, &cfg);
     pump_until(&cl, all_up, NULL, "the link 1-2");
     uint64_t connects = status_of(&cl.nodes[1], 1).connects;
-    struct peer_link_member moved = { 1, "127.0.0.4", free_port("127.0.0.4") };
+    struct peer_link_member moved = { .id = 1, .host = "127.0.0.4",
+                                      .port = free_port("127.0.0.4") };
     char err[256] = "";
     assert_int_equal(peer_link_set_members(cl.nodes[1].pl, &moved, 1, err, sizeof err), 0);
     struct dialled d = { 1, 1, connects + 2 };
@@ -1958,7 +1978,8 @@ static void test_members_bad_sets(void **state)
     expect_bad_set(pl, m, 3, "share the address");
     m[2] = keep2;
     for (uint32_t i = 0; i <= PEER_LINK_MEMBERS_MAX; i++)
-        m[i] = (struct peer_link_member){ 10 + i, "127.0.0.9", (uint16_t)(1000 + i) };
+        m[i] = (struct peer_link_member){ .id = 10 + i, .host = "127.0.0.9",
+                                          .port = (uint16_t)(1000 + i) };
     expect_bad_set(pl, m, PEER_LINK_MEMBERS_MAX + 1, "members");
     expect_bad_set(pl, NULL, 1, "members");
     /* nothing changed */
@@ -2123,6 +2144,132 @@ static void test_inline_members_add_remove_readd(void **state)
     test_members_add_remove_readd(state);
 }
 
+/* ---- 9. quorum TLS: the scenarios above inside TLS sessions ----------------------- */
+
+static struct test_pki g_pki;
+
+static struct tls_ctx *member_ctx(const char *key_file)
+{
+    char key[128], trust[128], err[TLS_MSG_MAX] = "";
+    test_pki_path(&g_pki, key_file, key, sizeof key);
+    test_pki_path(&g_pki, "ca.pem", trust, sizeof trust);
+    struct tls_settings s = {
+        .key = { .path = key, .type = TLS_STORE_PEM },
+        .trust = { .path = trust, .type = TLS_STORE_PEM },
+        .protocols = TLS_PROTO_1_2 | TLS_PROTO_1_3,
+        .client_auth = TLS_CLIENT_AUTH_NEED,
+        .verify_client_address = true, /* the dialler's bound source address */
+    };
+    struct tls_ctx *ctx = tls_ctx_new(&s, err, sizeof err);
+    if (ctx == NULL)
+        fail_msg("tls_ctx_new: %s", err);
+    return ctx;
+}
+
+static int pki_setup(void **state)
+{
+    (void)state;
+    signal(SIGPIPE, SIG_IGN); /* OpenSSL writes with write(2), as larchd ignores it */
+    return test_pki_make(&g_pki);
+}
+
+static int pki_teardown(void **state)
+{
+    (void)state;
+    test_pki_free(&g_pki);
+    return 0;
+}
+
+static int tls_setup(void **state)
+{
+    (void)state;
+    g_tls = member_ctx("peer.pem");
+    return 0;
+}
+
+static void reset_node_overrides(void)
+{
+    for (uint32_t i = 0; i < NODES_MAX; i++) {
+        tls_ctx_free(g_tls_of[i]);
+        g_tls_of[i] = NULL;
+        g_plain_of[i] = false;
+    }
+}
+
+static int tls_teardown(void **state)
+{
+    (void)state;
+    reset_node_overrides();
+    tls_ctx_free(g_tls);
+    g_tls = NULL;
+    g_inline = false;
+    return 0;
+}
+
+static void test_tls_every_kind(void **state)
+{
+    test_three_links_every_kind(state);
+}
+
+/* Multi-MiB through 16 KiB records, partial writes and all. */
+static void test_tls_large_snapshot(void **state)
+{
+    test_large_snapshot(state);
+}
+
+static void test_tls_reconnect(void **state)
+{
+    test_reconnect(state);
+}
+
+static void test_inline_tls_every_kind(void **state)
+{
+    g_inline = true;
+    test_three_links_every_kind(state);
+}
+
+static void test_inline_tls_large_snapshot(void **state)
+{
+    g_inline = true;
+    test_large_snapshot(state);
+}
+
+/* Node 2 dials node 1 and fails as it is set up; the link never comes up,
+ * node 1 logs acceptor_why about the connection it closed and node 2
+ * dialler_why about server 1, and node 2 retries (backs off) meanwhile. */
+static void expect_no_link(const char *acceptor_why, const char *dialler_why)
+{
+    struct cluster cl;
+    struct peer_link_cfg cfg = base_cfg();
+    cluster_start(&cl, 2, 2, &cfg);
+    struct logwait a = { .node = 0, .a = "connection closed", .b = acceptor_why, .at_least = 2 };
+    struct logwait d = { .node = 1, .a = "server 1 (", .b = dialler_why, .at_least = 1 };
+    pump_until(&cl, logged, &a, acceptor_why);
+    pump_until(&cl, logged, &d, dialler_why);
+    assert_false(status_of(&cl.nodes[0], 2).connected);
+    assert_false(status_of(&cl.nodes[1], 1).connected);
+    assert_true(status_of(&cl.nodes[1], 1).connects >= 2);
+    assert_int_equal(cap_count(&cl.nodes[0].log, "link up", NULL), 0);
+    cluster_free(&cl);
+}
+
+/* A dialler from a CA nobody trusts, a dialler without TLS, and an
+ * acceptor whose certificate does not name the address dialled (server.pem
+ * names 127.0.0.1 only; node 1 listens on 127.0.0.2). */
+static void test_tls_refusals(void **state)
+{
+    (void)state;
+    g_tls_of[1] = member_ctx("rogue-peer.pem");
+    expect_no_link("TLS handshake failed: certificate verify failed", "cannot connect: TLS");
+    reset_node_overrides();
+    g_plain_of[1] = true;
+    expect_no_link("TLS handshake failed: ", "cannot connect: ");
+    reset_node_overrides();
+    g_tls_of[0] = member_ctx("server.pem");
+    expect_no_link("TLS handshake failed: ",
+                   "cannot connect: TLS handshake failed: certificate verify failed");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2151,6 +2298,12 @@ int main(void)
         cmocka_unit_test_teardown(test_inline_backpressure, inline_teardown),
         cmocka_unit_test_teardown(test_inline_stop_with_links_up, inline_teardown),
         cmocka_unit_test_teardown(test_inline_members_add_remove_readd, inline_teardown),
+        cmocka_unit_test_setup_teardown(test_tls_every_kind, tls_setup, tls_teardown),
+        cmocka_unit_test_setup_teardown(test_tls_large_snapshot, tls_setup, tls_teardown),
+        cmocka_unit_test_setup_teardown(test_tls_reconnect, tls_setup, tls_teardown),
+        cmocka_unit_test_setup_teardown(test_inline_tls_every_kind, tls_setup, tls_teardown),
+        cmocka_unit_test_setup_teardown(test_inline_tls_large_snapshot, tls_setup, tls_teardown),
+        cmocka_unit_test_setup_teardown(test_tls_refusals, tls_setup, tls_teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, pki_setup, pki_teardown);
 }

@@ -421,6 +421,160 @@ static void test_session_reply_waits_for_socket(void **state)
 
 /* ------------------------------------------------------------------ names */
 
+/* ------------------------------------------------------------------ both ends ours */
+
+/* A dialler's session (tls_conn_new_client) against a server's
+ * (tls_conn_new), as the quorum links run them: each side's context is
+ * one a member would have (peer.pem or rogue-peer.pem, the test CA). */
+struct duo {
+    int fd[2]; /* [0] the server's end, [1] the dialler's */
+    struct tls_conn *srv, *cli;
+    bool srv_done, srv_failed, cli_done, cli_failed;
+};
+
+static struct tls_ctx *member_ctx(struct paths *p, const char *key_file)
+{
+    struct tls_settings s = base_settings(p);
+    path_of(p->key, sizeof p->key, key_file);
+    return expect_ctx(&s);
+}
+
+static void duo_open(struct duo *d, struct tls_ctx *srv, struct tls_ctx *cli, const char *host)
+{
+    memset(d, 0, sizeof *d);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, d->fd), 0);
+    d->srv = tls_conn_new(srv, d->fd[0], "127.0.0.1");
+    d->cli = tls_conn_new_client(cli, d->fd[1], host);
+    assert_non_null(d->srv);
+    assert_non_null(d->cli);
+    assert_true(tls_conn_wants_write(d->cli)); /* the ClientHello goes first */
+}
+
+static void duo_close(struct duo *d)
+{
+    tls_conn_free(d->srv);
+    tls_conn_free(d->cli);
+    close(d->fd[0]);
+    close(d->fd[1]);
+}
+
+/* One handshake step of t unless it ended; a failure is recorded. */
+static void duo_step(struct tls_conn *t, bool *done, bool *failed)
+{
+    if (*done || *failed)
+        return;
+    int rc = tls_conn_handshake(t);
+    *done = rc == 1;
+    *failed = rc == 0 || (rc < 0 && errno != EAGAIN);
+    assert_int_equal(ERR_peek_error(), 0);
+}
+
+/* Steps both until each has ended (established or failed). In TLS 1.3 a
+ * dialler is established before the server has checked its certificate:
+ * the server's refusal reaches it at its first read. */
+static void duo_handshake(struct duo *d)
+{
+    for (int step = 0; step < PUMP_STEPS_MAX; step++) {
+        duo_step(d->cli, &d->cli_done, &d->cli_failed);
+        duo_step(d->srv, &d->srv_done, &d->srv_failed);
+        if ((d->cli_done || d->cli_failed) && (d->srv_done || d->srv_failed))
+            return;
+    }
+    fail_msg("the handshakes did not end in %d steps", PUMP_STEPS_MAX);
+}
+
+/* recv on t until it gives bytes or fails: the bytes' count, or -1. */
+static ssize_t duo_recv(struct tls_conn *t, char *buf, size_t len)
+{
+    ssize_t n = -1;
+    for (int step = 0; step < PUMP_STEPS_MAX && n < 0; step++) {
+        n = tls_conn_recv(t, buf, len);
+        if (n < 0 && errno != EAGAIN)
+            return -1;
+    }
+    return n;
+}
+
+/* Both ends present certificates and verify the other's; data flows both
+ * ways; the dialler checks the server's name, a literal or a DNS name. */
+static void test_dialler_session(void **state)
+{
+    struct paths p;
+    struct tls_ctx *ctx = member_ctx(&p, "peer.pem");
+    /* NULL: ssl.quorum.hostnameVerification=false, the chain alone */
+    const char *good[] = { "127.0.0.1", "127.0.0.5", "localhost", NULL };
+    for (int i = 0; i < 4; i++) {
+        struct duo d;
+        duo_open(&d, ctx, ctx, good[i]);
+        duo_handshake(&d);
+        assert_true(d.cli_done && d.srv_done);
+        assert_string_equal(tls_conn_protocol(d.cli), "TLSv1.3");
+        char dn[TLS_DN_MAX];
+        assert_int_equal(tls_conn_peer_dn(d.srv, dn, sizeof dn), 1); /* it presented one */
+        assert_string_equal(dn, "CN=peer");
+        assert_int_equal(tls_conn_peer_dn(d.cli, dn, sizeof dn), 1);
+        assert_int_equal(tls_conn_send(d.cli, "HELLO", 5), 5);
+        char buf[TLS_RECORD_MAX];
+        assert_int_equal(duo_recv(d.srv, buf, sizeof buf), 5);
+        assert_memory_equal(buf, "HELLO", 5);
+        assert_int_equal(tls_conn_send(d.srv, "olleh", 5), 5);
+        assert_int_equal(duo_recv(d.cli, buf, sizeof buf), 5);
+        assert_memory_equal(buf, "olleh", 5);
+        duo_close(&d);
+    }
+    tls_ctx_free(ctx);
+}
+
+/* ssl.quorum.hostnameVerification: a server whose certificate does not
+ * name the host dialled is refused by the dialler, with OpenSSL's reason;
+ * and the server, whose peer is gone, fails too (never hangs). */
+static void test_dialler_refuses_wrong_name(void **state)
+{
+    struct paths p;
+    struct tls_ctx *ctx = member_ctx(&p, "peer.pem");
+    const char *bad[] = { "127.0.0.10", "::1", "elsewhere.example", "localhost.example" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct duo d;
+        duo_open(&d, ctx, ctx, bad[i]);
+        duo_handshake(&d);
+        assert_true(d.cli_failed);
+        assert_string_equal(tls_conn_error(d.cli), "certificate verify failed");
+        assert_false(tls_conn_established(d.cli));
+        assert_false(d.srv_done);
+        duo_close(&d);
+    }
+    tls_ctx_free(ctx);
+}
+
+/* Mutual authentication: a dialler whose certificate is from a CA the
+ * server does not trust is refused by the server (need), and a server
+ * from such a CA by the dialler, whatever the server's own rule. */
+static void test_untrusted_peer_refused(void **state)
+{
+    struct paths p, q;
+    struct tls_ctx *good = member_ctx(&p, "peer.pem");
+    struct tls_ctx *rogue = member_ctx(&q, "rogue-peer.pem");
+    struct duo d;
+    duo_open(&d, good, rogue, "127.0.0.1");
+    duo_handshake(&d);
+    assert_true(d.srv_failed);
+    assert_string_equal(tls_conn_error(d.srv), "certificate verify failed");
+    if (d.cli_done) { /* TLS 1.3: the refusal comes as an alert at its read */
+        char buf[TLS_RECORD_MAX];
+        assert_int_equal(duo_recv(d.cli, buf, sizeof buf), -1);
+        assert_int_equal(errno, EPROTO);
+    }
+    assert_string_not_equal(tls_conn_error(d.cli), "");
+    duo_close(&d);
+    duo_open(&d, rogue, good, "127.0.0.1");
+    duo_handshake(&d);
+    assert_true(d.cli_failed);
+    assert_string_equal(tls_conn_error(d.cli), "certificate verify failed");
+    duo_close(&d);
+    tls_ctx_free(good);
+    tls_ctx_free(rogue);
+}
+
 static size_t unhex(const char *h, uint8_t *out)
 {
     size_t n = strlen(h) / 2;
@@ -532,6 +686,9 @@ int main(void)
         cmocka_unit_test(test_session_reply_waits_for_socket),
         cmocka_unit_test(test_dn_java_form),
         cmocka_unit_test(test_session_peer_dn),
+        cmocka_unit_test(test_dialler_session),
+        cmocka_unit_test(test_dialler_refuses_wrong_name),
+        cmocka_unit_test(test_untrusted_peer_refused),
     };
     return cmocka_run_group_tests(tests, pki_setup, pki_teardown);
 }

@@ -16,6 +16,10 @@
  *   elsewhere.pem   client certificate naming IP:198.18.1.3, and key
  *   certs-only.pem  a certificate without a key;  mismatch.pem: a key that
  *                   is not the certificate's;  pass.txt: "s3cret\n"
+ *   peer.pem        a quorum member's certificate (serverAuth and clientAuth:
+ *                   it dials and accepts; IP:127.0.0.1 .. 127.0.0.9 and
+ *                   DNS:localhost), the CA, and its key
+ *   rogue-peer.pem  the same names under other-ca.pem's CA, and its key
  */
 #ifndef LARCH_TESTS_TLS_PKI_H
 #define LARCH_TESTS_TLS_PKI_H
@@ -27,6 +31,7 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/pkcs12.h>
+#include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
 struct test_pki {
@@ -38,6 +43,7 @@ struct test_pki {
 static const char *const test_pki_files[] = {
     "server.pem", "server-enc.pem", "server.p12", "ca.pem", "trust.p12", "client.pem",
     "elsewhere.pem", "certs-only.pem", "mismatch.pem", "pass.txt", "other-ca.pem", "big.pem",
+    "peer.pem", "rogue-peer.pem",
 };
 
 static inline void test_pki_path(const struct test_pki *p, const char *name, char *out, size_t cap)
@@ -145,6 +151,24 @@ static inline void test_pki_big(struct test_pki *p)
     X509_free(big);
 }
 
+#define TEST_PKI_PEER_SAN \
+    "DNS:localhost,IP:127.0.0.1,IP:127.0.0.2,IP:127.0.0.3,IP:127.0.0.4,IP:127.0.0.5," \
+    "IP:127.0.0.6,IP:127.0.0.7,IP:127.0.0.8,IP:127.0.0.9"
+
+/* The quorum members' certificates: one from the test CA, one from a CA
+ * nobody trusts (other_ca, other_key). */
+static inline void test_pki_peers(struct test_pki *p, X509 *other_ca)
+{
+    X509 *peer = test_pki_cert(p->server_key, "peer", p->ca, p->ca_key, "serverAuth,clientAuth",
+                               TEST_PKI_PEER_SAN);
+    X509 *rogue = test_pki_cert(p->server_key, "peer", other_ca, p->other_key,
+                                "serverAuth,clientAuth", TEST_PKI_PEER_SAN);
+    test_pki_pem(p, "peer.pem", peer, p->ca, p->server_key, NULL);
+    test_pki_pem(p, "rogue-peer.pem", rogue, other_ca, p->server_key, NULL);
+    X509_free(peer);
+    X509_free(rogue);
+}
+
 /* Makes the directory and every file above; 0 or -1. */
 static inline int test_pki_make(struct test_pki *p)
 {
@@ -175,6 +199,7 @@ static inline int test_pki_make(struct test_pki *p)
     test_pki_pem(p, "other-ca.pem", other_ca, NULL, NULL, NULL);
     test_pki_text(p, "pass.txt", "s3cret\n");
     test_pki_big(p);
+    test_pki_peers(p, other_ca);
     X509_free(other_ca);
     return 0;
 }
