@@ -140,6 +140,27 @@ struct setting {
 #define ROW_KEY_AT(n, k, f, wheref) \
     { n, k, FIELD(f), NO_SET_FLAG, 0, 0, false, offsetof(struct config, wheref) }
 #define META(n, k) { n, k, 0, 0, NO_SET_FLAG, 0, 0, false, NO_SET_FLAG }
+/* One X509Util family of keys (prefix "ssl." or "ssl.quorum.") over the
+ * config_tls member f. */
+#define TLS_ROWS(prefix, f)                                                                    \
+    ROW_AT(prefix "keyStore.location", K_STRING, f.key.location, f.key.where_location, 1, 0),   \
+    ROW_AT(prefix "keyStore.password", K_SECRET, f.key.password, f.key.where_password, 0, 0),   \
+    ROW_AT(prefix "keyStore.passwordPath", K_STRING, f.key.password_path,                      \
+           f.key.where_password_path, 0, 0),                                                   \
+    ROW_AT(prefix "keyStore.type", K_STORE_TYPE, f.key.type, f.key.where_type, 0, 0),           \
+    ROW_AT(prefix "trustStore.location", K_STRING, f.trust.location, f.trust.where_location, 1, \
+           0),                                                                                 \
+    ROW_AT(prefix "trustStore.password", K_SECRET, f.trust.password, f.trust.where_password, 0, \
+           0),                                                                                 \
+    ROW_AT(prefix "trustStore.passwordPath", K_STRING, f.trust.password_path,                  \
+           f.trust.where_password_path, 0, 0),                                                 \
+    ROW_AT(prefix "trustStore.type", K_STORE_TYPE, f.trust.type, f.trust.where_type, 0, 0),     \
+    ROW(prefix "protocol", K_TLS_PROTOCOL, f.protocol, 0, 0, true),                            \
+    ROW(prefix "enabledProtocols", K_TLS_PROTOCOLS, f.enabled_protocols, 0, 0, true),          \
+    ROW_AT(prefix "ciphersuites", K_STRING, f.ciphersuites, f.where_ciphersuites, 1, 0),        \
+    ROW_AT(prefix "clientAuth", K_CLIENT_AUTH, f.client_auth, f.where_client_auth, 0, 0),       \
+    ROW(prefix "hostnameVerification", K_BOOL, f.hostname_verification, 0, 0, true),           \
+    ROW(prefix "clientHostnameVerification", K_BOOL, f.client_hostname_verification, 0, 0, true)
 
 /* zoo.cfg keys. Those ZooKeeper's QuorumPeerConfig does not parse itself become
  * Java system properties named "zookeeper.<key>" (or are read as system
@@ -155,52 +176,11 @@ static const struct setting key_settings[] = {
             secure_client_port_address_set, 1, 0),
     /* ZooKeeper's ClientX509Util reads them as "zookeeper.ssl.*" system
      * properties, which zoo.cfg's "ssl.*" lines become */
-    ROW_AT("ssl.keyStore.location", K_STRING, tls.key.location, tls.key.where_location, 1, 0),
-    ROW_AT("ssl.keyStore.password", K_SECRET, tls.key.password, tls.key.where_password, 0, 0),
-    ROW_AT("ssl.keyStore.passwordPath", K_STRING, tls.key.password_path,
-           tls.key.where_password_path, 0, 0),
-    ROW_AT("ssl.keyStore.type", K_STORE_TYPE, tls.key.type, tls.key.where_type, 0, 0),
-    ROW_AT("ssl.trustStore.location", K_STRING, tls.trust.location, tls.trust.where_location, 1,
-           0),
-    ROW_AT("ssl.trustStore.password", K_SECRET, tls.trust.password, tls.trust.where_password, 0,
-           0),
-    ROW_AT("ssl.trustStore.passwordPath", K_STRING, tls.trust.password_path,
-           tls.trust.where_password_path, 0, 0),
-    ROW_AT("ssl.trustStore.type", K_STORE_TYPE, tls.trust.type, tls.trust.where_type, 0, 0),
-    ROW("ssl.protocol", K_TLS_PROTOCOL, tls.protocol, 0, 0, true),
-    ROW("ssl.enabledProtocols", K_TLS_PROTOCOLS, tls.enabled_protocols, 0, 0, true),
-    ROW_AT("ssl.ciphersuites", K_STRING, tls.ciphersuites, tls.where_ciphersuites, 1, 0),
-    ROW_AT("ssl.clientAuth", K_CLIENT_AUTH, tls.client_auth, tls.where_client_auth, 0, 0),
-    ROW("ssl.hostnameVerification", K_BOOL, tls.hostname_verification, 0, 0, true),
-    ROW("ssl.clientHostnameVerification", K_BOOL, tls.client_hostname_verification, 0, 0, true),
+    TLS_ROWS("ssl.", tls),
     /* the quorum links' (QuorumX509Util: "zookeeper.ssl.quorum.*"), the
      * same rows over a second config_tls */
     ROW_KEY_AT("sslQuorum", K_BOOL, ssl_quorum, where_ssl_quorum),
-    ROW_AT("ssl.quorum.keyStore.location", K_STRING, quorum_tls.key.location,
-           quorum_tls.key.where_location, 1, 0),
-    ROW_AT("ssl.quorum.keyStore.password", K_SECRET, quorum_tls.key.password,
-           quorum_tls.key.where_password, 0, 0),
-    ROW_AT("ssl.quorum.keyStore.passwordPath", K_STRING, quorum_tls.key.password_path,
-           quorum_tls.key.where_password_path, 0, 0),
-    ROW_AT("ssl.quorum.keyStore.type", K_STORE_TYPE, quorum_tls.key.type,
-           quorum_tls.key.where_type, 0, 0),
-    ROW_AT("ssl.quorum.trustStore.location", K_STRING, quorum_tls.trust.location,
-           quorum_tls.trust.where_location, 1, 0),
-    ROW_AT("ssl.quorum.trustStore.password", K_SECRET, quorum_tls.trust.password,
-           quorum_tls.trust.where_password, 0, 0),
-    ROW_AT("ssl.quorum.trustStore.passwordPath", K_STRING, quorum_tls.trust.password_path,
-           quorum_tls.trust.where_password_path, 0, 0),
-    ROW_AT("ssl.quorum.trustStore.type", K_STORE_TYPE, quorum_tls.trust.type,
-           quorum_tls.trust.where_type, 0, 0),
-    ROW("ssl.quorum.protocol", K_TLS_PROTOCOL, quorum_tls.protocol, 0, 0, true),
-    ROW("ssl.quorum.enabledProtocols", K_TLS_PROTOCOLS, quorum_tls.enabled_protocols, 0, 0, true),
-    ROW_AT("ssl.quorum.ciphersuites", K_STRING, quorum_tls.ciphersuites,
-           quorum_tls.where_ciphersuites, 1, 0),
-    ROW_AT("ssl.quorum.clientAuth", K_CLIENT_AUTH, quorum_tls.client_auth,
-           quorum_tls.where_client_auth, 0, 0),
-    ROW("ssl.quorum.hostnameVerification", K_BOOL, quorum_tls.hostname_verification, 0, 0, true),
-    ROW("ssl.quorum.clientHostnameVerification", K_BOOL, quorum_tls.client_hostname_verification,
-        0, 0, true),
+    TLS_ROWS("ssl.quorum.", quorum_tls),
     ROW_SET("minSessionTimeout", K_SESSION_TIMEOUT, min_session_timeout_ms, min_session_set, 1,
             INT32_MAX),
     ROW_SET("maxSessionTimeout", K_SESSION_TIMEOUT, max_session_timeout_ms, max_session_set, 1,
