@@ -77,8 +77,8 @@ struct ldp {
  * and munmap is where it frees. So larchd defines munmap: while poll-mode
  * cores run, a munmap from any other thread first waits until each core is
  * between two passes of its loop, then unmaps. A pass begins with a
- * sequentially consistent store (a full barrier) before the burst reads the
- * driver's flags, and the waiter fences after the driver cleared them: a
+ * store and a full barrier before the burst reads the driver's flags, and
+ * the waiter has a full barrier after the driver cleared them: a
  * core either had not begun its pass (and its burst will see the flag
  * cleared and touch nothing) or is waited for. The cost is one pass (a
  * burst, microseconds) per munmap while cores poll; without poll-mode cores
@@ -94,6 +94,20 @@ static _Atomic int g_cores_polling;                 /* cores whose counters coun
 static _Thread_local bool t_poll_core;
 
 typedef int (*munmap_fn)(void *, size_t);
+
+/* A full barrier: stores before it are visible before loads after it.
+ * gcc refuses atomic_thread_fence under -fsanitize=thread (TSan has no
+ * model of fences); there a seq_cst read-modify-write of a private
+ * variable stands in, a locked instruction and so a full barrier on x86. */
+static inline void full_barrier(void)
+{
+#if defined(__SANITIZE_THREAD__)
+    static _Atomic int token;
+    atomic_fetch_add_explicit(&token, 0, memory_order_seq_cst);
+#else
+    atomic_thread_fence(memory_order_seq_cst);
+#endif
+}
 
 static int next_munmap(void *addr, size_t len)
 {
@@ -113,7 +127,7 @@ static void wait_for_poll_passes(void)
     int n = atomic_load_explicit(&g_cores_polling, memory_order_acquire);
     if (n == 0 || t_poll_core)
         return;
-    atomic_thread_fence(memory_order_seq_cst); /* the driver's flag stores before our loads */
+    full_barrier(); /* the driver's flag stores before our loads */
     for (int i = 0; i < n; i++) {
         uint64_t seen = atomic_load_explicit(&g_core_pass[i], memory_order_seq_cst);
         if (seen & 1) /* mid-pass: until it ends, however it ends */
@@ -128,10 +142,14 @@ int munmap(void *addr, size_t len)
     return next_munmap(addr, len);
 }
 
+/* The counter goes odd, and is visible as such, before the burst reads
+ * the driver's flags (a store then loads: only a full barrier orders
+ * them on every architecture). */
 static void pass_begin(int i)
 {
     uint64_t v = atomic_load_explicit(&g_core_pass[i], memory_order_relaxed);
-    atomic_store_explicit(&g_core_pass[i], v + 1, memory_order_seq_cst);
+    atomic_store_explicit(&g_core_pass[i], v + 1, memory_order_relaxed);
+    full_barrier();
 }
 
 static void pass_end(int i)
