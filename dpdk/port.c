@@ -384,6 +384,7 @@ void ldp_stop(struct ldp *l)
         return;
     atomic_store_explicit(&l->stop, true, memory_order_release);
     rte_eal_mp_wait_lcore();
+    atomic_store_explicit(&g_cores_polling, 0, memory_order_release); /* munmap: plain again */
     if (l->port_started) {
         (void)rte_eth_dev_stop(l->port);
         (void)rte_eth_dev_close(l->port);
