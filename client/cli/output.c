@@ -122,19 +122,8 @@ bool cli_utf8_valid(const char *s, size_t len)
 
 void cli_base64(struct cli_buf *out, const unsigned char *in, size_t len)
 {
-    static const char alphabet[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for (size_t i = 0; i < len; i += 3) {
-        uint32_t v = (uint32_t)in[i] << 16;
-        size_t left = len - i;
-        if (left > 1)
-            v |= (uint32_t)in[i + 1] << 8;
-        if (left > 2)
-            v |= in[i + 2];
-        char quad[4] = {alphabet[(v >> 18) & 63], alphabet[(v >> 12) & 63],
-                        left > 1 ? alphabet[(v >> 6) & 63] : '=', left > 2 ? alphabet[v & 63] : '='};
-        cli_buf_append(out, quad, 4);
-    }
+    if (buf_reserve(out, BASE_BASE64_LEN(len)))
+        out->len += base_base64_encode(out->data + out->len, in, len);
 }
 
 /* ---- JSON ------------------------------------------------------------------ */
