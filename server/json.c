@@ -109,33 +109,6 @@ void json_array_end(struct json *j)
     end(j, false);
 }
 
-/* The length of the well-formed UTF-8 sequence at s (Unicode's table 3-7:
- * no overlong forms, no surrogates, nothing above U+10FFFF), or 0. */
-static size_t utf8_sequence(const unsigned char *s, size_t avail)
-{
-    unsigned char c = s[0];
-    size_t n;
-    unsigned char lo = 0x80, hi = 0xbf; /* the second byte's range */
-    if (c >= 0xc2 && c <= 0xdf)
-        n = 2;
-    else if (c >= 0xe0 && c <= 0xef) {
-        n = 3;
-        lo = c == 0xe0 ? 0xa0 : 0x80; /* overlong below U+0800 */
-        hi = c == 0xed ? 0x9f : 0xbf; /* surrogates U+D800..U+DFFF */
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4;
-        lo = c == 0xf0 ? 0x90 : 0x80; /* overlong below U+10000 */
-        hi = c == 0xf4 ? 0x8f : 0xbf; /* above U+10FFFF */
-    } else
-        return 0;
-    if (avail < n || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < n; i++)
-        if (s[i] < 0x80 || s[i] > 0xbf)
-            return 0;
-    return n;
-}
-
 /* s[0, len) as a JSON string, quotes included. */
 static void put_quoted(struct json *j, const char *s, size_t len)
 {
@@ -145,7 +118,7 @@ static void put_quoted(struct json *j, const char *s, size_t len)
     size_t run = 0; /* bytes that go out as they are, not yet written */
     for (size_t i = 0; i < len;) {
         unsigned char c = p[i];
-        size_t n = c < 0x80 ? 1 : utf8_sequence(p + i, len - i);
+        size_t n = base_utf8_decode(p + i, len - i, NULL);
         if (n != 0 && c >= 0x20 && c != '"' && c != '\\') {
             run += n;
             i += n;

@@ -83,8 +83,7 @@ void cli_json_stat(struct cli_json *j, const char *key, const struct zk_stat *st
 /* Closes the top-level object, writes it as one line to stdout, frees. */
 void cli_json_emit(struct cli_json *j);
 
-/* Exposed for reuse and tests of the escaper's rules. */
-bool cli_utf8_valid(const char *s, size_t len);
+/* Appends base64 of in[0..len) (base_base64_encode) to out. */
 void cli_base64(struct cli_buf *out, const unsigned char *in, size_t len);
 
 /* ---- text output (output.c) ---------------------------------------------- */

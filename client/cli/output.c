@@ -73,53 +73,6 @@ void cli_buf_free(struct cli_buf *b)
 
 /* ---- UTF-8 and base64 ------------------------------------------------------ */
 
-/* Length of the well-formed UTF-8 sequence at s (RFC 3629: no overlongs, no
- * surrogates, nothing above U+10FFFF), or 0 when the bytes are not one. */
-static size_t utf8_seq_len(const unsigned char *s, size_t left)
-{
-    unsigned char c = s[0];
-    if (c < 0x80)
-        return 1;
-    size_t n;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) {
-        n = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        n = 3;
-        if (c == 0xE0)
-            lo = 0xA0;
-        if (c == 0xED)
-            hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        n = 4;
-        if (c == 0xF0)
-            lo = 0x90;
-        if (c == 0xF4)
-            hi = 0x8F;
-    } else {
-        return 0;
-    }
-    if (left < n || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < n; i++)
-        if (s[i] < 0x80 || s[i] > 0xBF)
-            return 0;
-    return n;
-}
-
-bool cli_utf8_valid(const char *s, size_t len)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < len) {
-        size_t n = utf8_seq_len(p + i, len - i);
-        if (n == 0)
-            return false;
-        i += n;
-    }
-    return true;
-}
-
 void cli_base64(struct cli_buf *out, const unsigned char *in, size_t len)
 {
     if (buf_reserve(out, BASE_BASE64_LEN(len)))
@@ -128,22 +81,11 @@ void cli_base64(struct cli_buf *out, const unsigned char *in, size_t len)
 
 /* ---- JSON ------------------------------------------------------------------ */
 
-/* The code point of a well-formed sequence of n bytes. */
-static uint32_t decode_utf8(const unsigned char *s, size_t n)
-{
-    static const unsigned char lead_mask[5] = {0, 0x7F, 0x1F, 0x0F, 0x07};
-    uint32_t cp = s[0] & lead_mask[n];
-    for (size_t i = 1; i < n; i++)
-        cp = (cp << 6) | (s[i] & 0x3F);
-    return cp;
-}
-
 /* C1 controls (NEL among them) and U+2028/U+2029 are legal raw in JSON but
  * end a line for many readers (JavaScript, Python's splitlines); escaped,
  * every reply stays on exactly one line. */
-static bool line_breaking(const unsigned char *s, size_t n)
+static bool line_breaking(uint32_t cp)
 {
-    uint32_t cp = decode_utf8(s, n);
     return (cp >= 0x80 && cp <= 0x9F) || cp == 0x2028 || cp == 0x2029;
 }
 
@@ -172,12 +114,13 @@ static void json_escape(struct cli_buf *b, const char *s, size_t len)
             }
             i++;
         } else {
-            size_t n = utf8_seq_len(p + i, len - i);
+            uint32_t cp;
+            size_t n = base_utf8_decode(p + i, len - i, &cp);
             if (n == 0) {
                 cli_buf_puts(b, "\\ufffd");
                 i++;
-            } else if (line_breaking(p + i, n)) {
-                cli_buf_printf(b, "\\u%04x", decode_utf8(p + i, n));
+            } else if (line_breaking(cp)) {
+                cli_buf_printf(b, "\\u%04x", (unsigned)cp);
                 i += n;
             } else {
                 cli_buf_append(b, p + i, n);
@@ -277,7 +220,7 @@ void cli_json_data(struct cli_json *j, const char *data, int32_t len)
         cli_json_null(j, "data");
         return;
     }
-    if (cli_utf8_valid(data, (size_t)len)) {
+    if (base_utf8_valid(data, (size_t)len)) {
         cli_json_strn(j, "data", data, (size_t)len);
         return;
     }
