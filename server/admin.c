@@ -27,7 +27,7 @@
  */
 #include "server/server.h"
 
-#include "server/json.h"
+#include "json/json.h"
 
 #include <assert.h>
 #include <inttypes.h>

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/json.h"
+#include "json/json.h"
 
 /* One top-level value written by fn, as text (the caller frees). */
 static char *write_value(void (*fn)(struct json *j, const void *arg), const void *arg)

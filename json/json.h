@@ -18,8 +18,8 @@
  * caller and asserts. Out of memory is the zk_wbuf's err flag, checked
  * once at the end. Not thread-safe: one writer per answer, on one thread.
  */
-#ifndef LARCH_SERVER_JSON_H
-#define LARCH_SERVER_JSON_H
+#ifndef LARCH_JSON_JSON_H
+#define LARCH_JSON_JSON_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -62,4 +62,4 @@ void json_double(struct json *j, double v);
 void json_bool(struct json *j, bool v);
 void json_null(struct json *j);
 
-#endif /* LARCH_SERVER_JSON_H */
+#endif /* LARCH_JSON_JSON_H */

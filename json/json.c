@@ -1,7 +1,7 @@
 /*
  * json.c — the JSON writer (json.h).
  */
-#include "server/json.h"
+#include "json/json.h"
 
 #include <assert.h>
 #include <inttypes.h>
