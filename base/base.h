@@ -1,11 +1,11 @@
 /*
  * base — the primitives every module shares, one home each (DESIGN.md
  * layout): byte order, one bounded reader, a growable byte buffer, array
- * growth, CRC-32C, clocks, log lines, and assertions that stay on in
- * release builds. Every module above (proto, tree, replication, dataplane, server, client,
- * bench, tests) uses these instead of keeping its own copy, so a format's
- * byte order or a reader's bounds check is written, and tested, once
- * (tests/unit/test_base.c).
+ * growth, CRC-32C, UTF-8 decoding, base64, clocks, log lines, and
+ * assertions that stay on in release builds. Every module above (proto,
+ * tree, replication, dataplane, server, client, bench, tests) uses these
+ * instead of keeping its own copy, so a format's byte order or a reader's
+ * bounds check is written, and tested, once (tests/unit/test_base.c).
  *
  * Threading: every function is safe from any thread on distinct objects. A
  * struct base_rd or struct base_buf belongs to one thread at a time; nothing
@@ -228,6 +228,25 @@ int base_buf_put_be32(struct base_buf *b, uint32_t v);
 int base_buf_put_be64(struct base_buf *b, uint64_t v);
 /* Frees the bytes and empties the buffer; max is kept, so it can be reused. */
 void base_buf_free(struct base_buf *b);
+
+/* ---- text encodings (text.c) ------------------------------------------------------ */
+
+/* The length (1..4) of the well-formed UTF-8 sequence that starts at p,
+ * which has avail bytes, as Unicode's table 3-7 defines it: no overlong
+ * forms, no surrogates (U+D800..U+DFFF), nothing above U+10FFFF. Its code
+ * point goes to *cp (cp may be NULL). 0, with *cp untouched, when the bytes
+ * at p do not start one: a stray continuation byte, C0, C1, F5..FF, a
+ * second byte outside the lead's range, or a sequence cut short by avail. */
+size_t base_utf8_decode(const void *p, size_t avail, uint32_t *cp);
+/* True when the n bytes at p are a run of well-formed UTF-8 sequences. */
+bool base_utf8_valid(const void *p, size_t n);
+
+/* Characters of the base64 form of n bytes, padding included. */
+#define BASE_BASE64_LEN(n) (((n) + 2) / 3 * 4)
+/* Writes n bytes at in as base64 (RFC 4648 section 4: the standard
+ * alphabet, '=' padding) to out, which must hold BASE_BASE64_LEN(n) + 1
+ * bytes, and a NUL after them; returns BASE_BASE64_LEN(n). */
+size_t base_base64_encode(char *out, const void *in, size_t n);
 
 /* ---- CRC-32C (crc32c.c) ----------------------------------------------------------- */
 

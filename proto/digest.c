@@ -1,7 +1,7 @@
 /*
  * digest.c — the hash of ZooKeeper's digest auth scheme, base64(sha1(
- * "user:password")), written from FIPS 180-4 and RFC 4648 so neither larchd
- * nor liblarch needs a crypto library. Pure, any thread.
+ * "user:password")), SHA-1 written from FIPS 180-4 (base64 is base's) so
+ * neither larchd nor liblarch needs a crypto library. Pure, any thread.
  */
 #include <string.h>
 
@@ -103,28 +103,6 @@ static void sha1_final(struct sha1 *s, uint8_t out[20])
         base_put_be32(out + 4 * i, s->h[i]);
 }
 
-/* ---- base64 (RFC 4648 section 4, with '=' padding) --------------------- */
-
-/* Encodes n bytes into out, which must hold 4 * ceil(n / 3) + 1 bytes. */
-static void base64_encode(const uint8_t *in, size_t n, char *out)
-{
-    static const char alphabet[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t)in[i] << 16;
-        if (i + 1 < n)
-            v |= (uint32_t)in[i + 1] << 8;
-        if (i + 2 < n)
-            v |= in[i + 2];
-        out[o++] = alphabet[(v >> 18) & 63];
-        out[o++] = alphabet[(v >> 12) & 63];
-        out[o++] = (i + 1 < n) ? alphabet[(v >> 6) & 63] : '=';
-        out[o++] = (i + 2 < n) ? alphabet[v & 63] : '=';
-    }
-    out[o] = '\0';
-}
-
 /* DigestAuthenticationProvider.generateDigest hashes the whole "user:password"
  * string and keeps the user part in clear; callers build "user:" + out. */
 void zk_digest_of(const char *user_colon_password, size_t len, char out[29])
@@ -134,5 +112,5 @@ void zk_digest_of(const char *user_colon_password, size_t len, char out[29])
     sha1_init(&s);
     sha1_update(&s, (const uint8_t *)user_colon_password, len);
     sha1_final(&s, md);
-    base64_encode(md, sizeof md, out);
+    base_base64_encode(out, md, sizeof md); /* 28 characters and a NUL */
 }

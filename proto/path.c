@@ -8,7 +8,9 @@
  *    U+FFF0..U+FFFF range, so any malformed sequence is rejected.
  *  - Code points above U+FFFF become surrogate pairs (U+D800..U+DFFF), which
  *    lie in the banned U+D800..U+F8FF range, so every 4-byte sequence is
- *    rejected too.
+ *    rejected too: codepoint_banned's cp >= 0xFFF0 covers them.
+ * So the check is base's well-formedness (base_utf8_decode) plus the banned
+ * code points.
  * Pure function, any thread; larchd checks client paths with it and
  * liblarch checks them before they leave the client.
  */
@@ -22,40 +24,6 @@ static bool codepoint_banned(uint32_t cp)
 {
     return cp <= 0x1F || (cp >= 0x7F && cp <= 0x9F) || (cp >= 0xD800 && cp <= 0xF8FF) ||
            cp >= 0xFFF0;
-}
-
-static bool is_continuation(uint8_t b)
-{
-    return (b & 0xC0) == 0x80;
-}
-
-/* Decodes one UTF-8 sequence of at most three bytes at p[0..n) (n >= 1).
- * Returns its length and sets *cp, or 0 for a malformed, overlong, surrogate
- * or four-byte sequence (the last can only hold code points above U+FFFF,
- * which ZooKeeper refuses anyway). */
-static size_t utf8_decode(const uint8_t *p, size_t n, uint32_t *cp)
-{
-    uint8_t b0 = p[0];
-    if (b0 < 0x80) {
-        *cp = b0;
-        return 1;
-    }
-    if (b0 >= 0xC2 && b0 <= 0xDF) {
-        if (n < 2 || !is_continuation(p[1]))
-            return 0;
-        *cp = (uint32_t)(b0 & 0x1F) << 6 | (p[1] & 0x3F);
-        return 2;
-    }
-    if (b0 >= 0xE0 && b0 <= 0xEF) {
-        if (n < 3 || !is_continuation(p[1]) || !is_continuation(p[2]))
-            return 0;
-        uint32_t v = (uint32_t)(b0 & 0x0F) << 12 | (uint32_t)(p[1] & 0x3F) << 6 | (p[2] & 0x3F);
-        if (v < 0x800 || (v >= 0xD800 && v <= 0xDFFF))
-            return 0; /* overlong, or an encoded surrogate (CESU-8) */
-        *cp = v;
-        return 3;
-    }
-    return 0;
 }
 
 /* True when the segment s[0..n) is "." or "..": relative paths are refused. */
@@ -85,7 +53,7 @@ static bool characters_valid(const char *path, size_t len)
     const uint8_t *p = (const uint8_t *)path;
     for (size_t i = 0; i < len;) {
         uint32_t cp;
-        size_t n = utf8_decode(p + i, len - i, &cp);
+        size_t n = base_utf8_decode(p + i, len - i, &cp);
         if (n == 0 || codepoint_banned(cp))
             return false;
         i += n;

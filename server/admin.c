@@ -27,7 +27,7 @@
  */
 #include "server/server.h"
 
-#include "server/json.h"
+#include "json/json.h"
 
 #include <assert.h>
 #include <inttypes.h>
@@ -698,7 +698,7 @@ static const struct admin_cmd *find_command(const char *name)
 static void error_response(struct zk_wbuf *out, const char *command, const char *error)
 {
     struct json j;
-    json_init(&j, out);
+    json_init(&j, out, JSON_PRETTY);
     json_object_begin(&j);
     member_text(&j, "command", command);
     member_text(&j, "error", error);
@@ -732,7 +732,7 @@ static int run_command(struct admin *a, const char *name, struct zk_wbuf *out)
         return 200;
     }
     struct json j;
-    json_init(&j, out);
+    json_init(&j, out, JSON_PRETTY);
     json_object_begin(&j);
     const char *error = cmd->run(a, &j);
     member_text(&j, "command", cmd->names[0]);

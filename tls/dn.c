@@ -21,6 +21,7 @@
  * Pure: no OpenSSL, no allocation.
  */
 #include "tls/tls.h"
+#include "base/base.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -169,57 +170,50 @@ static bool cont(uint8_t b)
     return (b & 0xc0) == 0x80;
 }
 
-/* One character of s[0..n) as Java's UTF-8 decoder reads it (String's
- * decodeUTF8_UTF16 with replacement, OpenJDK 17): its UTF-8 bytes into
- * utf8 (*ulen of them), and the bytes of s it consumed. Malformed input
- * gives U+FFFD for as many bytes as Java takes for it. */
-static size_t decode_java(const uint8_t *s, size_t n, uint8_t utf8[4], size_t *ulen)
+/* How many bytes of s[0..n), which start no well-formed UTF-8 sequence,
+ * Java's decoder (String's decodeUTF8_UTF16 with replacement, OpenJDK 17)
+ * turns into one U+FFFD: it stops at the first byte that cannot continue
+ * the sequence, drops the rest of a truncated one, and takes an encoded
+ * surrogate whole, where Unicode's maximal-subpart rule would not. */
+static size_t java_malformed_length(const uint8_t *s, size_t n)
 {
-    static const uint8_t repl[3] = { 0xef, 0xbf, 0xbd };
     uint8_t b1 = s[0];
-    memcpy(utf8, repl, 3);
-    *ulen = 3;
-    if (b1 < 0x80 || (b1 >= 0xc2 && b1 <= 0xdf && n >= 2 && cont(s[1]))) {
-        *ulen = b1 < 0x80 ? 1 : 2;
-        memcpy(utf8, s, *ulen);
-        return *ulen;
-    }
-    if (b1 >= 0xc2 && b1 <= 0xdf)
-        return 1; /* an ending or a bad continuation: one byte */
     if ((b1 & 0xf0) == 0xe0) {
         bool bad2 = n >= 2 && ((b1 == 0xe0 && (s[1] & 0xe0) == 0x80) || !cont(s[1]));
         if (n < 3)
-            return bad2 ? 1 : n; /* Java drops the rest of a truncated sequence */
+            return bad2 ? 1 : n;
         if (bad2)
             return 1;
-        if (!cont(s[2]))
-            return 2;
-        if (b1 == 0xed && s[1] >= 0xa0)
-            return 3; /* a surrogate: one U+FFFD for all three bytes */
-        memcpy(utf8, s, 3);
-        return 3;
+        return cont(s[2]) ? 3 : 2; /* all three: a surrogate */
     }
     if (b1 >= 0xf0 && b1 <= 0xf7) {
         bool bad2 = b1 > 0xf4 || (n >= 2 && ((b1 == 0xf0 && (s[1] < 0x90 || s[1] > 0xbf)) ||
                                              (b1 == 0xf4 && (s[1] & 0xf0) != 0x80) || !cont(s[1])));
-        if (n < 4) {
-            if (bad2)
-                return 1;
-            if (n == 3 && !cont(s[2]))
-                return 2;
-            return n;
-        }
         if (bad2)
             return 1;
-        if (!cont(s[2]))
-            return 2;
-        if (!cont(s[3]))
-            return 3;
-        *ulen = 4;
-        memcpy(utf8, s, 4);
-        return 4;
+        if (n < 4)
+            return n == 3 && !cont(s[2]) ? 2 : n;
+        return cont(s[2]) ? 3 : 2; /* the fourth byte is the bad one */
     }
-    return 1; /* a continuation byte, C0, C1, F8..FF */
+    return 1; /* C2..DF cut short or badly continued, a continuation, C0, C1, F8..FF */
+}
+
+/* One character of s[0..n) as Java's UTF-8 decoder reads it: its UTF-8
+ * bytes into utf8 (*ulen of them), and the bytes of s it consumed. Java
+ * copies exactly the well-formed sequences (base_utf8_decode); malformed
+ * input gives U+FFFD for as many bytes as Java takes for it. */
+static size_t decode_java(const uint8_t *s, size_t n, uint8_t utf8[4], size_t *ulen)
+{
+    static const uint8_t repl[3] = { 0xef, 0xbf, 0xbd };
+    size_t len = base_utf8_decode(s, n, NULL);
+    if (len != 0) {
+        memcpy(utf8, s, len);
+        *ulen = len;
+        return len;
+    }
+    memcpy(utf8, repl, sizeof repl);
+    *ulen = sizeof repl;
+    return java_malformed_length(s, n);
 }
 
 /* A text value: decoded as Java does, escaped as AVA.toRFC2253String. */

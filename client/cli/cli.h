@@ -28,6 +28,7 @@
 #include <stdio.h>
 
 #include "client/larch.h"
+#include "json/json.h"
 
 enum cli_status {
     CLI_OK = 0,       /* every command succeeded */
@@ -58,12 +59,10 @@ void cli_buf_printf(struct cli_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void cli_buf_free(struct cli_buf *b);
 
-/* ---- JSON writer (output.c) -------------------------------------------- */
-#define CLI_JSON_DEPTH_MAX 8
+/* ---- JSON writer (output.c, over json/json.h's compact layout) ---------- */
 struct cli_json {
-    struct cli_buf out;
-    int depth;
-    bool first[CLI_JSON_DEPTH_MAX]; /* no member written yet at this depth */
+    struct zk_wbuf out; /* the reply's bytes; err on out of memory */
+    struct json w;
 };
 /* Every writer takes a key; pass NULL inside arrays. */
 void cli_json_begin(struct cli_json *j); /* the top-level object */
@@ -82,10 +81,6 @@ void cli_json_data(struct cli_json *j, const char *data, int32_t len);
 void cli_json_stat(struct cli_json *j, const char *key, const struct zk_stat *st);
 /* Closes the top-level object, writes it as one line to stdout, frees. */
 void cli_json_emit(struct cli_json *j);
-
-/* Exposed for reuse and tests of the escaper's rules. */
-bool cli_utf8_valid(const char *s, size_t len);
-void cli_base64(struct cli_buf *out, const unsigned char *in, size_t len);
 
 /* ---- text output (output.c) ---------------------------------------------- */
 void cli_print_stat(FILE *f, const struct zk_stat *st);

@@ -71,188 +71,42 @@ void cli_buf_free(struct cli_buf *b)
     *b = (struct cli_buf){0};
 }
 
-/* ---- UTF-8 and base64 ------------------------------------------------------ */
+/* ---- JSON: one line per reply, written by json/json.h ------------------------ */
 
-/* Length of the well-formed UTF-8 sequence at s (RFC 3629: no overlongs, no
- * surrogates, nothing above U+10FFFF), or 0 when the bytes are not one. */
-static size_t utf8_seq_len(const unsigned char *s, size_t left)
-{
-    unsigned char c = s[0];
-    if (c < 0x80)
-        return 1;
-    size_t n;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) {
-        n = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        n = 3;
-        if (c == 0xE0)
-            lo = 0xA0;
-        if (c == 0xED)
-            hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        n = 4;
-        if (c == 0xF0)
-            lo = 0x90;
-        if (c == 0xF4)
-            hi = 0x8F;
-    } else {
-        return 0;
-    }
-    if (left < n || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < n; i++)
-        if (s[i] < 0x80 || s[i] > 0xBF)
-            return 0;
-    return n;
-}
-
-bool cli_utf8_valid(const char *s, size_t len)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < len) {
-        size_t n = utf8_seq_len(p + i, len - i);
-        if (n == 0)
-            return false;
-        i += n;
-    }
-    return true;
-}
-
-void cli_base64(struct cli_buf *out, const unsigned char *in, size_t len)
-{
-    static const char alphabet[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for (size_t i = 0; i < len; i += 3) {
-        uint32_t v = (uint32_t)in[i] << 16;
-        size_t left = len - i;
-        if (left > 1)
-            v |= (uint32_t)in[i + 1] << 8;
-        if (left > 2)
-            v |= in[i + 2];
-        char quad[4] = {alphabet[(v >> 18) & 63], alphabet[(v >> 12) & 63],
-                        left > 1 ? alphabet[(v >> 6) & 63] : '=', left > 2 ? alphabet[v & 63] : '='};
-        cli_buf_append(out, quad, 4);
-    }
-}
-
-/* ---- JSON ------------------------------------------------------------------ */
-
-/* The code point of a well-formed sequence of n bytes. */
-static uint32_t decode_utf8(const unsigned char *s, size_t n)
-{
-    static const unsigned char lead_mask[5] = {0, 0x7F, 0x1F, 0x0F, 0x07};
-    uint32_t cp = s[0] & lead_mask[n];
-    for (size_t i = 1; i < n; i++)
-        cp = (cp << 6) | (s[i] & 0x3F);
-    return cp;
-}
-
-/* C1 controls (NEL among them) and U+2028/U+2029 are legal raw in JSON but
- * end a line for many readers (JavaScript, Python's splitlines); escaped,
- * every reply stays on exactly one line. */
-static bool line_breaking(const unsigned char *s, size_t n)
-{
-    uint32_t cp = decode_utf8(s, n);
-    return (cp >= 0x80 && cp <= 0x9F) || cp == 0x2028 || cp == 0x2029;
-}
-
-/* Writes s as a JSON string literal (RFC 8259 section 7): quote, backslash
- * and control characters escaped, well-formed UTF-8 copied, any other byte
- * replaced by U+FFFD so the output is always valid JSON. */
-static void json_escape(struct cli_buf *b, const char *s, size_t len)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    cli_buf_append(b, "\"", 1);
-    size_t i = 0;
-    while (i < len) {
-        unsigned char c = p[i];
-        if (c == '"' || c == '\\') {
-            char esc[2] = {'\\', (char)c};
-            cli_buf_append(b, esc, 2);
-            i++;
-        } else if (c < 0x20) {
-            switch (c) {
-            case '\b': cli_buf_puts(b, "\\b"); break;
-            case '\f': cli_buf_puts(b, "\\f"); break;
-            case '\n': cli_buf_puts(b, "\\n"); break;
-            case '\r': cli_buf_puts(b, "\\r"); break;
-            case '\t': cli_buf_puts(b, "\\t"); break;
-            default: cli_buf_printf(b, "\\u%04x", c); break;
-            }
-            i++;
-        } else {
-            size_t n = utf8_seq_len(p + i, len - i);
-            if (n == 0) {
-                cli_buf_puts(b, "\\ufffd");
-                i++;
-            } else if (line_breaking(p + i, n)) {
-                cli_buf_printf(b, "\\u%04x", decode_utf8(p + i, n));
-                i += n;
-            } else {
-                cli_buf_append(b, p + i, n);
-                i += n;
-            }
-        }
-    }
-    cli_buf_append(b, "\"", 1);
-}
-
-/* Comma between members and the "key": prefix inside objects. */
+/* Every cli_json_* writer takes a member name inside an object and NULL
+ * inside an array, where the value needs none. */
 static void json_member(struct cli_json *j, const char *key)
 {
-    if (j->depth <= 0) {
-        j->out.failed = true;
-        return;
-    }
-    if (!j->first[j->depth - 1])
-        cli_buf_append(&j->out, ",", 1);
-    j->first[j->depth - 1] = false;
-    if (key != NULL) {
-        json_escape(&j->out, key, strlen(key));
-        cli_buf_append(&j->out, ":", 1);
-    }
-}
-
-static void json_open(struct cli_json *j, const char *key, char bracket)
-{
-    json_member(j, key);
-    if (j->depth >= CLI_JSON_DEPTH_MAX) {
-        j->out.failed = true;
-        return;
-    }
-    cli_buf_append(&j->out, &bracket, 1);
-    j->first[j->depth++] = true;
-}
-
-static void json_close(struct cli_json *j, char bracket)
-{
-    if (j->depth <= 0) {
-        j->out.failed = true;
-        return;
-    }
-    cli_buf_append(&j->out, &bracket, 1);
-    j->depth--;
+    if (key != NULL)
+        json_key(&j->w, key);
 }
 
 void cli_json_begin(struct cli_json *j)
 {
-    *j = (struct cli_json){0};
-    cli_buf_append(&j->out, "{", 1);
-    j->depth = 1;
-    j->first[0] = true;
+    zk_wbuf_init(&j->out);
+    json_init(&j->w, &j->out, JSON_COMPACT);
+    json_object_begin(&j->w);
 }
 
-void cli_json_obj(struct cli_json *j, const char *key) { json_open(j, key, '{'); }
-void cli_json_arr(struct cli_json *j, const char *key) { json_open(j, key, '['); }
-void cli_json_end_obj(struct cli_json *j) { json_close(j, '}'); }
-void cli_json_end_arr(struct cli_json *j) { json_close(j, ']'); }
+void cli_json_obj(struct cli_json *j, const char *key)
+{
+    json_member(j, key);
+    json_object_begin(&j->w);
+}
+
+void cli_json_arr(struct cli_json *j, const char *key)
+{
+    json_member(j, key);
+    json_array_begin(&j->w);
+}
+
+void cli_json_end_obj(struct cli_json *j) { json_object_end(&j->w); }
+void cli_json_end_arr(struct cli_json *j) { json_array_end(&j->w); }
 
 void cli_json_strn(struct cli_json *j, const char *key, const char *s, size_t len)
 {
     json_member(j, key);
-    json_escape(&j->out, s, len);
+    json_string_n(&j->w, s, len);
 }
 
 void cli_json_str(struct cli_json *j, const char *key, const char *s)
@@ -267,19 +121,19 @@ void cli_json_str(struct cli_json *j, const char *key, const char *s)
 void cli_json_int(struct cli_json *j, const char *key, int64_t v)
 {
     json_member(j, key);
-    cli_buf_printf(&j->out, "%" PRId64, v);
+    json_int(&j->w, v);
 }
 
 void cli_json_bool(struct cli_json *j, const char *key, bool v)
 {
     json_member(j, key);
-    cli_buf_puts(&j->out, v ? "true" : "false");
+    json_bool(&j->w, v);
 }
 
 void cli_json_null(struct cli_json *j, const char *key)
 {
     json_member(j, key);
-    cli_buf_puts(&j->out, "null");
+    json_null(&j->w);
 }
 
 void cli_json_data(struct cli_json *j, const char *data, int32_t len)
@@ -288,14 +142,12 @@ void cli_json_data(struct cli_json *j, const char *data, int32_t len)
         cli_json_null(j, "data");
         return;
     }
-    if (cli_utf8_valid(data, (size_t)len)) {
+    if (base_utf8_valid(data, (size_t)len)) {
         cli_json_strn(j, "data", data, (size_t)len);
         return;
     }
     json_member(j, "data_b64");
-    cli_buf_append(&j->out, "\"", 1);
-    cli_base64(&j->out, (const unsigned char *)data, (size_t)len);
-    cli_buf_append(&j->out, "\"", 1);
+    json_base64(&j->w, data, (size_t)len);
 }
 
 void cli_json_stat(struct cli_json *j, const char *key, const struct zk_stat *st)
@@ -321,17 +173,21 @@ void cli_json_stat(struct cli_json *j, const char *key, const struct zk_stat *st
 
 void cli_json_emit(struct cli_json *j)
 {
-    while (j->depth > 0)
-        json_close(j, '}');
-    if (j->out.failed) {
+    while (j->w.depth > 0) {
+        if (j->w.in_object[j->w.depth - 1])
+            json_object_end(&j->w);
+        else
+            json_array_end(&j->w);
+    }
+    if (j->out.err) {
         fputs("{\"error\":\"NOMEM\",\"message\":\"out of memory building the JSON reply\"}\n",
               stdout);
     } else {
-        fwrite(j->out.data, 1, j->out.len, stdout);
+        fwrite(j->out.p, 1, j->out.len, stdout);
         fputc('\n', stdout);
     }
     fflush(stdout);
-    cli_buf_free(&j->out);
+    zk_wbuf_free(&j->out);
 }
 
 /* ---- text ------------------------------------------------------------------ */

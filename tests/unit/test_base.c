@@ -649,6 +649,110 @@ static void test_mpsc_keeps_each_producers_order(void **state)
     }
 }
 
+/* One row of Unicode 15's table 3-7 checked at its edges: len 0 means the
+ * bytes start no well-formed sequence. */
+struct utf8_case {
+    const char *bytes;
+    size_t avail;
+    size_t len;
+    uint32_t cp;
+};
+
+static void test_utf8_decode_table_3_7_boundaries(void **state)
+{
+    (void)state;
+    static const struct utf8_case cases[] = {
+        { "\x00", 1, 1, 0x0 },
+        { "\x7f", 1, 1, 0x7f },
+        { "\x80", 1, 0, 0 },             /* a stray continuation byte */
+        { "\xbf", 1, 0, 0 },
+        { "\xc0\x80", 2, 0, 0 },         /* C0, C1: always overlong */
+        { "\xc1\xbf", 2, 0, 0 },
+        { "\xc2\x80", 2, 2, 0x80 },
+        { "\xc2\x7f", 2, 0, 0 },
+        { "\xc2\xc0", 2, 0, 0 },
+        { "\xdf\xbf", 2, 2, 0x7ff },
+        { "\xe0\x9f\xbf", 3, 0, 0 },     /* overlong U+07FF */
+        { "\xe0\xa0\x80", 3, 3, 0x800 },
+        { "\xe0\xbf\xbf", 3, 3, 0xfff },
+        { "\xe1\x80\x80", 3, 3, 0x1000 },
+        { "\xec\xbf\xbf", 3, 3, 0xcfff },
+        { "\xed\x80\x80", 3, 3, 0xd000 },
+        { "\xed\x9f\xbf", 3, 3, 0xd7ff },
+        { "\xed\xa0\x80", 3, 0, 0 },     /* the surrogates U+D800..U+DFFF */
+        { "\xed\xbf\xbf", 3, 0, 0 },
+        { "\xee\x80\x80", 3, 3, 0xe000 },
+        { "\xef\xbf\xbf", 3, 3, 0xffff },
+        { "\xe1\x80\x7f", 3, 0, 0 },     /* a third byte out of range */
+        { "\xe1\x80\xc0", 3, 0, 0 },
+        { "\xf0\x8f\xbf\xbf", 4, 0, 0 }, /* overlong U+FFFF */
+        { "\xf0\x90\x80\x80", 4, 4, 0x10000 },
+        { "\xf0\xbf\xbf\xbf", 4, 4, 0x3ffff },
+        { "\xf1\x80\x80\x80", 4, 4, 0x40000 },
+        { "\xf3\xbf\xbf\xbf", 4, 4, 0xfffff },
+        { "\xf4\x80\x80\x80", 4, 4, 0x100000 },
+        { "\xf4\x8f\xbf\xbf", 4, 4, 0x10ffff },
+        { "\xf4\x90\x80\x80", 4, 0, 0 }, /* U+110000 */
+        { "\xf5\x80\x80\x80", 4, 0, 0 },
+        { "\xff", 1, 0, 0 },
+        { "\xf1\x80\x80\x7f", 4, 0, 0 }, /* a fourth byte out of range */
+        { "\xf1\x80\x80\xc0", 4, 0, 0 },
+        { "\xf1\x80\xc0\x80", 4, 0, 0 },
+        /* cut short: the bytes are right but fewer than the lead needs */
+        { "", 0, 0, 0 },
+        { "\xc2", 1, 0, 0 },
+        { "\xe0\xa0", 2, 0, 0 },
+        { "\xf0\x90\x80", 3, 0, 0 },
+        { "\xf4\x8f\xbf", 3, 0, 0 },
+        /* bytes after the sequence are not its business */
+        { "a\x80", 2, 1, 'a' },
+        { "\xc3\xa9\xff", 3, 2, 0xe9 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const struct utf8_case *c = &cases[i];
+        uint32_t cp = 0xdeadbeef;
+        size_t len = base_utf8_decode(c->bytes, c->avail, &cp);
+        if (len != c->len || cp != (c->len != 0 ? c->cp : 0xdeadbeef))
+            fail_msg("case %zu: len %zu cp %#x, want len %zu cp %#x", i, len, (unsigned)cp,
+                     c->len, (unsigned)c->cp);
+        assert_int_equal(base_utf8_decode(c->bytes, c->avail, NULL), c->len);
+    }
+}
+
+static void test_utf8_valid_runs(void **state)
+{
+    (void)state;
+    assert_true(base_utf8_valid("", 0));
+    assert_true(base_utf8_valid(NULL, 0));
+    assert_true(base_utf8_valid("a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 10));
+    assert_true(base_utf8_valid("a\0b", 3)); /* NUL is a character */
+    assert_false(base_utf8_valid("a\xc3\xa9\xe2\x82", 5)); /* cut at the end */
+    assert_false(base_utf8_valid("\xed\xa0\x80\xed\xb0\x80", 6)); /* CESU-8 pair */
+    assert_false(base_utf8_valid("ok\x80", 3));
+}
+
+/* RFC 4648 section 10's vectors, and bytes that use the last two letters. */
+static void test_base64_rfc4648_vectors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *want;
+    } v[] = {
+        { "", "" },           { "f", "Zg==" },         { "fo", "Zm8=" },
+        { "foo", "Zm9v" },    { "foob", "Zm9vYg==" },  { "fooba", "Zm9vYmE=" },
+        { "foobar", "Zm9vYmFy" }, { "\xff\xfe\xfd", "//79" }, { "\xfb\xff", "+/8=" },
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        size_t n = strlen(v[i].in);
+        char out[16];
+        memset(out, '#', sizeof out);
+        assert_int_equal(BASE_BASE64_LEN(n), strlen(v[i].want));
+        assert_int_equal(base_base64_encode(out, v[i].in, n), strlen(v[i].want));
+        assert_string_equal(out, v[i].want);
+        assert_int_equal(out[BASE_BASE64_LEN(n) + 1], '#'); /* nothing past the NUL */
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -671,6 +775,9 @@ int main(void)
         cmocka_unit_test(test_rng_streams_are_pinned),
         cmocka_unit_test(test_mpsc_keeps_each_producers_order),
         cmocka_unit_test(test_assert_stays_on_with_ndebug),
+        cmocka_unit_test(test_utf8_decode_table_3_7_boundaries),
+        cmocka_unit_test(test_utf8_valid_runs),
+        cmocka_unit_test(test_base64_rfc4648_vectors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

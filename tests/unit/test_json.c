@@ -1,8 +1,8 @@
 /*
- * test_json — server/json.c: string escaping per RFC 8259 (quotes,
- * backslashes, every control character, bytes that are not UTF-8),
- * numbers at their limits, doubles that read back, and the layout of
- * nested objects and arrays.
+ * test_json — json/json.c: string escaping per RFC 8259 (quotes,
+ * backslashes, every control character, bytes that are not UTF-8, the
+ * characters that end a line), numbers at their limits, doubles that read
+ * back, base64 values, and both layouts of nested objects and arrays.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,15 +15,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/json.h"
+#include "json/json.h"
 
-/* One top-level value written by fn, as text (the caller frees). */
-static char *write_value(void (*fn)(struct json *j, const void *arg), const void *arg)
+typedef void write_fn(struct json *j, const void *arg);
+
+/* One top-level value written by fn in layout, as text (the caller frees). */
+static char *write_value_in(enum json_layout layout, write_fn *fn, const void *arg)
 {
     struct zk_wbuf out;
     struct json j;
     zk_wbuf_init(&out);
-    json_init(&j, &out);
+    json_init(&j, &out, layout);
     fn(&j, arg);
     assert_true(json_complete(&j));
     assert_false(out.err);
@@ -33,6 +35,11 @@ static char *write_value(void (*fn)(struct json *j, const void *arg), const void
     s[out.len] = '\0';
     zk_wbuf_free(&out);
     return s;
+}
+
+static char *write_value(write_fn *fn, const void *arg)
+{
+    return write_value_in(JSON_PRETTY, fn, arg);
 }
 
 struct bytes {
@@ -87,17 +94,45 @@ static void test_utf8_passes_and_bad_bytes_become_replacement(void **state)
     ESCAPES("/caf\xc3\xa9/\xe2\x82\xac/\xf0\x9f\x8c\xb2/\xf4\x8f\xbf\xbf",
             "\"/caf\xc3\xa9/\xe2\x82\xac/\xf0\x9f\x8c\xb2/\xf4\x8f\xbf\xbf\"");
     /* a lone continuation byte, a lead byte at the end, one cut short */
-    ESCAPES("a\x80z", "\"a\xef\xbf\xbdz\"");
-    ESCAPES("a\xc3", "\"a\xef\xbf\xbd\"");
-    ESCAPES("\xe2\x82z", "\"\xef\xbf\xbd\xef\xbf\xbdz\"");
+    ESCAPES("a\x80z", "\"a\\ufffdz\"");
+    ESCAPES("a\xc3", "\"a\\ufffd\"");
+    ESCAPES("\xe2\x82z", "\"\\ufffd\\ufffdz\"");
     /* overlong '/', a UTF-16 surrogate, above U+10FFFF, bytes never used */
-    ESCAPES("\xc0\xaf", "\"\xef\xbf\xbd\xef\xbf\xbd\"");
-    ESCAPES("\xe0\x80\xaf", "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"");
-    ESCAPES("\xed\xa0\x80", "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"");
-    ESCAPES("\xf4\x90\x80\x80", "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"");
-    ESCAPES("\xfe\xff", "\"\xef\xbf\xbd\xef\xbf\xbd\"");
+    ESCAPES("\xc0\xaf", "\"\\ufffd\\ufffd\"");
+    ESCAPES("\xe0\x80\xaf", "\"\\ufffd\\ufffd\\ufffd\"");
+    ESCAPES("\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\"");
+    ESCAPES("\xf4\x90\x80\x80", "\"\\ufffd\\ufffd\\ufffd\\ufffd\"");
+    ESCAPES("\xfe\xff", "\"\\ufffd\\ufffd\"");
     /* a quote right after a bad byte is still escaped */
-    ESCAPES("\x80\"", "\"\xef\xbf\xbd\\\"\"");
+    ESCAPES("\x80\"", "\"\\ufffd\\\"\"");
+}
+
+/* C1 controls and U+2028/U+2029 end a line for some readers: escaped, a
+ * document stays on its lines; their neighbours go out raw. */
+static void test_line_breaking_characters_are_escaped(void **state)
+{
+    (void)state;
+    ESCAPES("\xc2\x80|\xc2\x85|\xc2\x9f", "\"\\u0080|\\u0085|\\u009f\"");
+    ESCAPES("\xe2\x80\xa8\xe2\x80\xa9", "\"\\u2028\\u2029\"");
+    ESCAPES("\xc2\xa0\xe2\x80\xa7\xe2\x80\xaa", "\"\xc2\xa0\xe2\x80\xa7\xe2\x80\xaa\"");
+}
+
+static void write_base64(struct json *j, const void *arg)
+{
+    (void)arg;
+    json_array_begin(j);
+    json_base64(j, "", 0);
+    json_base64(j, "foob", 4);
+    json_base64(j, "\xff\xfe\xfd", 3);
+    json_array_end(j);
+}
+
+static void test_base64_values(void **state)
+{
+    (void)state;
+    char *got = write_value(write_base64, NULL);
+    assert_string_equal(got, "[ \"\", \"Zm9vYg==\", \"//79\" ]");
+    free(got);
 }
 
 static void write_numbers(struct json *j, const void *arg)
@@ -135,7 +170,7 @@ static void test_doubles_read_back(void **state)
         struct zk_wbuf out;
         struct json j;
         zk_wbuf_init(&out);
-        json_init(&j, &out);
+        json_init(&j, &out, JSON_PRETTY);
         json_double(&j, v[i]);
         zk_wbuf_printf(&out, "%s", ""); /* the NUL after the text */
         assert_false(out.err);
@@ -212,6 +247,17 @@ static void test_nesting_layout(void **state)
     free(got);
 }
 
+/* The same document on one line, without a byte of whitespace. */
+static void test_compact_layout(void **state)
+{
+    (void)state;
+    char *got = write_value_in(JSON_COMPACT, write_nested, NULL);
+    assert_string_equal(got, "{\"connections\":[{\"session_id\":72062696427159552,"
+                             "\"paths\":[\"/a\",\"/b\"]},{}],\"secure_connections\":[],"
+                             "\"a\\\"key\":{},\"error\":null}");
+    free(got);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -221,6 +267,9 @@ int main(void)
         cmocka_unit_test(test_doubles_read_back),
         cmocka_unit_test(test_non_finite_doubles_are_null),
         cmocka_unit_test(test_nesting_layout),
+        cmocka_unit_test(test_line_breaking_characters_are_escaped),
+        cmocka_unit_test(test_base64_values),
+        cmocka_unit_test(test_compact_layout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,7 @@
 /*
  * json.c — the JSON writer (json.h).
  */
-#include "server/json.h"
+#include "json/json.h"
 
 #include <assert.h>
 #include <inttypes.h>
@@ -12,10 +12,11 @@
 
 #define INDENT "  " /* Jackson's DefaultPrettyPrinter: two spaces a level */
 
-void json_init(struct json *j, struct zk_wbuf *out)
+void json_init(struct json *j, struct zk_wbuf *out, enum json_layout layout)
 {
     memset(j, 0, sizeof *j);
     j->out = out;
+    j->layout = layout;
 }
 
 bool json_complete(const struct json *j)
@@ -33,10 +34,17 @@ static void put_str(struct json *j, const char *s)
     put(j, s, strlen(s));
 }
 
+static bool pretty(const struct json *j)
+{
+    return j->layout == JSON_PRETTY;
+}
+
 /* A new line indented by the objects open: Jackson's arrays are inline
- * and add no indentation. */
+ * and add no indentation. Nothing in the compact layout. */
 static void newline(struct json *j)
 {
+    if (!pretty(j))
+        return;
     put(j, "\n", 1);
     for (int i = 0; i < j->depth; i++)
         if (j->in_object[i])
@@ -55,7 +63,10 @@ static void before_value(struct json *j)
         j->key_pending = false;
         return;
     }
-    put_str(j, j->has_members[d] ? ", " : " ");
+    if (pretty(j))
+        put_str(j, j->has_members[d] ? ", " : " ");
+    else if (j->has_members[d])
+        put_str(j, ",");
     j->has_members[d] = true;
 }
 
@@ -84,7 +95,7 @@ static void end(struct json *j, bool object)
     bool members = j->has_members[j->depth];
     if (object && members)
         newline(j);
-    else
+    else if (pretty(j))
         put_str(j, " "); /* "{ }", "[ ]", "[ 1, 2 ]" */
     put_str(j, object ? "}" : "]");
 }
@@ -109,67 +120,51 @@ void json_array_end(struct json *j)
     end(j, false);
 }
 
-/* The length of the well-formed UTF-8 sequence at s (Unicode's table 3-7:
- * no overlong forms, no surrogates, nothing above U+10FFFF), or 0. */
-static size_t utf8_sequence(const unsigned char *s, size_t avail)
+/* C1 controls (NEL among them) and U+2028/U+2029 are legal raw in JSON but
+ * end a line for many readers (JavaScript, Python's splitlines). */
+static bool line_breaking(uint32_t cp)
 {
-    unsigned char c = s[0];
-    size_t n;
-    unsigned char lo = 0x80, hi = 0xbf; /* the second byte's range */
-    if (c >= 0xc2 && c <= 0xdf)
-        n = 2;
-    else if (c >= 0xe0 && c <= 0xef) {
-        n = 3;
-        lo = c == 0xe0 ? 0xa0 : 0x80; /* overlong below U+0800 */
-        hi = c == 0xed ? 0x9f : 0xbf; /* surrogates U+D800..U+DFFF */
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4;
-        lo = c == 0xf0 ? 0x90 : 0x80; /* overlong below U+10000 */
-        hi = c == 0xf4 ? 0x8f : 0xbf; /* above U+10FFFF */
-    } else
-        return 0;
-    if (avail < n || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < n; i++)
-        if (s[i] < 0x80 || s[i] > 0xbf)
-            return 0;
-    return n;
+    return (cp >= 0x80 && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029;
 }
 
-/* s[0, len) as a JSON string, quotes included. */
-static void put_quoted(struct json *j, const char *s, size_t len)
+/* Writes the escape for the character cp that cannot go out raw. */
+static void put_escape(struct json *j, uint32_t cp)
 {
     static const char hex[] = "0123456789abcdef";
+    switch (cp) {
+    case '"': put_str(j, "\\\""); return;
+    case '\\': put_str(j, "\\\\"); return;
+    case '\b': put_str(j, "\\b"); return;
+    case '\f': put_str(j, "\\f"); return;
+    case '\n': put_str(j, "\\n"); return;
+    case '\r': put_str(j, "\\r"); return;
+    case '\t': put_str(j, "\\t"); return;
+    default: break;
+    }
+    char u[6] = { '\\', 'u', hex[cp >> 12 & 0xf], hex[cp >> 8 & 0xf], hex[cp >> 4 & 0xf],
+                  hex[cp & 0xf] };
+    put(j, u, sizeof u);
+}
+
+/* s[0, len) as a JSON string, quotes included: runs of characters that
+ * need no escape are copied whole. */
+static void put_quoted(struct json *j, const char *s, size_t len)
+{
     const unsigned char *p = (const unsigned char *)s;
     put(j, "\"", 1);
     size_t run = 0; /* bytes that go out as they are, not yet written */
     for (size_t i = 0; i < len;) {
-        unsigned char c = p[i];
-        size_t n = c < 0x80 ? 1 : utf8_sequence(p + i, len - i);
-        if (n != 0 && c >= 0x20 && c != '"' && c != '\\') {
+        uint32_t cp = 0xfffd; /* for a byte that is not UTF-8 */
+        size_t n = base_utf8_decode(p + i, len - i, &cp);
+        if (n != 0 && cp >= 0x20 && cp != '"' && cp != '\\' && !line_breaking(cp)) {
             run += n;
             i += n;
             continue;
         }
         put(j, s + i - run, run);
         run = 0;
-        i++;
-        switch (c) {
-        case '"': put_str(j, "\\\""); break;
-        case '\\': put_str(j, "\\\\"); break;
-        case '\b': put_str(j, "\\b"); break;
-        case '\f': put_str(j, "\\f"); break;
-        case '\n': put_str(j, "\\n"); break;
-        case '\r': put_str(j, "\\r"); break;
-        case '\t': put_str(j, "\\t"); break;
-        default:
-            if (c < 0x20) {
-                char u[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xf] };
-                put(j, u, sizeof u);
-            } else {
-                put_str(j, "\xef\xbf\xbd"); /* U+FFFD for a byte that is not UTF-8 */
-            }
-        }
+        i += n != 0 ? n : 1;
+        put_escape(j, cp);
     }
     put(j, s + len - run, run);
     put(j, "\"", 1);
@@ -183,7 +178,7 @@ void json_key(struct json *j, const char *key)
         put(j, ",", 1);
     newline(j);
     put_quoted(j, key, strlen(key));
-    put_str(j, " : ");
+    put_str(j, pretty(j) ? " : " : ":");
     j->has_members[d] = true;
     j->key_pending = true;
 }
@@ -197,6 +192,17 @@ void json_string_n(struct json *j, const char *s, size_t len)
 {
     before_value(j);
     put_quoted(j, s, len);
+}
+
+void json_base64(struct json *j, const void *bytes, size_t len)
+{
+    before_value(j);
+    put(j, "\"", 1);
+    if (len > (SIZE_MAX - 8) / 4 * 3)
+        j->out->err = true; /* BASE_BASE64_LEN would overflow */
+    else if (zk_wbuf_reserve(j->out, BASE_BASE64_LEN(len) + 1)) /* + base64's NUL */
+        j->out->len += base_base64_encode((char *)j->out->p + j->out->len, bytes, len);
+    put(j, "\"", 1);
 }
 
 void json_int(struct json *j, int64_t v)
