@@ -140,11 +140,22 @@ def larchd_path():
     return os.environ.get("LARCHD", str(REPO_ROOT / "build" / "server" / "larchd"))
 
 
+_PORTS_GIVEN = set()
+
+
 def free_port():
-    """Returns a port that was free on 127.0.0.1 a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+    """Returns a port that was free on 127.0.0.1 a moment ago and that this
+    process has not been given before: the kernel may hand the port it just
+    released straight back, so two calls in a row (a server's quorum and
+    election ports) could otherwise return the same number."""
+    for _ in range(1000):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((HOST, 0))
+            port = s.getsockname()[1]
+        if port not in _PORTS_GIVEN:
+            _PORTS_GIVEN.add(port)
+            return port
+    raise RuntimeError("no unused free port after 1000 tries")
 
 
 def four_letter(port, word, timeout_s=5.0, source_addr=None):
@@ -248,6 +259,14 @@ class Server:
         if self.ensemble is not None:
             return self.ensemble.hosts()
         return "%s:%d" % (HOST, self.port)
+
+    def wait_applied(self, zxid, timeout_s=10.0):
+        """Against an ensemble, waits until every live member has applied
+        zxid, so that a client of any member reads what a client of another
+        wrote up to it (ZooKeeper promises that across members only after a
+        sync). A standalone server has applied a write before it answers."""
+        if self.ensemble is not None:
+            self.ensemble.wait_applied(zxid, timeout_s)
 
     def __enter__(self):
         self.start()
@@ -1189,20 +1208,10 @@ class Ensemble:
         self.root = tempfile.mkdtemp(prefix="larch-it-ensemble-")
         _LIVE_ENSEMBLES.add(self)
         try:
-            # every port distinct: free_port() may hand out one twice
-            taken = set()
-
-            def distinct_port():
-                for _ in range(50):
-                    port = free_port()
-                    if port not in taken:
-                        taken.add(port)
-                        return port
-                raise ServerError("no free port apart from the ensemble's")
             for sid in self.ids:
-                self.client_ports[sid] = distinct_port()
-                self.quorum_ports[sid] = distinct_port()
-                self.election_ports[sid] = distinct_port()
+                self.client_ports[sid] = free_port()
+                self.quorum_ports[sid] = free_port()
+                self.election_ports[sid] = free_port()
             if self.proxied:
                 self._start_proxies()
             for sid in self.ids:
@@ -1299,6 +1308,26 @@ class Ensemble:
 
     def mntr(self, sid, timeout_s=2.0):
         return parse_mntr(four_letter(self.client_ports[sid], "mntr", timeout_s))
+
+    def applied_zxid(self, sid):
+        """The last zxid member sid applied (srvr's Zxid line)."""
+        text = four_letter(self.client_ports[sid], "srvr").decode()
+        m = re.search(r"^Zxid: 0x([0-9a-f]+)$", text, re.M)
+        if m is None:
+            raise ServerError("member %d: no Zxid in srvr: %r" % (sid, text))
+        return int(m.group(1), 16)
+
+    def wait_applied(self, zxid, timeout_s=10.0):
+        """Waits until every live member has applied zxid."""
+        deadline = time.monotonic() + timeout_s
+        behind = [i for i in self.ids if self.alive(i)]
+        while behind and time.monotonic() < deadline:
+            behind = [i for i in behind if self.applied_zxid(i) < zxid]
+            if behind:
+                time.sleep(0.01)
+        if behind:
+            raise ServerError("members %s had not applied 0x%x within %.0f s" % (
+                behind, zxid, timeout_s))
 
     def wait_leader(self, among=None, timeout_s=20.0):
         """The id of the one live leader every listed member follows."""

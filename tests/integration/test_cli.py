@@ -93,13 +93,28 @@ class CliTestCase(ServerTestCase):
 
     def setUp(self):
         self.cli = cli_path()
+        self.kazoos = []
         if not os.access(self.cli, os.X_OK):
             if "LARCH_CLI" in os.environ:
                 self.fail("LARCH_CLI=%s is not an executable" % self.cli)
             self.skipTest("larch-cli not built (%s)" % self.cli)
 
+    def kazoo(self, **kw):
+        zk = super().kazoo(**kw)
+        self.kazoos.append(zk)
+        return zk
+
+    def settle(self):
+        """A larch-cli about to start may talk to another ensemble member
+        than the test's kazoo clients: let every member apply what they
+        wrote first, as the tests read it back through the CLI."""
+        seen = [zk.last_zxid for zk in self.kazoos]
+        if seen:
+            self.server.wait_applied(max(seen))
+
     def run_cli(self, args=(), script=None, server=None, input_bytes=None):
         """Runs larch-cli to completion; returns CompletedProcess (text)."""
+        self.settle()
         argv = [self.cli, "-server", server or self.server.hosts] + list(args)
         data = input_bytes if input_bytes is not None else (
             ("\n".join(script) + "\n").encode() if script is not None else b"")
@@ -110,6 +125,7 @@ class CliTestCase(ServerTestCase):
 
     def start_cli(self, args=()):
         """A long-lived larch-cli reading a pipe; stopped by PID on cleanup."""
+        self.settle()
         proc = subprocess.Popen([self.cli, "-server", self.server.hosts] + list(args),
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
@@ -630,6 +646,9 @@ class WatchTest(CliTestCase, unittest.TestCase):
         self.send(proc, "ls -w %s" % root)
         self.assertIsNotNone(out.wait_for(rb"\[\]\n", start=mark))
         zk.create(root + "/kid", b"kidval")
+        # kazoo and larch-cli may talk to different ensemble members: the
+        # sync makes the CLI's member hold the child before the CLI reads it
+        self.send(proc, "sync %s" % root)
         self.send(proc, "get %s/kid" % root)  # a reply after the event was sent
         self.assertIsNotNone(out.wait_for(rb"kidval\n", start=mark))
         out.drain(0.5)
