@@ -208,14 +208,15 @@ void dp_each_watch(struct dp *dp, dp_watch_fn fn, void *arg);
 
 /* ---- the UDP read path's handler (dataplane/UDP.md) ----------------------- */
 
-/* The packet handler: one request datagram (req, len) from peer_ip (its
- * source address, text) in; the reply datagram, at most datagram_max
+/* The packet handler: one request datagram (req, len) from peer (its
+ * source address, as bytes) in; the reply datagram, at most datagram_max
  * bytes, built in out (reset first; the caller's, it keeps its memory for
  * the next call). Returns the reply's length, or 0 when the datagram gets
- * no answer. Counts the outcome in *ctr. No I/O and no clock; reads the
- * tree under its own rcu_read_lock, so the caller is a registered RCU
- * thread. Any number of threads at once, each with its own out and ctr. */
-size_t dp_udp_handle(struct dp *dp, const uint8_t *req, size_t len, const char *peer_ip,
+ * no answer. Counts the outcome in *ctr. No I/O and no clock. The caller
+ * holds rcu_read_lock (a back end takes it once per batch of datagrams,
+ * not per datagram). Any number of threads at once, each with its own out
+ * and ctr. */
+size_t dp_udp_handle(struct dp *dp, const uint8_t *req, size_t len, const struct tree_addr *peer,
                      size_t datagram_max, struct zk_wbuf *out, struct dp_udp_counters *ctr);
 
 #endif /* LARCH_DATAPLANE_H */

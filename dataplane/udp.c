@@ -53,7 +53,7 @@ static size_t drop(struct dp_udp_counters *ctr, enum dp_udp_drop why)
 }
 
 /* A signed request's session: its identities into *auth, or the status
- * that refuses it. Inside rcu_read_lock. */
+ * that refuses it. */
 static enum zk_udp_status session_identity(struct dp *dp, const struct zk_udp_request_header *q,
                                            const uint8_t *req, size_t len,
                                            struct tree_auth *auth)
@@ -81,7 +81,7 @@ static bool all_zero(const uint8_t *p, size_t n)
     return acc == 0;
 }
 
-/* Runs the read of a checked request. Inside rcu_read_lock. */
+/* Runs the read of a checked request. */
 static size_t serve(struct dp *dp, const struct zk_udp_request_header *q, const uint8_t *req,
                     size_t len, const struct tree_auth *auth, size_t datagram_max,
                     struct zk_wbuf *out, struct dp_udp_counters *ctr)
@@ -113,7 +113,7 @@ static size_t serve(struct dp *dp, const struct zk_udp_request_header *q, const 
     return out->len;
 }
 
-size_t dp_udp_handle(struct dp *dp, const uint8_t *req, size_t len, const char *peer_ip,
+size_t dp_udp_handle(struct dp *dp, const uint8_t *req, size_t len, const struct tree_addr *peer,
                      size_t datagram_max, struct zk_wbuf *out, struct dp_udp_counters *ctr)
 {
     ctr->datagrams++;
@@ -138,9 +138,8 @@ size_t dp_udp_handle(struct dp *dp, const uint8_t *req, size_t len, const char *
     if (dp->seq != NULL && !seq_serving(dp->seq))
         return answer(out, ctr, &q, ZK_UDP_NOT_SERVING, 0, tree_last_zxid(dp->tree));
 
-    struct tree_auth auth = { .ids = NULL, .count = 0, .peer_ip = peer_ip, .super = false,
+    struct tree_auth auth = { .ids = NULL, .count = 0, .peer_addr = peer, .super = false,
                               .sasl_provider = dp->cfg.sasl_provider };
-    rcu_read_lock();
     int64_t zxid = tree_last_zxid(dp->tree);
     enum zk_udp_status st = ZK_UDP_OK;
     if (q.flags & ZK_UDP_FLAG_SESSION)
@@ -154,6 +153,5 @@ size_t dp_udp_handle(struct dp *dp, const uint8_t *req, size_t len, const char *
         n = refuse_unauthenticated(out, ctr, &q, zxid);
     else
         n = serve(dp, &q, req, len, &auth, datagram_max, out, ctr);
-    rcu_read_unlock();
     return n;
 }

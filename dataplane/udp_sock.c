@@ -21,6 +21,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <urcu.h>
+
 #define UDP_BATCH 32
 #define UDP_BATCHES_PER_PASS 8
 #define UDP_BUF_BYTES 65536   /* the largest UDP payload fits */
@@ -125,19 +127,19 @@ void udp_sock_close(struct worker *w)
     w->udp = NULL;
 }
 
-/* The source address as ip ACLs name it: an IPv4-mapped IPv6 address as
+/* The source address as ip ACLs match it: an IPv4-mapped IPv6 address as
  * the IPv4 address it is. */
-static void peer_text(const struct sockaddr_storage *sa, char *out, size_t cap)
+static void peer_addr(const struct sockaddr_storage *sa, struct tree_addr *out)
 {
-    out[0] = '\0';
+    out->len = 0;
     if (sa->ss_family == AF_INET) {
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)cap);
+        out->len = 4;
+        memcpy(out->b, &((const struct sockaddr_in *)sa)->sin_addr, 4);
     } else if (sa->ss_family == AF_INET6) {
         const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-        if (IN6_IS_ADDR_V4MAPPED(a))
-            inet_ntop(AF_INET, &a->s6_addr[12], out, (socklen_t)cap);
-        else
-            inet_ntop(AF_INET6, a, out, (socklen_t)cap);
+        bool mapped = IN6_IS_ADDR_V4MAPPED(a);
+        out->len = mapped ? 4 : 16;
+        memcpy(out->b, mapped ? &a->s6_addr[12] : a->s6_addr, out->len);
     }
 }
 
@@ -167,10 +169,11 @@ static bool serve_batch(struct worker *w)
     if (n <= 0)
         return false; /* EAGAIN, or an error a datagram socket recovers from */
     int nout = 0;
+    rcu_read_lock();
     for (int i = 0; i < n; i++) {
-        char ip[INET6_ADDRSTRLEN];
-        peer_text(&b->from[i], ip, sizeof ip);
-        size_t len = dp_udp_handle(w->dp, b->iov_in[i].iov_base, b->in[i].msg_len, ip,
+        struct tree_addr peer;
+        peer_addr(&b->from[i], &peer);
+        size_t len = dp_udp_handle(w->dp, b->iov_in[i].iov_base, b->in[i].msg_len, &peer,
                                    UDP_REPLY_MAX, &b->reply[i], &w->udp_ctr);
         if (len == 0)
             continue;
@@ -180,6 +183,7 @@ static bool serve_batch(struct worker *w)
                                                 .msg_iov = &b->iov_out[nout], .msg_iovlen = 1 };
         nout++;
     }
+    rcu_read_unlock();
     for (int sent = 0; sent < nout;) {
         int k = sendmmsg(w->udp_fd, b->out + sent, (unsigned)(nout - sent), MSG_DONTWAIT);
         if (k <= 0) {

@@ -11,7 +11,8 @@
  *
  * Threading: ldp_frame_handle may run on any number of threads at once,
  * each with its own scratch buffer and counters; the thread must be a
- * registered RCU thread (dp_udp_handle reads the tree).
+ * registered RCU thread inside rcu_read_lock (dp_udp_handle reads the
+ * tree; the poll-mode loop holds the lock once for a whole burst).
  */
 #ifndef LARCH_DPDK_H
 #define LARCH_DPDK_H
@@ -33,6 +34,11 @@ struct ldp_iface {
     uint8_t ip[4];     /* IPv4, network order */
     uint16_t udp_port; /* host order */
     uint16_t mtu;      /* IP packet bytes, e.g. 1500: a reply never exceeds it */
+    /* Replies carry a UDP checksum. False on a port that is shared memory
+     * between two processes of one host (memif): no wire or NIC touches
+     * the datagram, so, as Linux leaves it out on loopback, the reply goes
+     * with IPv4's "no checksum" (0) and the sum is not computed. */
+    bool udp_checksum;
 };
 
 /* Why a frame got no answer. */

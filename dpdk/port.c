@@ -182,7 +182,10 @@ static uint16_t burst(struct ldp_core *c)
     struct ldp *l = c->ldp;
     struct rte_mbuf *in[BURST], *out[BURST];
     uint16_t n = rte_eth_rx_burst(l->port, c->queue, in, BURST);
+    if (n == 0)
+        return 0;
     uint16_t nout = 0;
+    rcu_read_lock(); /* one read-side section for the burst, not one per read */
     for (uint16_t i = 0; i < n; i++) {
         struct rte_mbuf *m = in[i];
         size_t r = 0;
@@ -204,6 +207,7 @@ static uint16_t burst(struct ldp_core *c)
         m->ol_flags = 0; /* checksums are computed: no offload asked */
         out[nout++] = m;
     }
+    rcu_read_unlock();
     uint16_t sent = nout ? rte_eth_tx_burst(l->port, c->queue, out, nout) : 0;
     for (uint16_t i = sent; i < nout; i++)
         rte_pktmbuf_free(out[i]);
@@ -267,6 +271,9 @@ static int port_setup(struct ldp *l, int nq, char *err, size_t errlen)
                  info.max_tx_queues, nq);
         return -1;
     }
+    /* memif is shared memory between two processes of this host: no wire
+     * to guard a reply against (ldp_iface.udp_checksum) */
+    l->ifc.udp_checksum = strcmp(info.driver_name, "net_memif") != 0;
     struct rte_eth_conf conf = { 0 };
     if (nq > 1) {
         conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;

@@ -208,19 +208,33 @@ static void ip_mask(uint8_t *b, size_t len, int32_t bits)
 
 /* IPAuthenticationProvider.matches: peer and ACL address agree on the
  * ACL's prefix; an IPv4 ACL never matches an IPv6 peer or the reverse. */
-static bool ip_matches(const char *peer, const char *expr)
+static bool ip_addr_matches(const uint8_t *peer, size_t peer_len, const char *expr)
 {
     uint8_t acl_addr[16], peer_addr[16];
     int32_t bits;
     size_t acl_len = ip_expr_parse(expr, strlen(expr), acl_addr, &bits);
-    if (acl_len == 0 || peer == NULL)
+    if (acl_len == 0 || peer_len != acl_len)
         return false;
-    size_t peer_len = ip_parse(peer, strlen(peer), peer_addr);
-    if (peer_len != acl_len)
-        return false;
+    memcpy(peer_addr, peer, peer_len);
     ip_mask(acl_addr, acl_len, bits);
     ip_mask(peer_addr, peer_len, bits);
     return memcmp(acl_addr, peer_addr, acl_len) == 0;
+}
+
+static bool ip_matches(const char *peer, const char *expr)
+{
+    uint8_t peer_addr[16];
+    size_t peer_len = peer != NULL ? ip_parse(peer, strlen(peer), peer_addr) : 0;
+    return peer_len != 0 && ip_addr_matches(peer_addr, peer_len, expr);
+}
+
+/* The caller's own address against an "ip" ACL id, in whichever form it came. */
+static bool peer_matches(const struct tree_auth *auth, const char *expr)
+{
+    if (auth->peer_ip != NULL)
+        return ip_matches(auth->peer_ip, expr);
+    const struct tree_addr *a = auth->peer_addr;
+    return a != NULL && ip_addr_matches(a->b, a->len, expr);
 }
 
 /* ---- fixupACL ------------------------------------------------------------- */
@@ -706,7 +720,7 @@ static bool acl_entry_matches(const struct tree_acl_entry *e, const struct tree_
     bool is_sasl = sasl_served(e->scheme, auth);
     if (!is_ip && !is_sasl && strcmp(e->scheme, "digest") != 0 && strcmp(e->scheme, "x509") != 0)
         return false;
-    if (is_ip && ip_matches(auth->peer_ip, e->id))
+    if (is_ip && peer_matches(auth, e->id))
         return true;
     for (int32_t i = 0; i < auth->count; i++) {
         const struct tree_authid *cid = &auth->ids[i];
@@ -721,7 +735,7 @@ static bool acl_entry_matches(const struct tree_acl_entry *e, const struct tree_
 
 bool tree_acl_permits(const struct tree_acl *acl, int32_t perm, const struct tree_auth *auth)
 {
-    static const struct tree_auth nobody = { NULL, 0, NULL, false, false };
+    static const struct tree_auth nobody = { NULL, 0, NULL, false, false, NULL };
     if (acl == NULL || acl->count == 0)
         return true;
     if (acl == &open_acl) /* most nodes: what the loop below finds, without its strcmps */

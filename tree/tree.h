@@ -77,16 +77,23 @@ struct tree_authid {
     const char *scheme;
     const char *id;
 };
+/* A peer's address as bytes (network order), for "ip" ACLs where it comes
+ * as bytes and formatting it per request would cost more than the check. */
+struct tree_addr {
+    uint8_t len; /* 4 (IPv4) or 16 (IPv6); 0: no address */
+    uint8_t b[16];
+};
 struct tree_auth {
     const struct tree_authid *ids;
     int32_t count;
-    const char *peer_ip; /* dotted quad or IPv6 text, for "ip" ACLs */
+    const char *peer_ip; /* dotted quad or IPv6 text, for "ip" ACLs (or see peer_addr) */
     bool super;          /* authenticated as the super user: every check passes */
     /* The server runs ZooKeeper's SASLAuthenticationProvider (authProvider.N):
      * without it, as in ZooKeeper, "sasl" ACLs are invalid and match no one,
      * and "auth" does not expand to sasl identities. A server setting the
      * caller copies into every tree_auth it builds. */
     bool sasl_provider;
+    const struct tree_addr *peer_addr; /* the peer's address as bytes, when peer_ip is NULL */
 };
 
 /* Authentication providers beyond world, ip and digest (ZooKeeper's

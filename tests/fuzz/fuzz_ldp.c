@@ -101,7 +101,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t sender[6];
     memcpy(sender, n >= 12 ? buf + 6 : OUR_MAC, 6);
     struct ldp_counters ctr = { 0 };
+    g_ifc.udp_checksum = (mode & 8) != 0; /* memif leaves it out; other ports do not */
+    rcu_read_lock();
     size_t r = ldp_frame_handle(&g_ifc, g_dp, buf, n, ROOM, &g_scratch, &ctr);
+    rcu_read_unlock();
     uint64_t dropped = 0;
     for (int i = 0; i < LDP_DROPS; i++)
         dropped += ctr.dropped[i];

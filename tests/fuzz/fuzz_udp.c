@@ -137,8 +137,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t n = size - 1;
     fix_header(d, n, mode);
     size_t max = (mode & 4) ? 1472 : 65507;
-    const char *ip = (mode & 8) ? "198.18.0.9" : "127.0.0.1";
-    size_t len = dp_udp_handle(g_dp, d, n, ip, max, &g_out, &g_ctr);
+    struct tree_addr peer = { .len = 4, .b = { 127, 0, 0, 1 } };
+    if (mode & 8)
+        peer = (struct tree_addr){ .len = 4, .b = { 198, 18, 0, 9 } };
+    rcu_read_lock();
+    size_t len = dp_udp_handle(g_dp, d, n, &peer, max, &g_out, &g_ctr);
+    rcu_read_unlock();
     if (n < ZK_UDP_REQUEST_HEADER_BYTES || base_get_be32(d) != ZK_UDP_MAGIC ||
         (d[5] & ZK_UDP_FLAG_REPLY))
         BASE_ASSERT(len == 0);

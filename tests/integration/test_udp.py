@@ -109,9 +109,11 @@ class UdpClient:
     """Sends a datagram and waits for the reply to its request id, sending
     again on silence (requests are idempotent): bounded tries."""
 
-    def __init__(self, port):
+    def __init__(self, port, source=None):
         self.addr = (HOST, port)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        if source is not None:
+            self.sock.bind((source, 0))  # another loopback address: another peer
         self.rid = 0
 
     def close(self):
@@ -199,6 +201,21 @@ class UdpReadTest(unittest.TestCase):
         self.assertEqual(struct.unpack_from(">i", rep["record"])[0], 1)
         rep = self.udp.ask(OP_EXISTS, jute_path_watch(base + "/none"))
         self.assertEqual((rep["status"], rep["err"]), (OK, ZNONODE))
+
+    def test_ip_acls_match_the_datagram_source(self):
+        from kazoo.security import ACL, Id
+        path = unique_path("udp-ip")
+        self.zk.create(path, b"lab", acl=[ACL(1, Id("ip", "127.0.0.2/32")),  # READ
+                                          ACL(31, Id("ip", "127.0.0.64/26"))])
+        rep = self.udp.get(path)  # from 127.0.0.1
+        self.assertEqual((rep["status"], rep["err"]), (OK, ZNOAUTH))
+        for source in ("127.0.0.2", "127.0.0.100"):
+            with UdpClient(self.udp_port, source=source) as other:
+                rep = other.get(path)
+                self.assertEqual((rep["status"], rep["err"]), (OK, 0), source)
+                self.assertEqual(get_data_record(rep["record"])[0], b"lab")
+        with UdpClient(self.udp_port, source="127.0.0.128") as outside:
+            self.assertEqual(outside.get(path)["err"], ZNOAUTH)
 
     def test_a_signed_session_reads_with_its_identity(self):
         from kazoo.security import make_digest_acl

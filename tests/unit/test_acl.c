@@ -267,7 +267,8 @@ static void test_fixup_auth_expands_digest_ids(void **state)
         { "super", "" },
         { "digest", "alice:hvfkN/qlp/zhXR3cuerq6jd2Z7g=" },
     };
-    struct tree_auth auth = { ids, 4, "127.0.0.1", false, false };
+    struct tree_auth auth = { .ids = ids, .count = 4, .peer_ip = "127.0.0.1", .super = false,
+                              .sasl_provider = false };
     struct zk_acl items[] = {
         A(ZK_PERM_READ, "world", "anyone"),
         A(ZK_PERM_READ | ZK_PERM_WRITE, "auth", "ignored"),
@@ -286,8 +287,10 @@ static void test_fixup_auth_expands_digest_ids(void **state)
 static void test_fixup_auth_without_digest_is_invalid(void **state)
 {
     static const struct tree_authid ids[] = { { "ip", "127.0.0.1" }, { "super", "" } };
-    struct tree_auth auth = { ids, 2, "127.0.0.1", true, false };
-    struct tree_auth none = { NULL, 0, "127.0.0.1", false, false };
+    struct tree_auth auth = { .ids = ids, .count = 2, .peer_ip = "127.0.0.1", .super = true,
+                              .sasl_provider = false };
+    struct tree_auth none = { .ids = NULL, .count = 0, .peer_ip = "127.0.0.1", .super = false,
+                              .sasl_provider = false };
     assert_int_equal(fixup_one(ZK_PERM_ALL, "auth", "", &auth), ZK_EINVALIDACL);
     assert_int_equal(fixup_one(ZK_PERM_ALL, "auth", "", &none), ZK_EINVALIDACL);
     assert_int_equal(fixup_one(ZK_PERM_ALL, "auth", "", NULL), ZK_EINVALIDACL);
@@ -322,9 +325,12 @@ static void test_fixup_auth_expands_sasl_ids(void **state)
         { "sasl", "bob" },
         { "digest", "alice:hvfkN/qlp/zhXR3cuerq6jd2Z7g=" },
     };
-    struct tree_auth served = { ids, 2, "127.0.0.1", false, true };
-    struct tree_auth unserved = { ids, 2, "127.0.0.1", false, false };
-    struct tree_auth sasl_only = { ids, 1, "127.0.0.1", false, false };
+    struct tree_auth served = { .ids = ids, .count = 2, .peer_ip = "127.0.0.1", .super = false,
+                              .sasl_provider = true };
+    struct tree_auth unserved = { .ids = ids, .count = 2, .peer_ip = "127.0.0.1", .super = false,
+                              .sasl_provider = false };
+    struct tree_auth sasl_only = { .ids = ids, .count = 1, .peer_ip = "127.0.0.1", .super = false,
+                              .sasl_provider = false };
     struct zk_acl item = A(ZK_PERM_READ, "auth", "");
     struct tree_acl *acl = fixup_ok(&item, 1, &served);
     assert_int_equal(acl->count, 2);
@@ -577,7 +583,8 @@ static void test_fixup_auth_expands_x509_ids(void **state)
 {
     struct tree_authid ids[] = { { "super", "CN=admin" }, { "x509", "CN=admin,O=Larch" },
                                  { "digest", "bob:hash" } };
-    struct tree_auth auth = { ids, 3, "127.0.0.1", false, false };
+    struct tree_auth auth = { .ids = ids, .count = 3, .peer_ip = "127.0.0.1", .super = false,
+                              .sasl_provider = false };
     struct zk_acl item = A(ZK_PERM_READ, "auth", "");
     struct zk_aclvec v = { 1, &item };
     struct tree_acl *out = NULL;
@@ -603,7 +610,8 @@ static void test_permits_x509(void **state)
     struct tree_authid other[] = { { "x509", "CN=client one,OU=Test,O=Larch" } };
     struct tree_authid as_digest[] = { { "digest", "CN=client one,OU=Test,O=Larch,C=US" } };
     struct tree_authid super[] = { { "super", "CN=admin" } };
-    struct tree_auth a = { same, 1, "127.0.0.1", false, false };
+    struct tree_auth a = { .ids = same, .count = 1, .peer_ip = "127.0.0.1", .super = false,
+                              .sasl_provider = false };
     assert_true(tree_acl_permits(acl, ZK_PERM_READ, &a));
     assert_false(tree_acl_permits(acl, ZK_PERM_WRITE, &a));
     a.ids = other;
@@ -628,7 +636,8 @@ static void test_permits_world(void **state)
 {
     struct zk_acl item = A(ZK_PERM_READ | ZK_PERM_CREATE, "world", "anyone");
     struct tree_acl *acl = fixup_ok(&item, 1, NULL);
-    struct tree_auth anon = { NULL, 0, "198.18.0.1", false, false };
+    struct tree_auth anon = { .ids = NULL, .count = 0, .peer_ip = "198.18.0.1", .super = false,
+                              .sasl_provider = false };
     assert_true(tree_acl_permits(acl, ZK_PERM_READ, &anon));
     assert_true(tree_acl_permits(acl, ZK_PERM_CREATE, NULL));
     assert_false(tree_acl_permits(acl, ZK_PERM_WRITE, &anon));
@@ -647,9 +656,12 @@ static void test_permits_digest(void **state)
     struct tree_authid good[] = { { "ip", "127.0.0.1" }, { "digest", bob } };
     struct tree_authid wrong_hash[] = { { "digest", "bob:hvfkN/qlp/zhXR3cuerq6jd2Z7g=" } };
     struct tree_authid wrong_scheme[] = { { "ip", bob }, { "auth", bob } };
-    struct tree_auth a_good = { good, 2, "127.0.0.1", false, false };
-    struct tree_auth a_wrong_hash = { wrong_hash, 1, "127.0.0.1", false, false };
-    struct tree_auth a_wrong_scheme = { wrong_scheme, 2, "127.0.0.1", false, false };
+    struct tree_auth a_good = { .ids = good, .count = 2, .peer_ip = "127.0.0.1", .super = false,
+                              .sasl_provider = false };
+    struct tree_auth a_wrong_hash = { .ids = wrong_hash, .count = 1, .peer_ip = "127.0.0.1", .super = false,
+                              .sasl_provider = false };
+    struct tree_auth a_wrong_scheme = { .ids = wrong_scheme, .count = 2, .peer_ip = "127.0.0.1", .super = false,
+                              .sasl_provider = false };
 
     assert_true(tree_acl_permits(acl, ZK_PERM_READ, &a_good));
     assert_true(tree_acl_permits(acl, ZK_PERM_WRITE, &a_good));
@@ -664,10 +676,13 @@ static void test_permits_super(void **state)
 {
     struct zk_acl item = A(ZK_PERM_READ, "digest", "u:h");
     struct tree_acl *acl = fixup_ok(&item, 1, NULL);
-    struct tree_auth flag = { NULL, 0, NULL, true, false };
+    struct tree_auth flag = { .ids = NULL, .count = 0, .peer_ip = NULL, .super = true,
+                              .sasl_provider = false };
     struct tree_authid ids[] = { { "digest", "super:D/InIHSb7yEEbrWz8b9l71RjZJU=" }, { "super", "" } };
-    struct tree_auth by_id = { ids, 2, NULL, false, false };
-    struct tree_auth digest_only = { ids, 1, NULL, false, false };
+    struct tree_auth by_id = { .ids = ids, .count = 2, .peer_ip = NULL, .super = false,
+                              .sasl_provider = false };
+    struct tree_auth digest_only = { .ids = ids, .count = 1, .peer_ip = NULL, .super = false,
+                              .sasl_provider = false };
     assert_true(tree_acl_permits(acl, ZK_PERM_ADMIN, &flag));
     assert_true(tree_acl_permits(acl, ZK_PERM_DELETE, &by_id));
     assert_false(tree_acl_permits(acl, ZK_PERM_READ, &digest_only));
@@ -685,12 +700,18 @@ static void test_permits_sasl(void **state)
     static const struct tree_authid alice[] = { { "sasl", "alice" }, { "sasl", "Bob" } };
     static const struct tree_authid sasl_super[] = { { "sasl", "super" } };
     static const struct tree_authid other_scheme[] = { { "digest", "bob" }, { "ip", "bob" } };
-    struct tree_auth a_bob = { bob, 2, "127.0.0.1", false, true };
-    struct tree_auth a_alice = { alice, 2, "127.0.0.1", false, true };
-    struct tree_auth a_super = { sasl_super, 1, "127.0.0.1", false, true };
-    struct tree_auth a_other = { other_scheme, 2, "127.0.0.1", false, true };
-    struct tree_auth a_bob_unserved = { bob, 2, "127.0.0.1", false, false };
-    struct tree_auth a_flag_super = { NULL, 0, NULL, true, false };
+    struct tree_auth a_bob = { .ids = bob, .count = 2, .peer_ip = "127.0.0.1", .super = false,
+                              .sasl_provider = true };
+    struct tree_auth a_alice = { .ids = alice, .count = 2, .peer_ip = "127.0.0.1", .super = false,
+                              .sasl_provider = true };
+    struct tree_auth a_super = { .ids = sasl_super, .count = 1, .peer_ip = "127.0.0.1", .super = false,
+                              .sasl_provider = true };
+    struct tree_auth a_other = { .ids = other_scheme, .count = 2, .peer_ip = "127.0.0.1", .super = false,
+                              .sasl_provider = true };
+    struct tree_auth a_bob_unserved = { .ids = bob, .count = 2, .peer_ip = "127.0.0.1", .super = false,
+                              .sasl_provider = false };
+    struct tree_auth a_flag_super = { .ids = NULL, .count = 0, .peer_ip = NULL, .super = true,
+                              .sasl_provider = false };
     assert_true(tree_acl_permits(acl, ZK_PERM_READ, &a_bob));
     assert_true(tree_acl_permits(acl, ZK_PERM_WRITE, &a_bob));
     assert_false(tree_acl_permits(acl, ZK_PERM_DELETE, &a_bob));
@@ -708,7 +729,8 @@ static bool ip_permits(const char *acl_id, const char *peer)
 {
     struct zk_acl item = A(ZK_PERM_READ, "ip", acl_id);
     struct tree_acl *acl = fixup_ok(&item, 1, NULL);
-    struct tree_auth auth = { NULL, 0, peer, false, false };
+    struct tree_auth auth = { .ids = NULL, .count = 0, .peer_ip = peer, .super = false,
+                              .sasl_provider = false };
     bool ok = tree_acl_permits(acl, ZK_PERM_READ, &auth);
     tree_acl_unref(acl);
     return ok;
@@ -745,10 +767,41 @@ static void test_permits_ip_from_auth_ids(void **state)
     struct zk_acl item = A(ZK_PERM_WRITE, "ip", "192.0.2.0/24");
     struct tree_acl *acl = fixup_ok(&item, 1, NULL);
     struct tree_authid ids[] = { { "ip", "192.0.2.55" } };
-    struct tree_auth auth = { ids, 1, "198.18.3.1", false, false };
+    struct tree_auth auth = { .ids = ids, .count = 1, .peer_ip = "198.18.3.1", .super = false,
+                              .sasl_provider = false };
     assert_true(tree_acl_permits(acl, ZK_PERM_WRITE, &auth));
     auth.count = 0;
     assert_false(tree_acl_permits(acl, ZK_PERM_WRITE, &auth));
+    tree_acl_unref(acl);
+}
+
+/* A peer address given as bytes (the UDP path's) matches as its text
+ * would: on the ACL's prefix, IPv4 against IPv4 only, IPv6 against IPv6. */
+static void test_permits_ip_from_peer_bytes(void **state)
+{
+    struct zk_acl items[] = { A(ZK_PERM_READ, "ip", "198.18.0.0/15"),
+                              A(ZK_PERM_WRITE, "ip", "2001:db8::/32") };
+    struct tree_acl *acl = fixup_ok(items, 2, NULL);
+    struct tree_addr inside = { .len = 4, .b = { 198, 19, 255, 1 } };
+    struct tree_addr outside = { .len = 4, .b = { 198, 20, 0, 1 } };
+    struct tree_addr v6 = { .len = 16, .b = { 0x20, 0x01, 0x0d, 0xb8, [15] = 7 } };
+    struct tree_addr none = { .len = 0 };
+    struct tree_auth auth = { .peer_addr = &inside };
+    assert_true(tree_acl_permits(acl, ZK_PERM_READ, &auth));
+    assert_false(tree_acl_permits(acl, ZK_PERM_WRITE, &auth));
+    auth.peer_addr = &outside;
+    assert_false(tree_acl_permits(acl, ZK_PERM_READ, &auth));
+    auth.peer_addr = &v6;
+    assert_false(tree_acl_permits(acl, ZK_PERM_READ, &auth));
+    assert_true(tree_acl_permits(acl, ZK_PERM_WRITE, &auth));
+    v6.b[3] = 0xb9;
+    assert_false(tree_acl_permits(acl, ZK_PERM_WRITE, &auth));
+    auth.peer_addr = &none;
+    assert_false(tree_acl_permits(acl, ZK_PERM_READ | ZK_PERM_WRITE, &auth));
+    /* text, when there is some, is what counts */
+    auth.peer_addr = &outside;
+    auth.peer_ip = "198.18.0.1";
+    assert_true(tree_acl_permits(acl, ZK_PERM_READ, &auth));
     tree_acl_unref(acl);
 }
 
@@ -761,7 +814,8 @@ static void test_permits_picks_entry_by_perm(void **state)
                               A(ZK_PERM_DELETE, "ip", "10.0.0.0/8") };
     struct tree_acl *acl = fixup_ok(items, 3, NULL);
     struct tree_authid ids[] = { { "digest", "u:h" } };
-    struct tree_auth auth = { ids, 1, "198.18.5.5", false, false };
+    struct tree_auth auth = { .ids = ids, .count = 1, .peer_ip = "198.18.5.5", .super = false,
+                              .sasl_provider = false };
     assert_true(tree_acl_permits(acl, ZK_PERM_READ, &auth));
     assert_true(tree_acl_permits(acl, ZK_PERM_WRITE, &auth));
     assert_false(tree_acl_permits(acl, ZK_PERM_DELETE, &auth));
@@ -1024,6 +1078,7 @@ int main(void)
         cmocka_unit_test(test_permits_sasl),
         cmocka_unit_test(test_permits_ip),
         cmocka_unit_test(test_permits_ip_from_auth_ids),
+        cmocka_unit_test(test_permits_ip_from_peer_bytes),
         cmocka_unit_test(test_permits_picks_entry_by_perm),
         cmocka_unit_test(test_put_encodes_jute_vector),
         cmocka_unit_test(test_refcount),

@@ -63,7 +63,7 @@ static int setup(void **state)
     char err[256];
     f.dp = dp_new(&cfg, f.t, f.s, err, sizeof err);
     assert_non_null(f.dp);
-    f.ifc = (struct ldp_iface){ .udp_port = PORT, .mtu = 1500 };
+    f.ifc = (struct ldp_iface){ .udp_port = PORT, .mtu = 1500, .udp_checksum = true };
     memcpy(f.ifc.mac, OUR_MAC, 6);
     memcpy(f.ifc.ip, OUR_IP, 4);
     zk_wbuf_init(&f.scratch);
@@ -147,7 +147,10 @@ static size_t udp_request(uint8_t *f, const uint8_t dst[4], uint16_t dport, int3
 
 static size_t handle(struct fx *f, uint8_t *buf, size_t len)
 {
-    return ldp_frame_handle(&f->ifc, f->dp, buf, len, 2048, &f->scratch, &f->ctr);
+    rcu_read_lock(); /* as the poll-mode loop holds it for a burst */
+    size_t r = ldp_frame_handle(&f->ifc, f->dp, buf, len, 2048, &f->scratch, &f->ctr);
+    rcu_read_unlock();
+    return r;
 }
 
 static void check_reply_headers(const uint8_t *r, size_t n)
@@ -282,6 +285,26 @@ static void test_udp_read_is_answered_in_place(void **state)
     assert_int_equal(handle(f, b, 234), 0);
     assert_int_equal(f->ctr.dropped[LDP_DROP_IP_HEADER], 1);
     f->ifc.mtu = 1500;
+}
+
+/* On shared memory (memif) a reply carries no UDP checksum (0, IPv4's
+ * "none"), and everything else is as on a wire: the same bytes. */
+static void test_udp_reply_without_checksum_on_shared_memory(void **state)
+{
+    struct fx *f = *state;
+    uint8_t with[2048], without[2048];
+    size_t n = udp_request(with, OUR_IP, PORT, ZK_OP_GETCHILDREN, "/");
+    memcpy(without, with, n);
+    size_t r = handle(f, with, n);
+    check_udp_checksum(with);
+    f->ifc.udp_checksum = false;
+    assert_int_equal(handle(f, without, n), r);
+    f->ifc.udp_checksum = true;
+    check_reply_headers(without, r);
+    assert_int_equal(base_get_be16(without + 34 + 6), 0);
+    assert_memory_equal(without, with, 34 + 6);
+    assert_memory_equal(without + 42, with + 42, r - 42);
+    assert_int_equal(f->ctr.udp_replies, 2);
 }
 
 static void test_frames_not_for_us_are_dropped_and_counted(void **state)
@@ -509,6 +532,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_arp_request_for_us_is_answered, setup, teardown),
         cmocka_unit_test_setup_teardown(test_icmp_echo_is_answered, setup, teardown),
         cmocka_unit_test_setup_teardown(test_udp_read_is_answered_in_place, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_udp_reply_without_checksum_on_shared_memory, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_frames_not_for_us_are_dropped_and_counted, setup,
                                         teardown),
     };

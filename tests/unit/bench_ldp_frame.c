@@ -1,0 +1,182 @@
+/*
+ * bench_ldp_frame.c — the DPDK read path's own cost per read, without a
+ * PMD: ldp_frame_handle (dpdk/dpdk.h) on getData request frames for random
+ * keys of a tree holding `keys` nodes of 100 bytes, in bursts of 32 inside
+ * one RCU read-side section as the poll-mode loop runs them. Each request
+ * is copied into its buffer first, as a PMD's receive would. Not part of
+ * the unit suite and asserts nothing about time (STYLE.md: benches never
+ * make timed assertions); it checks that every reply was a getData reply.
+ *
+ *   bench_ldp_frame [keys] [seconds] [memif]   default 1000 keys, 3 s
+ *
+ * "memif" leaves the UDP checksum out, as larchd does on a memif port.
+ *
+ * Prints ns per read (the handler plus the copy in) and reads/s on one
+ * core; pin it with taskset to compare builds.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <urcu.h>
+
+#include "dpdk/dpdk.h"
+
+#define VALUE_BYTES 100
+#define BURST 32
+#define FRAMES 4096 /* distinct requests, cycled */
+#define FRAME_ROOM 2048
+#define PORT 2182
+
+static const uint8_t OUR_MAC[6] = { 0x02, 0, 0, 0, 0, 0x01 };
+static const uint8_t PEER_MAC[6] = { 0x02, 0, 0, 0, 0, 0x02 };
+static const uint8_t OUR_IP[4] = { 198, 18, 0, 1 };
+static const uint8_t PEER_IP[4] = { 198, 18, 0, 2 };
+
+static struct zk_acl world_all = { ZK_PERM_ALL, { { "world", 5 }, { "anyone", 6 } } };
+
+/* prep + apply, as the sequencer does; exits on any error */
+static void create(struct tree *t, int64_t zxid, const char *path, const char *value)
+{
+    struct tree_req r = { .type = ZK_OP_CREATE };
+    r.u.create.path = (struct zk_str){ path, (int32_t)strlen(path) };
+    r.u.create.data = (struct zk_str){ value, value ? VALUE_BYTES : -1 };
+    r.u.create.acl = (struct zk_aclvec){ 1, &world_all };
+    r.u.create.ttl = -1;
+    struct tree_prep_cfg cfg = { 0 };
+    struct tree_auth auth = { 0 };
+    struct txn x = { .zxid = zxid, .time_ms = 1700000000000LL + zxid };
+    if (tree_prep(t, &cfg, &r, &auth, &x) != ZK_OK || tree_apply(t, &x, NULL, NULL, NULL) != ZK_OK) {
+        fprintf(stderr, "create %s failed\n", path);
+        exit(1);
+    }
+    txn_free(&x);
+    tree_prep_reset(t);
+}
+
+static uint16_t header_checksum(const uint8_t *p, size_t n)
+{
+    uint32_t sum = 0;
+    for (; n >= 2; p += 2, n -= 2)
+        sum += (uint32_t)p[0] << 8 | p[1];
+    while (sum >> 16)
+        sum = (sum & 0xffff) + (sum >> 16);
+    return (uint16_t)~sum;
+}
+
+/* A getData request frame for path, as larch-bench's DPDK client sends. */
+static size_t request_frame(uint8_t *f, const char *path, uint64_t id)
+{
+    memcpy(f, OUR_MAC, 6);
+    memcpy(f + 6, PEER_MAC, 6);
+    base_put_be16(f + 12, 0x0800);
+    uint8_t *d = f + LDP_FRAME_OVERHEAD;
+    memset(d, 0, ZK_UDP_REQUEST_HEADER_BYTES);
+    base_put_be32(d, ZK_UDP_MAGIC);
+    d[4] = ZK_UDP_VERSION;
+    base_put_be16(d + 6, ZK_UDP_REQUEST_HEADER_BYTES);
+    base_put_be64(d + 8, id);
+    base_put_be32(d + 32, (uint32_t)ZK_OP_GETDATA);
+    size_t n = ZK_UDP_REQUEST_HEADER_BYTES, plen = strlen(path);
+    base_put_be32(d + n, (uint32_t)plen);
+    memcpy(d + n + 4, path, plen);
+    d[n + 4 + plen] = 0;
+    n += 5 + plen;
+    uint8_t *u = f + LDP_ETH_HEADER + LDP_IPV4_HEADER;
+    base_put_be16(u, 40000);
+    base_put_be16(u + 2, PORT);
+    base_put_be16(u + 4, (uint16_t)(LDP_UDP_HEADER + n));
+    base_put_be16(u + 6, 0);
+    uint8_t *h = f + LDP_ETH_HEADER;
+    memset(h, 0, LDP_IPV4_HEADER);
+    h[0] = 0x45;
+    base_put_be16(h + 2, (uint16_t)(LDP_IPV4_HEADER + LDP_UDP_HEADER + n));
+    h[8] = 64;
+    h[9] = 17;
+    memcpy(h + 12, PEER_IP, 4);
+    memcpy(h + 16, OUR_IP, 4);
+    base_put_be16(h + 10, header_checksum(h, LDP_IPV4_HEADER));
+    return LDP_FRAME_OVERHEAD + n;
+}
+
+int main(int argc, char **argv)
+{
+    long keys = argc > 1 ? atol(argv[1]) : 1000;
+    double seconds = argc > 2 ? atof(argv[2]) : 3.0;
+    bool checksum = !(argc > 3 && strcmp(argv[3], "memif") == 0);
+    if (keys < 1 || seconds <= 0 || (argc > 3 && checksum) || argc > 4) {
+        fprintf(stderr, "usage: bench_ldp_frame [keys >= 1] [seconds > 0] [memif]\n");
+        return 2;
+    }
+    rcu_register_thread();
+    struct tree *t = tree_new();
+    struct seq_cfg scfg = { .min_session_timeout_ms = 4000, .max_session_timeout_ms = 40000,
+                            .container_check_ms = 60000, .tick_ms = 1000 };
+    struct seq *s = seq_new(t, &scfg, 1);
+    struct dp_cfg cfg = { .bind_addr = "127.0.0.1", .workers = 1,
+                          .max_buffer_bytes = ZK_MAX_BUFFER_DEFAULT, .super_digest = "" };
+    char err[256], value[VALUE_BYTES], path[64];
+    struct dp *dp = dp_new(&cfg, t, s, err, sizeof err);
+    if (dp == NULL || t == NULL || s == NULL) {
+        fprintf(stderr, "bench_ldp_frame: %s\n", dp ? "out of memory" : err);
+        return 1;
+    }
+    memset(value, 'v', sizeof value);
+    int64_t zxid = 0;
+    create(t, ++zxid, "/larch-bench", NULL);
+    for (long i = 0; i < keys; i++) {
+        snprintf(path, sizeof path, "/larch-bench/k%08ld", i);
+        create(t, ++zxid, path, value);
+    }
+
+    static uint8_t requests[FRAMES][128];
+    static size_t request_len[FRAMES];
+    uint64_t rng = 0x9e3779b97f4a7c15u;
+    for (int i = 0; i < FRAMES; i++) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        snprintf(path, sizeof path, "/larch-bench/k%08ld", (long)(rng % (uint64_t)keys));
+        request_len[i] = request_frame(requests[i], path, (uint64_t)i);
+    }
+
+    struct ldp_iface ifc = { .udp_port = PORT, .mtu = 1500, .udp_checksum = checksum };
+    memcpy(ifc.mac, OUR_MAC, 6);
+    memcpy(ifc.ip, OUR_IP, 4);
+    struct zk_wbuf scratch;
+    zk_wbuf_init(&scratch);
+    struct ldp_counters ctr;
+    memset(&ctr, 0, sizeof ctr);
+    static uint8_t bufs[BURST][FRAME_ROOM];
+
+    uint64_t reads = 0, bad = 0, t0 = base_mono_ns(), deadline = t0 + (uint64_t)(seconds * 1e9);
+    uint64_t now = t0;
+    for (int f = 0; now < deadline; now = base_mono_ns()) {
+        for (int round = 0; round < 64; round++) {
+            rcu_read_lock();
+            for (int b = 0; b < BURST; b++, f = (f + 1) % FRAMES) {
+                memcpy(bufs[b], requests[f], request_len[f]);
+                size_t n = ldp_frame_handle(&ifc, dp, bufs[b], request_len[f], FRAME_ROOM,
+                                            &scratch, &ctr);
+                bad += n < LDP_FRAME_OVERHEAD + ZK_UDP_REPLY_HEADER_BYTES + 16 + 4 + VALUE_BYTES;
+            }
+            rcu_read_unlock();
+            reads += BURST;
+        }
+    }
+    double ns = (double)(now - t0);
+    printf("bench_ldp_frame: %ld keys%s, %llu reads in %.2f s: %.1f ns per read, %.2f M reads/s"
+           " on one core\n",
+           keys, checksum ? "" : ", no UDP checksum", (unsigned long long)reads, ns / 1e9, ns / (double)reads,
+           (double)reads / ns * 1e3);
+    zk_wbuf_free(&scratch);
+    dp_free(dp);
+    seq_free(s);
+    rcu_barrier();
+    tree_free(t);
+    rcu_unregister_thread();
+    if (bad) {
+        fprintf(stderr, "bench_ldp_frame: %llu replies were not getData replies\n",
+                (unsigned long long)bad);
+        return 1;
+    }
+    return 0;
+}
