@@ -127,7 +127,10 @@ int main(int argc, char **argv)
     for (long i = 0; i < keys; i++) {
         snprintf(path, sizeof path, "/larch-bench/k%08ld", i);
         create(t, ++zxid, path, value);
+        if (i % 4096 == 0)
+            tree_grow_index(t); /* as the sequencer does between rounds */
     }
+    tree_grow_index(t);
 
     static uint8_t requests[FRAMES][128];
     static size_t request_len[FRAMES];
