@@ -21,6 +21,7 @@
 #include <urcu.h>
 
 #include "dpdk/dpdk.h"
+#include "tests/unit/bench_tree.h"
 
 #define VALUE_BYTES 100
 #define BURST 32
@@ -32,37 +33,6 @@ static const uint8_t OUR_MAC[6] = { 0x02, 0, 0, 0, 0, 0x01 };
 static const uint8_t PEER_MAC[6] = { 0x02, 0, 0, 0, 0, 0x02 };
 static const uint8_t OUR_IP[4] = { 198, 18, 0, 1 };
 static const uint8_t PEER_IP[4] = { 198, 18, 0, 2 };
-
-static struct zk_acl world_all = { ZK_PERM_ALL, { { "world", 5 }, { "anyone", 6 } } };
-
-/* prep + apply, as the sequencer does; exits on any error */
-static void create(struct tree *t, int64_t zxid, const char *path, const char *value)
-{
-    struct tree_req r = { .type = ZK_OP_CREATE };
-    r.u.create.path = (struct zk_str){ path, (int32_t)strlen(path) };
-    r.u.create.data = (struct zk_str){ value, value ? VALUE_BYTES : -1 };
-    r.u.create.acl = (struct zk_aclvec){ 1, &world_all };
-    r.u.create.ttl = -1;
-    struct tree_prep_cfg cfg = { 0 };
-    struct tree_auth auth = { 0 };
-    struct txn x = { .zxid = zxid, .time_ms = 1700000000000LL + zxid };
-    if (tree_prep(t, &cfg, &r, &auth, &x) != ZK_OK || tree_apply(t, &x, NULL, NULL, NULL) != ZK_OK) {
-        fprintf(stderr, "create %s failed\n", path);
-        exit(1);
-    }
-    txn_free(&x);
-    tree_prep_reset(t);
-}
-
-static uint16_t header_checksum(const uint8_t *p, size_t n)
-{
-    uint32_t sum = 0;
-    for (; n >= 2; p += 2, n -= 2)
-        sum += (uint32_t)p[0] << 8 | p[1];
-    while (sum >> 16)
-        sum = (sum & 0xffff) + (sum >> 16);
-    return (uint16_t)~sum;
-}
 
 /* A getData request frame for path, as larch-bench's DPDK client sends. */
 static size_t request_frame(uint8_t *f, const char *path, uint64_t id)
@@ -95,7 +65,7 @@ static size_t request_frame(uint8_t *f, const char *path, uint64_t id)
     h[9] = 17;
     memcpy(h + 12, PEER_IP, 4);
     memcpy(h + 16, OUR_IP, 4);
-    base_put_be16(h + 10, header_checksum(h, LDP_IPV4_HEADER));
+    base_put_be16(h + 10, base_csum_fold(base_csum_add(0, h, LDP_IPV4_HEADER)));
     return LDP_FRAME_OVERHEAD + n;
 }
 
@@ -123,10 +93,10 @@ int main(int argc, char **argv)
     }
     memset(value, 'v', sizeof value);
     int64_t zxid = 0;
-    create(t, ++zxid, "/larch-bench", NULL);
+    bench_tree_create(t, ++zxid, "/larch-bench", NULL, -1);
     for (long i = 0; i < keys; i++) {
         snprintf(path, sizeof path, "/larch-bench/k%08ld", i);
-        create(t, ++zxid, path, value);
+        bench_tree_create(t, ++zxid, path, value, VALUE_BYTES);
         if (i % 4096 == 0)
             tree_grow_index(t); /* as the sequencer does between rounds */
     }

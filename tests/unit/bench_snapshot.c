@@ -13,6 +13,7 @@
 
 #include <urcu.h>
 
+#include "tests/unit/bench_tree.h"
 #include "tree/tree.h"
 
 #define VALUE_BYTES 100
@@ -38,27 +39,6 @@ static double now_s(void)
     return (double)base_mono_ns() / 1e9;
 }
 
-static struct zk_acl world_all = { ZK_PERM_ALL, { { "world", 5 }, { "anyone", 6 } } };
-
-/* prep + apply, as the sequencer does; exits on any error */
-static void create(struct tree *t, int64_t zxid, const char *path, const char *value)
-{
-    struct tree_req r = { .type = ZK_OP_CREATE };
-    r.u.create.path = (struct zk_str){ path, (int32_t)strlen(path) };
-    r.u.create.data = (struct zk_str){ value, VALUE_BYTES };
-    r.u.create.acl = (struct zk_aclvec){ 1, &world_all };
-    r.u.create.ttl = -1;
-    struct tree_prep_cfg cfg = { 0 };
-    struct tree_auth auth = { 0 };
-    struct txn x = { .zxid = zxid, .time_ms = 1700000000000LL + zxid };
-    if (tree_prep(t, &cfg, &r, &auth, &x) != ZK_OK || tree_apply(t, &x, NULL, NULL, NULL) != ZK_OK) {
-        fprintf(stderr, "create %s failed\n", path);
-        exit(1);
-    }
-    txn_free(&x);
-    tree_prep_reset(t);
-}
-
 int main(int argc, char **argv)
 {
     long nodes = argc > 1 ? atol(argv[1]) : 1000000;
@@ -71,10 +51,10 @@ int main(int argc, char **argv)
     for (long i = 0; i < nodes; i++) {
         if (i % PER_PARENT == 0) {
             snprintf(path, sizeof path, "/p%ld", i / PER_PARENT);
-            create(t, ++zxid, path, value);
+            bench_tree_create(t, ++zxid, path, value, VALUE_BYTES);
         }
         snprintf(path, sizeof path, "/p%ld/n%ld", i / PER_PARENT, i);
-        create(t, ++zxid, path, value);
+        bench_tree_create(t, ++zxid, path, value, VALUE_BYTES);
     }
     double t1 = now_s();
     struct mem m = { 0 };

@@ -1,0 +1,38 @@
+/*
+ * bench_tree.h — filling a tree for the benches in this directory
+ * (bench_snapshot, bench_ldp_frame): one create, prepared and applied as
+ * the sequencer does, straight on the tree. Single-threaded; the caller is
+ * a registered RCU thread.
+ */
+#ifndef LARCH_TESTS_BENCH_TREE_H
+#define LARCH_TESTS_BENCH_TREE_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tree/tree.h"
+
+/* Creates path with len bytes of value (-1: null data), open to all, as
+ * zxid; a bench has nothing to do after a failed create, so it exits. */
+static inline void bench_tree_create(struct tree *t, int64_t zxid, const char *path,
+                                     const char *value, int32_t len)
+{
+    static struct zk_acl world_all = { ZK_PERM_ALL, { { "world", 5 }, { "anyone", 6 } } };
+    struct tree_req r = { .type = ZK_OP_CREATE };
+    r.u.create.path = (struct zk_str){ path, (int32_t)strlen(path) };
+    r.u.create.data = (struct zk_str){ value, len };
+    r.u.create.acl = (struct zk_aclvec){ 1, &world_all };
+    r.u.create.ttl = -1;
+    struct tree_prep_cfg cfg = { 0 };
+    struct tree_auth auth = { 0 };
+    struct txn x = { .zxid = zxid, .time_ms = 1700000000000LL + zxid };
+    if (tree_prep(t, &cfg, &r, &auth, &x) != ZK_OK || tree_apply(t, &x, NULL, NULL, NULL) != ZK_OK) {
+        fprintf(stderr, "create %s failed\n", path);
+        exit(1);
+    }
+    txn_free(&x);
+    tree_prep_reset(t);
+}
+
+#endif /* LARCH_TESTS_BENCH_TREE_H */
