@@ -219,4 +219,14 @@ void dp_each_watch(struct dp *dp, dp_watch_fn fn, void *arg);
 size_t dp_udp_handle(struct dp *dp, const uint8_t *req, size_t len, const struct tree_addr *peer,
                      size_t datagram_max, struct zk_wbuf *out, struct dp_udp_counters *ctr);
 
+/* Before a batch of n datagrams (reqs[i], lens[i] bytes; a NULL request
+ * is skipped) is handled: when the tree is larger than the cache, starts
+ * loading what their reads will touch, the misses of one overlapping the
+ * lookup of the next (tree_prefetch). Any bytes at all: nothing is
+ * validated beyond finding a path, nothing is counted, and what
+ * dp_udp_handle answers does not change. Same threading and rcu_read_lock
+ * rule as dp_udp_handle, the lock held until the batch is handled. */
+void dp_udp_prefetch(const struct dp *dp, const uint8_t *const *reqs, const size_t *lens,
+                     unsigned n);
+
 #endif /* LARCH_DATAPLANE_H */

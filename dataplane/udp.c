@@ -155,3 +155,43 @@ size_t dp_udp_handle(struct dp *dp, const uint8_t *req, size_t len, const struct
         n = serve(dp, &q, req, len, &auth, datagram_max, out, ctr);
     return n;
 }
+
+/* The lookup of one request's path, its version's lines on the way; NULL
+ * for anything else. */
+static const void *prefetch_one(const struct dp *dp, const uint8_t *req, size_t len)
+{
+    if (req == NULL || len < REQ_HEADER + 4 || base_get_be32(req) != ZK_UDP_MAGIC)
+        return NULL;
+    switch ((int32_t)base_get_be32(req + 32)) { /* the opcode */
+    case ZK_OP_EXISTS:
+    case ZK_OP_GETDATA:
+    case ZK_OP_GETCHILDREN:
+    case ZK_OP_GETCHILDREN2:
+    case ZK_OP_GETALLCHILDRENNUMBER:
+        break; /* each record starts with the path */
+    default:
+        return NULL;
+    }
+    int32_t plen = (int32_t)base_get_be32(req + REQ_HEADER);
+    if (plen <= 0 || (size_t)plen > len - REQ_HEADER - 4)
+        return NULL;
+    return tree_prefetch(dp->tree, (const char *)req + REQ_HEADER + 4, (size_t)plen);
+}
+
+/* Software pipelining over the batch: request i's lookup (whose misses the
+ * core waits for) gives the version that request i-1's lookup started
+ * loading time to arrive, so its data can be asked for too; by the time
+ * the requests are handled, their lines are in cache or on the way. */
+void dp_udp_prefetch(const struct dp *dp, const uint8_t *const *reqs, const size_t *lens,
+                     unsigned n)
+{
+    if (n == 0 || !tree_prefetch_pays(dp->tree))
+        return;
+    const void *prev = NULL;
+    for (unsigned i = 0; i < n; i++) {
+        const void *h = prefetch_one(dp, reqs[i], lens[i]);
+        tree_prefetch_data(prev);
+        prev = h;
+    }
+    tree_prefetch_data(prev);
+}

@@ -170,6 +170,13 @@ static bool serve_batch(struct worker *w)
         return false; /* EAGAIN, or an error a datagram socket recovers from */
     int nout = 0;
     rcu_read_lock();
+    const uint8_t *reqs[UDP_BATCH];
+    size_t lens[UDP_BATCH];
+    for (int i = 0; i < n; i++) {
+        reqs[i] = b->iov_in[i].iov_base;
+        lens[i] = b->in[i].msg_len;
+    }
+    dp_udp_prefetch(w->dp, reqs, lens, (unsigned)n);
     for (int i = 0; i < n; i++) {
         struct tree_addr peer;
         peer_addr(&b->from[i], &peer);

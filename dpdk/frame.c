@@ -198,3 +198,33 @@ size_t ldp_frame_handle(const struct ldp_iface *ifc, struct dp *dp, uint8_t *buf
         return drop(ctr, LDP_DROP_ETHERTYPE);
     }
 }
+
+/* The UDP request a frame carries for us, or NULL: checked only as far as
+ * finding it safely needs (ldp_frames_prefetch). */
+static const uint8_t *frame_request(const struct ldp_iface *ifc, const uint8_t *buf, size_t len,
+                                    size_t *req_len)
+{
+    if (len < LDP_FRAME_OVERHEAD || base_get_be16(buf + 12) != ETHERTYPE_IPV4)
+        return NULL;
+    const uint8_t *ip = buf + LDP_ETH_HEADER, *u = ip + LDP_IPV4_HEADER;
+    if (ip[0] != 0x45 || ip[9] != IPPROTO_UDP_ || base_get_be16(u + 2) != ifc->udp_port)
+        return NULL;
+    size_t ulen = base_get_be16(u + 4);
+    if (ulen < LDP_UDP_HEADER || ulen > len - LDP_ETH_HEADER - LDP_IPV4_HEADER)
+        return NULL;
+    *req_len = ulen - LDP_UDP_HEADER;
+    return u + LDP_UDP_HEADER;
+}
+
+void ldp_frames_prefetch(const struct ldp_iface *ifc, const struct dp *dp,
+                         uint8_t *const *frames, const size_t *lens, unsigned n)
+{
+    const uint8_t *reqs[LDP_BURST_MAX];
+    size_t req_lens[LDP_BURST_MAX];
+    n = n < LDP_BURST_MAX ? n : LDP_BURST_MAX;
+    for (unsigned i = 0; i < n; i++) {
+        req_lens[i] = 0;
+        reqs[i] = frame_request(ifc, frames[i], lens[i], &req_lens[i]);
+    }
+    dp_udp_prefetch(dp, reqs, req_lens, n);
+}

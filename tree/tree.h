@@ -174,6 +174,23 @@ int tree_get(const struct tree *t, const char *path, size_t len, struct tree_vie
 typedef void (*tree_child_fn)(void *arg, const char *name, size_t len);
 int tree_get_children(const struct tree *t, const char *path, size_t len, struct tree_view *out,
                       tree_child_fn fn, void *arg);
+/* Prefetching for a batch of reads (the UDP path's bursts). When the tree
+ * is much larger than the cache, a read waits on about four dependent
+ * cache misses (the table's bucket, the node, its version, its data); a
+ * caller with many reads at hand first walks them all with
+ * tree_prefetch, which looks the path up and starts loading the node's
+ * version without waiting for it, then hands each handle to
+ * tree_prefetch_data once later lookups have given the version time to
+ * arrive. The reads that follow (tree_get ...) find their lines in cache,
+ * and the misses of different reads overlap instead of adding up. Hints
+ * only: nothing is returned that a read would not find again. The caller
+ * keeps rcu_read_lock from the first prefetch to the last read. */
+const void *tree_prefetch(const struct tree *t, const char *path, size_t len); /* NULL: no node */
+void tree_prefetch_data(const void *handle); /* NULL: nothing */
+/* Whether the tree is large enough for prefetching to pay: below, every
+ * line a read touches is in cache anyway and the extra lookup only costs. */
+bool tree_prefetch_pays(const struct tree *t);
+
 /* Number of all descendants (not counting the node), ZK_ENONODE if absent. */
 int tree_count_descendants(const struct tree *t, const char *path, size_t len, int64_t *out);
 /* Totals for mntr/stat: node count, approximate data bytes, ephemerals, watches are not here. */

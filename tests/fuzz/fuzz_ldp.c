@@ -6,8 +6,11 @@
  * guess: bit 0 writes a valid IPv4 header (version, length, our address,
  * checksum) over the frame's when it is long enough; bit 1 also makes it
  * UDP to our port with a right UDP length; bit 2 makes it an ARP request
- * for our address instead. The frame is an exact-size copy in a buffer of
- * 2,048 bytes (an mbuf's room), so ASan sees any access past either.
+ * for our address instead; bit 3 leaves the UDP checksum out, as on memif.
+ * The world's tree is large enough that the prefetch pass, which runs on
+ * each frame first, does its work. The frame is an exact-size copy in a
+ * buffer of 2,048 bytes (an mbuf's room), so ASan sees any access past
+ * either.
  * Properties: nothing crashes or leaks; a reply fits the buffer and the
  * MTU; a reply is ARP or IPv4 from our MAC to the frame's sender, its IPv4
  * header checksum verifies, and it is from our address; every frame is
@@ -17,6 +20,7 @@
 
 #include "dpdk/dpdk.h"
 #include "tests/fuzz/fuzz.h"
+#include "tests/tree_fill.h"
 
 #define ROOM 2048
 
@@ -41,6 +45,14 @@ static void world_build(void)
     char err[256];
     g_dp = g_tree && g_seq ? dp_new(&cfg, g_tree, g_seq, err, sizeof err) : NULL;
     BASE_ASSERT(g_dp != NULL);
+    /* enough nodes that the prefetch pass runs (tree_prefetch_pays) */
+    tree_fill_create(g_tree, 1, "/many", NULL, -1);
+    for (int i = 0; !tree_prefetch_pays(g_tree); i++) {
+        char path[32];
+        snprintf(path, sizeof path, "/many/n%05d", i);
+        tree_fill_create(g_tree, 2 + i, path, "value", 5);
+    }
+    tree_grow_index(g_tree);
     g_ifc = (struct ldp_iface){ .udp_port = 2182, .mtu = 1500 };
     memcpy(g_ifc.mac, OUR_MAC, 6);
     memcpy(g_ifc.ip, OUR_IP, 4);
@@ -103,6 +115,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct ldp_counters ctr = { 0 };
     g_ifc.udp_checksum = (mode & 8) != 0; /* memif leaves it out; other ports do not */
     rcu_read_lock();
+    uint8_t *burst[1] = { buf };
+    ldp_frames_prefetch(&g_ifc, g_dp, burst, &n, 1); /* as the poll-mode loop runs it */
     size_t r = ldp_frame_handle(&g_ifc, g_dp, buf, n, ROOM, &g_scratch, &ctr);
     rcu_read_unlock();
     uint64_t dropped = 0;

@@ -10,7 +10,8 @@
  * instead of the kernel's (65,507); bit 3 sends it from 198.18.0.9 instead
  * of 127.0.0.1. The world is built once: a session that authenticated as
  * bob, nodes open to all, to bob only, to 198.18.0.0/15 only, one of
- * 1,000 bytes, and children to list.
+ * 1,000 bytes, children to list, and enough others that the prefetch pass
+ * (dp_udp_prefetch), which runs on each datagram first, does its work.
  * Properties: nothing crashes, leaks or reads past the datagram (it is an
  * exact-size copy); a reply fits the limit and three times the request,
  * starts with the magic and the REPLY flag, echoes the request id, and
@@ -95,6 +96,13 @@ static void world_build(void)
     create("/bob", 3, "digest", BOB_ID, ZK_PERM_READ);
     create("/lab", 3, "ip", "198.18.0.0/15", ZK_PERM_READ);
     create("/big", 1000, "world", "anyone", ZK_PERM_ALL);
+    /* enough nodes that the prefetch pass runs (tree_prefetch_pays) */
+    create("/many", 0, "world", "anyone", ZK_PERM_ALL);
+    for (int i = 0; !tree_prefetch_pays(g_tree); i++) {
+        char path[32];
+        snprintf(path, sizeof path, "/many/n%05d", i);
+        create(path, 8, "world", "anyone", ZK_PERM_ALL);
+    }
     struct tree_authid bob = { "digest", BOB_ID };
     BASE_ASSERT(tree_session_publish_auth(g_tree, g_sid, &bob, 1, false, 0, 1) == 0);
     struct dp_cfg cfg = { .bind_addr = "127.0.0.1", .workers = 1,
@@ -141,6 +149,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (mode & 8)
         peer = (struct tree_addr){ .len = 4, .b = { 198, 18, 0, 9 } };
     rcu_read_lock();
+    const uint8_t *batch[1] = { d };
+    dp_udp_prefetch(g_dp, batch, &n, 1); /* as a back end runs it before a batch */
     size_t len = dp_udp_handle(g_dp, d, n, &peer, max, &g_out, &g_ctr);
     rcu_read_unlock();
     if (n < ZK_UDP_REQUEST_HEADER_BYTES || base_get_be32(d) != ZK_UDP_MAGIC ||

@@ -7,9 +7,11 @@
  * the unit suite and asserts nothing about time (STYLE.md: benches never
  * make timed assertions); it checks that every reply was a getData reply.
  *
- *   bench_ldp_frame [keys] [seconds] [memif]   default 1000 keys, 3 s
+ *   bench_ldp_frame [keys] [seconds] [memif] [noprefetch]   default 1000 keys, 3 s
  *
- * "memif" leaves the UDP checksum out, as larchd does on a memif port.
+ * "memif" leaves the UDP checksum out, as larchd does on a memif port;
+ * "noprefetch" skips the burst's prefetch pass (ldp_frames_prefetch),
+ * which larchd runs when the tree is large.
  *
  * Prints ns per read (the handler plus the copy in) and reads/s on one
  * core; pin it with taskset to compare builds.
@@ -21,11 +23,10 @@
 #include <urcu.h>
 
 #include "dpdk/dpdk.h"
-#include "tests/unit/bench_tree.h"
+#include "tests/tree_fill.h"
 
 #define VALUE_BYTES 100
 #define BURST 32
-#define FRAMES 4096 /* distinct requests, cycled */
 #define FRAME_ROOM 2048
 #define PORT 2182
 
@@ -73,9 +74,18 @@ int main(int argc, char **argv)
 {
     long keys = argc > 1 ? atol(argv[1]) : 1000;
     double seconds = argc > 2 ? atof(argv[2]) : 3.0;
-    bool checksum = !(argc > 3 && strcmp(argv[3], "memif") == 0);
-    if (keys < 1 || seconds <= 0 || (argc > 3 && checksum) || argc > 4) {
-        fprintf(stderr, "usage: bench_ldp_frame [keys >= 1] [seconds > 0] [memif]\n");
+    bool checksum = true, prefetch = true, usage = keys < 1 || keys > 99999999 || seconds <= 0;
+    for (int i = 3; i < argc; i++) {
+        if (strcmp(argv[i], "memif") == 0)
+            checksum = false;
+        else if (strcmp(argv[i], "noprefetch") == 0)
+            prefetch = false;
+        else
+            usage = true;
+    }
+    if (usage) {
+        fprintf(stderr, "usage: bench_ldp_frame [keys 1..99999999] [seconds > 0] [memif] "
+                        "[noprefetch]\n");
         return 2;
     }
     rcu_register_thread();
@@ -93,23 +103,25 @@ int main(int argc, char **argv)
     }
     memset(value, 'v', sizeof value);
     int64_t zxid = 0;
-    bench_tree_create(t, ++zxid, "/larch-bench", NULL, -1);
+    tree_fill_create(t, ++zxid, "/larch-bench", NULL, -1);
     for (long i = 0; i < keys; i++) {
         snprintf(path, sizeof path, "/larch-bench/k%08ld", i);
-        bench_tree_create(t, ++zxid, path, value, VALUE_BYTES);
+        tree_fill_create(t, ++zxid, path, value, VALUE_BYTES);
         if (i % 4096 == 0)
             tree_grow_index(t); /* as the sequencer does between rounds */
     }
     tree_grow_index(t);
 
-    static uint8_t requests[FRAMES][128];
-    static size_t request_len[FRAMES];
-    uint64_t rng = 0x9e3779b97f4a7c15u;
-    for (int i = 0; i < FRAMES; i++) {
-        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-        snprintf(path, sizeof path, "/larch-bench/k%08ld", (long)(rng % (uint64_t)keys));
-        request_len[i] = request_frame(requests[i], path, (uint64_t)i);
-    }
+    /* one request frame; each read patches a random key's 8 digits into
+     * it, so reads spread over every key as larch-bench's do (a few
+     * thousand fixed requests would keep their nodes in cache) */
+    static uint8_t request[128];
+    size_t request_len = request_frame(request, "/larch-bench/k00000000", 1);
+    size_t digits_at = request_len - 1 - 8; /* the path's last 8 bytes, before the watch flag */
+    static char four[10000][4];
+    for (int i = 0; i < 10000; i++)
+        memcpy(four[i], (char[5]){ (char)('0' + i / 1000), (char)('0' + i / 100 % 10),
+                                   (char)('0' + i / 10 % 10), (char)('0' + i % 10), 0 }, 4);
 
     struct ldp_iface ifc = { .udp_port = PORT, .mtu = 1500, .udp_checksum = checksum };
     memcpy(ifc.mac, OUR_MAC, 6);
@@ -119,16 +131,31 @@ int main(int argc, char **argv)
     struct ldp_counters ctr;
     memset(&ctr, 0, sizeof ctr);
     static uint8_t bufs[BURST][FRAME_ROOM];
+    uint8_t *frames[BURST];
+    size_t lens[BURST];
+    for (int b = 0; b < BURST; b++) {
+        frames[b] = bufs[b];
+        lens[b] = request_len;
+    }
 
+    uint64_t rng = 0x9e3779b97f4a7c15u;
     uint64_t reads = 0, bad = 0, t0 = base_mono_ns(), deadline = t0 + (uint64_t)(seconds * 1e9);
     uint64_t now = t0;
-    for (int f = 0; now < deadline; now = base_mono_ns()) {
+    for (; now < deadline; now = base_mono_ns()) {
         for (int round = 0; round < 64; round++) {
+            for (int b = 0; b < BURST; b++) { /* as the PMD's receive copies them in */
+                rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+                unsigned key = (unsigned)(rng % (uint64_t)keys);
+                memcpy(bufs[b], request, request_len);
+                memcpy(bufs[b] + digits_at, four[key / 10000 % 10000], 4);
+                memcpy(bufs[b] + digits_at + 4, four[key % 10000], 4);
+            }
             rcu_read_lock();
-            for (int b = 0; b < BURST; b++, f = (f + 1) % FRAMES) {
-                memcpy(bufs[b], requests[f], request_len[f]);
-                size_t n = ldp_frame_handle(&ifc, dp, bufs[b], request_len[f], FRAME_ROOM,
-                                            &scratch, &ctr);
+            if (prefetch)
+                ldp_frames_prefetch(&ifc, dp, frames, lens, BURST);
+            for (int b = 0; b < BURST; b++) {
+                size_t n = ldp_frame_handle(&ifc, dp, bufs[b], request_len, FRAME_ROOM, &scratch,
+                                            &ctr);
                 bad += n < LDP_FRAME_OVERHEAD + ZK_UDP_REPLY_HEADER_BYTES + 16 + 4 + VALUE_BYTES;
             }
             rcu_read_unlock();
@@ -136,9 +163,10 @@ int main(int argc, char **argv)
         }
     }
     double ns = (double)(now - t0);
-    printf("bench_ldp_frame: %ld keys%s, %llu reads in %.2f s: %.1f ns per read, %.2f M reads/s"
+    printf("bench_ldp_frame: %ld keys%s%s, %llu reads in %.2f s: %.1f ns per read, %.2f M reads/s"
            " on one core\n",
-           keys, checksum ? "" : ", no UDP checksum", (unsigned long long)reads, ns / 1e9, ns / (double)reads,
+           keys, checksum ? "" : ", no UDP checksum", prefetch ? "" : ", no prefetch",
+           (unsigned long long)reads, ns / 1e9, ns / (double)reads,
            (double)reads / ns * 1e3);
     zk_wbuf_free(&scratch);
     dp_free(dp);

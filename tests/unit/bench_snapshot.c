@@ -13,7 +13,7 @@
 
 #include <urcu.h>
 
-#include "tests/unit/bench_tree.h"
+#include "tests/tree_fill.h"
 #include "tree/tree.h"
 
 #define VALUE_BYTES 100
@@ -51,10 +51,10 @@ int main(int argc, char **argv)
     for (long i = 0; i < nodes; i++) {
         if (i % PER_PARENT == 0) {
             snprintf(path, sizeof path, "/p%ld", i / PER_PARENT);
-            bench_tree_create(t, ++zxid, path, value, VALUE_BYTES);
+            tree_fill_create(t, ++zxid, path, value, VALUE_BYTES);
         }
         snprintf(path, sizeof path, "/p%ld/n%ld", i / PER_PARENT, i);
-        bench_tree_create(t, ++zxid, path, value, VALUE_BYTES);
+        tree_fill_create(t, ++zxid, path, value, VALUE_BYTES);
     }
     double t1 = now_s();
     struct mem m = { 0 };

@@ -32,6 +32,7 @@
 #endif
 
 #include "dpdk/dpdk.h"
+#include "tests/tree_fill.h"
 
 static const uint8_t OUR_MAC[6] = { 0x02, 0, 0, 0, 0, 0x01 };
 static const uint8_t PEER_MAC[6] = { 0x02, 0, 0, 0, 0, 0x02 };
@@ -307,6 +308,68 @@ static void test_udp_reply_without_checksum_on_shared_memory(void **state)
     assert_int_equal(f->ctr.udp_replies, 2);
 }
 
+#define BIG_NODES 8300 /* past tree_prefetch_pays' threshold */
+
+/* A burst's prefetch pass (ldp_frames_prefetch) over a tree large enough
+ * for it to run changes no answer, whatever the frames hold: every frame
+ * gets the same reply, byte for byte, as without the pass. */
+static void test_prefetch_pass_changes_no_answer(void **state)
+{
+    struct fx *f = *state;
+    static char path[64];
+    tree_fill_create(f->t, 1, "/big", NULL, -1);
+    for (int i = 0; i < BIG_NODES; i++) {
+        snprintf(path, sizeof path, "/big/k%05d", i);
+        tree_fill_create(f->t, 2 + i, path, "ten bytes!", 10);
+    }
+    tree_grow_index(f->t);
+    assert_true(tree_prefetch_pays(f->t));
+    rcu_read_lock();
+    assert_non_null(tree_prefetch(f->t, "/big/k00042", 11));
+    assert_null(tree_prefetch(f->t, "/big/nope", 9));
+    tree_prefetch_data(NULL);
+    rcu_read_unlock();
+
+    enum { N = 10 };
+    static uint8_t plain[N][2048], pre[N][2048];
+    size_t len[N];
+    len[0] = udp_request(plain[0], OUR_IP, PORT, ZK_OP_GETDATA, "/big/k00042");
+    len[1] = udp_request(plain[1], OUR_IP, PORT, ZK_OP_EXISTS, "/big/k08299");
+    len[2] = udp_request(plain[2], OUR_IP, PORT, ZK_OP_EXISTS, "/big/nope");
+    len[3] = udp_request(plain[3], OUR_IP, PORT, ZK_OP_GETCHILDREN, "/big"); /* too big */
+    len[4] = udp_request(plain[4], OUR_IP, PORT + 1, ZK_OP_GETDATA, "/big/k00001");
+    len[5] = udp_request(plain[5], OUR_IP, PORT, ZK_OP_GETDATA, "/big/k00002");
+    base_put_be32(plain[5] + 42 + ZK_UDP_REQUEST_HEADER_BYTES, 0x7fffffff); /* path length */
+    len[6] = udp_request(plain[6], OUR_IP, PORT, ZK_OP_GETDATA, "/big/k00003");
+    len[6] -= 6; /* cut inside the path, the UDP length still whole */
+    len[7] = udp_request(plain[7], OUR_IP, PORT, ZK_OP_GETDATA, "/big/k00004");
+    plain[7][42] ^= 0xff; /* not our magic */
+    memset(plain[8], 0xa5, 200);
+    len[8] = 200;
+    len[9] = udp_request(plain[9], OUR_IP, PORT, ZK_OP_GETDATA, "/big/k00005");
+    len[9] = 30; /* a runt */
+    uint8_t *frames[N];
+    for (int i = 0; i < N; i++) {
+        memcpy(pre[i], plain[i], sizeof plain[i]);
+        frames[i] = pre[i];
+    }
+    size_t want[N];
+    for (int i = 0; i < N; i++)
+        want[i] = handle(f, plain[i], len[i]);
+    rcu_read_lock();
+    ldp_frames_prefetch(&f->ifc, f->dp, frames, len, N);
+    struct ldp_counters ctr = { 0 };
+    for (int i = 0; i < N; i++) {
+        size_t got = ldp_frame_handle(&f->ifc, f->dp, pre[i], len[i], 2048, &f->scratch, &ctr);
+        assert_int_equal(got, want[i]);
+        assert_memory_equal(pre[i], plain[i], got);
+    }
+    rcu_read_unlock();
+    assert_true(want[0] > 42 + 40 && want[1] > 42 + 40 && want[2] > 42);
+    assert_int_equal(base_get_be32(plain[3] + 42 + 16), ZK_UDP_TOO_BIG);
+    assert_int_equal(want[4] + want[7] + want[8] + want[9], 0);
+}
+
 static void test_frames_not_for_us_are_dropped_and_counted(void **state)
 {
     struct fx *f = *state;
@@ -534,6 +597,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_udp_read_is_answered_in_place, setup, teardown),
         cmocka_unit_test_setup_teardown(test_udp_reply_without_checksum_on_shared_memory, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_prefetch_pass_changes_no_answer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_frames_not_for_us_are_dropped_and_counted, setup,
                                         teardown),
     };

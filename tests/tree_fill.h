@@ -1,11 +1,11 @@
 /*
- * bench_tree.h — filling a tree for the benches in this directory
- * (bench_snapshot, bench_ldp_frame): one create, prepared and applied as
- * the sequencer does, straight on the tree. Single-threaded; the caller is
- * a registered RCU thread.
+ * tree_fill.h — filling a tree fast for benches, unit tests and fuzz
+ * targets (bench_snapshot, bench_ldp_frame, test_ldp_frame, fuzz_ldp): one create,
+ * prepared and applied as the sequencer does, straight on the tree.
+ * Single-threaded; the caller is a registered RCU thread.
  */
-#ifndef LARCH_TESTS_BENCH_TREE_H
-#define LARCH_TESTS_BENCH_TREE_H
+#ifndef LARCH_TESTS_TREE_FILL_H
+#define LARCH_TESTS_TREE_FILL_H
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,8 +14,8 @@
 #include "tree/tree.h"
 
 /* Creates path with len bytes of value (-1: null data), open to all, as
- * zxid; a bench has nothing to do after a failed create, so it exits. */
-static inline void bench_tree_create(struct tree *t, int64_t zxid, const char *path,
+ * zxid; nothing can go on after a failed create, so it exits. */
+static inline void tree_fill_create(struct tree *t, int64_t zxid, const char *path,
                                      const char *value, int32_t len)
 {
     static struct zk_acl world_all = { ZK_PERM_ALL, { { "world", 5 }, { "anyone", 6 } } };
@@ -35,4 +35,4 @@ static inline void bench_tree_create(struct tree *t, int64_t zxid, const char *p
     tree_prep_reset(t);
 }
 
-#endif /* LARCH_TESTS_BENCH_TREE_H */
+#endif /* LARCH_TESTS_TREE_FILL_H */
