@@ -220,13 +220,15 @@ size_t dp_udp_handle(struct dp *dp, const uint8_t *req, size_t len, const struct
                      size_t datagram_max, struct zk_wbuf *out, struct dp_udp_counters *ctr);
 
 /* Before a batch of n datagrams (reqs[i], lens[i] bytes; a NULL request
- * is skipped) is handled: when the tree is larger than the cache, starts
- * loading what their reads will touch, the misses of one overlapping the
- * lookup of the next (tree_prefetch). Any bytes at all: nothing is
- * validated beyond finding a path, nothing is counted, and what
- * dp_udp_handle answers does not change. Same threading and rcu_read_lock
- * rule as dp_udp_handle, the lock held until the batch is handled. */
-void dp_udp_prefetch(const struct dp *dp, const uint8_t *const *reqs, const size_t *lens,
-                     unsigned n);
+ * is skipped; at most TREE_PREFETCH_MAX looked at) is handled: when the
+ * tree is larger than the cache, starts loading what their reads will
+ * touch, the misses of different reads overlapping (tree_prefetch_paths).
+ * Any bytes at all: nothing is validated beyond finding a path, nothing is
+ * counted, and what dp_udp_handle answers does not change. Returns how
+ * many of the requests name a node (0 when the tree is small). Same
+ * threading and rcu_read_lock rule as dp_udp_handle, the lock held until
+ * the batch is handled. */
+unsigned dp_udp_prefetch(const struct dp *dp, const uint8_t *const *reqs, const size_t *lens,
+                         unsigned n);
 
 #endif /* LARCH_DATAPLANE_H */

@@ -156,42 +156,35 @@ size_t dp_udp_handle(struct dp *dp, const uint8_t *req, size_t len, const struct
     return n;
 }
 
-/* The lookup of one request's path, its version's lines on the way; NULL
- * for anything else. */
-static const void *prefetch_one(const struct dp *dp, const uint8_t *req, size_t len)
+/* The path a read request names, for the prefetch pass: { NULL } for
+ * anything else. Each op served here whose record starts with the path. */
+static struct tree_path_ref request_path(const uint8_t *req, size_t len)
 {
+    struct tree_path_ref none = { NULL, 0 };
     if (req == NULL || len < REQ_HEADER + 4 || base_get_be32(req) != ZK_UDP_MAGIC)
-        return NULL;
+        return none;
     switch ((int32_t)base_get_be32(req + 32)) { /* the opcode */
     case ZK_OP_EXISTS:
     case ZK_OP_GETDATA:
     case ZK_OP_GETCHILDREN:
     case ZK_OP_GETCHILDREN2:
     case ZK_OP_GETALLCHILDRENNUMBER:
-        break; /* each record starts with the path */
+        break;
     default:
-        return NULL;
+        return none;
     }
     int32_t plen = (int32_t)base_get_be32(req + REQ_HEADER);
     if (plen <= 0 || (size_t)plen > len - REQ_HEADER - 4)
-        return NULL;
-    return tree_prefetch(dp->tree, (const char *)req + REQ_HEADER + 4, (size_t)plen);
+        return none;
+    return (struct tree_path_ref){ (const char *)req + REQ_HEADER + 4, (size_t)plen };
 }
 
-/* Software pipelining over the batch: request i's lookup (whose misses the
- * core waits for) gives the version that request i-1's lookup started
- * loading time to arrive, so its data can be asked for too; by the time
- * the requests are handled, their lines are in cache or on the way. */
-void dp_udp_prefetch(const struct dp *dp, const uint8_t *const *reqs, const size_t *lens,
-                     unsigned n)
+unsigned dp_udp_prefetch(const struct dp *dp, const uint8_t *const *reqs, const size_t *lens,
+                         unsigned n)
 {
-    if (n == 0 || !tree_prefetch_pays(dp->tree))
-        return;
-    const void *prev = NULL;
-    for (unsigned i = 0; i < n; i++) {
-        const void *h = prefetch_one(dp, reqs[i], lens[i]);
-        tree_prefetch_data(prev);
-        prev = h;
-    }
-    tree_prefetch_data(prev);
+    struct tree_path_ref paths[TREE_PREFETCH_MAX];
+    n = n < TREE_PREFETCH_MAX ? n : TREE_PREFETCH_MAX;
+    for (unsigned i = 0; i < n; i++)
+        paths[i] = request_path(reqs[i], lens[i]);
+    return tree_prefetch_paths(dp->tree, paths, n);
 }

@@ -176,7 +176,7 @@ static bool serve_batch(struct worker *w)
         reqs[i] = b->iov_in[i].iov_base;
         lens[i] = b->in[i].msg_len;
     }
-    dp_udp_prefetch(w->dp, reqs, lens, (unsigned)n);
+    (void)dp_udp_prefetch(w->dp, reqs, lens, (unsigned)n);
     for (int i = 0; i < n; i++) {
         struct tree_addr peer;
         peer_addr(&b->from[i], &peer);

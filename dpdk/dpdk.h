@@ -76,12 +76,13 @@ size_t ldp_frame_handle(const struct ldp_iface *ifc, struct dp *dp, uint8_t *buf
 
 /* Before a burst of n frames (frames[i], lens[i] bytes) is handled: the
  * UDP requests among them through dp_udp_prefetch (starting to load, when
- * the tree is larger than the cache, what their reads will touch). Reads
- * the frames only; a hint, with no effect on what ldp_frame_handle
- * answers. Same rcu_read_lock rule, held until the frames are handled. */
-#define LDP_BURST_MAX 64 /* frames ldp_frames_prefetch looks at, at most */
-void ldp_frames_prefetch(const struct ldp_iface *ifc, const struct dp *dp,
-                         uint8_t *const *frames, const size_t *lens, unsigned n);
+ * the tree is larger than the cache, what their reads will touch), and its
+ * count of requests that name a node. Reads the frames only; a hint, with
+ * no effect on what ldp_frame_handle answers. Same rcu_read_lock rule,
+ * held until the frames are handled. */
+#define LDP_BURST_MAX TREE_PREFETCH_MAX /* frames looked at, at most */
+unsigned ldp_frames_prefetch(const struct ldp_iface *ifc, const struct dp *dp,
+                             uint8_t *const *frames, const size_t *lens, unsigned n);
 
 /* ---- the poll-mode back end (port.c) ---------------------------------------
  * Only in a build with DPDK (LARCH_HAVE_DPDK). Owner: one thread calls

@@ -216,8 +216,8 @@ static const uint8_t *frame_request(const struct ldp_iface *ifc, const uint8_t *
     return u + LDP_UDP_HEADER;
 }
 
-void ldp_frames_prefetch(const struct ldp_iface *ifc, const struct dp *dp,
-                         uint8_t *const *frames, const size_t *lens, unsigned n)
+unsigned ldp_frames_prefetch(const struct ldp_iface *ifc, const struct dp *dp,
+                             uint8_t *const *frames, const size_t *lens, unsigned n)
 {
     const uint8_t *reqs[LDP_BURST_MAX];
     size_t req_lens[LDP_BURST_MAX];
@@ -226,5 +226,5 @@ void ldp_frames_prefetch(const struct ldp_iface *ifc, const struct dp *dp,
         req_lens[i] = 0;
         reqs[i] = frame_request(ifc, frames[i], lens[i], &req_lens[i]);
     }
-    dp_udp_prefetch(dp, reqs, req_lens, n);
+    return dp_udp_prefetch(dp, reqs, req_lens, n);
 }

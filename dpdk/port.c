@@ -195,7 +195,7 @@ static uint16_t burst(struct ldp_core *c)
         frames[i] = rte_pktmbuf_mtod(in[i], uint8_t *);
         lens[i] = rte_pktmbuf_data_len(in[i]);
     }
-    ldp_frames_prefetch(&l->ifc, l->dp, frames, lens, n);
+    (void)ldp_frames_prefetch(&l->ifc, l->dp, frames, lens, n);
     for (uint16_t i = 0; i < n; i++) {
         struct rte_mbuf *m = in[i];
         size_t r = 0;

@@ -315,26 +315,84 @@ static int znode_match(struct cds_lfht_node *node, const void *key)
     return n->path_len == k->len && memcmp(n->path, k->p, k->len) == 0;
 }
 
-struct znode *tree_lookup(const struct tree *t, const char *path, size_t len)
+static struct znode *lookup_hashed(const struct tree *t, const char *path, size_t len,
+                                   uint64_t hash)
 {
     struct path_key k = { path, len };
     struct cds_lfht_iter it;
-    cds_lfht_lookup(tree_nodes_ht(t), tree_path_hash(path, len), znode_match, &k, &it);
+    cds_lfht_lookup(tree_nodes_ht(t), hash, znode_match, &k, &it);
     struct cds_lfht_node *node = cds_lfht_iter_get_node(&it);
     return node != NULL ? caa_container_of(node, struct znode, hnode) : NULL;
+}
+
+struct znode *tree_lookup(const struct tree *t, const char *path, size_t len)
+{
+    return lookup_hashed(t, path, len, tree_path_hash(path, len));
+}
+
+/* ---- prefetch hints (tree_int.h, struct tree.hints) ------------------------- */
+
+struct tree_hints {
+    struct rcu_head rcu;
+    unsigned long mask;          /* slots - 1, slots a power of two */
+    _Atomic uintptr_t slot[];    /* a struct znode *, or 0 */
+};
+
+static struct tree_hints *tree_hints_of(const struct tree *t)
+{
+    return __atomic_load_n(&t->hints, __ATOMIC_ACQUIRE);
+}
+
+static void hints_free_cb(struct rcu_head *head)
+{
+    free(caa_container_of(head, struct tree_hints, rcu));
+}
+
+/* Sequencer: n is now the node for its path (t->hints is the sequencer's). */
+static void hints_note(struct tree *t, const struct znode *n, uint64_t hash)
+{
+    struct tree_hints *h = t->hints;
+    if (h != NULL)
+        atomic_store_explicit(&h->slot[hash & h->mask], (uintptr_t)n, memory_order_relaxed);
+}
+
+/* Sequencer, outside a read-side section: a table of `slots` hints filled
+ * from the node table, published in place of the old one. Out of memory
+ * keeps the old one: hints are only hints. */
+static void hints_resize(struct tree *t, unsigned long slots)
+{
+    struct tree_hints *h = calloc(1, sizeof *h + slots * sizeof h->slot[0]);
+    if (h == NULL)
+        return;
+    h->mask = slots - 1;
+    struct cds_lfht_iter it;
+    struct cds_lfht_node *node;
+    rcu_read_lock();
+    TREE_LFHT_FOREACH (tree_nodes_ht(t), &it, node) {
+        struct znode *n = caa_container_of(node, struct znode, hnode);
+        (void)znode_ver(n); /* acquire before reading the path (see znode_new) */
+        atomic_store_explicit(&h->slot[tree_path_hash(n->path, n->path_len) & h->mask],
+                              (uintptr_t)n, memory_order_relaxed);
+    }
+    tree_read_unlock();
+    struct tree_hints *old = t->hints;
+    __atomic_store_n(&t->hints, h, __ATOMIC_RELEASE);
+    if (old != NULL)
+        call_rcu(&old->rcu, hints_free_cb);
 }
 
 void tree_insert(struct tree *t, struct znode *n)
 {
     struct path_key k = { n->path, n->path_len };
+    uint64_t hash = tree_path_hash(n->path, n->path_len);
     struct cds_lfht_node *got =
-        cds_lfht_add_unique(tree_nodes_ht(t), tree_path_hash(n->path, n->path_len), znode_match, &k,
-                            &n->hnode);
+        cds_lfht_add_unique(tree_nodes_ht(t), hash, znode_match, &k, &n->hnode);
     if (got != &n->hnode) {
         /* callers look the path up first on the single writer thread */
         base_log(BASE_LOG_ERROR, "tree: duplicate insert of %s", n->path);
         abort();
     }
+    hints_note(t, n, hash);
     atomic_fetch_add_explicit(&t->node_count, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&t->data_bytes, (int64_t)n->path_len + zver_data_len(n->ver),
                               memory_order_relaxed);
@@ -359,6 +417,7 @@ void tree_reserve_index(struct tree *t, int64_t nodes)
         want <<= 1;
     cds_lfht_resize(tree_nodes_ht(t), want);
     t->index_buckets = want;
+    hints_resize(t, want);
 }
 
 void tree_grow_index(struct tree *t)
@@ -598,6 +657,7 @@ void tree_free(struct tree *t)
     rcu_barrier();
     cds_lfht_destroy(t->nodes, NULL);
     cds_lfht_destroy(t->sessions, NULL);
+    free(t->hints);
     tmap_clear(&t->ephemerals, free_set);
     tmap_clear(&t->containers, NULL);
     tmap_clear(&t->ttls, NULL);
@@ -624,6 +684,9 @@ void tree_replace(struct tree *t, struct tree *src)
     __atomic_store_n(&t->sessions, src->sessions, __ATOMIC_RELEASE);
     src->nodes = nodes;
     src->sessions = sessions;
+    struct tree_hints *hints = t->hints;
+    __atomic_store_n(&t->hints, src->hints, __ATOMIC_RELEASE);
+    src->hints = hints;
     unsigned long buckets = t->index_buckets;
     t->index_buckets = src->index_buckets;
     src->index_buckets = buckets;
@@ -681,6 +744,13 @@ int tree_get(const struct tree *t, const char *path, size_t len, struct tree_vie
  * even near 7,000 and saves a sixth at 10,000, half at 70,000. */
 #define PREFETCH_MIN_NODES 8192
 
+/* The data's first two lines (its length and up to about a hundred bytes):
+ * reading its length to size the prefetch would itself wait for the
+ * miss, and a prefetch past an allocation is harmless (it never faults). */
+#define PREFETCH_DATA_BYTES 128
+/* A node's table entry and its path, for paths of up to about 70 bytes. */
+#define PREFETCH_NODE_BYTES 128
+
 /* Starts loading the cache lines of n bytes at p. */
 static void prefetch_lines(const void *p, size_t n)
 {
@@ -690,31 +760,62 @@ static void prefetch_lines(const void *p, size_t n)
         __builtin_prefetch(c + 64 * i);
 }
 
+static void prefetch_data(const struct zver *v)
+{
+    if (v != NULL && v->data != NULL)
+        prefetch_lines(v->data, PREFETCH_DATA_BYTES);
+}
+
 bool tree_prefetch_pays(const struct tree *t)
 {
     return atomic_load_explicit(&t->node_count, memory_order_relaxed) >= PREFETCH_MIN_NODES;
 }
 
-const void *tree_prefetch(const struct tree *t, const char *path, size_t len)
+/* Four stages over the batch, each asking for the lines the next needs:
+ *  1. each path's hash, and its hint slot;
+ *  2. the node the hint names (never read here: a stale hint is harmless),
+ *     so the table lookup's chain walk finds it in cache;
+ *  3. the lookup itself (its bucket is the one miss left in series), and
+ *     the version of the node found;
+ *  4. the version's data, one lookup later, once the version has come. */
+unsigned tree_prefetch_paths(const struct tree *t, const struct tree_path_ref *paths, unsigned n)
 {
-    struct znode *n = tree_lookup(t, path, len);
-    const struct zver *v = n != NULL ? znode_ver(n) : NULL;
-    if (v != NULL)
-        prefetch_lines(v, sizeof *v);
+    if (n == 0 || n > TREE_PREFETCH_MAX || !tree_prefetch_pays(t))
+        return 0;
+    const struct tree_hints *h = tree_hints_of(t);
+    uint64_t hash[TREE_PREFETCH_MAX];
+    for (unsigned i = 0; i < n; i++) {
+        hash[i] = 0;
+        if (paths[i].path == NULL)
+            continue;
+        hash[i] = tree_path_hash(paths[i].path, paths[i].len);
+        if (h != NULL)
+            __builtin_prefetch(&h->slot[hash[i] & h->mask]);
+    }
+    for (unsigned i = 0; h != NULL && i < n; i++) {
+        uintptr_t z = paths[i].path != NULL
+                          ? atomic_load_explicit(&h->slot[hash[i] & h->mask], memory_order_relaxed)
+                          : 0;
+        if (z != 0)
+            prefetch_lines((const void *)z, PREFETCH_NODE_BYTES);
+    }
+    unsigned found = 0;
+    const struct zver *prev = NULL;
+    for (unsigned i = 0; i < n; i++) {
+        if (paths[i].path == NULL)
+            continue;
+        const struct znode *z = lookup_hashed(t, paths[i].path, paths[i].len, hash[i]);
+        const struct zver *v = z != NULL ? znode_ver(z) : NULL;
+        if (v != NULL) {
+            prefetch_lines(v, sizeof *v);
+            found++;
+        }
+        prefetch_data(prev);
+        prev = v;
+    }
+    prefetch_data(prev);
     tree_tsan_reader_done();
-    return v;
-}
-
-/* The data's first two lines (its length and up to about a hundred bytes):
- * reading its length to size the prefetch would itself wait for the
- * miss, and a prefetch past the allocation is harmless. */
-#define PREFETCH_DATA_BYTES 128
-
-void tree_prefetch_data(const void *handle)
-{
-    const struct zver *v = handle;
-    if (v != NULL && v->data != NULL)
-        prefetch_lines(v->data, PREFETCH_DATA_BYTES);
+    return found;
 }
 
 int tree_get_children(const struct tree *t, const char *path, size_t len, struct tree_view *out,

@@ -147,9 +147,10 @@ void tree_free(struct tree *t);
  * (synchronize_rcu, outside any read-side section). Cannot fail. */
 void tree_replace(struct tree *t, struct tree *src);
 /* Grows the path index when the nodes have outrun it (to twice their
- * number, at each doubling); cheap when they have not (a load and a
- * compare). The writer (the sequencer role) calls it outside any
- * read-side section: resizing waits for grace periods. */
+ * number, at each doubling), and the prefetch hints with it (a pointer
+ * per bucket, filled from the index: tree_prefetch_paths); cheap when they
+ * have not (a load and a compare). The writer (the sequencer role) calls
+ * it outside any read-side section: resizing waits for grace periods. */
 void tree_grow_index(struct tree *t);
 /* The same for nodes about to be added (a snapshot being loaded); a
  * no-op inside a read-side section. */
@@ -176,17 +177,21 @@ int tree_get_children(const struct tree *t, const char *path, size_t len, struct
                       tree_child_fn fn, void *arg);
 /* Prefetching for a batch of reads (the UDP path's bursts). When the tree
  * is much larger than the cache, a read waits on about four dependent
- * cache misses (the table's bucket, the node, its version, its data); a
- * caller with many reads at hand first walks them all with
- * tree_prefetch, which looks the path up and starts loading the node's
- * version without waiting for it, then hands each handle to
- * tree_prefetch_data once later lookups have given the version time to
- * arrive. The reads that follow (tree_get ...) find their lines in cache,
- * and the misses of different reads overlap instead of adding up. Hints
- * only: nothing is returned that a read would not find again. The caller
- * keeps rcu_read_lock from the first prefetch to the last read. */
-const void *tree_prefetch(const struct tree *t, const char *path, size_t len); /* NULL: no node */
-void tree_prefetch_data(const void *handle); /* NULL: nothing */
+ * cache misses (the table's bucket, the node, its version, its data), one
+ * read after another. tree_prefetch_paths takes the paths of a batch of
+ * reads about to be served and starts loading those lines stage by stage
+ * over the whole batch, so the misses of different reads overlap; the
+ * reads that follow (tree_get ...) find their lines in cache or on the
+ * way. A hint only: it changes nothing a read returns. Returns how many
+ * of the paths name a node. Does nothing (returns 0) below the size at
+ * which it pays (tree_prefetch_pays). A NULL path is skipped. The caller
+ * keeps rcu_read_lock from the prefetch to the last read it helps. */
+#define TREE_PREFETCH_MAX 64
+struct tree_path_ref {
+    const char *path;
+    size_t len;
+};
+unsigned tree_prefetch_paths(const struct tree *t, const struct tree_path_ref *paths, unsigned n);
 /* Whether the tree is large enough for prefetching to pay: below, every
  * line a read touches is in cache anyway and the extra lookup only costs. */
 bool tree_prefetch_pays(const struct tree *t);

@@ -165,6 +165,13 @@ struct tree {
     _Atomic int64_t ephemeral_count;
     _Atomic int64_t session_count;
 
+    /* Prefetch hints (tree_prefetch_paths): a direct-mapped table from a
+     * path's hash to the node last inserted with it, sized with the node
+     * table. Never dereferenced: a stale or colliding entry only costs a
+     * useless prefetch, so removals leave theirs. Replaced as a whole
+     * (release) by the sequencer; the old one freed after a grace period. */
+    struct tree_hints *hints;
+
     /* sequencer only */
     unsigned long index_buckets; /* what tree_grow_index last sized t->nodes to */
     struct tmap ephemerals; /* owner session id (8 bytes) -> struct tmap * of paths */

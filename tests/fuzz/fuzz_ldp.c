@@ -116,7 +116,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     g_ifc.udp_checksum = (mode & 8) != 0; /* memif leaves it out; other ports do not */
     rcu_read_lock();
     uint8_t *burst[1] = { buf };
-    ldp_frames_prefetch(&g_ifc, g_dp, burst, &n, 1); /* as the poll-mode loop runs it */
+    (void)ldp_frames_prefetch(&g_ifc, g_dp, burst, &n, 1); /* as the poll-mode loop runs it */
     size_t r = ldp_frame_handle(&g_ifc, g_dp, buf, n, ROOM, &g_scratch, &ctr);
     rcu_read_unlock();
     uint64_t dropped = 0;

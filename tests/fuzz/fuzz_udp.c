@@ -150,7 +150,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         peer = (struct tree_addr){ .len = 4, .b = { 198, 18, 0, 9 } };
     rcu_read_lock();
     const uint8_t *batch[1] = { d };
-    dp_udp_prefetch(g_dp, batch, &n, 1); /* as a back end runs it before a batch */
+    (void)dp_udp_prefetch(g_dp, batch, &n, 1); /* as a back end runs it before a batch */
     size_t len = dp_udp_handle(g_dp, d, n, &peer, max, &g_out, &g_ctr);
     rcu_read_unlock();
     if (n < ZK_UDP_REQUEST_HEADER_BYTES || base_get_be32(d) != ZK_UDP_MAGIC ||

@@ -152,7 +152,7 @@ int main(int argc, char **argv)
             }
             rcu_read_lock();
             if (prefetch)
-                ldp_frames_prefetch(&ifc, dp, frames, lens, BURST);
+                (void)ldp_frames_prefetch(&ifc, dp, frames, lens, BURST);
             for (int b = 0; b < BURST; b++) {
                 size_t n = ldp_frame_handle(&ifc, dp, bufs[b], request_len, FRAME_ROOM, &scratch,
                                             &ctr);
