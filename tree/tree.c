@@ -345,6 +345,7 @@ static struct tree_hints *tree_hints_of(const struct tree *t)
 
 static void hints_free_cb(struct rcu_head *head)
 {
+    tree_tsan_grace_acquire(); /* after every reader that could hold it (TSan) */
     free(caa_container_of(head, struct tree_hints, rcu));
 }
 
@@ -657,6 +658,7 @@ void tree_free(struct tree *t)
     rcu_barrier();
     cds_lfht_destroy(t->nodes, NULL);
     cds_lfht_destroy(t->sessions, NULL);
+    tree_tsan_grace_acquire(); /* readers of a replaced tree's hints are done (TSan) */
     free(t->hints);
     tmap_clear(&t->ephemerals, free_set);
     tmap_clear(&t->containers, NULL);

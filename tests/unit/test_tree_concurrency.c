@@ -522,10 +522,12 @@ static void test_readers_and_watches_under_writes(void **state)
  * An ensemble member installs the leader's snapshot with tree_replace while
  * workers read and the snapshot thread walks. Two trees alternate: "A" has
  * /k = "A" and /a0../a<REPL_NODES-1>, "B" the same with B. A reader's one
- * getData or getChildren must come from one of them whole; a snapshot the
+ * getData or getChildren must come from one of them whole (and its prefetch
+ * pass, tree_prefetch_paths, run against both); a snapshot the
  * writer completes must be exactly one of them (a walk crossing a replace
  * returns -EAGAIN), never a mix. */
-#define REPL_NODES 5000
+#define REPL_NODES 9000 /* past tree_prefetch_pays: readers' prefetch passes run */
+#define REPL_ROUNDS_MIN 4
 #define REPL_ROUNDS_MAX 400
 #define REPL_MS_MAX 1500
 
@@ -621,6 +623,12 @@ static void *repl_reader(void *arg)
         if (tree_get(R->t, "/k", 2, &v) != ZK_OK || v.data_len != 1 ||
             (v.data[0] != 'A' && v.data[0] != 'B'))
             mixed++;
+        /* the UDP path's prefetch pass, racing the replaces: /k in both
+         * trees, /a7 in A only, /b7 in B only (hints are never followed) */
+        static const struct tree_path_ref refs[] = { { "/k", 2 }, { "/a7", 3 }, { "/b7", 3 } };
+        unsigned found = tree_prefetch_paths(R->t, refs, 3);
+        if (found < 1 || found > 3)
+            mixed++;
         struct kids_check k = { 0 };
         if (tree_get_children(R->t, "/", 1, &v, kids_letter, &k) != ZK_OK ||
             k.names != REPL_NODES || k.odd != 0 || v.stat.num_children != REPL_NODES + 2)
@@ -680,7 +688,11 @@ static void test_replace_under_readers_and_snapshots(void **state)
     assert_int_equal(pthread_create(&writer, NULL, repl_snapshotter, &R), 0);
     int64_t start = base_mono_ms();
     int rounds = 0;
-    for (; rounds < REPL_ROUNDS_MAX && base_mono_ms() - start < REPL_MS_MAX; rounds++) {
+    /* at least REPL_ROUNDS_MIN replaces however slow the build (TSan), then
+     * as many as REPL_MS_MAX allows */
+    for (; rounds < REPL_ROUNDS_MIN ||
+           (rounds < REPL_ROUNDS_MAX && base_mono_ms() - start < REPL_MS_MAX);
+         rounds++) {
         const struct membuf *m = &snap[(rounds + 1) & 1];
         struct tree *fresh = tree_new();
         assert_non_null(fresh);
@@ -697,7 +709,7 @@ static void test_replace_under_readers_and_snapshots(void **state)
             R.views, R.snapshots, R.refused);
     assert_int_equal(R.mixed, 0);
     assert_int_equal(R.bad_snapshots, 0);
-    assert_true(rounds >= 4 && R.views > 0);
+    assert_true(rounds >= REPL_ROUNDS_MIN && R.views > 0);
     assert_int_equal(tree_digest(R.t), R.digest[rounds & 1]);
     assert_int_equal(tree_digest_running(R.t), R.digest[rounds & 1]);
     tree_free(R.t);
