@@ -151,7 +151,9 @@ struct bench_keys {
 void bench_keys_init(struct bench_keys *k, const struct bench_cfg *cfg);
 uint32_t bench_keys_pick(const struct bench_keys *k, struct bench_rng *r);
 bool bench_pick_read(double read_pct, struct bench_rng *r);
-void bench_key_path(char *buf, size_t len, uint32_t key);
+/* Key's path (BENCH_KEY_FMT) into buf, cut to len as snprintf does; its
+ * whole length. */
+size_t bench_key_path(char *buf, size_t len, uint32_t key);
 
 /* ---- cpu.c ------------------------------------------------------------ */
 /* utime+stime of every thread of pid from /proc/pid/stat, in seconds; -1 on error. */

@@ -10,7 +10,13 @@
  * whole Ethernet frames built in mbufs and sent in bursts, replies are
  * matched by request id as in udp.c. The server's MAC is learnt by ARP
  * first (larchd answers it). A read unanswered for RESEND_NS is counted
- * lost and sent again. In a read/write mix a slot's write goes over a TCP
+ * lost and sent again.
+ *
+ * The driver must outrun one poll-mode server core, so a pass costs what its
+ * replies cost: each session keeps a stack of its free slots (a pass sends
+ * from those, not a walk over every slot), lost reads are looked for every
+ * SCAN_NS only, and a frame's headers are a template with two lengths and
+ * the IPv4 checksum filled in. In a read/write mix a slot's write goes over a TCP
  * session through the kernel (tcpw.c), pumped between bursts while writes
  * are in flight.
  *
@@ -34,6 +40,7 @@
 #include <rte_mbuf.h>
 
 #define RESEND_NS 200000000ull
+#define SCAN_NS 10000000ull /* lost reads are looked for this often */
 #define SLOT_BITS 16
 #define BURST 32
 #define MBUFS 8191
@@ -50,6 +57,8 @@ struct dslot {
 
 struct dsess {
     struct dslot *slots;
+    uint32_t *free; /* the indexes of the slots not in flight, a stack */
+    uint32_t nfree;
     uint64_t next_intended_ns; /* open loop: this session's next send */
     uint64_t gen;
     struct bench_rng rng;
@@ -70,6 +79,10 @@ struct ddrv {
     struct bench_tcpw tcp; /* a mix's writes (fd -1: reads only) */
     uint32_t writes;       /* in flight */
     uint64_t interval_ns;  /* open loop: between one session's sends; 0 closed loop */
+    uint64_t inflight;     /* slots in flight, reads and writes */
+    uint64_t next_scan_ns; /* when expire_lost next looks */
+    uint8_t hdr[FRAME_HEADERS]; /* every request's headers, lengths and checksum 0 */
+    uint32_t ip_sum;            /* hdr's IPv4 header summed (base_csum_add) */
     bool tcp_broken;
     struct rte_mbuf *tx[BURST];
     int ntx;
@@ -93,6 +106,26 @@ static void queue_frame(struct ddrv *d, struct rte_mbuf *m)
         flush_tx(d);
 }
 
+/* The headers every request frame shares, once the server's MAC is known:
+ * the IPv4 total length, its checksum, the source port and the UDP length
+ * are 0, filled in per frame. */
+static void make_template(struct ddrv *d)
+{
+    uint8_t *f = d->hdr;
+    memset(f, 0, sizeof d->hdr);
+    memcpy(f, d->server_mac, 6);
+    memcpy(f + 6, d->mac, 6);
+    base_put_be16(f + 12, 0x0800);
+    uint8_t *ip = f + 14;
+    ip[0] = 0x45;
+    ip[8] = 64;
+    ip[9] = 17;
+    memcpy(ip + 12, d->ip, 4);
+    memcpy(ip + 16, d->server_ip, 4);
+    base_put_be16(ip + 20 + 2, d->cfg->udp_port);
+    d->ip_sum = base_csum_add(0, ip, 20);
+}
+
 /* An IPv4/UDP frame to the server from source port sport with payload n
  * bytes at p. NULL without mbufs. */
 static struct rte_mbuf *udp_frame(struct ddrv *d, uint16_t sport, const uint8_t *p, size_t n)
@@ -105,32 +138,30 @@ static struct rte_mbuf *udp_frame(struct ddrv *d, uint16_t sport, const uint8_t 
         rte_pktmbuf_free(m);
         return NULL;
     }
-    memcpy(f, d->server_mac, 6);
-    memcpy(f + 6, d->mac, 6);
-    base_put_be16(f + 12, 0x0800);
-    uint8_t *ip = f + 14;
-    memset(ip, 0, 20);
-    ip[0] = 0x45;
+    memcpy(f, d->hdr, FRAME_HEADERS);
+    uint8_t *ip = f + 14, *u = ip + 20;
     base_put_be16(ip + 2, (uint16_t)(28 + n));
-    ip[8] = 64;
-    ip[9] = 17;
-    memcpy(ip + 12, d->ip, 4);
-    memcpy(ip + 16, d->server_ip, 4);
-    base_put_be16(ip + 10, base_csum_fold(base_csum_add(0, ip, 20)));
-    uint8_t *u = ip + 20;
+    /* the template's sum plus the length (a word of its own in the header) */
+    base_put_be16(ip + 10, base_csum_fold(base_csum_add(d->ip_sum, ip + 2, 2)));
     base_put_be16(u, sport);
-    base_put_be16(u + 2, d->cfg->udp_port);
-    base_put_be16(u + 4, (uint16_t)(8 + n));
-    base_put_be16(u + 6, 0); /* optional in IPv4 */
+    base_put_be16(u + 4, (uint16_t)(8 + n)); /* the checksum stays 0: optional in IPv4 */
     memcpy(u + 8, p, n);
     return m;
+}
+
+/* Slot i of s is no longer in flight. */
+static void slot_free(struct ddrv *d, struct dsess *s, uint32_t i)
+{
+    s->slots[i].rid = 0;
+    s->free[s->nfree++] = i;
+    d->inflight--;
 }
 
 static void send_read(struct ddrv *d, int si, uint32_t i, uint64_t t0_ns, uint64_t now_ns)
 {
     struct dsess *s = &d->sessions[si];
     char path[64];
-    bench_key_path(path, sizeof path, bench_keys_pick(d->keys, &s->rng));
+    (void)bench_key_path(path, sizeof path, bench_keys_pick(d->keys, &s->rng));
     uint64_t rid = (++s->gen << SLOT_BITS) | i;
     zk_wbuf_reset(&d->req);
     bench_put_udp_read(&d->req, rid, d->cfg->read_op, path);
@@ -154,10 +185,11 @@ static void take_reply(struct ddrv *d, const uint8_t *f, size_t len, uint64_t no
     struct dsess *s = &d->sessions[si];
     uint64_t rid = r.request_id;
     uint32_t i = (uint32_t)(rid & ((1u << SLOT_BITS) - 1));
-    if (i >= (uint32_t)d->cfg->outstanding || s->slots[i].rid != rid)
+    if (i >= (uint32_t)d->cfg->outstanding || rid == 0 || rid == WRITE_RID ||
+        s->slots[i].rid != rid)
         return;
     uint64_t t0 = s->slots[i].t0_ns;
-    s->slots[i].rid = 0;
+    slot_free(d, s, i);
     if (d->cur_phase != BENCH_PHASE_MEASURE)
         return;
     bench_record_op(&d->counts, &d->all, &d->read, false,
@@ -170,12 +202,11 @@ static uint16_t poll_rx(struct ddrv *d)
     struct rte_mbuf *in[BURST];
     uint16_t n = rte_eth_rx_burst(d->port, 0, in, BURST);
     uint64_t now_ns = (uint64_t)base_mono_ns();
-    for (uint16_t i = 0; i < n; i++) {
+    for (uint16_t i = 0; i < n; i++)
         if (in[i]->nb_segs == 1)
             take_reply(d, rte_pktmbuf_mtod(in[i], const uint8_t *), rte_pktmbuf_data_len(in[i]),
                        now_ns);
-        rte_pktmbuf_free(in[i]);
-    }
+    rte_pktmbuf_free_bulk(in, n);
     return n;
 }
 
@@ -185,14 +216,15 @@ static void write_done(void *arg, int32_t xid, int32_t err)
     int32_t per = d->cfg->outstanding;
     if (xid / per >= d->cfg->sessions)
         return;
-    struct dslot *slot = &d->sessions[xid / per].slots[xid % per];
-    if (slot->rid != WRITE_RID)
+    struct dsess *s = &d->sessions[xid / per];
+    uint32_t i = (uint32_t)(xid % per);
+    if (s->slots[i].rid != WRITE_RID)
         return;
-    slot->rid = 0;
+    uint64_t t0 = s->slots[i].t0_ns;
+    slot_free(d, s, i);
     d->writes--;
     if (d->cur_phase == BENCH_PHASE_MEASURE)
-        bench_record_op(&d->counts, &d->all, &d->write, true, err, slot->t0_ns,
-                        (uint64_t)base_mono_ns());
+        bench_record_op(&d->counts, &d->all, &d->write, true, err, t0, (uint64_t)base_mono_ns());
 }
 
 /* Sends queued writes and takes their replies; a broken session loses
@@ -206,7 +238,7 @@ static void pump_writes(struct ddrv *d)
     for (int si = 0; si < d->cfg->sessions; si++)
         for (uint32_t i = 0; i < (uint32_t)d->cfg->outstanding; i++)
             if (d->sessions[si].slots[i].rid == WRITE_RID) {
-                d->sessions[si].slots[i].rid = 0;
+                slot_free(d, &d->sessions[si], i);
                 if (d->cur_phase == BENCH_PHASE_MEASURE)
                     bench_counts_error(&d->counts, ZK_ECONNECTIONLOSS);
             }
@@ -217,24 +249,28 @@ static void send_write(struct ddrv *d, int si, uint32_t i, uint64_t t0_ns, uint6
 {
     struct dsess *s = &d->sessions[si];
     char path[64];
-    bench_key_path(path, sizeof path, bench_keys_pick(d->keys, &s->rng));
+    (void)bench_key_path(path, sizeof path, bench_keys_pick(d->keys, &s->rng));
     int32_t xid = si * d->cfg->outstanding + (int32_t)i;
     bench_tcpw_set(&d->tcp, xid, path, d->value, d->cfg->value_size_bytes);
     s->slots[i] = (struct dslot){ .rid = WRITE_RID, .t0_ns = t0_ns, .sent_ns = now_ns };
     d->writes++;
 }
 
-/* Frees slot i of s if it holds a read unanswered for RESEND_NS (counted
- * lost). True while the slot is in flight. */
-static bool slot_busy(struct ddrv *d, struct dsess *s, uint32_t i, uint64_t now_ns)
+/* Frees the slots whose reads are unanswered after RESEND_NS (each counted
+ * lost): their next reads go out in this pass. */
+static void expire_lost(struct ddrv *d, uint64_t now_ns)
 {
-    uint64_t rid = s->slots[i].rid;
-    if (rid == WRITE_RID || (rid != 0 && now_ns - s->slots[i].sent_ns < RESEND_NS))
-        return true;
-    if (rid != 0 && d->cur_phase == BENCH_PHASE_MEASURE)
-        bench_counts_error(&d->counts, ZK_ECONNECTIONLOSS);
-    s->slots[i].rid = 0;
-    return false;
+    for (int si = 0; si < d->cfg->sessions; si++) {
+        struct dsess *s = &d->sessions[si];
+        for (uint32_t i = 0; i < (uint32_t)d->cfg->outstanding; i++) {
+            uint64_t rid = s->slots[i].rid;
+            if (rid == 0 || rid == WRITE_RID || now_ns - s->slots[i].sent_ns < RESEND_NS)
+                continue;
+            if (d->cur_phase == BENCH_PHASE_MEASURE)
+                bench_counts_error(&d->counts, ZK_ECONNECTIONLOSS);
+            slot_free(d, s, i);
+        }
+    }
 }
 
 static void send_one(struct ddrv *d, int si, uint32_t i, uint64_t t0_ns, uint64_t now_ns)
@@ -251,31 +287,29 @@ static void send_one(struct ddrv *d, int si, uint32_t i, uint64_t t0_ns, uint64_
  * while anything is in flight. */
 static bool fill(struct ddrv *d, uint64_t now_ns)
 {
-    bool inflight = false;
-    for (int si = 0; si < d->cfg->sessions; si++) {
+    if (now_ns >= d->next_scan_ns) {
+        expire_lost(d, now_ns);
+        d->next_scan_ns = now_ns + SCAN_NS;
+    }
+    for (int si = 0; si < d->cfg->sessions && d->cur_phase != BENCH_PHASE_DRAIN; si++) {
         struct dsess *s = &d->sessions[si];
-        for (uint32_t i = 0; i < (uint32_t)d->cfg->outstanding; i++) {
-            if (slot_busy(d, s, i, now_ns)) {
-                inflight = true;
-                continue;
-            }
-            if (d->cur_phase == BENCH_PHASE_DRAIN)
-                continue;
-            if (d->interval_ns == 0) {
-                send_one(d, si, i, now_ns, now_ns);
-            } else if (s->next_intended_ns <= now_ns) {
-                send_one(d, si, i, s->next_intended_ns, now_ns);
+        while (s->nfree > 0) {
+            uint64_t t0_ns = now_ns;
+            if (d->interval_ns != 0) {
+                if (s->next_intended_ns > now_ns)
+                    break;
+                t0_ns = s->next_intended_ns;
                 s->next_intended_ns += d->interval_ns;
-            } else {
-                continue;
             }
-            inflight = true;
+            uint32_t i = s->free[--s->nfree];
+            d->inflight++;
+            send_one(d, si, i, t0_ns, now_ns);
         }
     }
     flush_tx(d);
     if (d->writes > 0)
         pump_writes(d);
-    return inflight;
+    return d->inflight > 0;
 }
 
 /* ARP for the server's MAC (larchd's frame handler answers). */
@@ -432,14 +466,21 @@ int bench_dpdk_run(const struct bench_cfg *cfg, double read_pct, struct bench_re
         g_port_started = true;
         g_port = d.port;
     }
+    make_template(&d);
     d.sessions = calloc((size_t)cfg->sessions, sizeof *d.sessions);
+    d.inflight = 0;
+    d.next_scan_ns = 0;
     for (int i = 0; d.sessions && i < cfg->sessions; i++) {
-        d.sessions[i].slots = calloc((size_t)cfg->outstanding, sizeof(struct dslot));
+        struct dsess *s = &d.sessions[i];
+        s->slots = calloc((size_t)cfg->outstanding, sizeof(struct dslot));
+        s->free = calloc((size_t)cfg->outstanding, sizeof(uint32_t));
+        for (uint32_t k = 0; s->free && k < (uint32_t)cfg->outstanding; k++)
+            s->free[s->nfree++] = (uint32_t)cfg->outstanding - 1 - k; /* slot 0 first */
         bench_rng_seed(&d.sessions[i].rng, cfg->seed ^ (uint64_t)i);
         /* open loop: staggered, so the sessions do not send in lockstep */
         d.sessions[i].next_intended_ns =
             (uint64_t)base_mono_ns() + d.interval_ns * (uint64_t)i / (uint64_t)cfg->sessions;
-        if (!d.sessions[i].slots) {
+        if (!s->slots || !s->free) {
             snprintf(err, err_len, "out of memory");
             return -1;
         }
@@ -485,8 +526,10 @@ int bench_dpdk_run(const struct bench_cfg *cfg, double read_pct, struct bench_re
     bench_hist_merge(&r->all, &d.all);
     bench_hist_merge(&r->read, &d.read);
     bench_hist_merge(&r->write, &d.write);
-    for (int i = 0; i < cfg->sessions; i++)
+    for (int i = 0; i < cfg->sessions; i++) {
         free(d.sessions[i].slots);
+        free(d.sessions[i].free);
+    }
     free(d.sessions);
     d.sessions = NULL;
     return rc;

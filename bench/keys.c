@@ -9,6 +9,7 @@
 
 #include <assert.h>
 #include <math.h>
+#include <string.h>
 
 void bench_rng_seed(struct bench_rng *r, uint64_t seed)
 {
@@ -78,7 +79,28 @@ bool bench_pick_read(double read_pct, struct bench_rng *r)
     return bench_rng_unit(r) * 100.0 < read_pct;
 }
 
-void bench_key_path(char *buf, size_t len, uint32_t key)
+/* BENCH_KEY_FMT by hand: the UDP and DPDK drivers format a path for every
+ * read, and snprintf was a tenth of the DPDK driver's time. */
+size_t bench_key_path(char *buf, size_t len, uint32_t key)
 {
-    snprintf(buf, len, BENCH_KEY_FMT, key);
+    static const char prefix[] = BENCH_ROOT "/k";
+    char digits[10]; /* UINT32_MAX has 10, least significant first */
+    size_t nd = 0;
+    do {
+        digits[nd++] = (char)('0' + key % 10);
+        key /= 10;
+    } while (key != 0);
+    char path[sizeof prefix + 10];
+    size_t n = sizeof prefix - 1;
+    memcpy(path, prefix, n);
+    for (size_t pad = nd; pad < 8; pad++) /* %08u */
+        path[n++] = '0';
+    while (nd > 0)
+        path[n++] = digits[--nd];
+    if (len > 0) { /* as snprintf: cut to fit, always terminated */
+        size_t copy = n < len ? n : len - 1;
+        memcpy(buf, path, copy);
+        buf[copy] = '\0';
+    }
+    return n;
 }

@@ -271,7 +271,7 @@ class MemifPairTest(unittest.TestCase):
             shutil.rmtree(d, ignore_errors=True)
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def bench_then_stop_server(self, extra, runs):
+    def bench_then_stop_server(self, extra, runs, udp_port=UDP_PORT):
         """larch-bench --dpdk with extra and --dpdk-hold. Once its `runs` JSON
         lines are out, mntr is read and larchd stops: its core stops polling
         before its port closes, so DPDK 22.11's memif, which unmaps a
@@ -281,7 +281,7 @@ class MemifPairTest(unittest.TestCase):
         if not os.access(bench_path(), os.X_OK):
             self.skipTest("no larch-bench beside %s" % larchd_path())
         p = subprocess.Popen([bench_path(), "--server", "127.0.0.1:%d" % self.srv.port,
-                              "--udp", "%s:%d" % (SERVER_IP, UDP_PORT), "--dpdk-src", CLIENT_IP,
+                              "--udp", "%s:%d" % (SERVER_IP, udp_port), "--dpdk-src", CLIENT_IP,
                               "--dpdk", self.bench_eal, "--keys", "50", "--sessions", "2",
                               "--warmup", "0.2", "--duration", "0.5", "--dpdk-hold", "--json"]
                              + extra, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -326,6 +326,22 @@ class MemifPairTest(unittest.TestCase):
         self.assertEqual((runs[0]["mode"], runs[0]["errors_total"]), ("open", 0), runs[0])
         self.assertGreater(runs[0]["reads"], 0)
         self.assertGreaterEqual(int(m["zk_larch_dpdk_udp_replies"]), runs[0]["reads"])
+
+    def test_bench_counts_unanswered_reads_as_lost(self):
+        """Reads to a port larchd does not serve are dropped there; the
+        bench counts each as lost once unanswered for its resend time (200
+        ms), and sends a fresh read from the slot."""
+        runs, m, rc, err = self.bench_then_stop_server(
+            ["--read-ratio", "100", "--outstanding", "2", "--warmup", "0.3",
+             "--duration", "0.6"], 1, udp_port=UDP_PORT + 1)
+        x = runs[0]
+        self.assertEqual(x["reads"], 0, x)
+        # 4 slots, each lost at least twice in 0.6 s, sent again each time
+        self.assertGreaterEqual(x["errors"].get("CONNECTIONLOSS", 0), 8, x)
+        self.assertEqual(x["errors_total"], x["errors"]["CONNECTIONLOSS"], x)
+        dropped = int(m["zk_larch_dpdk_dropped_port"])
+        self.assertGreaterEqual(dropped, 4 * 3, m)  # first sends and re-sends
+        self.assertEqual(int(m["zk_larch_dpdk_udp_replies"]), 0)
 
     def test_clients_that_come_and_go(self):
         """DPDK's memif unmaps a departing client's memory on its interrupt

@@ -1,6 +1,7 @@
 /*
  * test_bench_hist.c — larch-bench's latency histogram against a sorted
- * reference, and the command-line parser's refusals.
+ * reference, the command-line parser's refusals, and its key paths against
+ * snprintf.
  *
  * The histogram promises the nearest-rank percentile to within 1/256 of the
  * true value (half a bucket of 1/128 relative width), exact below 256 ns and
@@ -15,6 +16,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -445,6 +447,27 @@ static void test_args_errors(void **state)
                  "--client", "c", "--rate", "1000", NULL);
 }
 
+/* bench_key_path formats by hand what BENCH_KEY_FMT says, and cuts as
+ * snprintf does: the paths the setup created are the ones the reads ask for. */
+static void test_key_paths_match_the_format(void **state)
+{
+    const uint32_t keys[] = { 0, 7, 42, 99999999, 100000000, 1234567890, UINT32_MAX };
+    const size_t sizes[] = { 64, 22, 21, 20, 1, 0 };
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+            char want[64], got[64];
+            memset(want, '#', sizeof want);
+            memset(got, '#', sizeof got);
+            int n = snprintf(want, sizes[z], BENCH_KEY_FMT, keys[k]);
+            assert_int_equal(bench_key_path(got, sizes[z], keys[k]), (size_t)n);
+            assert_memory_equal(got, want, sizeof got);
+        }
+    }
+    char p[64];
+    bench_key_path(p, sizeof p, 5);
+    assert_string_equal(p, "/larch-bench/k00000005");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -465,6 +488,7 @@ int main(void)
         cmocka_unit_test(test_args_ipv6_and_help),
         cmocka_unit_test(test_args_errors),
         cmocka_unit_test(test_args_udp),
+        cmocka_unit_test(test_key_paths_match_the_format),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
