@@ -230,5 +230,8 @@ size_t dp_udp_handle(struct dp *dp, const uint8_t *req, size_t len, const struct
  * the batch is handled. */
 unsigned dp_udp_prefetch(const struct dp *dp, const uint8_t *const *reqs, const size_t *lens,
                          unsigned n);
+/* Whether dp_udp_prefetch does anything for the tree as it is now: a back
+ * end skips finding a batch's requests when it does not. Same rule. */
+bool dp_udp_prefetch_pays(const struct dp *dp);
 
 #endif /* LARCH_DATAPLANE_H */

@@ -179,9 +179,16 @@ static struct tree_path_ref request_path(const uint8_t *req, size_t len)
     return (struct tree_path_ref){ (const char *)req + REQ_HEADER + 4, (size_t)plen };
 }
 
+bool dp_udp_prefetch_pays(const struct dp *dp)
+{
+    return tree_prefetch_pays(dp->tree);
+}
+
 unsigned dp_udp_prefetch(const struct dp *dp, const uint8_t *const *reqs, const size_t *lens,
                          unsigned n)
 {
+    if (!tree_prefetch_pays(dp->tree))
+        return 0; /* small trees: finding the paths would be all it did */
     struct tree_path_ref paths[TREE_PREFETCH_MAX];
     n = n < TREE_PREFETCH_MAX ? n : TREE_PREFETCH_MAX;
     for (unsigned i = 0; i < n; i++)

@@ -219,6 +219,8 @@ static const uint8_t *frame_request(const struct ldp_iface *ifc, const uint8_t *
 unsigned ldp_frames_prefetch(const struct ldp_iface *ifc, const struct dp *dp,
                              uint8_t *const *frames, const size_t *lens, unsigned n)
 {
+    if (!dp_udp_prefetch_pays(dp))
+        return 0; /* a small tree: parsing the frames would be all it did */
     const uint8_t *reqs[LDP_BURST_MAX];
     size_t req_lens[LDP_BURST_MAX];
     n = n < LDP_BURST_MAX ? n : LDP_BURST_MAX;
