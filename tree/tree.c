@@ -315,23 +315,13 @@ static int znode_match(struct cds_lfht_node *node, const void *key)
     return n->path_len == k->len && memcmp(n->path, k->p, k->len) == 0;
 }
 
-static struct znode *lookup_hashed(const struct tree *t, const char *path, size_t len,
-                                   uint64_t hash)
-{
-    struct path_key k = { path, len };
-    struct cds_lfht_iter it;
-    cds_lfht_lookup(tree_nodes_ht(t), hash, znode_match, &k, &it);
-    struct cds_lfht_node *node = cds_lfht_iter_get_node(&it);
-    return node != NULL ? caa_container_of(node, struct znode, hnode) : NULL;
-}
+/* ---- hints (tree_int.h, struct tree.hints) ----------------------------------- */
 
-struct znode *tree_lookup(const struct tree *t, const char *path, size_t len)
-{
-    return lookup_hashed(t, path, len, tree_path_hash(path, len));
-}
-
-/* ---- prefetch hints (tree_int.h, struct tree.hints) ------------------------- */
-
+/* Hint slots per bucket of the node table: at one slot per bucket a
+ * million nodes filled the table to 0.95 per slot, and a third of the
+ * lookups found another path's node in theirs (later inserts take a
+ * slot); at four, a ninth, for 32 MB at a million nodes. */
+#define HINTS_PER_BUCKET 4
 struct tree_hints {
     struct rcu_head rcu;
     unsigned long mask;          /* slots - 1, slots a power of two */
@@ -349,12 +339,70 @@ static void hints_free_cb(struct rcu_head *head)
     free(caa_container_of(head, struct tree_hints, rcu));
 }
 
-/* Sequencer: n is now the node for its path (t->hints is the sequencer's). */
+/* Sequencer: n is now the node for its path (t->hints is the sequencer's).
+ * Release: a reader that finds n here sees it whole. */
 static void hints_note(struct tree *t, const struct znode *n, uint64_t hash)
 {
     struct tree_hints *h = t->hints;
     if (h != NULL)
-        atomic_store_explicit(&h->slot[hash & h->mask], (uintptr_t)n, memory_order_relaxed);
+        atomic_store_explicit(&h->slot[hash & h->mask], (uintptr_t)n, memory_order_release);
+}
+
+/* Sequencer: n leaves the table; from now on no reader finds it in the
+ * hints either, so the grace period that frees it covers every reader
+ * that did. Tables replaced earlier need nothing: their readers began
+ * before n's removal. */
+static void hints_forget(struct tree *t, const struct znode *n, uint64_t hash)
+{
+    struct tree_hints *h = t->hints;
+    if (h != NULL &&
+        atomic_load_explicit(&h->slot[hash & h->mask], memory_order_relaxed) == (uintptr_t)n)
+        atomic_store_explicit(&h->slot[hash & h->mask], 0, memory_order_relaxed);
+}
+
+/* The node path's hint names, when it is that path's and still in the
+ * table; else NULL (the table decides). A node removed after the check is
+ * one a table lookup could have returned just as well: the read comes
+ * before the removal. */
+static struct znode *lookup_hinted(const struct tree *t, const char *path, size_t len,
+                                   uint64_t hash)
+{
+    const struct tree_hints *h = tree_hints_of(t);
+    if (h == NULL)
+        return NULL;
+    struct znode *n =
+        (struct znode *)atomic_load_explicit(&h->slot[hash & h->mask], memory_order_acquire);
+    if (n == NULL || n->path_len != len || memcmp(n->path, path, len) != 0 ||
+        cds_lfht_is_node_deleted(&n->hnode))
+        return NULL;
+    return n;
+}
+
+static struct znode *lookup_hashed(const struct tree *t, const char *path, size_t len,
+                                   uint64_t hash)
+{
+    struct znode *hinted = lookup_hinted(t, path, len, hash);
+    if (hinted != NULL)
+        return hinted;
+    struct path_key k = { path, len };
+    struct cds_lfht_iter it;
+    cds_lfht_lookup(tree_nodes_ht(t), hash, znode_match, &k, &it);
+    struct cds_lfht_node *node = cds_lfht_iter_get_node(&it);
+    return node != NULL ? caa_container_of(node, struct znode, hnode) : NULL;
+}
+
+struct znode *tree_lookup(const struct tree *t, const char *path, size_t len)
+{
+    return lookup_hashed(t, path, len, tree_path_hash(path, len));
+}
+
+/* An empty table of `slots` hints (a power of two); NULL without memory. */
+static struct tree_hints *hints_new(unsigned long slots)
+{
+    struct tree_hints *h = calloc(1, sizeof *h + slots * sizeof h->slot[0]);
+    if (h != NULL)
+        h->mask = slots - 1;
+    return h;
 }
 
 /* Sequencer, outside a read-side section: a table of `slots` hints filled
@@ -362,10 +410,9 @@ static void hints_note(struct tree *t, const struct znode *n, uint64_t hash)
  * keeps the old one: hints are only hints. */
 static void hints_resize(struct tree *t, unsigned long slots)
 {
-    struct tree_hints *h = calloc(1, sizeof *h + slots * sizeof h->slot[0]);
+    struct tree_hints *h = hints_new(slots);
     if (h == NULL)
         return;
-    h->mask = slots - 1;
     struct cds_lfht_iter it;
     struct cds_lfht_node *node;
     rcu_read_lock();
@@ -418,7 +465,7 @@ void tree_reserve_index(struct tree *t, int64_t nodes)
         want <<= 1;
     cds_lfht_resize(tree_nodes_ht(t), want);
     t->index_buckets = want;
-    hints_resize(t, want);
+    hints_resize(t, want * HINTS_PER_BUCKET);
 }
 
 void tree_grow_index(struct tree *t)
@@ -432,6 +479,7 @@ void tree_remove(struct tree *t, struct znode *n)
         base_log(BASE_LOG_ERROR, "tree: removing %s which is not in the table", n->path);
         abort();
     }
+    hints_forget(t, n, tree_path_hash(n->path, n->path_len));
     atomic_fetch_sub_explicit(&t->node_count, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit(&t->data_bytes, (int64_t)n->path_len + zver_data_len(n->ver),
                               memory_order_relaxed);
@@ -616,6 +664,7 @@ struct tree *tree_new(void)
                                CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING, NULL);
     if (t->sessions == NULL)
         goto fail_sessions;
+    t->hints = hints_new(NODES_INIT_BUCKETS * HINTS_PER_BUCKET); /* NULL: no hints yet */
     if (add_builtins(t) != 0)
         goto fail_builtins;
     return t;
@@ -775,10 +824,10 @@ bool tree_prefetch_pays(const struct tree *t)
 
 /* Four stages over the batch, each asking for the lines the next needs:
  *  1. each path's hash, and its hint slot;
- *  2. the node the hint names (never read here: a stale hint is harmless),
- *     so the table lookup's chain walk finds it in cache;
- *  3. the lookup itself (its bucket is the one miss left in series), and
- *     the version of the node found;
+ *  2. the node the hint names;
+ *  3. the lookup itself, which finds that node in cache when the hint is
+ *     right (else it walks the table, whose bucket is then a miss in
+ *     series), and the version of the node found;
  *  4. the version's data, one lookup later, once the version has come. */
 unsigned tree_prefetch_paths(const struct tree *t, const struct tree_path_ref *paths, unsigned n)
 {

@@ -165,11 +165,14 @@ struct tree {
     _Atomic int64_t ephemeral_count;
     _Atomic int64_t session_count;
 
-    /* Prefetch hints (tree_prefetch_paths): a direct-mapped table from a
-     * path's hash to the node last inserted with it, sized with the node
-     * table. Never dereferenced: a stale or colliding entry only costs a
-     * useless prefetch, so removals leave theirs. Replaced as a whole
-     * (release) by the sequencer; the old one freed after a grace period. */
+    /* Hints: a direct-mapped table from a path's hash to the node last
+     * inserted with it, sized with the node table. A lookup tries its
+     * hint first (one load and a compare, where the table's bucket walk
+     * is a cache miss in a large tree) and the table when the hint names
+     * another path or a removed node. A removal clears its node's hint
+     * before the node's grace period starts, so a reader only ever finds
+     * a node it may dereference. Replaced as a whole (release) by the
+     * sequencer; the old one freed after a grace period. */
     struct tree_hints *hints;
 
     /* sequencer only */

@@ -624,7 +624,8 @@ static void *repl_reader(void *arg)
             (v.data[0] != 'A' && v.data[0] != 'B'))
             mixed++;
         /* the UDP path's prefetch pass, racing the replaces: /k in both
-         * trees, /a7 in A only, /b7 in B only (hints are never followed) */
+         * trees, /a7 in A only, /b7 in B only (found through hints of
+         * either tree, or the table) */
         static const struct tree_path_ref refs[] = { { "/k", 2 }, { "/a7", 3 }, { "/b7", 3 } };
         unsigned found = tree_prefetch_paths(R->t, refs, 3);
         if (found < 1 || found > 3)
