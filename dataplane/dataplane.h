@@ -167,6 +167,8 @@ struct dp_stats {
     uint64_t udp_answered[ZK_UDP_STATUSES];
     uint64_t udp_dropped[DP_UDP_DROPS];
     uint64_t udp_unsent;            /* replies a full socket buffer refused */
+    uint64_t udp_overflows;         /* requests the kernel dropped: receive buffer full */
+    uint64_t udp_rcvbuf_bytes;      /* one worker socket's receive buffer, as the kernel sized it */
 };
 void dp_get_stats(struct dp *dp, struct dp_stats *out);
 /* The two resets of the four-letter words. Each worker alone writes its

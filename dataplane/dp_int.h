@@ -196,7 +196,10 @@ struct worker {
     struct udp_batch *udp;
     struct dp_udp_counters udp_ctr;
     uint64_t udp_unsent; /* replies a full socket buffer refused */
-    _Atomic uint64_t st_udp_datagrams, st_udp_unsent;
+    uint32_t udp_ovfl_seen; /* the kernel's count (SO_RXQ_OVFL, 32 bits), last seen */
+    uint64_t udp_overflows; /* its increments, summed */
+    uint64_t udp_rcvbuf_bytes; /* set once at open */
+    _Atomic uint64_t st_udp_datagrams, st_udp_unsent, st_udp_overflows;
     _Atomic uint64_t st_udp_answered[ZK_UDP_STATUSES];
     _Atomic uint64_t st_udp_dropped[DP_UDP_DROPS];
 };

@@ -944,6 +944,9 @@ void dp_get_stats(struct dp *dp, struct dp_stats *out)
         out->sessionless_timeouts += atomic_load_explicit(&w->st_sessionless_closes, memory_order_relaxed);
         out->udp_datagrams += atomic_load_explicit(&w->st_udp_datagrams, memory_order_relaxed);
         out->udp_unsent += atomic_load_explicit(&w->st_udp_unsent, memory_order_relaxed);
+        out->udp_overflows += atomic_load_explicit(&w->st_udp_overflows, memory_order_relaxed);
+        if (w->udp_rcvbuf_bytes > out->udp_rcvbuf_bytes)
+            out->udp_rcvbuf_bytes = w->udp_rcvbuf_bytes;
         for (int k = 0; k < ZK_UDP_STATUSES; k++)
             out->udp_answered[k] += atomic_load_explicit(&w->st_udp_answered[k], memory_order_relaxed);
         for (int k = 0; k < DP_UDP_DROPS; k++)

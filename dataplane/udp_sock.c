@@ -8,6 +8,14 @@
  * A worker serves its socket from its own epoll loop (level-triggered), at
  * most UDP_BATCHES_PER_PASS batches a pass so that its TCP connections
  * are not starved; what is left is there on the next pass.
+ *
+ * What waits meanwhile sits in the socket's receive buffer. The kernel's
+ * default (net.core.rmem_default, 208 KiB) holds a couple of hundred
+ * small datagrams on loopback, fewer than the reads a few clients keep in
+ * flight, so a worker off its CPU for a moment lost some (a thousand in a
+ * five-second larch-bench run). Each socket asks for UDP_RCVBUF_BYTES,
+ * past net.core.rmem_max where larchd may (CAP_NET_ADMIN); mntr shows
+ * what the kernel granted and counts what still overflowed (SO_RXQ_OVFL).
  */
 #include "dataplane/dp_int.h"
 
@@ -27,6 +35,8 @@
 #define UDP_BATCHES_PER_PASS 8
 #define UDP_BUF_BYTES 65536   /* the largest UDP payload fits */
 #define UDP_REPLY_MAX 65507   /* the largest IPv4 UDP payload */
+#define UDP_RCVBUF_BYTES (8 << 20)
+#define UDP_CMSG_BYTES 64     /* room for SO_RXQ_OVFL's one uint32_t */
 
 struct udp_batch {
     struct mmsghdr in[UDP_BATCH];
@@ -34,6 +44,10 @@ struct udp_batch {
     struct iovec iov_in[UDP_BATCH];
     struct iovec iov_out[UDP_BATCH];
     struct sockaddr_storage from[UDP_BATCH];
+    union { /* aligned for struct cmsghdr */
+        struct cmsghdr align;
+        uint8_t bytes[UDP_CMSG_BYTES];
+    } control[UDP_BATCH];
     struct zk_wbuf reply[UDP_BATCH];
     uint8_t *buf; /* UDP_BATCH x UDP_BUF_BYTES */
 };
@@ -64,16 +78,33 @@ static struct udp_batch *batch_new(void)
     return b;
 }
 
+/* The receive buffer UDP_RCVBUF_BYTES asks for: past rmem_max when the
+ * process may (SO_RCVBUFFORCE), else as much as rmem_max allows. */
+static int size_receive_buffer(int fd)
+{
+    int want = UDP_RCVBUF_BYTES;
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &want, sizeof want) == 0)
+        return 0;
+    if (errno != EPERM)
+        return -errno;
+    return setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &want, sizeof want) == 0 ? 0 : -errno;
+}
+
 /* One socket on sa (port: the first socket's, so that all share it). */
 static int open_one(const struct sockaddr_storage *sa, socklen_t len)
 {
     int fd = socket(sa->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
-    int one = 1;
-    if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0 ||
+    int one = 1, rc;
+    if ((rc = size_receive_buffer(fd)) != 0) {
+        close(fd);
+        return rc;
+    }
+    if (setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof one) != 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0 ||
         bind(fd, (const struct sockaddr *)sa, len) != 0) {
-        int rc = -errno;
+        rc = -errno;
         close(fd);
         return rc;
     }
@@ -106,6 +137,13 @@ int udp_sock_open(struct dp *dp, char *err, size_t errlen)
             return -1;
         }
         w->udp_fd = fd;
+        int granted = 0;
+        socklen_t glen = sizeof granted;
+        if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &granted, &glen) != 0) {
+            snprintf(err, errlen, "UDP socket of worker %d: %s", i, strerror(errno));
+            return -1;
+        }
+        w->udp_rcvbuf_bytes = (uint64_t)granted;
         w->udp = batch_new();
         struct epoll_event ev = { .events = EPOLLIN, .data.u64 = DP_EV_UDP };
         if (!w->udp || epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
@@ -153,6 +191,26 @@ static void publish_counters(struct worker *w)
     for (int i = 0; i < DP_UDP_DROPS; i++)
         atomic_store_explicit(&w->st_udp_dropped[i], c->dropped[i], memory_order_relaxed);
     atomic_store_explicit(&w->st_udp_unsent, w->udp_unsent, memory_order_relaxed);
+    atomic_store_explicit(&w->st_udp_overflows, w->udp_overflows, memory_order_relaxed);
+}
+
+/* The kernel's count of datagrams dropped on the socket so far, from a
+ * received datagram's SO_RXQ_OVFL message; the last one seen when it has
+ * none (the kernel adds it once the count is not 0). A datagram carries
+ * the count as it was when it was queued, so drops show with the next
+ * datagram that gets in. */
+static uint32_t overflows_reported(const struct msghdr *m, uint32_t last)
+{
+    for (const struct cmsghdr *c = CMSG_FIRSTHDR(m); c != NULL;
+         c = CMSG_NXTHDR((struct msghdr *)m, (struct cmsghdr *)c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL &&
+            c->cmsg_len >= CMSG_LEN(sizeof(uint32_t))) {
+            uint32_t n;
+            memcpy(&n, CMSG_DATA(c), sizeof n);
+            return n;
+        }
+    }
+    return last;
 }
 
 /* One batch: false when the socket had nothing (or failed). */
@@ -163,11 +221,17 @@ static bool serve_batch(struct worker *w)
         b->iov_in[i] = (struct iovec){ b->buf + (size_t)i * UDP_BUF_BYTES, UDP_BUF_BYTES };
         b->in[i].msg_hdr = (struct msghdr){ .msg_name = &b->from[i],
                                             .msg_namelen = sizeof b->from[i],
-                                            .msg_iov = &b->iov_in[i], .msg_iovlen = 1 };
+                                            .msg_iov = &b->iov_in[i], .msg_iovlen = 1,
+                                            .msg_control = b->control[i].bytes,
+                                            .msg_controllen = sizeof b->control[i] };
     }
     int n = recvmmsg(w->udp_fd, b->in, UDP_BATCH, MSG_DONTWAIT, NULL);
     if (n <= 0)
         return false; /* EAGAIN, or an error a datagram socket recovers from */
+    /* the batch's last datagram carries the newest count; it wraps at 2^32 */
+    uint32_t ovfl = overflows_reported(&b->in[n - 1].msg_hdr, w->udp_ovfl_seen);
+    w->udp_overflows += (uint32_t)(ovfl - w->udp_ovfl_seen);
+    w->udp_ovfl_seen = ovfl;
     int nout = 0;
     rcu_read_lock();
     const uint8_t *reqs[UDP_BATCH];

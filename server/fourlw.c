@@ -437,6 +437,8 @@ static void rep_udp(struct server *srv, const struct rep *r, const struct dp_sta
     for (int i = 0; i < DP_UDP_DROPS; i++)
         rep_uint(r, keyf(k, sizeof k, "larch_udp_dropped_%s", dropped[i]), d->udp_dropped[i]);
     rep_uint(r, "larch_udp_unsent", d->udp_unsent);
+    rep_uint(r, "larch_udp_socket_buffer_overflows", d->udp_overflows);
+    rep_uint(r, "larch_udp_socket_buffer_bytes", d->udp_rcvbuf_bytes);
 }
 
 /* The UDP path on a DPDK port, when it runs: frames, what was answered,

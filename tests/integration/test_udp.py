@@ -11,6 +11,7 @@ import json
 import os
 import random
 import re
+import signal
 import socket
 import struct
 import time
@@ -342,6 +343,48 @@ class UdpReadTest(unittest.TestCase):
                       if k.startswith("zk_larch_udp_replies_") or k.startswith("zk_larch_udp_dropped_"))
         self.assertLessEqual(total, sent + 1, "seed %d" % seed)
         self.assertEqual(counted, int(m["zk_larch_udp_datagrams"]), "seed %d" % seed)
+
+    def test_a_full_socket_buffer_is_counted(self):
+        """While larchd is stopped (SIGSTOP), a flood of reads overflows its
+        sockets' receive buffers. Once it runs again every read of the flood
+        was either served or counted as an overflow (mntr), and it reads on.
+        The kernel reports drops with the next datagram that gets in: the
+        read after the flood."""
+        path = unique_path("udp-flood")
+        self.zk.create(path, b"afloat")
+        m = mntr(self.srv.port)
+        size = int(m["zk_larch_udp_socket_buffer_bytes"])
+        self.assertGreaterEqual(size, 4 << 20, m)  # larchd asks for 8 MiB (the kernel doubles it)
+        before = (int(m["zk_larch_udp_datagrams"]),
+                  int(m["zk_larch_udp_socket_buffer_overflows"]))
+        flood = request(1, OP_GETDATA, jute_path_watch(path))
+        # every datagram costs the buffer far more than 256 bytes (its skb)
+        n = size // 256
+        os.kill(self.srv.proc.pid, signal.SIGSTOP)
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                for _ in range(n):
+                    s.sendto(flood, (HOST, self.udp_port))
+        finally:
+            os.kill(self.srv.proc.pid, signal.SIGCONT)
+
+        def drained():  # what got in is served: the count stands still
+            a = int(mntr(self.srv.port)["zk_larch_udp_datagrams"])
+            time.sleep(0.2)
+            return a == int(mntr(self.srv.port)["zk_larch_udp_datagrams"]) and a > before[0]
+        self.assertTrue(wait_until(drained, 30))
+        rep = self.udp.get(path, tries=1, wait_s=10)  # one datagram, into an empty buffer
+        self.assertIsNotNone(rep, "no answer after the flood")
+        self.assertEqual(get_data_record(rep["record"])[0], b"afloat")
+
+        def accounted():
+            m = mntr(self.srv.port)
+            return (int(m["zk_larch_udp_datagrams"]) - before[0],
+                    int(m["zk_larch_udp_socket_buffer_overflows"]) - before[1])
+        self.assertTrue(wait_until(lambda: sum(accounted()) == n + 1, 20), accounted())
+        served, overflowed = accounted()
+        self.assertGreater(overflowed, 0)
+        self.assertGreater(served, 1)
 
 
 def run_cli(args, script=None):
