@@ -10,15 +10,15 @@
  * whole Ethernet frames built in mbufs and sent in bursts, replies are
  * matched by request id as in udp.c. The server's MAC is learnt by ARP
  * first (larchd answers it). A read unanswered for RESEND_NS is counted
- * lost and sent again.
- *
- * The driver must outrun one poll-mode server core, so a pass costs what its
- * replies cost: each session keeps a stack of its free slots (a pass sends
- * from those, not a walk over every slot), lost reads are looked for every
- * SCAN_NS only, and a frame's headers are a template with two lengths and
- * the IPv4 checksum filled in. In a read/write mix a slot's write goes over a TCP
+ * lost and sent again. In a read/write mix a slot's write goes over a TCP
  * session through the kernel (tcpw.c), pumped between bursts while writes
  * are in flight.
+ *
+ * The driver must outrun one poll-mode server core, so a pass costs what
+ * its replies cost: each session keeps a stack of its free slots (a pass
+ * sends from those, not a walk over every slot), lost reads are looked for
+ * every SCAN_NS only, and a frame's headers are a template with two
+ * lengths and the IPv4 checksum filled in.
  *
  * With --rate the loop is open, as in raw.c: each session sends on a fixed
  * schedule (rate / sessions each, staggered) while it has a free slot, and
