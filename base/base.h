@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 /* ---- assertions ------------------------------------------------------------------ */
@@ -48,69 +49,90 @@ _Noreturn void base_assert_fail(const char *file, int line, const char *expr);
  * (uint32_t)v out, (int32_t)base_get_be32(p) back, two's complement both
  * ways. */
 
+/* Each is one unaligned load or store and a byte swap. The byte-at-a-time
+ * forms compile to that only sometimes: GCC's store merging gives up on a
+ * run of them with values computed in between, and jute records and packet
+ * headers, on every hot path, are runs of them (callgrind: 92 instructions
+ * for a 20-byte IPv4 header). */
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define BASE_BE16(v) __builtin_bswap16(v)
+#define BASE_BE32(v) __builtin_bswap32(v)
+#define BASE_BE64(v) __builtin_bswap64(v)
+#define BASE_LE32(v) (v)
+#define BASE_LE64(v) (v)
+#elif defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define BASE_BE16(v) (v)
+#define BASE_BE32(v) (v)
+#define BASE_BE64(v) (v)
+#define BASE_LE32(v) __builtin_bswap32(v)
+#define BASE_LE64(v) __builtin_bswap64(v)
+#else
+#error "base.h needs GCC's or Clang's byte order macros"
+#endif
+
 static inline void base_put_be16(void *p, uint16_t v)
 {
-    uint8_t *b = p;
-    b[0] = (uint8_t)(v >> 8);
-    b[1] = (uint8_t)v;
+    v = BASE_BE16(v);
+    memcpy(p, &v, 2);
 }
 
 static inline void base_put_be32(void *p, uint32_t v)
 {
-    uint8_t *b = p;
-    b[0] = (uint8_t)(v >> 24);
-    b[1] = (uint8_t)(v >> 16);
-    b[2] = (uint8_t)(v >> 8);
-    b[3] = (uint8_t)v;
+    v = BASE_BE32(v);
+    memcpy(p, &v, 4);
 }
 
 static inline void base_put_be64(void *p, uint64_t v)
 {
-    base_put_be32(p, (uint32_t)(v >> 32));
-    base_put_be32((uint8_t *)p + 4, (uint32_t)v);
+    v = BASE_BE64(v);
+    memcpy(p, &v, 8);
 }
 
 static inline uint16_t base_get_be16(const void *p)
 {
-    const uint8_t *b = p;
-    return (uint16_t)(b[0] << 8 | b[1]);
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return BASE_BE16(v);
 }
 
 static inline uint32_t base_get_be32(const void *p)
 {
-    const uint8_t *b = p;
-    return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return BASE_BE32(v);
 }
 
 static inline uint64_t base_get_be64(const void *p)
 {
-    return (uint64_t)base_get_be32(p) << 32 | base_get_be32((const uint8_t *)p + 4);
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return BASE_BE64(v);
 }
 
 static inline void base_put_le32(void *p, uint32_t v)
 {
-    uint8_t *b = p;
-    b[0] = (uint8_t)v;
-    b[1] = (uint8_t)(v >> 8);
-    b[2] = (uint8_t)(v >> 16);
-    b[3] = (uint8_t)(v >> 24);
+    v = BASE_LE32(v);
+    memcpy(p, &v, 4);
 }
 
 static inline void base_put_le64(void *p, uint64_t v)
 {
-    base_put_le32(p, (uint32_t)v);
-    base_put_le32((uint8_t *)p + 4, (uint32_t)(v >> 32));
+    v = BASE_LE64(v);
+    memcpy(p, &v, 8);
 }
 
 static inline uint32_t base_get_le32(const void *p)
 {
-    const uint8_t *b = p;
-    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return BASE_LE32(v);
 }
 
 static inline uint64_t base_get_le64(const void *p)
 {
-    return (uint64_t)base_get_le32((const uint8_t *)p + 4) << 32 | base_get_le32(p);
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return BASE_LE64(v);
 }
 
 /* ---- bounded reader --------------------------------------------------------------- */
