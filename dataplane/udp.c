@@ -15,16 +15,19 @@
 #include <urcu.h>
 
 #define REQ_HEADER ZK_UDP_REQUEST_HEADER_BYTES
-#define ZK_REPLY_HEADER 16 /* xid, zxid, err */
 
-/* The reply's headers; the record, if any, follows. */
+static uint8_t reply_flags(const struct zk_udp_request_header *q)
+{
+    return (uint8_t)(ZK_UDP_FLAG_REPLY | (q->flags & ZK_UDP_FLAG_SESSION));
+}
+
+/* A reply of headers only, in place of anything out held. */
 static void put_reply(struct zk_wbuf *out, const struct zk_udp_request_header *q,
                       enum zk_udp_status status, uint32_t detail, int64_t zxid, int32_t err)
 {
     zk_wbuf_reset(out);
-    uint8_t flags = (uint8_t)(ZK_UDP_FLAG_REPLY | (q->flags & ZK_UDP_FLAG_SESSION));
     struct zk_reply_header h = { .xid = 0, .zxid = zxid, .err = err };
-    zk_put_udp_reply_header(out, q->request_id, flags, status, detail, &h);
+    zk_put_udp_reply_header(out, q->request_id, reply_flags(q), status, detail, &h);
 }
 
 static size_t answer(struct zk_wbuf *out, struct dp_udp_counters *ctr,
@@ -81,13 +84,14 @@ static bool all_zero(const uint8_t *p, size_t n)
     return acc == 0;
 }
 
-/* Runs the read of a checked request. */
+/* Runs the read of a checked request. Its headers are written once, over
+ * the space kept for them, when the read's error code and zxid are known. */
 static size_t serve(struct dp *dp, const struct zk_udp_request_header *q, const uint8_t *req,
                     size_t len, const struct tree_auth *auth, size_t datagram_max,
                     struct zk_wbuf *out, struct dp_udp_counters *ctr)
 {
-    put_reply(out, q, ZK_UDP_OK, 0, 0, 0);
-    size_t record_at = out->len;
+    zk_wbuf_reset(out);
+    (void)zk_put_space(out, ZK_UDP_REPLY_HEADERS_BYTES);
     struct base_rd in;
     base_rd_init(&in, req + REQ_HEADER, len - REQ_HEADER);
     int rc = dp_read_plain(dp, auth, q->op, &in, out);
@@ -103,12 +107,9 @@ static size_t serve(struct dp *dp, const struct zk_udp_request_header *q, const 
         uint32_t need = out->len > UINT32_MAX ? UINT32_MAX : (uint32_t)out->len;
         return answer(out, ctr, q, ZK_UDP_TOO_BIG, need, zxid);
     }
-    /* the headers again, now that err and zxid are known; the record stays */
-    size_t record_len = out->len - record_at;
-    out->len = record_at - ZK_REPLY_HEADER;
+    /* an error's reply is the headers alone (dp_read_plain wrote nothing) */
     struct zk_reply_header h = { .xid = 0, .zxid = zxid, .err = rc };
-    zk_put_reply_header(out, &h);
-    out->len += rc == ZK_OK ? record_len : 0;
+    zk_write_udp_reply_header(out->p, q->request_id, reply_flags(q), ZK_UDP_OK, 0, &h);
     ctr->answered[ZK_UDP_OK]++;
     return out->len;
 }

@@ -251,6 +251,11 @@ static inline uint8_t *wbuf_take(struct zk_wbuf *w, size_t n)
     return at;
 }
 
+uint8_t *zk_put_space(struct zk_wbuf *w, size_t n)
+{
+    return wbuf_take(w, n);
+}
+
 void zk_put_raw(struct zk_wbuf *w, const void *p, size_t len)
 {
     uint8_t *at = len ? wbuf_take(w, len) : NULL;
@@ -492,14 +497,18 @@ bool zk_get_reply_header(struct base_rd *r, struct zk_reply_header *v)
     return zk_get_i32(r, &v->xid) && zk_get_i64(r, &v->zxid) && zk_get_i32(r, &v->err);
 }
 
-void zk_put_reply_header(struct zk_wbuf *w, const struct zk_reply_header *v)
+void zk_write_reply_header(uint8_t *at, const struct zk_reply_header *v)
 {
-    uint8_t *at = wbuf_take(w, 16);
-    if (at == NULL)
-        return;
     base_put_be32(at, (uint32_t)v->xid);
     base_put_be64(at + 4, (uint64_t)v->zxid);
     base_put_be32(at + 12, (uint32_t)v->err);
+}
+
+void zk_put_reply_header(struct zk_wbuf *w, const struct zk_reply_header *v)
+{
+    uint8_t *at = wbuf_take(w, ZK_REPLY_HEADER_BYTES);
+    if (at != NULL)
+        zk_write_reply_header(at, v);
 }
 
 /* MultiHeader.done is a jute boolean: one byte on the wire, even though the

@@ -223,6 +223,7 @@ struct zk_request_header {
     int32_t xid;
     int32_t type;
 };
+#define ZK_REPLY_HEADER_BYTES 16
 struct zk_reply_header {
     int32_t xid;
     int64_t zxid;
@@ -333,6 +334,10 @@ void zk_put_bool(struct zk_wbuf *w, bool v);
 void zk_put_bytes(struct zk_wbuf *w, const void *p, int32_t len); /* len -1: null */
 void zk_put_str(struct zk_wbuf *w, struct zk_str s);
 void zk_put_raw(struct zk_wbuf *w, const void *p, size_t len); /* no length prefix */
+/* Appends n bytes for the caller to fill in (a header written once its
+ * values are known); NULL when the buffer failed. The pointer is good until
+ * the next put, which may move the buffer. */
+uint8_t *zk_put_space(struct zk_wbuf *w, size_t n);
 void zk_put_strvec(struct zk_wbuf *w, const struct zk_strvec *v);
 /* Frames: begin reserves the 4-byte length, end patches it. */
 size_t zk_frame_begin(struct zk_wbuf *w);
@@ -356,6 +361,8 @@ bool zk_get_request_header(struct base_rd *r, struct zk_request_header *v);
 void zk_put_request_header(struct zk_wbuf *w, const struct zk_request_header *v);
 bool zk_get_reply_header(struct base_rd *r, struct zk_reply_header *v);
 void zk_put_reply_header(struct zk_wbuf *w, const struct zk_reply_header *v);
+/* The same 16 bytes written at at (a header filled in after its record). */
+void zk_write_reply_header(uint8_t *at, const struct zk_reply_header *v);
 bool zk_get_multi_header(struct base_rd *r, struct zk_multi_header *v);
 void zk_put_multi_header(struct zk_wbuf *w, const struct zk_multi_header *v);
 /* The header that ends a multi request or response (type -1, done, err -1). */
@@ -452,6 +459,10 @@ struct zk_udp_reply {
 };
 void zk_put_udp_reply_header(struct zk_wbuf *w, uint64_t request_id, uint8_t flags,
                              uint32_t status, uint32_t detail, const struct zk_reply_header *h);
+/* The same two headers written at b, which holds ZK_UDP_REPLY_HEADERS_BYTES. */
+#define ZK_UDP_REPLY_HEADERS_BYTES (ZK_UDP_REPLY_HEADER_BYTES + ZK_REPLY_HEADER_BYTES)
+void zk_write_udp_reply_header(uint8_t *b, uint64_t request_id, uint8_t flags, uint32_t status,
+                               uint32_t detail, const struct zk_reply_header *h);
 /* False when d is not a reply of this protocol (short, another magic, no
  * REPLY flag, a header length this client cannot skip). */
 bool zk_get_udp_reply(const uint8_t *d, size_t n, struct zk_udp_reply *out);

@@ -67,10 +67,9 @@ void zk_udp_sign(const uint8_t passwd[16], uint8_t *dgram, size_t len)
     base_put_be64(dgram + ZK_UDP_MAC_AT, zk_udp_mac(passwd, dgram, len));
 }
 
-void zk_put_udp_reply_header(struct zk_wbuf *w, uint64_t request_id, uint8_t flags,
-                             uint32_t status, uint32_t detail, const struct zk_reply_header *h)
+void zk_write_udp_reply_header(uint8_t *b, uint64_t request_id, uint8_t flags, uint32_t status,
+                               uint32_t detail, const struct zk_reply_header *h)
 {
-    uint8_t b[ZK_UDP_REPLY_HEADER_BYTES];
     base_put_be32(b, ZK_UDP_MAGIC);
     b[4] = ZK_UDP_VERSION;
     b[5] = flags;
@@ -78,8 +77,15 @@ void zk_put_udp_reply_header(struct zk_wbuf *w, uint64_t request_id, uint8_t fla
     base_put_be64(b + 8, request_id);
     base_put_be32(b + 16, status);
     base_put_be32(b + 20, detail);
-    zk_put_raw(w, b, sizeof b);
-    zk_put_reply_header(w, h);
+    zk_write_reply_header(b + ZK_UDP_REPLY_HEADER_BYTES, h);
+}
+
+void zk_put_udp_reply_header(struct zk_wbuf *w, uint64_t request_id, uint8_t flags,
+                             uint32_t status, uint32_t detail, const struct zk_reply_header *h)
+{
+    uint8_t *b = zk_put_space(w, ZK_UDP_REPLY_HEADERS_BYTES);
+    if (b != NULL)
+        zk_write_udp_reply_header(b, request_id, flags, status, detail, h);
 }
 
 bool zk_get_udp_reply(const uint8_t *d, size_t n, struct zk_udp_reply *out)
