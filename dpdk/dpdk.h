@@ -106,6 +106,7 @@ struct ldp *ldp_start(const struct ldp_cfg *cfg, struct dp *dp, char *err, size_
 /* Stops the lcores, the port and EAL, and frees l. NULL is ignored. */
 void ldp_stop(struct ldp *l);
 
+#define LDP_STALL_NS 20000 /* the read latency the path is built for */
 struct ldp_stats {
     int cores;
     uint16_t port;
@@ -116,6 +117,12 @@ struct ldp_stats {
     struct dp_udp_counters udp;
     uint64_t core_udp_replies[LDP_CORES_MAX];
     uint64_t core_busy_ns[LDP_CORES_MAX]; /* time in bursts that carried frames */
+    /* Passes that began LDP_STALL_NS or more after they were due, and by
+     * how much in all: time the core was taken away between passes, when
+     * frames may have waited (a stall inside a burst counts as busy). On a
+     * core of its own (isolcpus, nohz_full) this stays near zero. */
+    uint64_t core_stalls[LDP_CORES_MAX];
+    uint64_t core_stalled_ns[LDP_CORES_MAX];
 };
 void ldp_get_stats(struct ldp *l, struct ldp_stats *out);
 

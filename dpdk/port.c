@@ -7,7 +7,8 @@
  * replies out in one burst. No lock and no
  * allocation per packet: an lcore owns its queue pair, its scratch buffer
  * and its counters, and publishes the counters for mntr after each busy
- * pass.
+ * pass and each stall (a pass that began 20 us or more late: the core was
+ * taken away, and frames may have waited).
  *
  * RSS spreads clients over the queues when the port has more than one
  * (one queue per lcore); on a PMD without RSS (memif, af_packet) one lcore
@@ -47,9 +48,13 @@ struct ldp_core {
     struct ldp_counters ctr;     /* the lcore's own */
     uint64_t tx_dropped;         /* replies the queue did not take */
     uint64_t busy_cycles;        /* TSC cycles in bursts that had frames */
+    uint64_t stalls;             /* passes that began LDP_STALL_NS or more late */
+    uint64_t stalled_cycles;     /* and how late, in all */
+    uint64_t stall_min_cycles;   /* LDP_STALL_NS in TSC cycles */
     struct zk_wbuf scratch;
     /* published for ldp_get_stats (relaxed: each value one the lcore wrote) */
     _Atomic uint64_t st_frames, st_arp, st_icmp, st_udp, st_tx_dropped, st_busy_cycles;
+    _Atomic uint64_t st_stalls, st_stalled_cycles;
     _Atomic uint64_t st_dropped[LDP_DROPS];
     _Atomic uint64_t st_udp_answered[ZK_UDP_STATUSES];
     _Atomic uint64_t st_udp_dropped[DP_UDP_DROPS];
@@ -168,6 +173,8 @@ static void publish(struct ldp_core *c)
     atomic_store_explicit(&c->st_udp, c->ctr.udp_replies, memory_order_relaxed);
     atomic_store_explicit(&c->st_tx_dropped, c->tx_dropped, memory_order_relaxed);
     atomic_store_explicit(&c->st_busy_cycles, c->busy_cycles, memory_order_relaxed);
+    atomic_store_explicit(&c->st_stalls, c->stalls, memory_order_relaxed);
+    atomic_store_explicit(&c->st_stalled_cycles, c->stalled_cycles, memory_order_relaxed);
     for (int i = 0; i < LDP_DROPS; i++)
         atomic_store_explicit(&c->st_dropped[i], c->ctr.dropped[i], memory_order_relaxed);
     for (int i = 0; i < ZK_UDP_STATUSES; i++)
@@ -225,21 +232,43 @@ static uint16_t burst(struct ldp_core *c)
     return n;
 }
 
+/* A pass that began late by `late` cycles: the core was taken away (an
+ * interrupt, the hypervisor, another thread on its CPU) while frames may
+ * have been waiting. Published at once: an idle core publishes nothing
+ * else. */
+static void note_late(struct ldp_core *c, uint64_t now, uint64_t due)
+{
+    uint64_t late = now - due;
+    if (now < due || late < c->stall_min_cycles)
+        return; /* on time (or a clock that stepped back: nothing to say) */
+    c->stalls++;
+    c->stalled_cycles += late;
+    publish(c);
+}
+
 static int core_main(void *arg)
 {
     struct ldp_core *c = arg;
     rcu_register_thread(); /* dp_udp_handle reads the tree */
     t_poll_core = true;
     int i = c->queue;
+    /* when the next pass should begin: right after a busy pass ends, or
+     * right after an empty one began (a receive that finds nothing takes
+     * well under a microsecond); it costs no clock read an idle pass
+     * did not already take */
+    uint64_t due = rte_rdtsc();
     while (!atomic_load_explicit(&c->ldp->stop, memory_order_acquire)) {
         /* the time in bursts that carried frames is the core's real cost
          * per read: a polling core is busy whether or not frames come */
         uint64_t t0 = rte_rdtsc();
+        note_late(c, t0, due);
         pass_begin(i);
         uint16_t frames = burst(c);
         pass_end(i);
+        due = t0;
         if (frames > 0) {
-            c->busy_cycles += rte_rdtsc() - t0;
+            due = rte_rdtsc();
+            c->busy_cycles += due - t0;
             publish(c);
         }
     }
@@ -383,6 +412,8 @@ struct ldp *ldp_start(const struct ldp_cfg *cfg, struct dp *dp, char *err, size_
         c->ldp = l;
         c->queue = (uint16_t)i;
         c->lcore = lcore;
+        c->stall_min_cycles = l->tsc_hz / 1000000000u * LDP_STALL_NS +
+                              l->tsc_hz % 1000000000u * LDP_STALL_NS / 1000000000u;
         zk_wbuf_init(&c->scratch);
         if ((rc = rte_eal_remote_launch(core_main, c, lcore)) != 0) {
             snprintf(err, errlen, "--dpdk: lcore %u: %s", lcore, rte_strerror(-rc));
@@ -414,6 +445,13 @@ void ldp_stop(struct ldp *l)
     (void)rte_eal_cleanup();
 }
 
+static uint64_t tsc_ns(const struct ldp *l, uint64_t cycles)
+{
+    if (l->tsc_hz == 0)
+        return 0;
+    return cycles / l->tsc_hz * 1000000000u + cycles % l->tsc_hz * 1000000000u / l->tsc_hz;
+}
+
 void ldp_get_stats(struct ldp *l, struct ldp_stats *out)
 {
     memset(out, 0, sizeof *out);
@@ -430,9 +468,10 @@ void ldp_get_stats(struct ldp *l, struct ldp_stats *out)
         out->core_udp_replies[i] = udp;
         out->tx_dropped += atomic_load_explicit(&c->st_tx_dropped, memory_order_relaxed);
         uint64_t busy = atomic_load_explicit(&c->st_busy_cycles, memory_order_relaxed);
-        out->core_busy_ns[i] = l->tsc_hz ? busy / l->tsc_hz * 1000000000u +
-                                               busy % l->tsc_hz * 1000000000u / l->tsc_hz
-                                         : 0;
+        out->core_busy_ns[i] = tsc_ns(l, busy);
+        out->core_stalls[i] = atomic_load_explicit(&c->st_stalls, memory_order_relaxed);
+        out->core_stalled_ns[i] =
+            tsc_ns(l, atomic_load_explicit(&c->st_stalled_cycles, memory_order_relaxed));
         for (int k = 0; k < LDP_DROPS; k++)
             out->dropped[k] += atomic_load_explicit(&c->st_dropped[k], memory_order_relaxed);
         for (int k = 0; k < ZK_UDP_STATUSES; k++)

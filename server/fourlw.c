@@ -473,6 +473,10 @@ static void rep_dpdk(struct server *srv, const struct rep *r)
                  st->core_udp_replies[i]);
     for (int i = 0; i < st->cores && i < LDP_CORES_MAX; i++)
         rep_uint(r, keyf(k, sizeof k, "larch_dpdk_core%d_busy_ns", i), st->core_busy_ns[i]);
+    for (int i = 0; i < st->cores && i < LDP_CORES_MAX; i++)
+        rep_uint(r, keyf(k, sizeof k, "larch_dpdk_core%d_stalls", i), st->core_stalls[i]);
+    for (int i = 0; i < st->cores && i < LDP_CORES_MAX; i++)
+        rep_uint(r, keyf(k, sizeof k, "larch_dpdk_core%d_stalled_ns", i), st->core_stalled_ns[i]);
     free(st);
 #else
     (void)srv, (void)r;

@@ -23,6 +23,7 @@ import json
 import os
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -31,7 +32,7 @@ import time
 import unittest
 
 from harness import (Server, four_letter, kazoo_client, larchd_path, stop_kazoo, sut_kind,
-                     unique_path)
+                     unique_path, wait_until)
 from test_cli import cli_path
 from test_udp import mntr
 
@@ -198,6 +199,29 @@ class DpdkReadTest(unittest.TestCase):
         srvr = four_letter(self.srv.port, "srvr").decode()
         self.assertRegex(srvr, r"\nUDP reads \(DPDK\): %s:%d received=\d+ served=([1-9]\d+) "
                          r"refused=[1-9]\d* dropped=0\n" % (SERVER_IP, UDP_PORT))
+
+    def test_the_poll_core_counts_the_time_taken_from_it(self):
+        """A poll-mode core that is stopped (SIGSTOP, as a hypervisor or
+        another thread on its CPU would take it) counts the time it lost in
+        mntr: at least one stall, at least as long as it was stopped, no
+        longer than the time that went by."""
+        def stalls():
+            m = mntr(self.srv.port)
+            return (int(m.get("zk_larch_dpdk_core0_stalls", -1)),
+                    int(m.get("zk_larch_dpdk_core0_stalled_ns", -1)))
+        self.assertTrue(wait_until(lambda: stalls()[0] >= 0, 30))  # the port is up
+        count0, ns0 = stalls()
+        t0 = time.monotonic()
+        os.kill(self.srv.proc.pid, signal.SIGSTOP)
+        try:
+            time.sleep(0.3)
+        finally:
+            os.kill(self.srv.proc.pid, signal.SIGCONT)
+        # the core says so as soon as it runs again, before anything else
+        self.assertTrue(wait_until(lambda: stalls()[1] - ns0 >= 300e6, 10), stalls())
+        count1, ns1 = stalls()
+        self.assertGreaterEqual(count1 - count0, 1)
+        self.assertLessEqual(ns1 - ns0, (time.monotonic() - t0) * 1e9)
 
     def test_reads_complete_under_loss_and_garbage_is_counted(self):
         zk = kazoo_client(self.srv.port)
