@@ -91,7 +91,7 @@ static size_t serve(struct dp *dp, const struct zk_udp_request_header *q, const 
                     struct zk_wbuf *out, struct dp_udp_counters *ctr)
 {
     zk_wbuf_reset(out);
-    (void)zk_put_space(out, ZK_UDP_REPLY_HEADERS_BYTES);
+    (void)zk_put_space(out, ZK_UDP_REPLY_HEADERS_BYTES); /* failing sets out->err: below */
     struct base_rd in;
     base_rd_init(&in, req + REQ_HEADER, len - REQ_HEADER);
     int rc = dp_read_plain(dp, auth, q->op, &in, out);

@@ -1668,6 +1668,48 @@ static void check_long_path(struct fx *f, size_t len)
     free(child);
 }
 
+/* tree_path_hash as it was first written, a byte at a time after the last
+ * whole word: the oracle for the tail it now reads with one load. */
+static uint64_t path_hash_bytewise(const char *path, size_t len)
+{
+    const uint8_t *b = (const uint8_t *)path;
+    uint64_t h = 0x9e3779b97f4a7c15ULL;
+    size_t n = len;
+    for (; n >= 8; b += 8, n -= 8) {
+        h = (h ^ base_get_le64(b)) * 0xff51afd7ed558ccdULL;
+        h = h << 31 | h >> 33;
+    }
+    uint64_t tail = 0;
+    for (size_t i = 0; i < n; i++)
+        tail |= (uint64_t)b[i] << (8 * i);
+    h = (h ^ tail) * 0xc4ceb9fe1a85ec53ULL;
+    return tree_hash_mix(h, len);
+}
+
+/* Every length from 0 to 40, at every offset in a buffer whose bytes
+ * around the path differ: the same hash as the oracle, and one that
+ * changes with any single byte of the path (the tail's included). */
+static void test_path_hash_covers_every_byte(void **state)
+{
+    (void)state;
+    char buf[64];
+    for (size_t i = 0; i < sizeof buf; i++)
+        buf[i] = (char)('a' + i % 26);
+    for (size_t off = 0; off < 8; off++) {
+        for (size_t len = 0; len <= 40; len++) {
+            const char *p = buf + off;
+            uint64_t h = tree_path_hash(p, len);
+            assert_int_equal(h, path_hash_bytewise(p, len));
+            for (size_t k = 0; k < len; k++) {
+                char copy[64];
+                memcpy(copy, p, len);
+                copy[k] ^= 0x20;
+                assert_int_not_equal(tree_path_hash(copy, len), h);
+            }
+        }
+    }
+}
+
 static void test_long_paths(void **state)
 {
     check_long_path(*state, 10000);
@@ -1839,6 +1881,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_create_past_txn_bound, setup, teardown),
         cmocka_unit_test_setup_teardown(test_multi_past_txn_bound, setup, teardown),
         cmocka_unit_test_setup_teardown(test_long_paths, setup, teardown),
+        cmocka_unit_test(test_path_hash_covers_every_byte),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     rcu_unregister_thread();
