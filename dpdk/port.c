@@ -184,16 +184,12 @@ static void publish(struct ldp_core *c)
         atomic_store_explicit(&c->st_udp_dropped[i], c->ctr.udp.dropped[i], memory_order_relaxed);
 }
 
-/* One burst: rx, handle each frame in place, tx the replies. The number of
- * frames received. */
-static uint16_t burst(struct ldp_core *c)
+/* A received burst: each frame handled in place, the replies sent. */
+static void serve_burst(struct ldp_core *c, struct rte_mbuf **in, uint16_t n)
 {
     _Static_assert(BURST <= LDP_BURST_MAX, "ldp_frames_prefetch sees every frame");
     struct ldp *l = c->ldp;
-    struct rte_mbuf *in[BURST], *out[BURST];
-    uint16_t n = rte_eth_rx_burst(l->port, c->queue, in, BURST);
-    if (n == 0)
-        return 0;
+    struct rte_mbuf *out[BURST];
     uint16_t nout = 0;
     rcu_read_lock(); /* one read-side section for the burst, not one per read */
     uint8_t *frames[BURST];
@@ -229,13 +225,12 @@ static uint16_t burst(struct ldp_core *c)
     for (uint16_t i = sent; i < nout; i++)
         rte_pktmbuf_free(out[i]);
     c->tx_dropped += (uint64_t)(nout - sent);
-    return n;
 }
 
-/* A pass that began late by `late` cycles: the core was taken away (an
- * interrupt, the hypervisor, another thread on its CPU) while frames may
- * have been waiting. Published at once: an idle core publishes nothing
- * else. */
+/* The core comes back at `now`, due at `due`: 20 us or more late, it was
+ * taken away (an interrupt, the hypervisor, another thread on its CPU)
+ * while frames may have been waiting. Published at once: an idle core
+ * publishes nothing else. */
 static void note_late(struct ldp_core *c, uint64_t now, uint64_t due)
 {
     uint64_t late = now - due;
@@ -258,19 +253,25 @@ static int core_main(void *arg)
      * did not already take */
     uint64_t due = rte_rdtsc();
     while (!atomic_load_explicit(&c->ldp->stop, memory_order_acquire)) {
-        /* the time in bursts that carried frames is the core's real cost
-         * per read: a polling core is busy whether or not frames come */
         uint64_t t0 = rte_rdtsc();
         note_late(c, t0, due);
         pass_begin(i);
-        uint16_t frames = burst(c);
-        pass_end(i);
+        struct rte_mbuf *in[BURST];
+        uint16_t n = rte_eth_rx_burst(c->ldp->port, c->queue, in, BURST);
         due = t0;
-        if (frames > 0) {
+        if (n > 0) {
+            /* a core taken away inside the receive finds the frames that
+             * came meanwhile: that time was a stall, not work. The time
+             * in bursts that carried frames is the core's real cost per
+             * read: a polling core is busy whether or not frames come. */
+            uint64_t t1 = rte_rdtsc();
+            note_late(c, t1, t0);
+            serve_burst(c, in, n);
             due = rte_rdtsc();
-            c->busy_cycles += due - t0;
+            c->busy_cycles += due - t1;
             publish(c);
         }
+        pass_end(i);
     }
     publish(c);
     rcu_unregister_thread();

@@ -204,22 +204,28 @@ class DpdkReadTest(unittest.TestCase):
         """A poll-mode core that is stopped (SIGSTOP, as a hypervisor or
         another thread on its CPU would take it) counts the time it lost in
         mntr: at least one stall, at least as long as it was stopped, no
-        longer than the time that went by."""
-        def stalls():
+        longer than the time that went by. Frames sent while it is stopped
+        wait for it, and the burst that finds them does not count the wait
+        as work."""
+        def counters():
             m = mntr(self.srv.port)
             return (int(m.get("zk_larch_dpdk_core0_stalls", -1)),
-                    int(m.get("zk_larch_dpdk_core0_stalled_ns", -1)))
-        self.assertTrue(wait_until(lambda: stalls()[0] >= 0, 30))  # the port is up
-        count0, ns0 = stalls()
+                    int(m.get("zk_larch_dpdk_core0_stalled_ns", -1)),
+                    int(m.get("zk_larch_dpdk_frames", -1)))
+        self.assertTrue(wait_until(lambda: counters()[0] >= 0, 30))  # the port is up
+        count0, ns0, frames0 = counters()
+        stop_s = 0.5
         t0 = time.monotonic()
         os.kill(self.srv.proc.pid, signal.SIGSTOP)
         try:
-            time.sleep(0.3)
+            self.client({"kind": "junk", "seed": 3, "n": 20})  # frames that wait
+            time.sleep(max(0.0, stop_s - (time.monotonic() - t0)))
         finally:
             os.kill(self.srv.proc.pid, signal.SIGCONT)
         # the core says so as soon as it runs again, before anything else
-        self.assertTrue(wait_until(lambda: stalls()[1] - ns0 >= 300e6, 10), stalls())
-        count1, ns1 = stalls()
+        self.assertTrue(wait_until(lambda: counters()[1] - ns0 >= stop_s * 1e9, 10), counters())
+        count1, ns1, frames1 = counters()
+        self.assertGreater(frames1, frames0)  # the frames came while it was stopped
         self.assertGreaterEqual(count1 - count0, 1)
         self.assertLessEqual(ns1 - ns0, (time.monotonic() - t0) * 1e9)
 
