@@ -117,10 +117,11 @@ struct ldp_stats {
     struct dp_udp_counters udp;
     uint64_t core_udp_replies[LDP_CORES_MAX];
     uint64_t core_busy_ns[LDP_CORES_MAX]; /* time in bursts that carried frames */
-    /* Passes that began LDP_STALL_NS or more after they were due, and by
-     * how much in all: time the core was taken away between passes, when
-     * frames may have waited (a stall inside a burst counts as busy). On a
-     * core of its own (isolcpus, nohz_full) this stays near zero. */
+    /* How often the core came back LDP_STALL_NS or more after it was due,
+     * and by how much in all: time it was taken away between passes or
+     * inside a receive, when frames may have waited (a stall while a burst
+     * is served counts as busy). On a CPU of its own (isolcpus, nohz_full)
+     * it should stay near zero. */
     uint64_t core_stalls[LDP_CORES_MAX];
     uint64_t core_stalled_ns[LDP_CORES_MAX];
 };

@@ -7,8 +7,8 @@
  * replies out in one burst. No lock and no
  * allocation per packet: an lcore owns its queue pair, its scratch buffer
  * and its counters, and publishes the counters for mntr after each busy
- * pass and each stall (a pass that began 20 us or more late: the core was
- * taken away, and frames may have waited).
+ * pass and each stall (a pass, or its receive, that came back 20 us or
+ * more late: the core was taken away, and frames may have waited).
  *
  * RSS spreads clients over the queues when the port has more than one
  * (one queue per lcore); on a PMD without RSS (memif, af_packet) one lcore
@@ -48,7 +48,7 @@ struct ldp_core {
     struct ldp_counters ctr;     /* the lcore's own */
     uint64_t tx_dropped;         /* replies the queue did not take */
     uint64_t busy_cycles;        /* TSC cycles in bursts that had frames */
-    uint64_t stalls;             /* passes that began LDP_STALL_NS or more late */
+    uint64_t stalls;             /* comebacks LDP_STALL_NS or more late (note_late) */
     uint64_t stalled_cycles;     /* and how late, in all */
     uint64_t stall_min_cycles;   /* LDP_STALL_NS in TSC cycles */
     struct zk_wbuf scratch;
@@ -278,6 +278,20 @@ static int core_main(void *arg)
     return 0;
 }
 
+/* TSC cycles to nanoseconds and back, without overflow for any count a
+ * core reaches (the remainder is scaled on its own). */
+static uint64_t tsc_ns(const struct ldp *l, uint64_t cycles)
+{
+    if (l->tsc_hz == 0)
+        return 0;
+    return cycles / l->tsc_hz * 1000000000u + cycles % l->tsc_hz * 1000000000u / l->tsc_hz;
+}
+
+static uint64_t ns_tsc(const struct ldp *l, uint64_t ns)
+{
+    return ns / 1000000000u * l->tsc_hz + ns % 1000000000u * l->tsc_hz / 1000000000u;
+}
+
 /* Splits s at blanks into argv[1..] (argv[0] = "larchd"); the strings
  * live in buf, which the caller frees after rte_eal_init. */
 static int split_args(const char *s, char **buf, char **argv, int max)
@@ -413,8 +427,7 @@ struct ldp *ldp_start(const struct ldp_cfg *cfg, struct dp *dp, char *err, size_
         c->ldp = l;
         c->queue = (uint16_t)i;
         c->lcore = lcore;
-        c->stall_min_cycles = l->tsc_hz / 1000000000u * LDP_STALL_NS +
-                              l->tsc_hz % 1000000000u * LDP_STALL_NS / 1000000000u;
+        c->stall_min_cycles = ns_tsc(l, LDP_STALL_NS);
         zk_wbuf_init(&c->scratch);
         if ((rc = rte_eal_remote_launch(core_main, c, lcore)) != 0) {
             snprintf(err, errlen, "--dpdk: lcore %u: %s", lcore, rte_strerror(-rc));
@@ -444,13 +457,6 @@ void ldp_stop(struct ldp *l)
     rte_mempool_free(l->pool);
     free(l);
     (void)rte_eal_cleanup();
-}
-
-static uint64_t tsc_ns(const struct ldp *l, uint64_t cycles)
-{
-    if (l->tsc_hz == 0)
-        return 0;
-    return cycles / l->tsc_hz * 1000000000u + cycles % l->tsc_hz * 1000000000u / l->tsc_hz;
 }
 
 void ldp_get_stats(struct ldp *l, struct ldp_stats *out)
